@@ -1,0 +1,35 @@
+"""Pods and the estate file that plans them (schema_version 1, DESIGN.md)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+POD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+
+
+class Pod(BaseModel):
+    """One model pinned to a chosen GPU set and host port."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=POD_NAME_PATTERN, max_length=63)
+    """`[a-z0-9][a-z0-9-]*`, unique case-insensitively; the container is `c3-<name>`."""
+    slug: str
+    """A catalog entry, `engine/name` (club-3090 files say `compose:`; both are accepted)."""
+    gpus: tuple[int, ...]
+    """Host GPU indices; their count equals the slug's TP × PP."""
+    port: int = Field(ge=1, le=65535)
+    """Host port the pod's OpenAI endpoint listens on."""
+    uuids: tuple[str, ...] | None = None
+    """GPU UUIDs recorded at create, to detect a re-ordered rig; resolved again at boot."""
+
+
+class Estate(BaseModel):
+    """The whole estate file: a desired-state plan of pods, not a record of what runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    """Only 1 exists."""
+    pods: list[Pod] = Field(default_factory=list)
+    """The pods, in file order (YAML key `estate`)."""

@@ -1,0 +1,65 @@
+"""The fit-check's answer: a verdict and the per-rank memory breakdown behind it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FitVerdict = Literal["fits", "tight", "wont-fit", "incompatible-hw", "unknown"]
+
+
+class GpuFit(BaseModel):
+    """The memory plan of one rank (one GPU), in GiB. JSON field names are a stable contract."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int | None = None
+    """Host GPU index, when the fit was for real GPUs."""
+    card: str | None = None
+    """Card profile id, or a description of an unprofiled card."""
+    total_gib: float
+    """CUDA-visible total."""
+    budget_gib: float
+    """total × gpu_memory_utilization (vLLM) or the engine's own cap."""
+    weights_gib: float
+    """Weights this rank loads."""
+    activation_gib: float
+    """Activation peak of the profile run."""
+    non_torch_gib: float
+    """NCCL, cuBLAS workspaces, CUDA context."""
+    cudagraph_gib: float
+    """CUDA-graph pool estimate."""
+    available_kv_gib: float
+    """What is left for the KV cache on this rank (may be negative)."""
+    kv_blocks: int | None = None
+    """KV blocks this rank's budget holds, before the min over ranks."""
+
+
+class FitReport(BaseModel):
+    """Whether a model fits a GPU set, and why. `c3 fit --json` prints this."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdict: FitVerdict
+    """fits | tight | wont-fit | incompatible-hw | unknown."""
+    engine: str = "vllm"
+    """Engine whose rules priced it."""
+    kv_bytes_per_token: int | None = None
+    """Per rank, all layers, at the chosen KV dtype."""
+    kv_cache_tokens: int | None = None
+    """Tokens the KV pool holds (vLLM's new definition: max_concurrency × max_model_len)."""
+    max_concurrency: float | None = None
+    """Requests of max_model_len the pool holds at once."""
+    max_model_len: int | None = None
+    """The context length that was priced."""
+    max_model_len_fits: int | None = None
+    """The largest context for which one request still fits."""
+    available_kv_gib: float | None = None
+    """Minimum over ranks."""
+    gpus: list[GpuFit] = Field(default_factory=list)
+    """Per-rank breakdown."""
+    reasons: list[str] = Field(default_factory=list)
+    """Why the verdict is not `fits` (or what was assumed)."""
+    notes: list[str] = Field(default_factory=list)
+    """Advice that does not change the verdict."""

@@ -1,0 +1,3 @@
+from c3.cli import main
+
+main()

@@ -1,0 +1,119 @@
+"""The `c3` command line: a click group whose subcommands live in one module each, loaded lazily
+(so `c3 gpus` does not pay for importing Textual or docker-py).
+
+Every user mistake and unreachable service ends as one `c3: error: …` line (plus an optional
+`hint: …`) and the documented exit code — never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+
+import click
+
+from backend.errors import C3Error
+
+# name -> "module:attribute"; each module is owned by one feature area.
+COMMANDS: dict[str, str] = {
+    "demo": "c3.cli.cockpit:demo",
+    "gpus": "c3.cli.gpus:gpus",
+    "catalog": "c3.cli.catalog:catalog",
+    "fit": "c3.cli.fit:fit",
+    "pod": "c3.cli.pod:pod",
+    "up": "c3.cli.estate_run:up",
+    "down": "c3.cli.estate_run:down",
+    "serve": "c3.cli.serve:serve",
+    "node": "c3.cli.node:node",
+    "recipes": "c3.cli.recipes:recipes",
+    "profile": "c3.cli.profile:profile",
+    "pool": "c3.cli.pool:pool",
+    "shard": "c3.cli.shard:shard",
+    "spark": "c3.cli.spark:spark",
+}
+
+
+def _available(target: str) -> bool:
+    module = target.split(":", 1)[0]
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class LazyGroup(click.Group):
+    """A group that imports a subcommand's module only when that subcommand runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name, target in COMMANDS.items() if _available(target))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None or not _available(target):
+            return None
+        module_name, attr = target.split(":", 1)
+        return getattr(importlib.import_module(module_name), attr)
+
+
+@click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--readonly", is_flag=True, help="Cockpit: refuse every write.")
+@click.option("--color", type=click.Choice(["auto", "truecolor", "256", "16"]), default="auto", help="Cockpit colour depth.")
+@click.option("--no-mouse", is_flag=True, help="Cockpit: do not capture the mouse (keeps terminal copy/paste).")
+@click.version_option(package_name="c3", prog_name="c3")
+@click.pass_context
+def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool) -> None:
+    """c3 — place, fit-check, launch and watch open-weight LLMs on your own GPUs.
+
+    Run with no command for the cockpit; `c3 demo` runs it on a simulated rig.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj.update(readonly=readonly, color=color, no_mouse=no_mouse)
+    if ctx.invoked_subcommand is None:
+        from c3.cli.cockpit import run_cockpit
+
+        run_cockpit(readonly=readonly, color=color, no_mouse=no_mouse, demo=False)
+
+
+def fail(error: C3Error) -> None:
+    """Print one error line (and a hint) on stderr and exit with the error's code."""
+    click.echo(f"c3: error: {error.message}", err=True)
+    if error.hint:
+        click.echo(f"hint: {error.hint}", err=True)
+    sys.exit(error.exit_code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    # Non-UTF-8 locales crashed club-3090's helpers (#779); our output has ✓ ⚠ × — in it.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")  # type: ignore[attr-defined]
+        except (AttributeError, ValueError):
+            pass
+    try:
+        cli.main(args=argv, prog_name="c3", standalone_mode=False)
+    except C3Error as error:
+        fail(error)
+    except click.exceptions.NoArgsIsHelpError as error:
+        click.echo(error.ctx.get_help() if error.ctx else str(error))
+        sys.exit(2)
+    except click.UsageError as error:
+        message = error.format_message()
+        click.echo(f"c3: error: {message}", err=True)
+        if error.ctx is not None:
+            click.echo(f"hint: see `{error.ctx.command_path} --help`", err=True)
+        sys.exit(2)
+    except click.Abort:
+        click.echo("c3: aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except BrokenPipeError:
+        # `c3 gpus | head` closing the pipe is not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
+    except KeyboardInterrupt:
+        click.echo("c3: interrupted", err=True)
+        sys.exit(130)

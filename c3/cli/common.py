@@ -1,0 +1,48 @@
+"""Helpers every CLI module shares: JSON output, the `--file` option, GPU-list parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from backend.errors import UsageError
+
+
+def emit_json(payload: Any) -> None:
+    """Print one JSON document on stdout (the scriptable contract)."""
+    click.echo(json.dumps(payload, indent=2, sort_keys=False, default=str))
+
+
+def parse_index_list(text: str, *, what: str = "--gpus") -> list[int]:
+    """Parse `0,1,3` into indices; blanks dropped; anything else is a usage error."""
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise UsageError(f"{what} must list at least one index, e.g. {what} 1,2")
+    indices: list[int] = []
+    for item in items:
+        if not item.isdigit():
+            raise UsageError(f"{what}: `{item}` is not a GPU index", hint=f"use host indices as `c3 gpus` lists them, e.g. {what} 0,1")
+        value = int(item)
+        if value in indices:
+            raise UsageError(f"{what}: GPU {value} is listed twice")
+        indices.append(value)
+    return indices
+
+
+def file_option(func: Any) -> Any:
+    """`--file PATH`: select another estate file (default `$C3_HOME/estate.yml`)."""
+    return click.option(
+        "--file",
+        "file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Estate file (default $C3_HOME/estate.yml).",
+    )(func)
+
+
+def json_option(func: Any) -> Any:
+    """`--json`: machine-readable output."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(func)

@@ -1,0 +1,1 @@
+"""Reusable Textual widgets that render snapshots handed to them; they do no I/O."""
