@@ -1,0 +1,1 @@
+"""Machines c3 drives: the node registry (`nodes.json`) and local-node detection."""

@@ -1,0 +1,183 @@
+"""The node registry: `$C3_HOME/nodes.json`, mode 0600, written atomically under a lock.
+
+A node has a name, the URL where it answers OpenAI requests (`host`) and the SSH target this
+machine orchestrates it through (`ssh`). A node whose host is this machine is `local` and is driven
+without SSH. Every name passed to `--nodes` anywhere must be registered, this machine included.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from backend import paths
+from backend.atomic import locked, write_atomic
+from backend.errors import Refused, UsageError
+
+NODE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+
+
+class Node(BaseModel):
+    """One machine in the registry."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=NODE_NAME_PATTERN, max_length=63)
+    """Registry key, `[a-z0-9][a-z0-9_-]*`."""
+    host: str
+    """Base URL of the node's OpenAI-compatible endpoint, e.g. `http://10.0.0.5:8000`."""
+    ssh: str
+    """SSH target `USER@HOST` (or `USER@HOST:PORT`)."""
+    ssh_key: str | None = None
+    """Private key file for SSH, when not the agent's or the default."""
+
+    @property
+    def address(self) -> str:
+        """The host part of `host` (the endpoint URL)."""
+        return urlparse(self.host).hostname or ""
+
+    @property
+    def ssh_user(self) -> str:
+        """User part of the SSH target."""
+        return self.ssh.split("@", 1)[0] if "@" in self.ssh else ""
+
+    @property
+    def ssh_host(self) -> str:
+        """Host part of the SSH target (without user or port)."""
+        target = self.ssh.split("@", 1)[-1]
+        if target.startswith("["):  # [v6]:port
+            return target[1 : target.index("]")]
+        return target.rsplit(":", 1)[0] if target.count(":") == 1 else target
+
+    @property
+    def ssh_port(self) -> int:
+        """Port part of the SSH target (22 by default)."""
+        target = self.ssh.split("@", 1)[-1]
+        if target.startswith("[") and "]:" in target:
+            return int(target.rsplit(":", 1)[1])
+        if target.count(":") == 1:
+            return int(target.rsplit(":", 1)[1])
+        return 22
+
+    @property
+    def local(self) -> bool:
+        """True when the node's SSH host or endpoint host is this machine."""
+        return is_local_address(self.ssh_host) or is_local_address(self.address)
+
+
+class NodeRegistry(BaseModel):
+    """The whole `nodes.json` file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    """Only 1 exists."""
+    nodes: list[Node] = Field(default_factory=list)
+    """Registered nodes, in the order they were added."""
+
+
+@lru_cache(maxsize=1)
+def local_identities() -> frozenset[str]:
+    """Names and addresses that mean "this machine": hostname, FQDN, loopback and every interface address.
+
+    Interface addresses matter because on DGX Sparks the LAN address is often not in DNS (sparkrun
+    compares against `ip -o addr` for the same reason).
+    """
+    names = {"localhost", "127.0.0.1", "::1", socket.gethostname().lower(), socket.getfqdn().lower()}
+    try:
+        out = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, timeout=5).stdout
+        for match in re.finditer(r"\binet6?\s+([0-9a-fA-F:.]+)/", out):
+            names.add(match.group(1).lower())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return frozenset(names)
+
+
+def is_local_address(host: str) -> bool:
+    """True when `host` names this machine (loopback range included)."""
+    host = host.strip().strip("[]").lower()
+    if not host:
+        return False
+    return host in local_identities() or host.startswith("127.")
+
+
+def _validate_url(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+        raise UsageError(f"--host `{url}` is not an http(s) URL", hint="e.g. --host http://10.0.0.5:8000")
+    return url.rstrip("/")
+
+
+def _validate_ssh(target: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._-]+@(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?", target):
+        raise UsageError(f"--ssh `{target}` is not USER@HOST[:PORT]", hint="e.g. --ssh ubuntu@spark-2")
+    return target
+
+
+def load_registry(path: Path | None = None) -> NodeRegistry:
+    """Read `nodes.json` (an empty registry when the file does not exist)."""
+    path = path or paths.nodes_file()
+    if not path.exists():
+        return NodeRegistry()
+    try:
+        return NodeRegistry.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
+        first = str(exc).splitlines()[0]
+        raise UsageError(f"node registry {path} is not valid: {first}", hint="fix or remove the file") from exc
+
+
+def _save(registry: NodeRegistry, path: Path) -> None:
+    write_atomic(path, registry.model_dump_json(indent=2) + "\n", mode=0o600)
+
+
+def add_node(name: str, host: str, ssh: str, ssh_key: str | None = None, path: Path | None = None) -> Node:
+    """Register a node; refuses a name already taken (case-insensitively)."""
+    path = path or paths.nodes_file()
+    if not re.fullmatch(NODE_NAME_PATTERN, name):
+        raise UsageError(f"node name `{name}` must match [a-z0-9][a-z0-9_-]*")
+    node = Node(name=name, host=_validate_url(host), ssh=_validate_ssh(ssh), ssh_key=ssh_key)
+    with locked(path):
+        registry = load_registry(path)
+        if any(n.name.lower() == name.lower() for n in registry.nodes):
+            raise Refused(f"node `{name}` is already registered", hint=f"`c3 node rm {name}` first")
+        registry.nodes.append(node)
+        _save(registry, path)
+    return node
+
+
+def remove_node(name: str, path: Path | None = None) -> Node:
+    """Unregister a node."""
+    path = path or paths.nodes_file()
+    with locked(path):
+        registry = load_registry(path)
+        for node in registry.nodes:
+            if node.name == name:
+                registry.nodes.remove(node)
+                _save(registry, path)
+                return node
+    raise Refused(f"node `{name}` is not registered", hint="`c3 node ls` lists the registered nodes")
+
+
+def resolve_nodes(names: str | list[str], path: Path | None = None) -> list[Node]:
+    """Turn `--nodes a,b` into registered nodes, in the order given; every name must be registered."""
+    wanted = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    wanted = [n for n in wanted if n]
+    if not wanted:
+        raise UsageError("--nodes must name at least one registered node, e.g. --nodes a,b")
+    if len(set(wanted)) != len(wanted):
+        raise UsageError("--nodes names a node twice")
+    registry = {n.name: n for n in load_registry(path).nodes}
+    missing = [n for n in wanted if n not in registry]
+    if missing:
+        raise Refused(
+            f"node(s) not registered: {', '.join(missing)}",
+            hint="register each one, this machine included: c3 node add NAME --host URL --ssh USER@HOST",
+        )
+    return [registry[n] for n in wanted]
