@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 POD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
@@ -33,3 +35,32 @@ class Estate(BaseModel):
     """Only 1 exists."""
     pods: list[Pod] = Field(default_factory=list)
     """The pods, in file order (YAML key `estate`)."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Top-level keys c3 does not use but keeps when it rewrites the file (club-3090's `rig`,
+    `created`, `updated`)."""
+
+
+class Problem(BaseModel):
+    """One finding of estate validation. Errors block a write; warnings and notes are shown."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    """Rule id: `schema`, `name`, `slug`, `C1` (GPU count = TP × PP), `E1` (GPU index/collision),
+    `E4` (port collision), `sm` (compute capability), `arch` (homogeneous architecture),
+    `status` (experimental/deprecated slug), `fit` (fit verdict), `port` (host port in use)."""
+    severity: Literal["error", "warning", "note"] = "error"
+    """`error` blocks; `warning` is shown and allowed; `note` is information."""
+    message: str
+    """One line naming the pod, GPU, port and TP involved."""
+    pod: str | None = None
+    """The pod the finding is about; None for estate-wide findings naming several pods."""
+    pods: tuple[str, ...] = ()
+    """Every pod involved (both sides of a GPU or port collision)."""
+    hint: str | None = None
+    """What to do about it, when there is something obvious."""
+
+    @property
+    def blocking(self) -> bool:
+        """True for errors."""
+        return self.severity == "error"

@@ -1,0 +1,203 @@
+"""Reading and writing the estate file (schema_version 1), club-3090 files included.
+
+Parsing is strict about structure (a typo such as `gpu:` or `estates:` is reported, not ignored)
+and lenient about what club-3090 writes: `compose:`/`compose_name:` mean `slug:`, and its
+`rig`/`created`/`updated` keys are kept as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from backend.atomic import write_atomic
+from backend.errors import UsageError
+from backend.models.estate import POD_NAME_PATTERN, Estate, Pod, Problem
+
+SUPPORTED_SCHEMAS = (1,)
+TOLERATED_TOP_KEYS = ("rig", "created", "updated")
+_TOP_KEYS = {"schema_version", "estate", *TOLERATED_TOP_KEYS}
+_SLUG_KEYS = ("slug", "compose", "compose_name")
+_POD_KEYS = {"name", "gpus", "port", "uuids", *_SLUG_KEYS}
+_NAME_RE = re.compile(POD_NAME_PATTERN)
+NAME_RULE = "lower-case letters, digits and '-', starting with a letter or digit, at most 63 characters"
+
+
+def valid_pod_name(name: str) -> bool:
+    """`[a-z0-9][a-z0-9-]*`, at most 63 characters (the container is `c3-<name>`)."""
+    return isinstance(name, str) and len(name) <= 63 and _NAME_RE.fullmatch(name) is not None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
+    """Turn a loaded YAML document into an Estate plus every schema problem found.
+
+    When problems are returned the Estate holds only the entries that parsed, so callers that
+    want everything reported (validation of a hand-written file) still get the rest checked.
+    """
+    problems: list[Problem] = []
+
+    def bad(message: str, pod: str | None = None, code: str = "schema") -> None:
+        problems.append(Problem(code=code, message=message, pod=pod, pods=(pod,) if pod else ()))
+
+    if data is None:
+        return Estate(), problems  # an empty file is an empty estate
+    if not isinstance(data, dict):
+        bad(f"estate file {source} must be a mapping with `schema_version: 1` and an `estate:` list")
+        return Estate(), problems
+    for key in data:
+        if key not in _TOP_KEYS:
+            bad(f"estate file {source}: unknown key `{_show(key)}` (expected schema_version, estate)")
+    version = data.get("schema_version", 1)
+    if not _is_int(version) or version not in SUPPORTED_SCHEMAS:
+        bad(f"unsupported estate schema_version={_show(version)}; supported={list(SUPPORTED_SCHEMAS)}")
+        return Estate(), problems
+    entries = data.get("estate", [])
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
+        bad(f"estate file {source} must contain an `estate:` list")
+        return Estate(), problems
+
+    pods: list[Pod] = []
+    seen: dict[str, int] = {}
+    for number, entry in enumerate(entries, start=1):
+        where = f"estate entry #{number}"
+        if not isinstance(entry, dict):
+            bad(f"{where} must be a mapping with name, slug, gpus and port")
+            continue
+        name = entry.get("name")
+        if name is None:
+            bad(f"{where} has no name")
+            continue
+        if not isinstance(name, str) or not valid_pod_name(name):
+            bad(f"{where}: pod name `{_show(name)}` is not valid: use {NAME_RULE}", code="name")
+            if not isinstance(name, str):
+                continue
+        label = f"pod `{name}` ({where})"
+        folded = name.casefold()
+        if folded in seen:
+            bad(f"duplicate pod name `{name}`: {where} and estate entry #{seen[folded]} (names are unique ignoring case)", pod=name, code="name")
+        else:
+            seen[folded] = number
+        ok = valid_pod_name(name)
+        for key in entry:
+            if key not in _POD_KEYS:
+                bad(f"{label}: unknown key `{_show(key)}` (expected name, slug, gpus, port)", pod=name)
+                ok = False
+        slugs = [entry[k] for k in _SLUG_KEYS if k in entry]
+        slug = slugs[0] if slugs else None
+        if slug is None:
+            bad(f"{label} has no slug (club-3090 files say `compose:`; both are accepted)", pod=name)
+            ok = False
+        elif not isinstance(slug, str) or not slug.strip():
+            bad(f"{label}: slug must be text such as vllm/qwen3-8b, not `{_show(slug)}`", pod=name)
+            ok = False
+        elif len({s for s in slugs if isinstance(s, str)}) > 1:
+            bad(f"{label} names two different slugs ({', '.join(str(s) for s in slugs)})", pod=name)
+            ok = False
+        gpus = entry.get("gpus")
+        if not isinstance(gpus, list) or not gpus:
+            bad(f"{label} must set gpus: [..] (a non-empty list of host GPU indices)", pod=name)
+            ok = False
+        elif not all(_is_int(g) for g in gpus):
+            bad(f"{label} has a non-integer GPU index in {_show(gpus)}", pod=name)
+            ok = False
+        elif any(g < 0 for g in gpus):
+            bad(f"{label} has a negative GPU index in {_show(gpus)}", pod=name)
+            ok = False
+        elif len(set(gpus)) != len(gpus):
+            dup = next(g for g in gpus if gpus.count(g) > 1)
+            bad(f"{label} lists GPU {dup} twice", pod=name)
+            ok = False
+        port = entry.get("port")
+        if not _is_int(port) or not 1 <= port <= 65535:
+            bad(f"{label} must set an integer port between 1 and 65535, not `{_show(port)}`", pod=name)
+            ok = False
+        uuids = entry.get("uuids")
+        if uuids is not None and (
+            not isinstance(uuids, list)
+            or not all(isinstance(u, str) for u in uuids)
+            or (isinstance(gpus, list) and len(uuids) != len(gpus))
+        ):
+            bad(f"{label}: uuids must be a list of GPU UUIDs, one per GPU index", pod=name)
+            ok = False
+        if ok:
+            pods.append(
+                Pod(name=name, slug=slug.strip(), gpus=tuple(gpus), port=port, uuids=tuple(uuids) if uuids is not None else None)
+            )
+    extra = {k: data[k] for k in TOLERATED_TOP_KEYS if k in data}
+    return Estate(schema_version=version, pods=pods, extra=extra), problems
+
+
+def read_document(path: Path) -> Any:
+    """The YAML document in `path` (None for a missing or empty file); unreadable → UsageError."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise UsageError(f"estate file {path} is a directory") from None
+    except OSError as error:
+        raise UsageError(f"cannot read estate file {path}: {error.strerror or error}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"estate file {path} is not UTF-8 text") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "syntax error"
+        raise UsageError(f"failed to parse estate file {path}{at}: {problem}", hint="fix the YAML by hand; c3 wrote nothing") from None
+    except (ValueError, TypeError, RecursionError) as error:  # e.g. absurd tags or nesting
+        raise UsageError(f"failed to parse estate file {path}: {type(error).__name__}") from None
+
+
+def load_estate(path: Path) -> Estate:
+    """Load and structurally check an estate file. A missing file is an empty estate.
+
+    Any schema problem is a UsageError (exit 2) naming the file and the entry; for the full list
+    use `parse_document` (what `c3 pod validate`-style callers and the cockpit show).
+    """
+    path = Path(path)
+    estate, problems = parse_document(read_document(path), str(path))
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise UsageError(problems[0].message + more, hint=f"fix {path} by hand; c3 wrote nothing")
+    return estate
+
+
+def dump_estate(estate: Estate) -> str:
+    """The YAML text c3 writes: schema_version, kept extra keys, then one block per pod."""
+    head: dict[str, Any] = {"schema_version": estate.schema_version}
+    head.update(estate.extra)
+    text = yaml.safe_dump(head, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    if not estate.pods:
+        return text + "estate: []\n"
+    items: list[dict[str, Any]] = []
+    for pod in estate.pods:
+        item: dict[str, Any] = {"name": pod.name, "slug": pod.slug, "gpus": list(pod.gpus), "port": pod.port}
+        if pod.uuids is not None:
+            item["uuids"] = list(pod.uuids)
+        items.append(item)
+    body = yaml.safe_dump({"estate": items}, sort_keys=False, default_flow_style=None, allow_unicode=True, width=200)
+    return text + body
+
+
+def save_estate(path: Path, estate: Estate) -> None:
+    """Write atomically. Callers doing a read-modify-write hold `backend.atomic.locked(path)`."""
+    write_atomic(Path(path), dump_estate(estate))

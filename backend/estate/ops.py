@@ -1,0 +1,146 @@
+"""Changing the estate file: create and remove a pod, each one read-modify-write under the lock.
+
+Nothing is written unless every rule passes; the lock is held across read, validation and write so
+two terminals (or the CLI and the cockpit) creating pods at once never lose each other's pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.atomic import locked
+from backend.errors import C3Error, EnvironmentProblem, Refused, UsageError
+from backend.estate.io import NAME_RULE, load_estate, save_estate, valid_pod_name
+from backend.estate.ports import default_port, host_port_bound
+from backend.estate.validate import FitFunction, check_estate
+from backend.models.catalog import CatalogEntry
+from backend.models.estate import Estate, Pod, Problem
+from backend.models.fit import FitReport
+from backend.models.gpu import Gpu
+
+IsRunning = Callable[[Pod], bool | None]
+"""Asks the runtime whether a pod's container runs: True, False, or None when it cannot tell."""
+
+
+@dataclass
+class CreateResult:
+    """What `create_pod` did: the pod written, its fit, and what the user should still read."""
+
+    path: Path
+    pod: Pod
+    entry: CatalogEntry
+    fit: FitReport | None
+    port_chosen: bool
+    warnings: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class RemoveResult:
+    """What `remove_pod` did."""
+
+    path: Path
+    pod: Pod
+    warning: str | None = None
+
+
+def _refusal(name: str, errors: Sequence[Problem]) -> Refused:
+    first_hint = next((p.hint for p in errors if p.hint), None)
+    joined = "; ".join(p.message for p in errors)
+    return Refused(f"cannot create pod `{name}` — {joined}", hint=first_hint)
+
+
+def check_name(name: str) -> None:
+    """A usage error unless `name` is a valid pod name."""
+    if not valid_pod_name(name):
+        raise UsageError(f"pod name `{name[:60]}` is not valid: use {NAME_RULE}", hint="e.g. `chat`, `coder-2`")
+
+
+def create_pod(
+    path: Path,
+    name: str,
+    gpu_indices: Sequence[int],
+    slug: str,
+    *,
+    gpus: list[Gpu],
+    catalog: Any,
+    port: int | None = None,
+    force: bool = False,
+    fit: FitFunction | None | str = "default",
+    is_bound: Callable[[int], bool] | None = host_port_bound,
+) -> CreateResult:
+    """Plan a pod: validate it with the whole estate and append it, or raise and write nothing.
+
+    Raises UsageError (bad name, empty GPU list, malformed file), Refused (duplicate name, unknown
+    slug, any validation error).
+    """
+    path = Path(path)
+    if not gpu_indices:
+        raise UsageError("--gpus must list at least one index, e.g. --gpus 1,2")
+    if port is not None and not 1 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a TCP port (1–65535)")
+    with locked(path):
+        estate = load_estate(path)
+        clash = next((p for p in estate.pods if p.name.casefold() == name.casefold()), None)
+        if clash is not None:
+            raise Refused(f"pod `{clash.name}` already exists in {path}", hint=f"`c3 pod rm {clash.name}` first, or choose another name")
+        check_name(name)
+        try:
+            entry = catalog.get(slug)
+        except C3Error:
+            entry = None
+        if entry is None:
+            raise Refused(f"unknown slug `{slug}`", hint="`c3 catalog` lists the slugs; your own go in $C3_HOME/catalog.d/")
+        chosen_port = port if port is not None else default_port(estate, entry.default_port, is_bound=is_bound)
+        uuids = None
+        if all(0 <= i < len(gpus) for i in gpu_indices):
+            uuids = tuple(gpus[i].uuid for i in gpu_indices)
+        pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids)
+        candidate = Estate(schema_version=estate.schema_version, pods=[*estate.pods, pod], extra=dict(estate.extra))
+        check = check_estate(candidate, gpus, catalog, force=force, fit=fit)
+        mine = check.about(name)
+        errors = [p for p in mine if p.blocking]
+        if errors:
+            raise _refusal(name, errors)
+        warnings = [p for p in mine if not p.blocking]
+        if port is not None and is_bound is not None and is_bound(port):
+            warnings.append(
+                Problem(code="port", severity="warning", pod=name, pods=(name,), message=f"port {port} is in use on this host right now; `c3 pod up {name}` will refuse until it is free")
+            )
+        save_estate(path, candidate)
+    return CreateResult(path=path, pod=pod, entry=entry, fit=check.fits.get(name), port_chosen=port is None, warnings=warnings)
+
+
+def remove_pod(path: Path, name: str, *, is_running: IsRunning | None = None) -> RemoveResult:
+    """Remove a pod from the file; refuse while its container runs.
+
+    When the runtime cannot tell (Docker unreachable) the pod is removed from the plan with a
+    warning: the file is only a plan, and refusing would leave the user unable to edit it while
+    Docker is down. The warning names the container to stop by hand.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise Refused(f"no estate file at {path}", hint="`c3 pod create` makes one")
+    with locked(path):
+        estate = load_estate(path)
+        pod = next((p for p in estate.pods if p.name.casefold() == name.casefold()), None)
+        if pod is None:
+            names = ", ".join(p.name for p in estate.pods) or "none"
+            raise Refused(f"pod `{name}` not found in {path}", hint=f"pods in the file: {names}")
+        warning = None
+        running: bool | None = False
+        if is_running is not None:
+            try:
+                running = is_running(pod)
+            except EnvironmentProblem as error:
+                running = None
+                warning = f"could not ask the runtime whether c3-{pod.name} runs ({error.message})"
+        if running:
+            raise Refused(f"pod `{pod.name}` is running — `c3 pod down {pod.name}` first")
+        if running is None:
+            warning = (warning or f"could not tell whether c3-{pod.name} runs") + f"; removed from the plan anyway — if it runs, stop it with `docker rm -f c3-{pod.name}`"
+        remaining = Estate(schema_version=estate.schema_version, pods=[p for p in estate.pods if p is not pod], extra=dict(estate.extra))
+        save_estate(path, remaining)
+    return RemoveResult(path=path, pod=pod, warning=warning)

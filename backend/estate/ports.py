@@ -1,0 +1,55 @@
+"""Choosing a pod's host port: the club-3090 rule (slug default + 20 × pods in the file, then +1
+until free), extended to skip ports something on this host already listens on."""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Callable, Iterable
+
+from backend.errors import Refused
+from backend.models.estate import Estate
+
+PORT_STRIDE = 20
+"""Room between pods' default ports, so a slug's neighbours (metrics, a second server) stay free."""
+
+
+def host_port_bound(port: int) -> bool:
+    """True when a listener already holds `port` on 127.0.0.1 or 0.0.0.0 (IPv4 TCP).
+
+    Found by trying to bind: portable, needs no privileges for ports >= 1024, and sees listeners of
+    every user and every container publishing to the host. SO_REUSEADDR keeps a port that only has
+    TIME_WAIT leftovers counted as free, as a server starting now would see it.
+    """
+    for address in ("127.0.0.1", "0.0.0.0"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((address, port))
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    return True
+                # EACCES (a privileged port) or EADDRNOTAVAIL: we cannot tell; not "in use".
+    return False
+
+
+def default_port(
+    estate: Estate,
+    slug_default: int,
+    *,
+    exclude: Iterable[int] = (),
+    is_bound: Callable[[int], bool] | None = host_port_bound,
+) -> int:
+    """`slug_default + 20 × len(pods)`, then +1 until the port is neither in the file nor bound here."""
+    taken = {pod.port for pod in estate.pods} | set(exclude)
+    port = slug_default + PORT_STRIDE * len(estate.pods)
+    for _ in range(2048):  # bounded: a host with thousands of listeners in a row is not our problem
+        if port > 65535:
+            break
+        if port not in taken and (is_bound is None or not is_bound(port)):
+            return port
+        port += 1
+    raise Refused(
+        f"no free port found from {slug_default + PORT_STRIDE * len(estate.pods)} upwards",
+        hint="choose one with --port N",
+    )

@@ -1,0 +1,28 @@
+"""The seam between c3 and whatever tells it about GPUs: NVML on a real machine, a rig YAML in the
+simulator and in tests."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from backend.models.gpu import ComputeProcess, Gpu, GpuSnapshot
+
+
+@runtime_checkable
+class GpuProbe(Protocol):
+    """Reads this machine's GPUs. Every method is cheap enough to call about once a second."""
+
+    source: str
+    """Where the answers come from, for humans: `nvml`, `simulated:/path/rig.yaml`, `simulated:demo`."""
+
+    def gpus(self) -> list[Gpu]:
+        """Every GPU, in host index order."""
+        ...
+
+    def snapshots(self) -> list[GpuSnapshot]:
+        """A live reading of every GPU, in host index order, each stamped with its time."""
+        ...
+
+    def processes(self) -> list[ComputeProcess]:
+        """Compute processes on every GPU (host pids)."""
+        ...

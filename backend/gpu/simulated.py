@@ -1,0 +1,193 @@
+"""A simulated rig: GPUs described in a YAML file (`C3_RIG=rig.yaml`) or the built-in demo rig.
+
+The simulator is what `c3 demo`, the tests and a newcomer without a GPU use. Its compute processes
+come from the GPU registration directory that the stub engine writes (see `backend.gpu.registry`), so
+a simulated pod really "lands" on its GPUs and placement can be verified like on a real machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from backend.errors import UsageError
+from backend.gpu.registry import GpuRegistry
+from backend.models.gpu import ComputeProcess, Gpu, GpuSnapshot
+
+DEMO_RIG_NAME = "demo"
+
+
+class RigGpu(BaseModel):
+    """One GPU line of a rig YAML."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    """NVML name, e.g. `NVIDIA GeForce RTX 3090`."""
+    total_mib: int | None = Field(default=None, ge=0)
+    """NVML total; omit (null) for a unified-memory GB10."""
+    sm: str | None = None
+    """Compute capability `major.minor`."""
+    used_mib: int = Field(default=0, ge=0)
+    """Memory already in use before any pod (a desktop, another tenant)."""
+    reserved_mib: int | None = Field(default=None, ge=0)
+    """Driver reserve (NVML v2); CUDA sees total − reserved."""
+    uuid: str | None = None
+    """Stable identity; derived from the index and name when absent."""
+    ecc: bool | None = None
+    """ECC enabled."""
+    util_pct: int | None = Field(default=None, ge=0, le=100)
+    """Utilisation to report (default: 0 idle, 90 when a process runs)."""
+    temp_c: int | None = None
+    """Temperature to report (default: 34 idle, 61 busy)."""
+    power_w: float | None = None
+    """Power draw to report (default derived from the limit)."""
+    power_limit_w: float | None = None
+    """Enforced power limit (default 350 W)."""
+
+    @field_validator("sm", mode="before")
+    @classmethod
+    def _sm_text(cls, value: Any) -> Any:
+        # `sm: 8.6` in YAML is a float; keep the spelling the user meant.
+        if isinstance(value, bool):
+            raise ValueError("sm must look like 8.6")
+        if isinstance(value, int | float):
+            value = f"{value:.1f}" if isinstance(value, int) else repr(value)
+        if isinstance(value, str):
+            parts = value.split(".")
+            if len(parts) != 2 or not all(p.isdigit() for p in parts):
+                raise ValueError(f"sm must look like 8.6, not {value!r}")
+        return value
+
+
+class Rig(BaseModel):
+    """A simulated machine: GPUs in host index order."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpus: tuple[RigGpu, ...]
+    """The GPUs, index 0 first."""
+
+
+DEMO_RIG = Rig(
+    gpus=(
+        # Reserves and power limits are the figures in ../shared/data/cards.csv (deviceQuery logs).
+        RigGpu(name="NVIDIA GeForce RTX 3090", total_mib=24576, sm="8.6", reserved_mib=422, used_mib=14, power_limit_w=350),
+        RigGpu(name="NVIDIA GeForce RTX 3090", total_mib=24576, sm="8.6", reserved_mib=422, used_mib=14, power_limit_w=350),
+        RigGpu(name="NVIDIA GeForce RTX 5090", total_mib=32607, sm="12.0", reserved_mib=487, used_mib=18, power_limit_w=575),
+        RigGpu(name="NVIDIA GeForce RTX 5090", total_mib=32607, sm="12.0", reserved_mib=487, used_mib=18, power_limit_w=575),
+    )
+)
+
+
+def derive_uuid(index: int, name: str) -> str:
+    """A `GPU-…` UUID that is the same on every run for the same index and name."""
+    digest = hashlib.sha256(f"c3-sim:{index}:{name}".encode()).hexdigest()
+    return f"GPU-{digest[0:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+def load_rig(path: Path) -> Rig:
+    """Read a rig YAML; anything malformed is a usage error naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"simulated rig file {path} does not exist", hint="C3_RIG names a rig YAML (see DESIGN.md \"Simulator\"), or use C3_RIG=demo") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read simulated rig file {path}: {error}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        raise UsageError(f"simulated rig file {path} is not valid YAML{at}") from None
+    if not isinstance(data, dict) or "gpus" not in data:
+        raise UsageError(f"simulated rig file {path} must be a mapping with a `gpus:` list")
+    try:
+        rig = Rig.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"simulated rig file {path}: {loc}: {first['msg']}") from None
+    uuids = [g.uuid for g in rig.gpus if g.uuid]
+    if len(uuids) != len(set(uuids)):
+        raise UsageError(f"simulated rig file {path}: two GPUs share a uuid")
+    return rig
+
+
+class SimulatedProbe:
+    """A `GpuProbe` over a `Rig`; used memory = the rig's base use + registered processes."""
+
+    def __init__(self, rig: Rig, *, source: str = "simulated", registry: GpuRegistry | None = None) -> None:
+        self.rig = rig
+        self.source = source
+        self.registry = registry if registry is not None else GpuRegistry.default()
+        self._gpus = [
+            Gpu(
+                index=i,
+                uuid=g.uuid or derive_uuid(i, g.name),
+                name=g.name,
+                total_mib=g.total_mib,
+                reserved_mib=g.reserved_mib,
+                sm=g.sm,
+                ecc=g.ecc,
+            )
+            for i, g in enumerate(rig.gpus)
+        ]
+
+    def gpus(self) -> list[Gpu]:
+        return list(self._gpus)
+
+    def processes(self) -> list[ComputeProcess]:
+        known = {g.uuid: g for g in self._gpus}
+        return [p for p in self.registry.processes() if p.gpu_uuid in known]
+
+    def snapshots(self) -> list[GpuSnapshot]:
+        by_gpu: dict[str, list[ComputeProcess]] = {}
+        for proc in self.processes():
+            by_gpu.setdefault(proc.gpu_uuid, []).append(proc)
+        now = datetime.now(UTC)
+        out: list[GpuSnapshot] = []
+        for gpu, spec in zip(self._gpus, self.rig.gpus, strict=True):
+            procs = by_gpu.get(gpu.uuid, [])
+            busy = bool(procs)
+            used = spec.used_mib + sum(p.used_mib or 0 for p in procs)
+            free = None
+            if gpu.total_mib is not None:
+                used = min(used, gpu.total_mib - (gpu.reserved_mib or 0))
+                free = gpu.total_mib - (gpu.reserved_mib or 0) - used
+            limit = spec.power_limit_w if spec.power_limit_w is not None else 350.0
+            util = spec.util_pct if spec.util_pct is not None else (90 if busy else 0)
+            out.append(
+                GpuSnapshot(
+                    gpu=gpu,
+                    taken_at=now,
+                    used_mib=used,
+                    free_mib=free,
+                    util_pct=util,
+                    temp_c=spec.temp_c if spec.temp_c is not None else (61 if busy else 34),
+                    power_w=spec.power_w if spec.power_w is not None else round(limit * (0.78 if busy else 0.07), 1),
+                    power_limit_w=limit,
+                    processes=tuple(procs),
+                )
+            )
+        return out
+
+
+def probe_from_env(*, demo: bool = False) -> SimulatedProbe | None:
+    """The simulated probe `C3_RIG` asks for (`demo` = the built-in rig), or None when it is unset."""
+    value = os.environ.get("C3_RIG", "").strip()
+    if value:
+        if value == DEMO_RIG_NAME and not Path(value).exists():
+            return SimulatedProbe(DEMO_RIG, source="simulated:demo")
+        path = Path(value).expanduser()
+        return SimulatedProbe(load_rig(path), source=f"simulated:{path}")
+    if demo:
+        return SimulatedProbe(DEMO_RIG, source="simulated:demo")
+    return None

@@ -1,0 +1,229 @@
+"""`c3 pod create|list|rm|validate`: plan pods in the estate file.
+
+The runtime verbs (`up`, `down`, `status`, `logs`) are attached at the bottom by
+`c3.cli.pod_runtime.register(pod)` when that module is installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import click
+
+from backend.errors import C3Error, EnvironmentProblem, Refused
+from backend.estate import check_estate, create_pod, load_estate, parse_document, read_document, remove_pod
+from backend.gpu import get_probe
+from backend.models.estate import Pod, Problem
+from backend.models.fit import FitReport
+from backend.paths import estate_file
+from c3.cli.common import emit_json, file_option, json_option, parse_index_list
+
+
+def resolve_file(file: Path | None) -> Path:
+    """`--file`, else `$C3_HOME/estate.yml`."""
+    return Path(file).expanduser() if file is not None else estate_file()
+
+
+def load_catalog() -> Any:
+    """The merged catalog (built-ins + `$C3_HOME/catalog.d/`)."""
+    from backend.catalog import load_catalog as load
+
+    return load()
+
+
+def _file_flag(file: Path | None) -> str:
+    return f" --file {file}" if file is not None else ""
+
+
+def _gib(value: float | None) -> str:
+    return "?" if value is None else f"{value:.1f}"
+
+
+def describe_fit(report: FitReport | None) -> str:
+    """One phrase: the verdict with the GiB numbers behind it (smallest rank)."""
+    if report is None:
+        return "fit not priced (fit-check unavailable)"
+    if report.verdict == "unknown":
+        why = f": {report.reasons[0]}" if report.reasons else ""
+        return f"fit unknown — not priced{why}"
+    rank = min(report.gpus, key=lambda g: g.available_kv_gib) if report.gpus else None
+    if rank is None:
+        return f"fit {report.verdict}"
+    text = (
+        f"fit {report.verdict}: weights {_gib(rank.weights_gib)} GiB + KV {_gib(rank.available_kv_gib)} GiB "
+        f"of a {_gib(rank.budget_gib)} GiB budget per GPU ({_gib(rank.total_gib)} GiB visible)"
+    )
+    if report.kv_cache_tokens:
+        text += f", {report.kv_cache_tokens:,} KV tokens"
+    return text
+
+
+def _warn(problem: Problem) -> None:
+    mark = "⚠" if problem.severity == "warning" else "·"
+    click.echo(f"  {mark} {problem.message}")
+
+
+@click.group("pod", context_settings={"help_option_names": ["-h", "--help"]})
+def pod() -> None:
+    """Plan pods: one model pinned to a GPU set and a port, in the estate file."""
+
+
+@pod.command("create")
+@click.argument("name")
+@click.option("--gpus", "gpus_text", required=True, help="Host GPU indices, e.g. 0,1 (count = the slug's TP × PP).")
+@click.option("--slug", required=True, help="Catalog entry, e.g. vllm/qwen3-8b (`c3 catalog` lists them).")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Host port (default: slug default + 20 × pods, first free).")
+@click.option("--force", is_flag=True, help="Allow experimental/deprecated slugs and a wont-fit verdict.")
+@file_option
+def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, file: Path | None) -> None:
+    """Plan pod NAME on --gpus with --slug: fit-checked and validated, then written to the estate file."""
+    path = resolve_file(file)
+    indices = parse_index_list(gpus_text)
+    probe = get_probe()
+    result = create_pod(path, name, indices, slug, gpus=probe.gpus(), catalog=load_catalog(), port=port, force=force)
+    p = result.pod
+    how = "" if not result.port_chosen else " (first free)"
+    click.echo(f"✓ created pod `{p.name}`: {p.slug} on GPU {list(p.gpus)} port {p.port}{how} — {describe_fit(result.fit)}")
+    for problem in result.warnings:
+        if problem.severity == "warning":
+            _warn(problem)
+    if result.fit is not None:
+        for note in result.fit.notes:
+            click.echo(f"  · {note}")
+    click.echo(f"  boot it: c3 pod up {p.name}{_file_flag(file)}")
+
+
+def _free_gpus(claimed: set[int]) -> tuple[list[int] | None, str | None]:
+    try:
+        gpus = get_probe().gpus()
+    except EnvironmentProblem as error:
+        return None, error.message
+    return [g.index for g in gpus if g.index not in claimed], None
+
+
+@pod.command("list")
+@json_option
+@file_option
+def list_pods(as_json: bool, file: Path | None) -> None:
+    """List the planned pods, the GPUs they claim and the GPUs still free (no Docker calls)."""
+    path = resolve_file(file)
+    exists = path.exists()
+    estate = load_estate(path)
+    claimed = sorted({i for p in estate.pods for i in p.gpus})
+    free, why = _free_gpus(set(claimed))
+    if as_json:
+        emit_json(
+            {
+                "file": str(path),
+                "exists": exists,
+                "pods": [{"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port} for p in estate.pods],
+                "claimed_gpus": claimed,
+                "free_gpus": free,
+            }
+        )
+        return
+    if not exists:
+        click.echo(f"no estate file at {path} — create one with `c3 pod create NAME --gpus 0 --slug SLUG`")
+    else:
+        click.echo(f"{len(estate.pods)} pod(s) in {path}:")
+        width = max((len(p.name) for p in estate.pods), default=0)
+        swidth = max((len(p.slug) for p in estate.pods), default=0)
+        for p in estate.pods:
+            click.echo(f"  {p.name.ljust(width)}  {p.slug.ljust(swidth)}  GPU {list(p.gpus)}  port {p.port}")
+    if free is None:
+        click.echo(f"free GPU(s): unknown ({why})")
+    else:
+        click.echo(f"free GPU(s): {free if free else '(none)'}")
+
+
+def _runtime_is_running() -> Any:
+    """The runtime's "does this pod's workload run?" check: True/False, None when it cannot tell.
+
+    Prefers `c3.cli.pod_runtime.is_running(pod)`; else asks `backend.runtime` directly.
+    Without any runtime installed there is nothing c3 could have started: None is returned for
+    the check itself, and removal proceeds silently.
+    """
+    try:
+        if importlib.util.find_spec("c3.cli.pod_runtime") is not None:
+            hook = getattr(importlib.import_module("c3.cli.pod_runtime"), "is_running", None)
+            if hook is not None:
+                return hook
+        if importlib.util.find_spec("backend.runtime.context") is None:
+            return None
+        context = importlib.import_module("backend.runtime.context")
+    except ImportError:
+        return None
+    opener = getattr(context, "open_context", None)
+    if opener is None:
+        return None
+
+    def is_running(pod: Pod) -> bool | None:
+        try:
+            workload = opener().runtime.workload(pod.name)
+        except C3Error as error:
+            raise EnvironmentProblem(error.message) from error
+        except Exception as error:  # noqa: BLE001 - an unreachable daemon must not block editing the plan
+            raise EnvironmentProblem(f"{type(error).__name__}: {error}") from error
+        return bool(workload.running)
+
+    return is_running
+
+
+@pod.command("rm")
+@click.argument("name")
+@file_option
+def rm(name: str, file: Path | None) -> None:
+    """Remove pod NAME from the estate file (refused while it runs: `c3 pod down NAME` first)."""
+    path = resolve_file(file)
+    result = remove_pod(path, name, is_running=_runtime_is_running())
+    if result.warning:
+        click.echo(f"⚠ {result.warning}", err=True)
+    click.echo(f"✓ removed pod `{result.pod.name}` from {path}")
+
+
+@pod.command("validate")
+@json_option
+@file_option
+@click.option("--force", is_flag=True, help="Validate as if every pod were created with --force.")
+def validate(as_json: bool, file: Path | None, force: bool) -> None:
+    """Check a (hand-written) estate file with every rule `create` applies; exit 1 if invalid."""
+    path = resolve_file(file)
+    if not path.exists():
+        raise Refused(f"no estate file at {path}")
+    estate, problems = parse_document(read_document(path), str(path))
+    try:
+        gpus = get_probe().gpus()
+    except EnvironmentProblem:
+        gpus = None
+    check = check_estate(estate, gpus, load_catalog(), force=force)
+    problems = problems + check.problems
+    errors = [p for p in problems if p.blocking]
+    if as_json:
+        emit_json(
+            {
+                "file": str(path),
+                "valid": not errors,
+                "pods": [p.name for p in estate.pods],
+                "problems": [p.model_dump(mode="json") for p in problems],
+                "fits": {name: report.verdict for name, report in check.fits.items()},
+            }
+        )
+    else:
+        click.echo(f"{'✓ valid' if not errors else '✗ invalid'}: {path} ({len(estate.pods)} pod(s))")
+        for p in problems:
+            mark = {"error": "✗", "warning": "⚠", "note": "·"}[p.severity]
+            click.echo(f"  {mark} {p.message}")
+        for name, report in check.fits.items():
+            click.echo(f"  · pod `{name}`: {describe_fit(report)}")
+    if errors:
+        raise SystemExit(1)
+
+
+# RUNTIME adds up/down/status/logs here; absent in a tree without the runtime.
+if importlib.util.find_spec("c3.cli.pod_runtime") is not None:
+    from c3.cli import pod_runtime
+
+    pod_runtime.register(pod)
