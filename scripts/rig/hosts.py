@@ -1,0 +1,460 @@
+"""Test hosts on one machine: network namespaces, each with its own sshd and (optionally) dockerd.
+
+A *host* is a network namespace joined to the root namespace by a veth pair: 10.213.N.1 on the
+root side, 10.213.N.2 inside, loopback up. Each host runs its own sshd (own host key, a generated
+client key in its AuthorizedKeysFile, `SetEnv DOCKER_HOST=…` pointing at its own daemon) and, on
+request, its own dockerd started with `nsenter --net=…` (not `ip netns exec`, which remounts /sys
+and hides the cgroup mounts). Containers with `--network host` then live in that host's namespace,
+reachable at 10.213.N.2 and not at this machine's 127.0.0.1.
+
+All hosts share the file system; each gets its own folder. Names (namespace, veth, subnet N) are
+chosen under a machine-wide lock from what is free, so parallel test sessions never collide.
+Teardown stops only the processes this rig started (by pid) plus whatever still lives inside the
+namespaces it created, then deletes those namespaces and folders.
+
+Usage from Python (the pytest plugin tests/plugins/hosts.py wraps this):
+
+    rig = HostRig.create(count=2, docker=True)
+    try:
+        subprocess.run(rig.ssh_argv(rig.hosts[0], "docker info"), check=True)
+    finally:
+        rig.teardown()
+
+By hand: `python3 scripts/rig/hosts.py up --count 2 --docker` (Ctrl-C tears down).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SUBNET_PREFIX = "10.213"
+LOCK_FILE = Path("/run/c3-test-hosts.lock")
+NETNS_DIR = Path("/var/run/netns")
+SSHD = "/usr/sbin/sshd"
+
+
+class HostRigError(RuntimeError):
+    """The rig could not be built (missing tool, daemon that never answered)."""
+
+
+def missing_requirements(docker: bool = False) -> str | None:
+    """Why test hosts cannot be built here, or None when they can."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for tool in ("ip", "nsenter", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not installed"
+    if not Path(SSHD).exists():
+        return "openssh-server is not installed (/usr/sbin/sshd)"
+    if docker and shutil.which("dockerd") is None:
+        return "dockerd is not installed"
+    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"`ip netns` does not work: {probe.stderr.strip()}"
+    return None
+
+
+def _run(argv: list[str], *, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise HostRigError(f"{' '.join(argv)}: {result.stderr.strip() or result.stdout.strip()}")
+    return result
+
+
+def _used_subnets() -> set[int]:
+    used: set[int] = set()
+    out = _run(["ip", "-o", "-4", "addr", "show"], check=False).stdout
+    for match in re.finditer(rf"inet {re.escape(SUBNET_PREFIX)}\.(\d+)\.", out):
+        used.add(int(match.group(1)))
+    return used
+
+
+def _wait(what: str, ready, deadline_s: float, proc: subprocess.Popen | None = None, log: Path | None = None) -> None:
+    """Poll `ready()` until true; fail early if `proc` died, with the tail of its log."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    tail = ""
+    if log is not None and log.exists():
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-5:])
+    state = f"exited {proc.returncode}" if proc is not None and proc.poll() is not None else f"not ready after {deadline_s:.0f}s"
+    raise HostRigError(f"{what} {state}: {tail}")
+
+
+def _tcp_open(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _docker_ping(sock: Path) -> bool:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(1)
+            s.connect(str(sock))
+            s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b"OK" in s.recv(4096)
+    except OSError:
+        return False
+
+
+@dataclass
+class TestHost:
+    """One host: a namespace with an address, an sshd and maybe a dockerd."""
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    """Short name inside the rig: h1, h2, …"""
+    netns: str
+    """Network namespace name (`ip netns`)."""
+    subnet: int
+    """N in 10.213.N.0/24."""
+    folder: Path
+    """This host's own folder (sshd config and keys, docker data, logs)."""
+    docker_sock: Path | None = None
+    """The host's own dockerd socket, when it has one."""
+    pids: dict[str, int] = field(default_factory=dict)
+    """Processes this rig started for the host: {"sshd": pid, "dockerd": pid}."""
+    ssh_port: int = 22
+    """Port sshd listens on (inside the namespace)."""
+    user: str = "root"
+    """SSH user."""
+
+    @property
+    def address(self) -> str:
+        """The host's address, inside its namespace."""
+        return f"{SUBNET_PREFIX}.{self.subnet}.2"
+
+    @property
+    def gateway(self) -> str:
+        """The root namespace's end of the veth pair."""
+        return f"{SUBNET_PREFIX}.{self.subnet}.1"
+
+    @property
+    def ssh_target(self) -> str:
+        """`USER@ADDRESS`, as `c3 node add --ssh` takes it."""
+        return f"{self.user}@{self.address}"
+
+    @property
+    def docker_host(self) -> str | None:
+        """`unix://…` for DOCKER_HOST (from this machine, no SSH)."""
+        return f"unix://{self.docker_sock}" if self.docker_sock else None
+
+    def nsenter(self, argv: list[str]) -> list[str]:
+        """Prefix `argv` to run it inside this host's network namespace."""
+        return ["nsenter", f"--net={NETNS_DIR / self.netns}", *argv]
+
+
+@dataclass
+class HostRig:
+    """A set of test hosts sharing one client key and one known_hosts file."""
+
+    folder: Path
+    """Root folder of the rig (one sub-folder per host)."""
+    client_key: Path
+    """Private key (ed25519, no passphrase) every host accepts for root."""
+    known_hosts: Path
+    """known_hosts file with every host's key, for strict host-key checking."""
+    hosts: list[TestHost] = field(default_factory=list)
+    """The hosts, h1 first."""
+    setup_seconds: float = 0.0
+    """Wall time `create` took."""
+    tag: str = ""
+    """Random tag shared by the rig's namespace names."""
+    _procs: dict[tuple[str, str], subprocess.Popen] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def create(cls, count: int = 2, *, docker: bool = False, base: Path | None = None) -> HostRig:
+        """Build `count` hosts (sshd each, dockerd each when `docker`); tears down what it built on failure."""
+        why = missing_requirements(docker)
+        if why:
+            raise HostRigError(why)
+        started = time.monotonic()
+        folder = Path(tempfile.mkdtemp(prefix="c3h-", dir=str(base) if base else "/tmp"))
+        folder.chmod(0o755)
+        tag = folder.name.removeprefix("c3h-")[:6].lower()
+        key = folder / "client_ed25519"
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"c3-test-{tag}", "-f", str(key)])
+        rig = cls(folder=folder, client_key=key, known_hosts=folder / "known_hosts", tag=tag)
+        rig.known_hosts.write_text("")
+        try:
+            for i in range(1, count + 1):
+                rig.hosts.append(rig._make_namespace(f"h{i}"))
+            for host in rig.hosts:
+                rig._start_sshd(host)
+                if docker:
+                    rig._start_dockerd(host)
+            for host in rig.hosts:
+                _wait(
+                    f"sshd on {host.name}",
+                    lambda h=host: _tcp_open(h.address, h.ssh_port),
+                    30,
+                    proc=rig._procs[(host.name, "sshd")],
+                    log=host.folder / "sshd.log",
+                )
+                if docker:
+                    assert host.docker_sock is not None
+                    _wait(
+                        f"dockerd on {host.name}",
+                        lambda h=host: _docker_ping(h.docker_sock),
+                        90,
+                        proc=rig._procs[(host.name, "dockerd")],
+                        log=host.folder / "dockerd.log",
+                    )
+        except BaseException:
+            rig.teardown()
+            raise
+        rig.setup_seconds = time.monotonic() - started
+        return rig
+
+    # --- building -------------------------------------------------------------------------
+
+    def _make_namespace(self, name: str) -> TestHost:
+        LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+        with open(LOCK_FILE, "a+") as lock:
+            # Under a machine-wide lock: another session may be choosing a subnet right now.
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            used = _used_subnets()
+            subnet = next((n for n in range(1, 255) if n not in used), None)
+            if subnet is None:
+                raise HostRigError(f"no free {SUBNET_PREFIX}.N.0/24 subnet left")
+            netns = f"c3h-{self.tag}-{name}"
+            outer, inner = f"c3v{subnet}o", f"c3v{subnet}i"
+            host = TestHost(name=name, netns=netns, subnet=subnet, folder=self.folder / name)
+            host.folder.mkdir()
+            _run(["ip", "netns", "add", netns])
+            _run(["ip", "link", "add", outer, "type", "veth", "peer", "name", inner])
+            _run(["ip", "link", "set", inner, "netns", netns])
+            _run(["ip", "addr", "add", f"{host.gateway}/24", "dev", outer])
+            _run(["ip", "link", "set", outer, "up"])
+            _run(["ip", "netns", "exec", netns, "ip", "addr", "add", f"{host.address}/24", "dev", inner])
+            _run(["ip", "netns", "exec", netns, "ip", "link", "set", inner, "up"])
+            _run(["ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up"])
+        return host
+
+    def _start_sshd(self, host: TestHost) -> None:
+        d = host.folder
+        hostkey = d / "ssh_host_ed25519_key"
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{host.name}-hostkey", "-f", str(hostkey)])
+        authorized = d / "authorized_keys"
+        authorized.write_text(Path(f"{self.client_key}.pub").read_text())
+        docker_sock = d / "docker.sock"
+        # A locked root ("!" in shadow) refuses keys unless PAM handles accounts.
+        use_pam = "yes" if _root_locked() else "no"
+        lines = [
+            f"ListenAddress {host.address}",
+            f"Port {host.ssh_port}",
+            f"HostKey {hostkey}",
+            f"PidFile {d / 'sshd.pid'}",
+            f"AuthorizedKeysFile {authorized}",
+            "StrictModes no",
+            "PermitRootLogin prohibit-password",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            f"UsePAM {use_pam}",
+            "PrintMotd no",
+            "MaxStartups 100:30:200",
+            "MaxSessions 50",
+            "LogLevel VERBOSE",
+            f"SetEnv DOCKER_HOST=unix://{docker_sock}",
+            "Subsystem sftp internal-sftp",
+        ]
+        (d / "sshd_config").write_text("\n".join(lines) + "\n")
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+        log = d / "sshd.log"
+        proc = subprocess.Popen(
+            host.nsenter([SSHD, "-D", "-f", str(d / "sshd_config"), "-E", str(log)]),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(log, "ab"),
+            start_new_session=True,
+        )
+        host.pids["sshd"] = proc.pid
+        self._procs[(host.name, "sshd")] = proc
+        pub = Path(f"{hostkey}.pub").read_text().split()
+        with open(self.known_hosts, "a") as fh:
+            fh.write(f"{host.address} {pub[0]} {pub[1]}\n")
+
+    def _start_dockerd(self, host: TestHost) -> None:
+        d = host.folder
+        host.docker_sock = d / "docker.sock"
+        (d / "docker-data").mkdir()
+        (d / "daemon.json").write_text("{}\n")
+        log = d / "dockerd.log"
+        proc = subprocess.Popen(
+            host.nsenter(
+                [
+                    "dockerd",
+                    "--data-root", str(d / "docker-data"),
+                    "--exec-root", str(d / "docker-exec"),
+                    "-H", f"unix://{host.docker_sock}",
+                    "--pidfile", str(d / "dockerd.pid"),
+                    # Its own (empty) config: /etc/docker/daemon.json belongs to the machine's daemon.
+                    "--config-file", str(d / "daemon.json"),
+                    "--bridge=none",
+                    "--iptables=false",
+                    "--ip6tables=false",
+                    "--ip-masq=false",
+                    "--userland-proxy=false",
+                ]
+            ),
+            stdin=subprocess.DEVNULL,
+            stdout=open(log, "ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        host.pids["dockerd"] = proc.pid
+        self._procs[(host.name, "dockerd")] = proc
+
+    # --- using ----------------------------------------------------------------------------
+
+    def ssh_options(self) -> list[str]:
+        """OpenSSH client options: this rig's key, strict checking against this rig's known_hosts."""
+        return [
+            "-i", str(self.client_key),
+            "-o", "IdentitiesOnly=yes",
+            "-o", f"UserKnownHostsFile={self.known_hosts}",
+            "-o", "StrictHostKeyChecking=yes",
+            "-o", "BatchMode=yes",
+            "-o", "ConnectTimeout=10",
+            "-o", "LogLevel=ERROR",
+        ]
+
+    def ssh_argv(self, host: TestHost, command: str) -> list[str]:
+        """`ssh … root@10.213.N.2 COMMAND` as a user would type it."""
+        return ["ssh", *self.ssh_options(), "-p", str(host.ssh_port), host.ssh_target, command]
+
+    def load_image(self, host: TestHost, image: str, *, source_docker_host: str | None = None) -> float:
+        """Ship `image` to `host` as a user would: `docker save IMAGE | ssh host docker load`. Returns seconds."""
+        started = time.monotonic()
+        env = dict(os.environ)
+        if source_docker_host:
+            env["DOCKER_HOST"] = source_docker_host
+        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        load = subprocess.run(self.ssh_argv(host, "docker load -q"), stdin=save.stdout, capture_output=True, text=True, timeout=600)
+        assert save.stdout is not None
+        save.stdout.close()
+        save_err = save.stderr.read().decode(errors="replace") if save.stderr else ""
+        if save.wait(timeout=60) != 0:
+            raise HostRigError(f"docker save {image}: {save_err.strip()}")
+        if load.returncode != 0:
+            raise HostRigError(f"docker load on {host.name}: {load.stderr.strip()}")
+        return time.monotonic() - started
+
+    def ensure_image(self, image: str, *, source_docker_host: str | None = None) -> dict[str, float]:
+        """Load `image` on every host that lacks it; seconds per host (0 when already there)."""
+        seconds: dict[str, float] = {}
+        for host in self.hosts:
+            present = subprocess.run(self.ssh_argv(host, f"docker image inspect {image} >/dev/null 2>&1"), capture_output=True)
+            seconds[host.name] = 0.0 if present.returncode == 0 else self.load_image(host, image, source_docker_host=source_docker_host)
+        return seconds
+
+    # --- tearing down ---------------------------------------------------------------------
+
+    def teardown(self) -> None:
+        """Stop what this rig started (by pid), delete its namespaces and its folder. Never raises."""
+        for host in self.hosts:
+            if host.docker_sock is not None and "dockerd" in host.pids:
+                # Remove containers first: dockerd's own shutdown waits out each stop timeout.
+                with contextlib.suppress(Exception):
+                    ids = _run(["docker", "-H", f"unix://{host.docker_sock}", "ps", "-aq"], check=False, timeout=15).stdout.split()
+                    if ids:
+                        _run(["docker", "-H", f"unix://{host.docker_sock}", "rm", "-f", *ids], check=False, timeout=60)
+            for what in ("dockerd", "sshd"):
+                pid = host.pids.pop(what, None)
+                if pid is not None:
+                    _stop_pid(pid, grace_s=20 if what == "dockerd" else 5)
+            # Anything still inside the namespace was started by us (containers, ssh sessions).
+            with contextlib.suppress(Exception):
+                for pid in _run(["ip", "netns", "pids", host.netns], check=False).stdout.split():
+                    _stop_pid(int(pid), grace_s=2)
+            _unmount_under(host.folder)
+            _run(["ip", "link", "del", f"c3v{host.subnet}o"], check=False)
+            _run(["ip", "netns", "del", host.netns], check=False)
+        _unmount_under(self.folder)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.hosts = []
+
+
+def _root_locked() -> bool:
+    try:
+        for line in Path("/etc/shadow").read_text().splitlines():
+            if line.startswith("root:"):
+                return line.split(":")[1].startswith("!")
+    except OSError:
+        pass
+    return False
+
+
+def _stop_pid(pid: int, grace_s: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return
+        except ChildProcessError:  # not our child: poll for existence instead
+            if not Path(f"/proc/{pid}").exists():
+                return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _unmount_under(folder: Path) -> None:
+    prefix = str(folder.resolve()) + "/"
+    try:
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return
+    for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        _run(["umount", "-l", point], check=False)
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Build test hosts in network namespaces and keep them until Ctrl-C.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up")
+    up.add_argument("--count", type=int, default=2)
+    up.add_argument("--docker", action="store_true")
+    args = parser.parse_args(argv)
+    rig = HostRig.create(count=args.count, docker=args.docker)
+    try:
+        print(f"rig {rig.folder} ready in {rig.setup_seconds:.1f}s; key {rig.client_key}; known_hosts {rig.known_hosts}")
+        for host in rig.hosts:
+            print(f"  {host.name}: ssh {' '.join(rig.ssh_options())} {host.ssh_target}  docker: {host.docker_host or '-'}")
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        rig.teardown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

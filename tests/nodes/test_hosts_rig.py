@@ -1,0 +1,46 @@
+"""The test-host rig itself: strict SSH into each namespace, each host's own dockerd."""
+
+from __future__ import annotations
+
+import subprocess
+
+
+def _ssh(rig, host, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(rig.ssh_argv(host, command), capture_output=True, text=True, timeout=60)
+
+
+def test_each_host_answers_ssh_with_strict_host_keys(ssh_hosts):
+    addresses = set()
+    for host in ssh_hosts.hosts:
+        result = _ssh(ssh_hosts, host, "ip -o -4 addr show")
+        assert result.returncode == 0, result.stderr
+        assert host.address in result.stdout
+        addresses.add(host.address)
+    assert len(addresses) == 2
+
+
+def test_wrong_host_key_is_refused(ssh_hosts, tmp_path):
+    host = ssh_hosts.hosts[0]
+    other = ssh_hosts.hosts[1]
+    # known_hosts that pins h1's address to h2's key: strict checking must refuse.
+    lines = ssh_hosts.known_hosts.read_text().splitlines()
+    key_of_other = next(line for line in lines if line.startswith(other.address + " ")).split(" ", 1)[1]
+    bad = tmp_path / "known_hosts"
+    bad.write_text(f"{host.address} {key_of_other}\n")
+    argv = ssh_hosts.ssh_argv(host, "true")
+    argv[argv.index(f"UserKnownHostsFile={ssh_hosts.known_hosts}")] = f"UserKnownHostsFile={bad}"
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 255
+    assert "host key" in result.stderr.lower() or "verification failed" in result.stderr.lower()
+
+
+def test_each_host_has_its_own_dockerd(docker_hosts):
+    roots = set()
+    for host in docker_hosts.hosts:
+        result = _ssh(docker_hosts, host, "echo $DOCKER_HOST; docker info --format '{{.DockerRootDir}}'")
+        assert result.returncode == 0, result.stderr
+        sock, root_dir = result.stdout.strip().splitlines()
+        assert sock == host.docker_host
+        assert root_dir.startswith(str(host.folder))
+        roots.add(root_dir)
+    assert len(roots) == 2
