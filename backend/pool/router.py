@@ -1,0 +1,285 @@
+"""Routing decisions: which backend serves a request, and the pool's background work.
+
+Choice for a keyed request:
+1. The pin, when its backend is routable: `hit`.
+2. Otherwise walk the hash ring clockwise from the key's position and take the first backend that may
+   take new keys (routable, not draining) and holds fewer than `ceil(load_factor × (pins + 1) / n)` pins
+   (consistent hashing with bounded loads, Mirrokni et al. 2018): `miss` for a new key, `repin` when
+   the old pin's backend was not routable. The pin is then written; it never moves back on its own.
+Unkeyed requests (and `--sticky none`) go to the routable backend with the fewest requests in flight
+(ties broken at random).
+
+Retries pass `exclude`: the failed backend is skipped for this request; the pin moves only if that
+backend is no longer routable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import random
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.pool.health import HealthPolicy
+from backend.pool.keys import KeyHasher, StickyMode, parse_sticky
+from backend.pool.metrics import PoolMetrics
+from backend.pool.pins import PinTable
+from backend.pool.ring import HashRing, key_point
+from backend.pool.upstream import Backend, probe
+
+log = logging.getLogger("c3.pool")
+
+
+class PoolConfig(BaseModel):
+    """Everything a router needs; built by `c3 pool serve` from the node registry and flags."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backends: list[tuple[str, str]] = Field(min_length=1)
+    """(node name, OpenAI base URL) per backend, in `--nodes` order."""
+    host: str = "0.0.0.0"
+    """Address to listen on."""
+    port: int = Field(default=8011, ge=0, le=65535)
+    """Port to listen on (0 picks a free one; tests use that)."""
+    sticky: str = "auto"
+    """`auto`, `authorization`, `header:NAME` or `none`."""
+    probe_interval_s: float = Field(default=2.0, gt=0)
+    """Seconds between active health probes."""
+    probe_timeout_s: float = Field(default=2.0, gt=0)
+    """Timeout of one probe."""
+    down_after: int = Field(default=3, ge=1)
+    """Consecutive failures that take a healthy backend out."""
+    up_after: int = Field(default=2, ge=1)
+    """Consecutive successful probes that bring a backend back."""
+    connect_timeout_s: float = Field(default=3.0, gt=0)
+    """Timeout to open a connection to a backend."""
+    max_attempts: int = Field(default=3, ge=1)
+    """Backends tried per request before giving up (retries happen only before the first byte)."""
+    load_factor: float = Field(default=1.25, ge=1.0)
+    """Bounded load: no backend takes more than this × the average of assigned keys."""
+    vnodes: int = Field(default=160, ge=1)
+    """Virtual nodes per backend on the hash ring."""
+    pin_cap: int = Field(default=100_000, ge=1)
+    """Most pins kept (least recently used are dropped first)."""
+    pin_ttl_s: float = Field(default=6 * 3600.0, gt=0)
+    """Idle time after which a pin expires."""
+    retry_body_limit: int = Field(default=8 * 1024 * 1024, ge=0)
+    """Request bodies up to this size are buffered so they can be retried; larger ones are streamed."""
+    drain_timeout_s: float = Field(default=30.0, ge=0)
+    """On SIGTERM/SIGINT: how long open requests may finish before the router exits."""
+    state_dir: Path | None = None
+    """Where the salt, pins and the status file live (`$C3_STATE/pool`); None keeps everything in memory."""
+
+
+class Router:
+    """Backends, ring, pins, health loop and counters of one pool."""
+
+    def __init__(self, config: PoolConfig, salt: bytes | None = None) -> None:
+        self.config = config
+        self.mode: StickyMode = parse_sticky(config.sticky)
+        policy = HealthPolicy(config.probe_interval_s, config.probe_timeout_s, config.down_after, config.up_after)
+        self.backends: dict[str, Backend] = {
+            name: Backend(name, url, policy, connect_timeout_s=config.connect_timeout_s) for name, url in config.backends
+        }
+        self.order = list(self.backends.values())
+        self.ring = HashRing(list(self.backends), vnodes=config.vnodes)
+        self.pins = PinTable(cap=config.pin_cap, ttl_s=config.pin_ttl_s)
+        self.hasher = KeyHasher(salt or os.urandom(32))
+        self.metrics = PoolMetrics(list(self.backends))
+        for b in self.order:
+            b.metrics = self.metrics.backends[b.name]
+        self.started_at = time.time()
+        self._tasks: list[asyncio.Task] = []
+
+    # -- choice -------------------------------------------------------------------------------------
+
+    def least_loaded(self, exclude: set[str] | frozenset[str] = frozenset()) -> Backend | None:
+        """Fewest in flight among routable backends, random among equals."""
+        best: list[Backend] = []
+        low = None
+        for b in self.order:
+            if not b.health.assignable or b.name in exclude:
+                continue
+            n = b.metrics.in_flight
+            if low is None or n < low:
+                low, best = n, [b]
+            elif n == low:
+                best.append(b)
+        if not best:
+            return None
+        return best[0] if len(best) == 1 else random.choice(best)
+
+    def choose(self, key: str | None, exclude: set[str] | frozenset[str] = frozenset()) -> tuple[Backend, str] | None:
+        """(backend, sticky outcome) or None when nothing is routable."""
+        if key is None:
+            b = self.least_loaded(exclude)
+            return (b, "none") if b else None
+        pinned = self.pins.get(key)
+        if pinned is not None:
+            pb = self.backends.get(pinned)
+            if pb is not None and pb.health.routable:
+                if pinned not in exclude:
+                    return pb, "hit"
+                # A retry away from a backend that is still routable: serve elsewhere, keep the pin.
+                other = self._walk(key, exclude | {pinned}, bounded=False)
+                return (other, "miss") if other else None
+        chosen = self._walk(key, exclude, bounded=True)
+        if chosen is None:
+            return None
+        self.pins.set(key, chosen.name)
+        if pinned is not None and pinned != chosen.name:
+            chosen.metrics.repins += 1
+            log.info("repin key=%s %s -> %s (%s not routable)", key, pinned, chosen.name, pinned)
+            return chosen, "repin"
+        return chosen, "miss"
+
+    def _walk(self, key: str, exclude: set[str] | frozenset[str], bounded: bool) -> Backend | None:
+        candidates = [b for b in self.order if b.health.assignable and b.name not in exclude]
+        if not candidates:
+            return None
+        cap = math.inf
+        if bounded and len(candidates) > 1:
+            total = sum(max(0, self.pins.counts[b.name]) for b in candidates)
+            cap = math.ceil(self.config.load_factor * (total + 1) / len(candidates))
+        allowed = {b.name for b in candidates}
+        for name in self.ring.walk(key_point(key)):
+            if name in allowed and self.pins.counts[name] < cap:
+                return self.backends[name]
+        return min(candidates, key=lambda b: self.pins.counts[b.name])
+
+    # -- background -----------------------------------------------------------------------------------
+
+    async def probe_all(self) -> None:
+        """Probe every backend once, concurrently, and apply the results."""
+        results = await asyncio.gather(*(probe(b) for b in self.order))
+        for b, (outcome, rtt, error) in zip(self.order, results, strict=True):
+            before = b.health.state
+            if b.health.probe_result(outcome, rtt, error):
+                self._state_changed(b, before)
+
+    def passive_failure(self, b: Backend, reason: str, hard: bool) -> None:
+        """Live traffic saw `b` fail (connect error, 5xx, broken stream)."""
+        b.metrics.errors += 1
+        before = b.health.state
+        if b.health.passive_failure(reason, hard):
+            self._state_changed(b, before)
+
+    def _state_changed(self, b: Backend, before: str) -> None:
+        log.warning("backend %s %s -> %s%s", b.name, before, b.health.state, f" ({b.health.last_error})" if b.health.last_error else "")
+        if not b.health.routable:
+            b.close_idle()
+
+    async def _probe_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.probe_interval_s)
+            try:
+                await self.probe_all()
+            except Exception:  # a probe bug must never stop health checking
+                log.exception("health probe round failed")
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(60.0)
+            self.pins.sweep()
+            self.save_pins()
+
+    async def start(self) -> None:
+        """Load saved pins, probe once so the first requests see real states, start the loops."""
+        self.load_pins()
+        await self.probe_all()
+        self._tasks = [asyncio.create_task(self._probe_loop()), asyncio.create_task(self._housekeeping())]
+
+    async def stop(self) -> None:
+        """Stop the loops, save pins, drop pooled connections."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._tasks = []
+        self.save_pins()
+        for b in self.order:
+            b.close_idle()
+
+    # -- pins on disk (hashed keys only) ------------------------------------------------------------------
+
+    def _pins_file(self) -> Path | None:
+        if self.config.state_dir is None:
+            return None
+        return self.config.state_dir / f"pins-{self.config.port}.json"
+
+    def save_pins(self) -> None:
+        """Persist pins (hashed keys, backend, idle seconds) so a restart keeps sessions where their cache is."""
+        path = self._pins_file()
+        if path is None:
+            return
+        from backend.atomic import write_atomic
+
+        rows = self.pins.export()
+        write_atomic(path, json.dumps({"schema_version": 1, "saved_at": time.time(), "pins": rows}), mode=0o600)
+
+    def load_pins(self) -> None:
+        """Reload persisted pins (idle time grows by the downtime)."""
+        path = self._pins_file()
+        if path is None or not path.exists():
+            return
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            downtime = max(0.0, time.time() - float(data.get("saved_at", time.time())))
+            rows = [(str(k), str(b), float(idle) + downtime) for k, b, idle in data.get("pins", [])]
+        except (OSError, ValueError, TypeError) as exc:
+            log.warning("ignoring unreadable pin file %s: %s", path, exc)
+            return
+        loaded = self.pins.restore(rows, set(self.backends))
+        if loaded:
+            log.info("restored %d pins from %s", loaded, path)
+
+    # -- status ---------------------------------------------------------------------------------------
+
+    def status(self) -> dict:
+        """The document `c3 pool status --json` prints per pool (and the cockpit reads)."""
+        ratio = self.metrics.hit_ratio()
+        backends = []
+        for b in self.order:
+            h, m = b.health, b.metrics
+            backends.append(
+                {
+                    "node": b.name,
+                    "url": b.url,
+                    "healthy": h.routable,
+                    "state": h.state,
+                    "draining": h.draining,
+                    "in_flight": m.in_flight,
+                    "requests": m.requests,
+                    "errors": m.errors,
+                    "retries": m.retries,
+                    "repins": m.repins,
+                    "pins": max(0, self.pins.counts[b.name]),
+                    "latency_ms": {"p50": m.percentile_ms(0.5), "p99": m.percentile_ms(0.99)},
+                    "last_probe_rtt_ms": h.last_probe_rtt_ms,
+                    "consecutive_failures": h.fails,
+                    "last_error": h.last_error,
+                    "state_since": h.changed_at,
+                }
+            )
+        return {
+            "sticky": str(self.mode),
+            "pins": len(self.pins),
+            "sticky_outcomes": dict(self.metrics.sticky),
+            "sticky_hit_ratio": ratio,
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "backends": backends,
+        }
+
+    def render_metrics(self) -> str:
+        """Prometheus text for `/metrics`."""
+        states = {b.name: (b.url, b.health.routable) for b in self.order}
+        return self.metrics.render(states, dict(self.pins.counts))

@@ -1,0 +1,89 @@
+"""Running a router in the foreground: `c3 pool serve` and the systemd unit both end up here.
+
+SIGTERM or SIGINT: stop accepting, let requests in progress finish (up to `drain_timeout_s`), save pins,
+remove the status file, return (the CLI exits 0). A second signal skips the rest of the drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import signal
+import sys
+from collections.abc import Callable
+
+from backend.errors import EnvironmentProblem
+from backend.pool import status as status_mod
+from backend.pool.keys import load_or_create_salt
+from backend.pool.proxy import PoolServer
+from backend.pool.router import PoolConfig, Router
+
+log = logging.getLogger("c3.pool")
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger("c3.pool")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s c3-pool %(levelname)s %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        root.propagate = False
+
+
+async def serve(config: PoolConfig, on_ready: Callable[[PoolServer], None] | None = None, stop: asyncio.Event | None = None) -> None:
+    """Run until `stop` is set or a SIGTERM/SIGINT arrives; then drain and return."""
+    salt = load_or_create_salt(config.state_dir / "salt") if config.state_dir else None
+    router = Router(config, salt=salt)
+    server = PoolServer(router)
+    try:
+        await server.start()
+    except OSError as exc:
+        await router.stop()
+        raise EnvironmentProblem(
+            f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}",
+            hint="pick another --bind port, or stop what is using it",
+        ) from exc
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            server.force = True
+            server._idle.set()  # noqa: SLF001 - wake the drain loop
+        stop.set()
+
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    if config.state_dir is not None:
+        status_mod.write_status_file(server.port, config.host, [n for n, _ in config.backends], str(router.mode))
+    states = ", ".join(f"{b.name}={b.health.state}" for b in router.order)
+    log.info("listening on %s:%d, sticky=%s, backends: %s", config.host, server.port, router.mode, states)
+    gc.freeze()  # startup objects never need collecting; keeps GC passes short under load
+    if on_ready is not None:
+        on_ready(server)
+    try:
+        await stop.wait()
+        log.info("draining (up to %gs)", config.drain_timeout_s)
+        await server.shutdown(timeout_s=0.0 if signals > 1 else config.drain_timeout_s)
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        if config.state_dir is not None:
+            status_mod.remove_status_file(server.port)
+    log.info("stopped")
+
+
+def run_pool(config: PoolConfig) -> None:
+    """Blocking entry point for the CLI."""
+    _setup_logging()
+    asyncio.run(serve(config))

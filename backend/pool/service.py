@@ -1,0 +1,99 @@
+"""`c3 pool install-service`: the router as a systemd unit.
+
+A user unit (`~/.config/systemd/user/`) when not root, a system unit (`/etc/systemd/system/`) as root.
+The unit runs the same `c3 pool serve` command line, with `C3_HOME`/`C3_STATE` fixed to the installing
+user's folders so the service reads the same node registry. It restarts on failure, and SIGTERM
+triggers the router's drain, so `TimeoutStopSec` is the drain timeout plus a margin.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from backend import paths
+
+
+def unit_name(port: int) -> str:
+    """`c3-pool-<port>.service`: one unit per listening port."""
+    return f"c3-pool-{port}.service"
+
+
+def unit_dir(system: bool | None = None) -> Path:
+    """Where the unit file goes."""
+    system = os.geteuid() == 0 if system is None else system
+    if system:
+        return Path("/etc/systemd/system")
+    base = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(base) if base else Path.home() / ".config") / "systemd" / "user"
+
+
+def c3_executable() -> list[str]:
+    """How the unit starts c3: the installed `c3` script beside this Python, else `python -m c3`."""
+    beside = Path(sys.executable).with_name("c3")
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("c3")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "c3"]
+
+
+def _quote(arg: str) -> str:
+    # systemd's ExecStart splitting is shell-like for quotes but expands `$` and `%`; escape both.
+    return shlex.quote(arg).replace("%", "%%").replace("$", "$$")
+
+
+def render_unit(nodes: list[str], bind: str, sticky: str, port: int, *, drain_timeout_s: float = 30.0, system: bool | None = None) -> str:
+    """The unit file text (no secrets: nodes are names, keys live in the registry and requests)."""
+    system = os.geteuid() == 0 if system is None else system
+    argv = [*c3_executable(), "pool", "serve", "--nodes", ",".join(nodes), "--bind", bind, "--sticky", sticky,
+            "--drain-timeout", f"{drain_timeout_s:g}"]
+    env = {"C3_HOME": str(paths.config_home()), "C3_STATE": str(paths.state_home()), "PYTHONUNBUFFERED": "1"}
+    lines = [
+        "# Written by `c3 pool install-service`; edit the flags with that command, not by hand.",
+        "[Unit]",
+        f"Description=c3 pool router on {bind} ({', '.join(nodes)})",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"ExecStart={' '.join(_quote(a) for a in argv)}",
+        *[f"Environment={_quote(f'{k}={v}')}" for k, v in env.items()],
+        "Restart=on-failure",
+        "RestartSec=2",
+        "KillSignal=SIGTERM",
+        f"TimeoutStopSec={int(drain_timeout_s) + 10}",
+        "LimitNOFILE=65536",
+        "NoNewPrivileges=yes",
+        "",
+        "[Install]",
+        f"WantedBy={'multi-user.target' if system else 'default.target'}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def verify_unit(text: str, name: str) -> tuple[bool | None, str]:
+    """Run `systemd-analyze verify` on the unit text: (ok, output); ok is None when the tool is missing."""
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        return None, "systemd-analyze not found; unit not verified"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(text, encoding="utf-8")
+        try:
+            result = subprocess.run([tool, "verify", str(path)], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"systemd-analyze did not run: {exc}"
+    output = (result.stdout + result.stderr).strip()
+    # Without a running systemd (containers, CI) verify still checks syntax and ExecStart, but also
+    # complains about the environment; only lines naming our unit file count.
+    relevant = [line for line in output.splitlines() if name in line]
+    return (result.returncode == 0 or not relevant), "\n".join(relevant) or output

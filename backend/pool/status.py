@@ -1,0 +1,185 @@
+"""Finding running routers and reading their status (for `c3 pool status` and the cockpit).
+
+A router writes `$C3_STATE/pool/router-<port>.json` (pid, bind, admin URL, nodes, sticky mode) when it
+starts listening and removes it when it exits. Live numbers come from the router's own admin endpoint
+`GET /c3/status` on its port, so the CLI and the cockpit never read stale counters; a file whose pid is
+gone is stale and ignored (and removed).
+
+Cockpit API: `read_pools(timeout_s)` → list of `PoolStatus` (blocking, stdlib only: call it from a worker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend import paths
+from backend.atomic import write_atomic
+
+
+class BackendStatus(BaseModel):
+    """One backend as a running router reports it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    node: str
+    """Node name from the registry."""
+    url: str
+    """The node's OpenAI base URL."""
+    healthy: bool
+    """Routable now (up, or not yet probed)."""
+    state: str = "unknown"
+    """`unknown`, `up`, `loading` (alive, not ready) or `down`."""
+    draining: bool = False
+    """Takes no new keys."""
+    in_flight: int = 0
+    """Requests in progress."""
+    requests: int = 0
+    """Requests answered since the router started."""
+    errors: int = 0
+    """Connect failures, 5xx answers and broken streams."""
+    retries: int = 0
+    """Requests moved elsewhere after this backend failed before the first byte."""
+    repins: int = 0
+    """Sessions moved onto this backend."""
+    pins: int = 0
+    """Sessions pinned here now."""
+    latency_ms: dict[str, float | None] = Field(default_factory=dict)
+    """`p50`/`p99` time to response head over the last 2,048 requests."""
+    last_probe_rtt_ms: float | None = None
+    """Round trip of the last successful probe."""
+    consecutive_failures: int = 0
+    """Current failure streak."""
+    last_error: str | None = None
+    """Why the last probe or request failed (never contains request data)."""
+
+
+class PoolStatus(BaseModel):
+    """One running router."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    pid: int
+    """Router process id."""
+    bind: str
+    """Listening address `HOST:PORT`."""
+    admin_url: str
+    """Base URL of the router's admin endpoints."""
+    sticky: str = "auto"
+    """Sticky mode."""
+    pins: int = 0
+    """Pinned sessions in all."""
+    sticky_hit_ratio: float | None = None
+    """Sticky hits over keyed requests."""
+    uptime_s: float = 0.0
+    """Seconds since the router started."""
+    reachable: bool = True
+    """False when the status file exists and the process lives but the admin endpoint did not answer."""
+    error: str | None = None
+    """Why it was not reachable."""
+    backends: list[BackendStatus] = Field(default_factory=list)
+    """Per-backend health and counters."""
+
+
+def pool_dir() -> Path:
+    """`$C3_STATE/pool`: salt, pins and status files."""
+    return paths.state_home() / "pool"
+
+
+def status_file(port: int) -> Path:
+    """The status file of the router on `port`."""
+    return pool_dir() / f"router-{port}.json"
+
+
+def admin_host(host: str) -> str:
+    """Where to reach a router bound to `host` from this machine."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def write_status_file(port: int, host: str, nodes: list[str], sticky: str) -> Path:
+    """Announce a listening router."""
+    path = status_file(port)
+    doc = {
+        "pid": os.getpid(),
+        "bind": f"{host}:{port}",
+        "admin_url": f"http://{admin_host(host)}:{port}",
+        "nodes": nodes,
+        "sticky": sticky,
+        "started_at": time.time(),
+    }
+    write_atomic(path, json.dumps(doc, indent=2) + "\n", mode=0o600)
+    return path
+
+
+def remove_status_file(port: int) -> None:
+    """Withdraw the announcement (only our own)."""
+    path = status_file(port)
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_routers() -> list[dict]:
+    """Status files of routers whose process is alive (stale files are removed)."""
+    found = []
+    directory = pool_dir()
+    if not directory.is_dir():
+        return found
+    for path in sorted(directory.glob("router-*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            pid = int(doc["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if _alive(pid):
+            found.append(doc)
+        else:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+    return found
+
+
+def fetch_status(admin_url: str, timeout_s: float = 2.0) -> dict:
+    """GET `<admin_url>/c3/status` (raises OSError / ValueError)."""
+    with urllib.request.urlopen(admin_url.rstrip("/") + "/c3/status", timeout=timeout_s) as resp:  # noqa: S310 - loopback/admin URL from our own file
+        return json.loads(resp.read().decode("utf-8"))
+
+
+def read_pools(timeout_s: float = 2.0) -> list[PoolStatus]:
+    """Every running router with its live status; unreachable ones are listed with `reachable=False`."""
+    pools = []
+    for doc in running_routers():
+        base = {"pid": doc["pid"], "bind": doc.get("bind", "?"), "admin_url": doc.get("admin_url", ""), "sticky": doc.get("sticky", "auto")}
+        try:
+            live = fetch_status(base["admin_url"], timeout_s)
+        except (OSError, ValueError, urllib.error.URLError) as exc:
+            nodes = [BackendStatus(node=n, url="", healthy=False) for n in doc.get("nodes", [])]
+            pools.append(PoolStatus(**base, reachable=False, error=str(exc)[:200], backends=nodes))
+            continue
+        live.update({k: v for k, v in base.items() if k != "sticky"})
+        pools.append(PoolStatus.model_validate(live))
+    return pools

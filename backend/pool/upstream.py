@@ -1,0 +1,107 @@
+"""One backend as the router sees it: its address, a keep-alive connection pool, health and counters,
+plus the active health probe.
+
+Idle upstream connections are reused LIFO (the most recently used one is the least likely to have hit
+the backend's keep-alive timeout). A reused connection that turns out to be closed is retried once on a
+fresh connection to the same backend without counting against it (see `proxy.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from urllib.parse import urlparse
+
+from backend.pool.health import BackendHealth, HealthPolicy
+from backend.pool.http1 import BadMessage, parse_response, read_head
+from backend.pool.metrics import BackendMetrics
+
+STREAM_LIMIT = 256 * 1024
+
+
+class Backend:
+    """A node's OpenAI endpoint behind the router."""
+
+    __slots__ = ("name", "url", "host", "port", "ssl", "prefix", "host_header", "idle", "max_idle", "connect_timeout_s", "health", "metrics")
+
+    def __init__(self, name: str, url: str, policy: HealthPolicy, *, connect_timeout_s: float = 3.0, max_idle: int = 256) -> None:
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"backend {name}: `{url}` is not an http(s) URL")
+        self.name = name
+        self.url = url.rstrip("/")
+        self.host = parsed.hostname
+        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parsed.scheme == "https" else None
+        prefix = parsed.path.rstrip("/")
+        # A node registered as http://h:8000/v1 still receives /v1/... paths once, not /v1/v1/...
+        self.prefix = (prefix[:-3] if prefix.endswith("/v1") else prefix).encode()
+        self.host_header = (parsed.netloc.rsplit("@", 1)[-1]).encode()
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.max_idle = max_idle
+        self.connect_timeout_s = connect_timeout_s
+        self.health = BackendHealth(policy)
+        self.metrics = BackendMetrics()
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A fresh connection (raises OSError or TimeoutError)."""
+        return await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, ssl=self.ssl, limit=STREAM_LIMIT), self.connect_timeout_s
+        )
+
+    def take_idle(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A pooled connection that still looks open, or None."""
+        while self.idle:
+            reader, writer = self.idle.pop()
+            if reader.at_eof() or writer.is_closing() or reader._buffer:  # noqa: SLF001 - stray bytes = unusable
+                writer.transport.abort()
+                continue
+            return reader, writer
+        return None
+
+    def put_idle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Return a connection whose response was read completely."""
+        if len(self.idle) < self.max_idle and not writer.is_closing():
+            self.idle.append((reader, writer))
+        else:
+            writer.transport.abort()
+
+    def close_idle(self) -> None:
+        """Drop every pooled connection (backend went down, or shutdown)."""
+        while self.idle:
+            self.idle.pop()[1].transport.abort()
+
+
+async def _get_status(backend: Backend, path: bytes) -> int:
+    reader, writer = await backend.connect()
+    try:
+        writer.write(
+            b"GET " + backend.prefix + path + b" HTTP/1.1\r\nHost: " + backend.host_header
+            + b"\r\nUser-Agent: c3-pool-probe\r\nConnection: close\r\n\r\n"
+        )
+        head = parse_response(await read_head(reader))
+        return int(head.a)
+    finally:
+        writer.transport.abort()
+
+
+async def probe(backend: Backend) -> tuple[str, float | None, str | None]:
+    """One active health check: (`ok`|`loading`|`fail`, round-trip ms, error text)."""
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(backend.health.policy.timeout_s):
+            status = await _get_status(backend, backend.health.probe_path.encode())
+            if status in (404, 405) and backend.health.probe_path == "/health":
+                backend.health.probe_path = "/v1/models"
+                status = await _get_status(backend, b"/v1/models")
+    except TimeoutError:
+        return "fail", None, f"probe timed out after {backend.health.policy.timeout_s:g}s"
+    except (OSError, asyncio.IncompleteReadError, BadMessage) as exc:
+        return "fail", None, type(exc).__name__ + (f": {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else "")
+    rtt = round((time.perf_counter() - started) * 1000.0, 3)
+    if 200 <= status < 300:
+        return "ok", rtt, None
+    if status == 503:
+        return "loading", rtt, "503 (loading or not ready)"
+    return "fail", rtt, f"HTTP {status} on {backend.health.probe_path}"
