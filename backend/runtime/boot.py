@@ -1,0 +1,212 @@
+"""Booting pods: gates → launch → wait until serving → mark healthy → placement. One pod or many in parallel.
+
+Parallel boot runs each pod's whole sequence in a worker thread (the waits are I/O), so N pods take
+about as long as the slowest; `stagger` spaces the launches when engines contend at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.errors import C3Error, EnvironmentProblem, Refused
+from backend.models import CatalogEntry, Gpu, Pod
+from backend.runtime import engines, gates
+from backend.runtime.bootlog import BootLog
+from backend.runtime.context import RuntimeContext
+from backend.runtime.models import GateResult, LaunchSpec, Placement, Workload
+from backend.runtime.readiness import wait_ready
+from backend.runtime.status import placement_of
+
+SECRET_ENV = ("HF_TOKEN",)
+Progress = Callable[[str, str], None]
+"""progress(pod, line)."""
+
+
+@dataclass
+class BootOutcome:
+    """How one pod's boot ended."""
+
+    pod: str
+    ok: bool
+    phase: str
+    """ready | already-running | exited | timeout | absent | refused."""
+    elapsed_s: float = 0.0
+    detail: str = ""
+    log_tail: str = ""
+    placement: Placement | None = None
+    placement_s: float | None = None
+    """Seconds from the workload's start to a placement verdict other than `unknown`."""
+    warnings: list[GateResult] = field(default_factory=list)
+    boot_log: Path | None = None
+
+
+def secret_env() -> dict[str, str]:
+    """Secrets the container needs, from the caller's environment (never logged, never in argv)."""
+    return {k: os.environ[k] for k in SECRET_ENV if os.environ.get(k)}
+
+
+def pod_gpus(ctx: RuntimeContext, pod: Pod) -> list[Gpu]:
+    """The pod's GPUs, resolved on this rig now (UUIDs are resolved at boot, indices are stored)."""
+    if ctx.probe is None:
+        raise EnvironmentProblem(f"cannot resolve pod {pod.name}'s GPUs: {ctx.probe_problem}", hint="c3 needs NVML (or C3_RIG for a simulated rig) to pin GPUs")
+    by_index = {g.index: g for g in ctx.gpus()}
+    missing = [i for i in pod.gpus if i not in by_index]
+    if missing:
+        raise Refused(f"pod {pod.name} uses GPU {','.join(map(str, missing))}, which this rig does not have ({len(by_index)} GPUs)")
+    return [by_index[i] for i in pod.gpus]
+
+
+def launch_spec(pod: Pod, entry: CatalogEntry, gpus: Sequence[Gpu], *, mode: str, estate: str) -> LaunchSpec:
+    """The launch plan of a pod (pure)."""
+    command = engines.render(entry)
+    image = f"{entry.image}@{entry.image_digest}" if entry.image_digest and "@" not in entry.image else entry.image
+    return LaunchSpec(
+        pod=pod.name,
+        slug=entry.slug,
+        engine=entry.engine,
+        image=image,
+        argv=tuple(command.argv),
+        env=command.env,
+        gpu_indices=tuple(g.index for g in gpus),
+        gpu_uuids=tuple(g.uuid for g in gpus),
+        host_port=pod.port,
+        container_port=command.container_port,
+        health_path=command.health_path,
+        estate=estate,
+        gpu_mode=mode,  # type: ignore[arg-type]
+    )
+
+
+def run_gates(ctx: RuntimeContext, pod: Pod, entry: CatalogEntry, gpus: Sequence[Gpu], *, force: bool, vram_attempts: int = gates.VRAM_ATTEMPTS) -> list[GateResult]:
+    """All gates for one pod; Refused on failure unless forced (then the failures come back as warnings)."""
+    workloads = list(ctx.runtime.workloads().values())
+    procs = ctx.processes()
+    owners = ctx.runtime.owners(p.pid for p in procs) if procs else {}
+    results = [
+        gates.gpus_gate(pod=pod.name, gpus=gpus, workloads=workloads, processes=procs, owners=owners),
+        gates.port_gate(port=pod.port, workloads=[w for w in workloads if w.pod != pod.name]),
+    ]
+    if ctx.probe is not None:
+        results.append(gates.vram_gate(slug=entry.slug, gpus=gpus, entry=entry, read_free=ctx.free_mib, reservation=ctx.reserve, attempts=vram_attempts))
+    return gates.enforce(pod.name, results, force=force)
+
+
+def boot_pod(
+    ctx: RuntimeContext,
+    pod: Pod,
+    *,
+    estate: str = "",
+    force: bool = False,
+    timeout_s: float = 900.0,
+    progress: Progress | None = None,
+    vram_attempts: int = gates.VRAM_ATTEMPTS,
+) -> BootOutcome:
+    """Boot one pod to serving and judge its placement. Raises C3Error for refusals before launch."""
+    say = progress or (lambda _pod, _line: None)
+    current = ctx.runtime.workload(pod.name)
+    if current.running:
+        serving_place = placement_of(ctx, pod, current, serving=None)
+        return BootOutcome(pod=pod.name, ok=True, phase="already-running", placement=serving_place, detail="already running")
+    entry = ctx.entry(pod.slug)
+    gpus = pod_gpus(ctx, pod)
+    warnings = run_gates(ctx, pod, entry, gpus, force=force, vram_attempts=vram_attempts)
+    log = BootLog(pod.name)
+    try:
+        for w in warnings:
+            line = f"warning: --force passes the {w.gate} gate: {w.message}"
+            say(pod.name, line)
+            log.line(line)
+        if pod.uuids and tuple(pod.uuids) != tuple(g.uuid for g in gpus):
+            line = f"warning: GPU order changed since pod {pod.name} was created; pinning the GPUs now at indices {','.join(map(str, pod.gpus))}"
+            say(pod.name, line)
+            log.line(line)
+        decision = ctx.runtime.gpu_mode(ctx.forced_mode)
+        spec = launch_spec(pod, entry, gpus, mode=decision.mode, estate=estate)
+        log.line(f"pod {pod.name}: {entry.slug} on GPU {','.join(map(str, pod.gpus))} port {pod.port}, gpu mode {decision.mode} ({decision.why})")
+        log.line("argv: " + " ".join(spec.argv))
+        started = time.monotonic()
+        ctx.runtime.launch(spec, secret_env())
+        say(pod.name, f"started ({ctx.runtime.kind}, gpu mode {decision.mode})")
+
+        def report(phase: str, elapsed: float) -> None:
+            line = f"{phase} … {elapsed:.0f} s"
+            say(pod.name, line)
+            log.line(line)
+
+        result = wait_ready(
+            url=f"http://127.0.0.1:{pod.port}{spec.health_path}",
+            workload=lambda: ctx.runtime.workload(pod.name),
+            logs=lambda n: ctx.runtime.logs(pod.name, tail=n),
+            timeout_s=timeout_s,
+            progress=report,
+        )
+        if not result.ok:
+            log.line(f"boot failed: {result.detail}")
+            log.write(ctx.runtime.logs(pod.name, tail=2000))
+            if result.phase == "timeout":
+                ctx.runtime.stop(pod.name, timeout=10)  # a hung boot must not keep holding its GPUs
+            return BootOutcome(pod=pod.name, ok=False, phase=result.phase, elapsed_s=result.elapsed_s, detail=result.detail, log_tail=result.log_tail, warnings=warnings, boot_log=log.path)
+        ctx.runtime.mark_healthy(pod.name)
+        place, placed_at = _settle_placement(ctx, pod)
+        log.line(place.summary())
+        return BootOutcome(
+            pod=pod.name,
+            ok=True,
+            phase="ready",
+            elapsed_s=result.elapsed_s,
+            placement=place,
+            placement_s=(placed_at - started) if placed_at else None,
+            warnings=warnings,
+            boot_log=log.path,
+        )
+    finally:
+        log.close()
+
+
+def _settle_placement(ctx: RuntimeContext, pod: Pod, wait_s: float = 10.0) -> tuple[Placement, float | None]:
+    """Placement right after serving; an engine may register its GPU memory a moment late, so retry `unknown` briefly."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.1
+    while True:
+        workload = ctx.runtime.workload(pod.name)
+        place = placement_of(ctx, pod, workload, serving=None)
+        if place.verdict != "unknown" or ctx.probe is None or not workload.running or time.monotonic() >= deadline:
+            return place, (time.monotonic() if place.verdict != "unknown" else None)
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+def boot_many(
+    ctx: RuntimeContext,
+    pods: Sequence[Pod],
+    *,
+    estate: str = "",
+    force: bool = False,
+    timeout_s: float = 900.0,
+    jobs: int | None = None,
+    stagger_s: float = 0.0,
+    progress: Progress | None = None,
+) -> list[BootOutcome]:
+    """Boot several pods concurrently (`jobs` at a time, launches `stagger_s` apart); outcomes in input order."""
+    if not pods:
+        return []
+    workers = max(1, min(jobs or len(pods), len(pods)))
+
+    def one(pod: Pod) -> BootOutcome:
+        try:
+            return boot_pod(ctx, pod, estate=estate, force=force, timeout_s=timeout_s, progress=progress)
+        except C3Error as error:
+            return BootOutcome(pod=pod.name, ok=False, phase="refused", detail=error.message + (f" ({error.hint})" if error.hint else ""))
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="c3-boot") as pool:
+        futures = []
+        for i, pod in enumerate(pods):
+            if i and stagger_s > 0:
+                time.sleep(stagger_s)
+            futures.append(pool.submit(one, pod))
+        return [f.result() for f in futures]

@@ -1,0 +1,77 @@
+"""Per-pod boot logs under `$C3_STATE/boot/<pod>.log`: kept, bounded, rotated (keep 5), mode 0600.
+
+Each boot starts a fresh file (the previous ones shift to `.1` … `.5`); a boot log is capped so a
+chatty engine cannot fill the disk (the container keeps its full log; this is the post-mortem copy).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from backend.paths import state_home
+
+KEEP = 5
+MAX_BYTES = 4 * 1024 * 1024
+
+
+def boot_dir() -> Path:
+    """`$C3_STATE/boot`."""
+    return state_home() / "boot"
+
+
+def boot_log_path(pod: str) -> Path:
+    """Where a pod's latest boot log is."""
+    return boot_dir() / f"{pod}.log"
+
+
+def rotate(path: Path, keep: int = KEEP) -> None:
+    """Shift `path` → `.1` → … → `.keep`; the oldest falls off."""
+    oldest = path.with_name(f"{path.name}.{keep}")
+    if oldest.exists():
+        oldest.unlink()
+    for n in range(keep - 1, 0, -1):
+        src = path.with_name(f"{path.name}.{n}")
+        if src.exists():
+            src.rename(path.with_name(f"{path.name}.{n + 1}"))
+    if path.exists():
+        path.rename(path.with_name(f"{path.name}.1"))
+
+
+class BootLog:
+    """Append-only writer of one boot's log; thread-safe; silently stops at `max_bytes`."""
+
+    def __init__(self, pod: str, *, max_bytes: int = MAX_BYTES, keep: int = KEEP) -> None:
+        self.path = boot_log_path(pod)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        rotate(self.path, keep)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        self._file = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+        self._lock = threading.Lock()
+        self._written = 0
+        self._max = max_bytes
+        self._capped = False
+
+    def line(self, text: str) -> None:
+        """One timestamped line."""
+        self.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            if self._capped or self._file.closed:
+                return
+            data = text if self._written + len(text) <= self._max else text[: max(0, self._max - self._written)]
+            self._file.write(data)
+            self._written += len(data)
+            if len(data) < len(text):
+                self._file.write(f"\n[boot log capped at {self._max} bytes]\n")
+                self._capped = True
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()

@@ -1,0 +1,117 @@
+"""Wiring: the GPU probe, the pod runtime, the catalog and the reservation rule, chosen once per command.
+
+Runtime choice: `C3_RUNTIME=sim|docker` forces one; otherwise a simulated GPU probe (C3_RIG, `c3 demo`)
+gets the simulated runtime and a real one gets Docker. No NVML is not fatal here: placement is then
+`unknown` (with the reason) and the VRAM gate is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.errors import EnvironmentProblem, UsageError
+from backend.models import CatalogEntry, ComputeProcess, Gpu
+from backend.runtime.protocol import PodRuntime
+
+
+@dataclass
+class RuntimeContext:
+    """What every runtime command needs."""
+
+    runtime: PodRuntime
+    probe: Any | None
+    """A GpuProbe, or None when NVML is unavailable (see `probe_problem`)."""
+    probe_problem: str | None = None
+    catalog: Any | None = None
+    forced_mode: str | None = None
+    reservation: Callable[[CatalogEntry, Gpu], int | None] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def simulated(self) -> bool:
+        return self.probe is not None and str(getattr(self.probe, "source", "")).startswith("simulated")
+
+    def gpus(self) -> list[Gpu]:
+        if self.probe is None:
+            return []
+        return self.probe.gpus()
+
+    def processes(self) -> list[ComputeProcess] | None:
+        """Every compute process, or None when NVML cannot be asked (a failure here never crashes)."""
+        if self.probe is None:
+            return None
+        try:
+            return list(self.probe.processes())
+        except Exception as error:  # NVML can fail mid-flight (driver reload, GPU fell off the bus)
+            self.probe_problem = f"NVML stopped answering: {error}"
+            return None
+
+    def free_mib(self) -> dict[str, int | None]:
+        if self.probe is None:
+            return {}
+        try:
+            return {s.gpu.uuid: s.free_mib for s in self.probe.snapshots()}
+        except Exception:
+            return {}
+
+    def entry(self, slug: str) -> CatalogEntry:
+        if self.catalog is None:
+            from backend.catalog import load_catalog
+
+            self.catalog = load_catalog()
+        return self.catalog.get(slug)
+
+    def reserve(self, entry: CatalogEntry, gpu: Gpu) -> int | None:
+        if self.reservation is None:
+            try:
+                from backend.fit import reservation_mib
+            except ImportError:
+                reservation_mib = fallback_reservation_mib
+            self.reservation = reservation_mib
+        return self.reservation(entry, gpu)
+
+
+def fallback_reservation_mib(entry: CatalogEntry, gpu: Gpu) -> int | None:
+    """vLLM/SGLang claim `util × CUDA total` at start-up; other engines: unknown (gate skipped)."""
+    total = gpu.cuda_total_mib
+    if entry.engine not in {"vllm", "sglang"} or total is None:
+        return None
+    return math.ceil(total * entry.gpu_memory_utilization)
+
+
+def runtime_kind(simulated_probe: bool) -> str:
+    """`sim` or `docker`, from C3_RUNTIME or the probe."""
+    value = os.environ.get("C3_RUNTIME", "").strip().lower()
+    if value:
+        if value not in {"sim", "docker"}:
+            raise UsageError(f"C3_RUNTIME={value} is not a runtime", hint="use C3_RUNTIME=sim or C3_RUNTIME=docker")
+        return value
+    return "sim" if simulated_probe else "docker"
+
+
+def open_context(*, forced_mode: str | None = None, demo: bool = False, runtime: PodRuntime | None = None) -> RuntimeContext:
+    """Build the context for one command (the Docker client connects lazily, on first use)."""
+    probe, problem = None, None
+    try:
+        from backend.gpu import get_probe
+
+        probe = get_probe(demo=demo)
+    except EnvironmentProblem as error:
+        problem = error.message
+    simulated = probe is not None and str(getattr(probe, "source", "")).startswith("simulated")
+    if runtime is None:
+        if runtime_kind(simulated) == "sim":
+            from backend.runtime.simulated import SimRuntime
+
+            runtime = SimRuntime()
+        else:
+            from backend.runtime.docker_adapter import DockerRuntime
+
+            runtime = DockerRuntime(simulated_probe=simulated)
+    from backend.runtime.gpu_mode import forced_mode as pick
+
+    return RuntimeContext(runtime=runtime, probe=probe, probe_problem=problem, forced_mode=pick(forced_mode))

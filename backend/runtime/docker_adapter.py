@@ -1,0 +1,259 @@
+"""The Docker adapter: pods as containers via docker-py (the only module that imports it).
+
+Container `c3-<pod>`, labels `io.c3.pod|slug|estate`, the pod's host port bound to the engine's port,
+the host HF cache mounted, HF_TOKEN passed from the caller's environment (into the container's
+environment only: never in argv, output or logs), GPUs pinned by device (`gpu_mode.binding`).
+
+Restart policy: a container is created with `no` and switched to `unless-stopped` once it has served
+(`mark_healthy`). A boot failure (OOM at start-up, a bad flag) therefore stops and is reported with its
+log lines, instead of becoming a silent restart loop (club-3090 #535); a pod that did serve comes back
+after a crash or a reboot, and `pod down` (which removes the container) is never undone by Docker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from backend.errors import EnvironmentProblem, Refused
+from backend.runtime import cgroup
+from backend.runtime.gpu_mode import ModeDecision, binding, detect_mode
+from backend.runtime.models import LaunchSpec, Workload
+
+LABEL_POD = "io.c3.pod"
+LABEL_SLUG = "io.c3.slug"
+LABEL_ESTATE = "io.c3.estate"
+LABEL_GPUS = "io.c3.gpus"
+CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+
+
+def container_name(pod: str) -> str:
+    """`c3-<pod>`."""
+    return f"c3-{pod}"
+
+
+def host_hf_cache() -> Path:
+    """The host's HF cache (`$HF_HOME` when set, else `~/.cache/huggingface`)."""
+    home = os.environ.get("HF_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface"
+
+
+def _where() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def connect(timeout: float = 30.0) -> Any:
+    """A docker-py client that answered a ping; EnvironmentProblem (exit 3) when the daemon does not."""
+    try:
+        import docker
+        from docker.errors import DockerException
+    except ImportError as error:  # pragma: no cover - docker is a hard dependency
+        raise EnvironmentProblem(f"docker-py is not installed ({error})") from None
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except (DockerException, OSError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise EnvironmentProblem(
+            f"the Docker daemon is unreachable at {_where()}: {reason[:160]}",
+            hint="start dockerd (or fix DOCKER_HOST), then try again",
+        ) from None
+    return client
+
+
+def create_kwargs(spec: LaunchSpec, mode: ModeDecision, secret_env: Mapping[str, str], hf_cache: Path) -> dict[str, Any]:
+    """The `containers.create` keyword arguments for a launch (pure: unit-tested without a daemon)."""
+    from docker.types import DeviceRequest
+
+    gpu = binding(spec.gpu_mode, spec.gpu_uuids, spec.gpu_indices, mode.cdi_names)
+    env = {**spec.env, **gpu.env, **dict(secret_env)}
+    kwargs: dict[str, Any] = {
+        "image": spec.image,
+        "name": container_name(spec.pod),
+        "entrypoint": list(spec.argv),
+        "labels": {LABEL_POD: spec.pod, LABEL_SLUG: spec.slug, LABEL_ESTATE: spec.estate, LABEL_GPUS: ",".join(spec.gpu_uuids)},
+        "environment": env,
+        "ports": {f"{spec.container_port}/tcp": spec.host_port},
+        "volumes": {str(hf_cache): {"bind": CONTAINER_HF_CACHE, "mode": "rw"}},
+        "restart_policy": {"Name": "no"},
+        "detach": True,
+    }
+    if gpu.device_requests:
+        kwargs["device_requests"] = [
+            DeviceRequest(driver=r["Driver"], device_ids=r["DeviceIDs"], capabilities=r.get("Capabilities")) for r in gpu.device_requests
+        ]
+    if spec.engine in {"vllm", "sglang"}:
+        # Tensor-parallel workers talk over shared memory; Docker's 64 MiB default breaks NCCL.
+        kwargs["shm_size"] = "16g"
+    return kwargs
+
+
+class DockerRuntime:
+    """PodRuntime over a Docker daemon."""
+
+    kind = "docker"
+
+    def __init__(self, client: Any | None = None, *, simulated_probe: bool = False) -> None:
+        self._client = client
+        self._simulated = simulated_probe
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = connect()
+        return self._client
+
+    def gpu_mode(self, forced: str | None = None) -> ModeDecision:
+        info = None
+        if not forced and not self._simulated:
+            info = self._call(self.client.info)
+        return detect_mode(info, simulated=self._simulated, forced=forced)
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from docker.errors import APIError, DockerException
+
+        try:
+            return fn(*args, **kwargs)
+        except APIError:
+            raise
+        except (DockerException, OSError) as error:
+            raise EnvironmentProblem(f"the Docker daemon stopped answering at {_where()}: {str(error)[:160]}") from None
+
+    def _container(self, pod: str) -> Any | None:
+        from docker.errors import NotFound
+
+        try:
+            return self._call(self.client.containers.get, container_name(pod))
+        except NotFound:
+            return None
+
+    def launch(self, spec: LaunchSpec, secret_env: Mapping[str, str]) -> Workload:
+        from docker.errors import APIError, ImageNotFound
+
+        old = self._container(spec.pod)
+        if old is not None:
+            if old.status == "running":
+                raise Refused(f"pod {spec.pod} is already running (container {old.name})", hint=f"`c3 pod down {spec.pod}` first")
+            self._call(old.remove, force=True)
+        try:
+            self._call(self.client.images.get, spec.image)
+        except ImageNotFound:
+            self._pull(spec.image)
+        hf = host_hf_cache()
+        hf.mkdir(parents=True, exist_ok=True)
+        kwargs = create_kwargs(spec, self.gpu_mode(spec.gpu_mode), secret_env, hf)
+        try:
+            container = self._call(self.client.containers.create, **kwargs)
+            self._call(container.start)
+        except APIError as error:
+            explanation = getattr(error, "explanation", None) or str(error)
+            created = self._container(spec.pod)
+            if created is not None:
+                self._call(created.remove, force=True)
+            raise Refused(f"Docker refused to start pod {spec.pod}: {str(explanation)[:300]}", hint=_api_hint(str(explanation))) from None
+        container.reload()
+        return _workload(container)
+
+    def _pull(self, image: str) -> None:
+        from docker.errors import APIError
+
+        repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "latest")
+        try:
+            self._call(self.client.images.pull, repo, tag=tag or "latest")
+        except APIError as error:
+            raise EnvironmentProblem(f"image {image} is not here and could not be pulled: {str(error)[:200]}", hint=f"`docker pull {image}` by hand") from None
+
+    def workload(self, pod: str) -> Workload:
+        container = self._container(pod)
+        return _workload(container) if container is not None else Workload(pod=pod, status="absent")
+
+    def workloads(self) -> dict[str, Workload]:
+        found = self._call(self.client.containers.list, all=True, filters={"label": LABEL_POD})
+        result: dict[str, Workload] = {}
+        for container in found:
+            workload = _workload(container)
+            result[workload.pod] = workload
+        return result
+
+    def mark_healthy(self, pod: str) -> None:
+        container = self._container(pod)
+        if container is not None:
+            self._call(container.update, restart_policy={"Name": "unless-stopped"})
+
+    def stop(self, pod: str, timeout: float = 30.0) -> bool:
+        container = self._container(pod)
+        if container is None:
+            return False
+        if container.status == "running":
+            self._call(container.stop, timeout=int(timeout))
+        self._call(container.remove, force=True)
+        return True
+
+    def logs(self, pod: str, tail: int = 100) -> str:
+        container = self._container(pod)
+        if container is None:
+            return ""
+        raw = self._call(container.logs, tail=tail)
+        return raw.decode("utf-8", errors="replace")
+
+    def follow_logs(self, pod: str, tail: int = 100) -> Iterator[str]:
+        container = self._container(pod)
+        if container is None:
+            return
+        buffer = b""
+        for chunk in container.logs(stream=True, follow=True, tail=tail):
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                yield line.decode("utf-8", errors="replace")
+        if buffer:
+            yield buffer.decode("utf-8", errors="replace")
+
+    def owners(self, pids: Iterable[int]) -> dict[int, str | None]:
+        pids = list(pids)
+        if not pids:
+            return {}
+        by_id = {c.id: c.labels.get(LABEL_POD) for c in self._call(self.client.containers.list, filters={"label": LABEL_POD})}
+        result: dict[int, str | None] = {}
+        for pid in pids:
+            cid = cgroup.container_id_of_pid(pid)
+            result[pid] = by_id.get(cid) if cid else None
+        return result
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Container events of c3 pods (blocking generator; the live hub runs it in a thread)."""
+        return self.client.events(decode=True, filters={"type": "container", "label": LABEL_POD})
+
+
+def _workload(container: Any) -> Workload:
+    labels = container.labels or {}
+    state = container.attrs.get("State", {}) if container.attrs else {}
+    status = container.status if container.status in {"running", "exited", "created"} else ("running" if state.get("Running") else "exited")
+    port = None
+    for bindings in (container.attrs.get("HostConfig", {}).get("PortBindings") or {}).values():
+        for b in bindings or []:
+            if b.get("HostPort"):
+                port = int(b["HostPort"])
+    pid = state.get("Pid") or 0
+    return Workload(
+        pod=labels.get(LABEL_POD, container.name.removeprefix("c3-")),
+        status=status,
+        id=container.id,
+        slug=labels.get(LABEL_SLUG),
+        estate=labels.get(LABEL_ESTATE),
+        host_port=port,
+        exit_code=state.get("ExitCode") if status == "exited" else None,
+        pids=(pid,) if pid else (),
+        gpu_uuids=tuple(u for u in labels.get(LABEL_GPUS, "").split(",") if u),
+    )
+
+
+def _api_hint(explanation: str) -> str | None:
+    text = explanation.lower()
+    if "port is already allocated" in text or "address already in use" in text:
+        return "another process holds that host port; pick another with `c3 pod create … --port`"
+    if "could not select device driver" in text or "cdi" in text:
+        return "the daemon cannot hand out GPUs this way; try --gpu-mode (nvidia|cdi) or install nvidia-container-toolkit"
+    return None

@@ -1,0 +1,237 @@
+"""The simulated runtime: each pod is the stub engine (backend/stub_engine.py) as a local process.
+
+For `c3 demo` and tests: the whole pod life cycle (up, status, placement, logs, down) with no GPU and
+no Docker. The process gets its GPUs the way a container in `env` mode would (NVIDIA_VISIBLE_DEVICES)
+and registers them in the GPU registration directory, which the simulated probe reads — so placement
+is judged by the same code as for containers. State lives under `$C3_STATE/sim/`: one JSON record per
+pod (pid + start time, so a recycled pid is never mistaken for the pod) and one log file per pod.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from backend.errors import Refused
+from backend.paths import state_home
+from backend.runtime import cgroup
+from backend.runtime.gpu_mode import ModeDecision, binding
+from backend.runtime.models import LaunchSpec, Workload
+from backend.runtime.placement import attribute
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sim_dir() -> Path:
+    """`$C3_STATE/sim`."""
+    return state_home() / "sim"
+
+
+def registry_dir() -> Path:
+    """Where stub engines register their GPUs (shared with the simulated probe)."""
+    try:
+        from backend.gpu.registry import default_registry_dir
+
+        return default_registry_dir()
+    except ImportError:  # pragma: no cover - the GPU package ships with c3
+        return sim_dir() / "gpu-registry"
+
+
+def _state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[0] if fields else None
+
+
+class SimRuntime:
+    """PodRuntime whose workloads are stub-engine processes on this machine."""
+
+    kind = "sim"
+
+    def __init__(self, base: Path | None = None, python: str = sys.executable) -> None:
+        self.base = base or sim_dir()
+        self.python = python
+        self._children: dict[int, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+
+    # -- files ---------------------------------------------------------------------------------
+
+    def _record_path(self, pod: str) -> Path:
+        return self.base / "pods" / f"{pod}.json"
+
+    def log_path(self, pod: str) -> Path:
+        return self.base / "logs" / f"{pod}.log"
+
+    def _record(self, pod: str) -> dict | None:
+        try:
+            data = json.loads(self._record_path(pod).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
+
+    def _alive(self, record: dict) -> bool:
+        pid = record["pid"]
+        child = self._children.get(pid)
+        if child is not None and child.poll() is not None:
+            return False
+        state = _state(pid)
+        if state is None or state in {"Z", "X"}:
+            return False
+        return cgroup.start_time(pid) == record.get("start_time")
+
+    # -- PodRuntime ----------------------------------------------------------------------------
+
+    def gpu_mode(self, forced: str | None = None) -> ModeDecision:
+        # A local process cannot be handed devices; the mask is all there is (and all the stub reads).
+        return ModeDecision("env", "simulated runtime")
+
+    def launch(self, spec: LaunchSpec, secret_env: Mapping[str, str]) -> Workload:
+        with self._lock:
+            current = self.workload(spec.pod)
+            if current.running:
+                raise Refused(f"pod {spec.pod} is already running (pid {current.pids[0]})", hint=f"`c3 pod down {spec.pod}` first")
+            for folder in ("pods", "logs"):
+                (self.base / folder).mkdir(parents=True, exist_ok=True, mode=0o700)
+            registry = registry_dir()
+            registry.mkdir(parents=True, exist_ok=True)
+            env = {
+                **os.environ,
+                **spec.env,
+                **binding("env", spec.gpu_uuids).env,
+                **dict(secret_env),
+                "C3_GPU_REGISTRY": str(registry),
+                "PYTHONUNBUFFERED": "1",
+            }
+            env.setdefault("C3_STUB_MEM_MIB", "1024")
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+            argv = [self.python, "-m", "backend.stub_engine", *_engine_args(spec)]
+            log_fd = os.open(self.log_path(spec.pod), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                child = subprocess.Popen(
+                    argv, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(ROOT)
+                )
+            finally:
+                os.close(log_fd)
+            self._children[child.pid] = child
+            record = {
+                "pid": child.pid,
+                "start_time": cgroup.start_time(child.pid),
+                "slug": spec.slug,
+                "estate": spec.estate,
+                "port": spec.host_port,
+                "gpu_uuids": list(spec.gpu_uuids),
+                "started": time.time(),
+            }
+            tmp = self._record_path(spec.pod).with_suffix(".tmp")
+            tmp.write_text(json.dumps(record), encoding="utf-8")
+            os.replace(tmp, self._record_path(spec.pod))
+            return self._workload(spec.pod, record)
+
+    def _workload(self, pod: str, record: dict | None) -> Workload:
+        if record is None:
+            return Workload(pod=pod, status="absent")
+        alive = self._alive(record)
+        child = self._children.get(record["pid"])
+        return Workload(
+            pod=pod,
+            status="running" if alive else "exited",
+            id=f"sim-{record['pid']}",
+            slug=record.get("slug"),
+            estate=record.get("estate"),
+            host_port=record.get("port"),
+            exit_code=(child.returncode if child is not None else None) if not alive else None,
+            pids=(record["pid"],),
+            gpu_uuids=tuple(record.get("gpu_uuids") or ()),
+        )
+
+    def workload(self, pod: str) -> Workload:
+        return self._workload(pod, self._record(pod))
+
+    def workloads(self) -> dict[str, Workload]:
+        folder = self.base / "pods"
+        try:
+            names = sorted(p.stem for p in folder.iterdir() if p.suffix == ".json")
+        except OSError:
+            return {}
+        return {name: self.workload(name) for name in names}
+
+    def mark_healthy(self, pod: str) -> None:
+        """Nothing restarts a local process; the simulator has no restart policy."""
+
+    def stop(self, pod: str, timeout: float = 30.0) -> bool:
+        record = self._record(pod)
+        if record is None:
+            return False
+        pid = record["pid"]
+        if self._alive(record):
+            for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(pid, sig)  # its own session: the group is the stub and anything it spawned
+                except ProcessLookupError:
+                    break
+                if self._wait_gone(record, wait):
+                    break
+        child = self._children.pop(pid, None)
+        if child is not None:
+            try:
+                child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self._record_path(pod).unlink(missing_ok=True)
+        return True
+
+    def _wait_gone(self, record: dict, wait: float) -> bool:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not self._alive(record):
+                return True
+            time.sleep(0.05)
+        return not self._alive(record)
+
+    def logs(self, pod: str, tail: int = 100) -> str:
+        try:
+            lines = self.log_path(pod).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-tail:]) + ("\n" if lines else "")
+
+    def follow_logs(self, pod: str, tail: int = 100) -> Iterator[str]:
+        yield from self.logs(pod, tail).splitlines()
+        try:
+            handle = self.log_path(pod).open("r", encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        with handle:
+            handle.seek(0, os.SEEK_END)
+            while True:
+                line = handle.readline()
+                if line:
+                    yield line.rstrip("\n")
+                    continue
+                if not self.workload(pod).running:
+                    return
+                time.sleep(0.2)
+
+    def owners(self, pids: Iterable[int]) -> dict[int, str | None]:
+        by_pid = {w.pids[0]: w.pod for w in self.workloads().values() if w.running and w.pids}
+        return attribute(pids, by_pid.get, cgroup.parent_pid)
+
+
+def _engine_args(spec: LaunchSpec) -> list[str]:
+    """The pod's engine argv, with the port moved to the host port (a local process has no port mapping)."""
+    argv = list(spec.argv)
+    for flag in ("--port",):
+        while flag in argv:
+            i = argv.index(flag)
+            del argv[i : i + 2]
+    return [*argv, "--host", "127.0.0.1", "--port", str(spec.host_port), "--name", spec.pod]

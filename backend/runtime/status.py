@@ -1,0 +1,110 @@
+"""A pod's state as scripts and the cockpit see it: running, serving, placement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from backend.errors import C3Error
+from backend.models import Gpu, Pod
+from backend.runtime import placement as placement_rules
+from backend.runtime.context import RuntimeContext
+from backend.runtime.models import Placement, Workload
+from backend.runtime.readiness import probe_health
+
+
+def requested_uuids(pod: Pod, gpus: Iterable[Gpu]) -> tuple[str, ...]:
+    """The pod's GPUs as UUIDs (indices the rig lacks are dropped; validation reports those)."""
+    by_index = {g.index: g.uuid for g in gpus}
+    return tuple(by_index[i] for i in pod.gpus if i in by_index)
+
+
+def placement_of(
+    ctx: RuntimeContext,
+    pod: Pod,
+    workload: Workload,
+    *,
+    serving: bool | None,
+    processes: list | None = None,
+    owners: Mapping[int, str | None] | None = None,
+) -> Placement:
+    """Placement verdict for one pod; never raises (a failing source gives `unknown` with the reason)."""
+    gpus = ctx.gpus() if ctx.probe is not None else []
+    requested = requested_uuids(pod, gpus) if gpus else ()
+    if ctx.probe is None:
+        return placement_rules.verdict(pod=pod.name, requested=requested, gpus=gpus, processes=None, owners={}, running=workload.running, nvml_problem=ctx.probe_problem)
+    procs = processes if processes is not None else ctx.processes()
+    if owners is None and procs is not None and workload.running:
+        try:
+            owners = ctx.runtime.owners(p.pid for p in procs)
+        except C3Error as error:
+            return placement_rules.verdict(pod=pod.name, requested=requested, gpus=gpus, processes=None, owners={}, running=True, nvml_problem=f"cannot map processes to pods: {error.message}")
+    return placement_rules.verdict(
+        pod=pod.name,
+        requested=requested,
+        gpus=gpus,
+        processes=procs,
+        owners=owners or {},
+        running=workload.running,
+        serving=serving,
+        nvml_problem=ctx.probe_problem,
+    )
+
+
+def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = None) -> list[dict[str, Any]]:
+    """`c3 pod status --json` rows: name, slug, gpus, port, running, serving, placement."""
+    pods = list(pods)
+    workloads = ctx.runtime.workloads()
+    procs = ctx.processes()
+    owners: Mapping[int, str | None] = {}
+    if procs and any(workloads.get(p.name) and workloads[p.name].running for p in pods):
+        owners = ctx.runtime.owners(p.pid for p in procs)
+    rows = []
+    for pod in pods:
+        workload = workloads.get(pod.name) or Workload(pod=pod.name, status="absent")
+        serving = False
+        if workload.running:
+            path = health_path_of(pod) if health_path_of else "/v1/models"
+            serving = probe_health(f"http://127.0.0.1:{pod.port}{path}", timeout=2.0) == "ready"
+        place = placement_of(ctx, pod, workload, serving=serving, processes=procs, owners=owners)
+        rows.append(
+            {
+                "name": pod.name,
+                "slug": pod.slug,
+                "gpus": list(pod.gpus),
+                "port": pod.port,
+                "running": workload.running,
+                "serving": serving,
+                "state": workload.status,
+                "placement": placement_json(place),
+            }
+        )
+    return rows
+
+
+def placement_json(place: Placement) -> dict[str, Any]:
+    """The DESIGN.md shape (`verdict`, `requested`, `actual`) plus the details."""
+    data = place.model_dump(mode="json")
+    return {
+        "verdict": data["verdict"],
+        "requested": data["requested"],
+        "actual": data["actual"],
+        "requested_indices": data["requested_indices"],
+        "actual_indices": data["actual_indices"],
+        "missing": data["missing"],
+        "extra": data["extra"],
+        "foreign": data["foreign"],
+        "reason": data["reason"],
+    }
+
+
+def is_running(pod_name: str, ctx: RuntimeContext | None = None) -> bool | None:
+    """True when the pod's workload runs; None when it cannot be told (daemon down) — callers fail closed."""
+    try:
+        if ctx is None:
+            from backend.runtime.context import open_context
+
+            ctx = open_context()
+        return ctx.runtime.workload(pod_name).running
+    except C3Error:
+        return None

@@ -1,0 +1,198 @@
+"""`c3 pod up|down|status|logs`: run the pods the estate file plans (added to ESTATE's `pod` group).
+
+`register(pod_group)` attaches the commands; `is_running(pod)` is what `pod rm` asks before removing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from backend.errors import C3Error, Refused
+from backend.models import Pod
+from backend.paths import estate_file
+from c3.cli.common import emit_json, file_option, json_option
+
+
+def resolve_file(file: Path | None) -> Path:
+    """`--file`, else `$C3_HOME/estate.yml`."""
+    return Path(file).expanduser() if file is not None else estate_file()
+
+
+def load_pods(path: Path) -> list[Pod]:
+    from backend.estate import load_estate
+
+    return list(load_estate(path).pods)
+
+
+def find_pod(pods: list[Pod], name: str, path: Path) -> Pod:
+    found = next((p for p in pods if p.name.casefold() == name.casefold()), None)
+    if found is None:
+        names = ", ".join(p.name for p in pods) or "none"
+        raise Refused(f"pod `{name}` not found in {path}", hint=f"pods in the file: {names}")
+    return found
+
+
+def check_plan(path: Path, names: list[str], *, force: bool, ctx: Any) -> None:
+    """Estate validation for the selected pods only (an invalid *other* pod never blocks this one)."""
+    from backend.estate import load_estate, validate_estate
+
+    estate = load_estate(path)
+    catalog = None
+    try:
+        from backend.catalog import load_catalog
+
+        catalog = load_catalog()
+    except ImportError:
+        pass
+    gpus = ctx.gpus() if ctx.probe is not None else None
+    wanted = {n.casefold() for n in names}
+    for problem in validate_estate(estate, gpus, catalog, force=force):
+        involved = {p.casefold() for p in ((problem.pod,) if problem.pod else ()) + tuple(problem.pods)}
+        if problem.blocking and involved & wanted and problem.code != "port":
+            raise Refused(problem.message, hint=problem.hint)
+
+
+def gpu_mode_option(func: Any) -> Any:
+    return click.option("--gpu-mode", type=click.Choice(["nvidia", "cdi", "env"]), default=None, help="Force how GPUs reach the container (default: detect; env C3_GPU_MODE).")(func)
+
+
+def echo_progress(pod: str, line: str) -> None:
+    click.echo(f"[{pod}] {line}", err=False)
+
+
+def report_outcome(outcome: Any, port: int | None = None) -> None:
+    """Print a boot outcome; raise Refused on failure (after the engine's last log lines)."""
+    if outcome.ok:
+        where = f" on http://127.0.0.1:{port}" if port else ""
+        if outcome.phase == "already-running":
+            click.echo(f"[{outcome.pod}] already running{where}")
+        else:
+            click.echo(f"[{outcome.pod}] ✓ serving{where} after {outcome.elapsed_s:.0f} s")
+        if outcome.placement is not None:
+            click.echo(f"[{outcome.pod}] {outcome.placement.summary()}")
+        return
+    if outcome.log_tail:
+        click.echo(f"[{outcome.pod}] last log lines:", err=True)
+        for line in outcome.log_tail.rstrip().splitlines():
+            click.echo(f"    {line}", err=True)
+    where = f" (boot log: {outcome.boot_log})" if outcome.boot_log else ""
+    raise Refused(f"pod {outcome.pod} failed to boot: {outcome.detail}{where}", hint=f"`c3 pod logs {outcome.pod}` shows the engine's output")
+
+
+def placement_failure(outcome: Any) -> None:
+    if outcome.ok and outcome.placement is not None and outcome.placement.verdict == "mismatch":
+        raise Refused(f"pod {outcome.pod} serves, but not on exactly its GPUs: {outcome.placement.reason}", hint=f"it is left running; `c3 pod down {outcome.pod}`, then check --gpu-mode and the container runtime")
+
+
+def is_running(pod: Pod | str) -> bool | None:
+    """Does the pod's workload run? Raises EnvironmentProblem when the runtime cannot tell (daemon down)."""
+    from backend.runtime.context import open_context
+
+    name = pod if isinstance(pod, str) else pod.name
+    return open_context().runtime.workload(name).running
+
+
+def register(pod_group: click.Group) -> None:
+    """Attach up/down/status/logs to the `pod` group."""
+
+    @pod_group.command("up")
+    @click.argument("name")
+    @click.option("--force", is_flag=True, help="Pass a failing gate (VRAM, port, GPUs held) with a warning.")
+    @click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=900.0, show_default=True, help="Seconds to wait for the engine to serve.")
+    @gpu_mode_option
+    @file_option
+    def up(name: str, force: bool, timeout_s: float, gpu_mode: str | None, file: Path | None) -> None:
+        """Boot one pod: gates, launch pinned to its GPUs, wait until it serves, verify placement."""
+        from backend.runtime.boot import boot_pod
+        from backend.runtime.context import open_context
+
+        path = resolve_file(file)
+        pod = find_pod(load_pods(path), name, path)
+        ctx = open_context(forced_mode=gpu_mode)
+        check_plan(path, [pod.name], force=force, ctx=ctx)
+        outcome = boot_pod(ctx, pod, estate=str(path.resolve()), force=force, timeout_s=timeout_s, progress=echo_progress)
+        report_outcome(outcome, pod.port)
+        placement_failure(outcome)
+
+    @pod_group.command("down")
+    @click.argument("name")
+    @click.option("--timeout", "timeout_s", type=click.FloatRange(0), default=30.0, show_default=True, help="Seconds to wait before killing.")
+    def down(name: str, timeout_s: float) -> None:
+        """Stop and remove a pod's container (works for any c3 pod, planned or not)."""
+        from backend.runtime.context import open_context
+
+        ctx = open_context()
+        if ctx.runtime.stop(name, timeout=timeout_s):
+            click.echo(f"[{name}] stopped")
+        else:
+            click.echo(f"[{name}] was not running")
+
+    @pod_group.command("status")
+    @json_option
+    @file_option
+    def status(as_json: bool, file: Path | None) -> None:
+        """Each planned pod: running, serving, placement verdict."""
+        from backend.runtime.context import open_context
+        from backend.runtime.status import pod_rows
+
+        path = resolve_file(file)
+        pods = load_pods(path)
+        ctx = open_context()
+        rows = pod_rows(ctx, pods, health_path_of=lambda p: _health_path(ctx, p))
+        if as_json:
+            emit_json({"file": str(path), "pods": rows})
+            return
+        print_status(path, rows)
+
+    @pod_group.command("logs")
+    @click.argument("name")
+    @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the pod stops.")
+    @click.option("--tail", type=click.IntRange(0), default=200, show_default=True, help="Lines of history to show.")
+    def logs(name: str, follow: bool, tail: int) -> None:
+        """The engine's output (the container's log, or the simulator's)."""
+        from backend.runtime.bootlog import boot_log_path
+        from backend.runtime.context import open_context
+
+        ctx = open_context()
+        workload = ctx.runtime.workload(name)
+        if workload.status == "absent":
+            boot = boot_log_path(name)
+            if boot.exists():
+                click.echo(f"[{name}] no container; last boot log {boot}:", err=True)
+                lines = boot.read_text(encoding="utf-8", errors="replace").splitlines()
+                click.echo("\n".join(lines[-tail:]) if tail else "")
+                return
+            raise Refused(f"pod {name} has no container and no boot log", hint=f"`c3 pod up {name}` first")
+        if follow:
+            for line in ctx.runtime.follow_logs(name, tail=tail):
+                click.echo(line)
+            return
+        click.echo(ctx.runtime.logs(name, tail=tail), nl=False)
+
+
+def _health_path(ctx: Any, pod: Pod) -> str:
+    try:
+        return ctx.entry(pod.slug).health_path
+    except (C3Error, ImportError):
+        return "/v1/models"
+
+
+def print_status(path: Path, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        click.echo(f"no pods in {path}")
+        return
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        state = "serving" if r["serving"] else ("running" if r["running"] else r.get("state", "stopped"))
+        place = r["placement"]
+        verdict = place["verdict"]
+        mark = {"ok": "✓", "mismatch": "⚠", "unknown": "?"}[verdict]
+        detail = f" ({place['reason']})" if place["reason"] and r["running"] else ""
+        click.echo(f"{r['name'].ljust(width)}  {r['slug']}  GPU {r['gpus']}  port {r['port']}  {state}  placement {mark} {verdict}{detail}")
+        for f in place["foreign"]:
+            who = f"pod {f['owner']}" if f["owner"] else "not a c3 pod"
+            click.echo(f"{' ' * width}  ⚠ pid {f['pid']} ({who}) holds memory on GPU {f['gpu_index']}")
+
