@@ -11,8 +11,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import httpx
-
 from backend.runtime.models import Workload
 
 LOG_LINES_ON_FAILURE = 30
@@ -32,6 +30,10 @@ class ReadyResult:
 
 def probe_health(url: str, timeout: float = 3.0) -> str:
     """`ready` (HTTP 200), `loading` (answers, not 200) or `starting` (no answer)."""
+    # Lazy: importing httpx imports its CLI (rich, click) when those are installed, and backend/
+    # must not load rich merely by being imported (the layer test checks sys.modules).
+    import httpx
+
     try:
         response = httpx.get(url, timeout=timeout)
     except httpx.HTTPError:
