@@ -110,6 +110,36 @@ class ModelSpec(BaseModel):
     """Known weight variants and their sizes."""
     source: str = ""
     """Where the config numbers come from."""
+    model_type: str = ""
+    """`model_type` of the text model (`llama`, `qwen3`, `gemma3_text`, `gpt_oss`, `qwen3_next`…)."""
+    intermediate_size: int | None = None
+    """Dense MLP width."""
+    moe_intermediate_size: int | None = None
+    """Per-expert MLP width (MoE)."""
+    shared_expert_intermediate_size: int | None = None
+    """Shared-expert MLP width (Qwen3-Next; DeepSeek uses `n_shared_experts × moe_intermediate_size`)."""
+    num_shared_experts: int | None = None
+    """DeepSeek `n_shared_experts`."""
+    first_k_dense_replace: int | None = None
+    """DeepSeek: the first k layers use a dense MLP."""
+    tie_word_embeddings: bool = False
+    """lm_head shares the embedding matrix."""
+    q_lora_rank: int | None = None
+    """MLA query low-rank (None: full q projection)."""
+    qk_nope_head_dim: int | None = None
+    """MLA non-rope part of the query/key head."""
+    v_head_dim: int | None = None
+    """MLA value head dim."""
+    attention_chunk_size: int | None = None
+    """Llama 4 chunked local attention window."""
+    mamba_ssm_dtype: str | None = None
+    """Dtype of the recurrent (SSM / GDN) state, when the config pins it; else the model dtype."""
+    quant_method: str | None = None
+    """`quantization_config.quant_method` (mxfp4, fp8, awq, gptq, compressed-tensors…)."""
+    has_vision: bool = False
+    """Checkpoint ships a vision tower (loaded unless disabled)."""
+    param_count: int | None = None
+    """Parameters of the language model computed from the config's shapes (no vision tower)."""
 
 
 class CatalogEntry(BaseModel):
@@ -129,6 +159,12 @@ class CatalogEntry(BaseModel):
     """HF repo id of the model (empty for custom)."""
     revision: str | None = None
     """HF revision to pin, when known."""
+    base_model: str | None = None
+    """HF repo whose config.json prices this entry when `model` is a derivative (AWQ, GGUF…)."""
+    config_path: str | None = None
+    """A config.json to price this entry from (user entries; relative to the catalog.d file)."""
+    weights_bytes: int | None = None
+    """Checkpoint bytes when no weights variant is known (user entries)."""
     weights: str | None = None
     """Weights variant key in the model spec."""
     tp: int = Field(default=1, ge=1)
@@ -167,6 +203,12 @@ class CatalogEntry(BaseModel):
     """Port inside the container (engine default when None)."""
     health_path: str = "/v1/models"
     """Readiness path."""
+    block_size: int | None = None
+    """KV block size in tokens (vLLM default 16; hybrids with Mamba/GDN layers enlarge it)."""
+    enforce_eager: bool = False
+    """No CUDA graphs (vLLM `--enforce-eager`): no graph memory is priced."""
+    engine_version: str | None = None
+    """Engine version the numbers assume (parsed from the image tag when absent)."""
     source: str = ""
     """Where the entry's numbers come from."""
     user: bool = False

@@ -63,3 +63,23 @@ class FitReport(BaseModel):
     """Why the verdict is not `fits` (or what was assumed)."""
     notes: list[str] = Field(default_factory=list)
     """Advice that does not change the verdict."""
+    kv_cache_tokens_legacy: int | None = None
+    """The older vLLM token line: `num_blocks // kv_groups × block_size` (under-reports hybrids)."""
+    kv_blocks: int | None = None
+    """KV blocks in the pool (minimum over ranks)."""
+    kv_block_bytes: int | None = None
+    """What one block costs across its group's layers, per rank."""
+    block_size: int | None = None
+    """Tokens per KV block (16, or enlarged for Mamba/GDN hybrids)."""
+    kv_groups: int | None = None
+    """KV-cache groups of vLLM's hybrid allocator (1 for a plain model)."""
+    kv_padding_layers: int | None = None
+    """Padding layers the grouping adds ("Add N padding layers")."""
+    state_bytes_per_request: int | None = None
+    """Fixed Mamba/GDN state per sequence per rank (hybrid models), bytes."""
+    max_num_seqs: int | None = None
+    """Concurrent sequences priced (drives the sampler warm-up)."""
+    max_num_batched_tokens: int | None = None
+    """Tokens per step priced (drives the activation peak)."""
+    gpu_memory_utilization: float | None = None
+    """The fraction priced (vLLM util / SGLang mem_fraction_static)."""

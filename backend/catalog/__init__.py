@@ -1,0 +1,122 @@
+"""The catalog: built-in slugs (backend/catalog/builtin/*.yaml) merged with `$C3_HOME/catalog.d/*.yaml`.
+
+A user file may add slugs or replace a built-in one (same slug → the user's entry wins, marked
+`user: true`). A malformed user file is a usage error naming the file and what is wrong; nothing is
+half-loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from backend.catalog.configs import load_config_file
+from backend.catalog.specs import base_model_of, shipped_spec
+from backend.errors import Refused, UsageError
+from backend.models import CatalogEntry, ModelSpec, WeightsVariant
+from backend.paths import user_catalog_dir
+
+BUILTIN_DIR = Path(__file__).with_name("builtin")
+
+__all__ = ["Catalog", "load_catalog", "parse_catalog_file"]
+
+
+class Catalog:
+    """An ordered set of catalog entries with lookups."""
+
+    def __init__(self, entries: list[CatalogEntry], origins: dict[str, Path] | None = None) -> None:
+        self.entries = entries
+        self._by_slug = {entry.slug.lower(): entry for entry in entries}
+        self._origins = origins or {}
+
+    def get(self, slug: str) -> CatalogEntry:
+        """The entry for `slug` (case-insensitive); Refused naming close matches when unknown."""
+        entry = self._by_slug.get(slug.strip().lower())
+        if entry is None:
+            tail = slug.strip().lower().split("/")[-1]
+            close = [e.slug for e in self.entries if tail and tail in e.slug.lower()][:4]
+            hint = f"did you mean {', '.join(close)}?" if close else "`c3 catalog` lists every slug"
+            raise Refused(f"unknown slug `{slug}`", hint=hint)
+        return entry
+
+    def find(self, slug: str) -> CatalogEntry | None:
+        """The entry for `slug`, or None."""
+        return self._by_slug.get(slug.strip().lower())
+
+    def model_for(self, entry: CatalogEntry) -> ModelSpec | None:
+        """The model spec that prices `entry` (None for custom entries and unknown models)."""
+        if entry.config_path:
+            path = Path(entry.config_path)
+            origin = self._origins.get(entry.slug.lower())
+            if not path.is_absolute() and origin is not None:
+                path = origin.parent / path
+            spec = load_config_file(path, repo=entry.base_model or entry.model)
+            if entry.weights_bytes:
+                spec = spec.model_copy(update={"weights": (WeightsVariant(name=entry.weights or "custom", format="custom", repo=entry.model, bytes=entry.weights_bytes, source=f"{entry.slug} weights_bytes"),)})
+            return spec
+        for repo in (entry.base_model, entry.model):
+            if not repo:
+                continue
+            base = base_model_of(repo)
+            spec = shipped_spec(base) if base else None
+            if spec is not None:
+                if entry.weights_bytes:
+                    spec = spec.model_copy(update={"weights": (WeightsVariant(name=entry.weights or "custom", format="custom", repo=entry.model, bytes=entry.weights_bytes, source=f"{entry.slug} weights_bytes"),)})
+                return spec
+        return None
+
+
+def parse_catalog_file(path: Path, *, user: bool) -> list[CatalogEntry]:
+    """Entries of one YAML file; UsageError naming the file and the problem."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: cannot read ({error.__class__.__name__})") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"{path}: not valid YAML{where}", hint="fix the file or move it out of catalog.d") from None
+    if data is None:
+        return []
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise UsageError(f"{path}: expected a mapping with an `entries:` list", hint="see DESIGN.md, Catalog: custom entries")
+    entries = []
+    for number, raw in enumerate(data["entries"], start=1):
+        if not isinstance(raw, dict):
+            raise UsageError(f"{path}: entry {number} is not a mapping")
+        raw = dict(raw, user=user)
+        for key in ("command", "extra_args"):
+            if isinstance(raw.get(key), list):
+                raw[key] = tuple(str(part) for part in raw[key])
+        try:
+            entry = CatalogEntry.model_validate(raw)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "entry"
+            raise UsageError(f"{path}: entry {number} ({raw.get('slug', 'no slug')}): {field}: {first['msg']}") from None
+        prefix, _, name = entry.slug.partition("/")
+        if not name or prefix != entry.engine:
+            raise UsageError(f"{path}: entry {number}: slug `{entry.slug}` must be `{entry.engine}/<name>`")
+        if entry.engine == "custom" and (not entry.image or entry.container_port is None):
+            raise UsageError(f"{path}: entry {number} ({entry.slug}): a custom entry needs image and container_port (and usually command)")
+        entries.append(entry)
+    return entries
+
+
+def load_catalog(user_dir: Path | None = None) -> Catalog:
+    """Built-in entries with `$C3_HOME/catalog.d/*.yaml` merged over them (same slug replaces)."""
+    merged: dict[str, CatalogEntry] = {}
+    origins: dict[str, Path] = {}
+    for path in sorted(BUILTIN_DIR.glob("*.yaml")):
+        for entry in parse_catalog_file(path, user=False):
+            merged[entry.slug.lower()] = entry
+            origins[entry.slug.lower()] = path
+    folder = user_dir if user_dir is not None else user_catalog_dir()
+    if folder.is_dir():
+        for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+            for entry in parse_catalog_file(path, user=True):
+                merged[entry.slug.lower()] = entry
+                origins[entry.slug.lower()] = path
+    return Catalog(list(merged.values()), origins)

@@ -1,0 +1,103 @@
+"""Parameter counts and weight bytes from a config's shapes, for a model priced without a weights row.
+
+The count covers the language model (embeddings, attention, MLP/experts, norms, lm_head unless tied);
+a vision tower is not counted. It reproduces the Hugging Face parameter count exactly for the
+shipped Llama, Qwen3, Qwen3-MoE, gpt-oss and DeepSeek-V2 configs (tests/fit/test_configs.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.models import ModelSpec
+
+_DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "float8_e4m3fn": 1}
+
+
+def dtype_bytes(name: str | None) -> int:
+    """Bytes per element of a torch dtype name (bf16 when unknown)."""
+    return _DTYPE_BYTES.get((name or "bfloat16").replace("torch.", "").lower(), 2)
+
+
+def _attention_params(spec: ModelSpec, cfg: dict[str, Any], kind: str) -> int:
+    h, hd, nq, nkv = spec.hidden_size, spec.head_dim, spec.num_attention_heads, spec.num_kv_heads
+    if kind == "linear_attention":
+        kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
+        kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
+        conv_dim = 2 * kh * kd + vh * vd
+        return (
+            h * (2 * kh * kd + 2 * vh * vd)  # in_proj_qkvz
+            + h * 2 * vh  # in_proj_ba
+            + conv_dim * (spec.linear_conv_kernel_dim or 4)
+            + 2 * vh  # dt_bias, A_log
+            + vd  # gated norm
+            + vh * vd * h  # out_proj
+        )
+    if spec.kv_lora_rank:
+        rope, nope = spec.qk_rope_head_dim or 0, spec.qk_nope_head_dim or 0
+        v = spec.v_head_dim or hd
+        q = (h * spec.q_lora_rank + spec.q_lora_rank + spec.q_lora_rank * nq * (nope + rope)) if spec.q_lora_rank else h * nq * (nope + rope)
+        return q + h * (spec.kv_lora_rank + rope) + spec.kv_lora_rank + spec.kv_lora_rank * nq * (nope + v) + nq * v * h
+    gated = spec.model_type.startswith("qwen3_next")
+    q = h * nq * hd * (2 if gated else 1)
+    total = q + 2 * h * nkv * hd + nq * hd * h
+    if cfg.get("attention_bias"):
+        total += nq * hd + 2 * nkv * hd + h
+    elif spec.model_type.startswith("qwen2"):
+        total += nq * hd + 2 * nkv * hd
+    if spec.model_type.startswith(("qwen3", "gemma3")):
+        total += 2 * hd  # q_norm, k_norm
+    if spec.model_type.startswith("gpt_oss"):
+        total += nq  # attention sinks
+    return total
+
+
+def _mlp_params(spec: ModelSpec, cfg: dict[str, Any], layer: int) -> tuple[int, int]:
+    """(total MLP params of one layer, of which routed-expert params)."""
+    h = spec.hidden_size
+    experts = spec.num_experts or 0
+    dense_layer = experts == 0 or (spec.first_k_dense_replace is not None and layer < spec.first_k_dense_replace)
+    if dense_layer:
+        return 3 * h * (spec.intermediate_size or 4 * h), 0
+    width = spec.moe_intermediate_size or spec.intermediate_size or 0
+    routed = experts * 3 * h * width
+    if spec.model_type.startswith("gpt_oss"):
+        routed += experts * (2 * width + h)  # expert biases
+        return routed + h * experts + experts, routed
+    shared = 0
+    if spec.shared_expert_intermediate_size:
+        shared = 3 * h * spec.shared_expert_intermediate_size + h
+    elif spec.num_shared_experts:
+        shared = spec.num_shared_experts * 3 * h * width
+    return routed + shared + h * experts, routed
+
+
+def count_params(spec: ModelSpec, cfg: dict[str, Any] | None = None) -> int:
+    """Language-model parameters from the config's shapes."""
+    cfg = cfg or {}
+    h = spec.hidden_size
+    total = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2) + h
+    kinds = spec.layer_types or tuple("full_attention" for _ in range(spec.num_layers))
+    norms_per_layer = 4 * h if spec.model_type.startswith("gemma3") else 2 * h
+    for layer, kind in enumerate(kinds):
+        mlp, _ = _mlp_params(spec, cfg, layer)
+        total += _attention_params(spec, cfg, kind) + mlp + norms_per_layer
+    return total
+
+
+def expert_params(spec: ModelSpec) -> int:
+    """Routed-expert parameters (what MXFP4/expert-only quantisation applies to)."""
+    return sum(_mlp_params(spec, {}, layer)[1] for layer in range(spec.num_layers))
+
+
+def estimated_weight_bytes(spec: ModelSpec) -> int:
+    """Checkpoint bytes when no weights row is known: params × dtype, MXFP4 experts at 4.25 bits."""
+    params = spec.param_count or count_params(spec)
+    if spec.quant_method == "mxfp4":
+        experts = expert_params(spec)
+        return int(experts * 4.25 / 8) + (params - experts) * 2
+    if spec.quant_method in ("fp8", "fbgemm_fp8"):
+        return params + spec.vocab_size * spec.hidden_size * (1 if spec.tie_word_embeddings else 2)
+    if spec.quant_method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
+        return int(params * 0.52) + spec.vocab_size * spec.hidden_size * 3
+    return params * dtype_bytes(spec.dtype)

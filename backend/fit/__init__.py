@@ -1,0 +1,165 @@
+"""The fit-check: will this slug (or this config.json) boot on these GPUs, and with how much KV cache?
+
+Public API (other areas call these):
+- `fit_on_gpus(entry, gpus, *, max_model_len=None)` — price a catalog entry on measured GPUs;
+- `fit_on_cards(entry, card_ids, ...)` — the same on card profiles (`c3 fit SLUG --card …`);
+- `fit_config(spec, totals_gib, knobs)` — any model on given CUDA totals (`c3 fit --config …`);
+- `reservation_mib(entry, gpu)` — what the engine will claim on that GPU at boot (free-VRAM gate);
+- `bootlog.parse_boot_log(text)` — read the engine's own numbers back after a boot.
+
+Engines: vllm (vllm.py, the replayed algorithm), llamacpp (llamacpp.py), sglang (sglang.py);
+custom entries cannot be priced (verdict unknown).
+"""
+
+from __future__ import annotations
+
+import math
+
+from backend.cards import get_card, match_card
+from backend.catalog import Catalog, load_catalog
+from backend.errors import Refused
+from backend.fit.llamacpp import price_llamacpp
+from backend.fit.memory import cuda_total_gib
+from backend.fit.plan import Knobs, Rank, parse_version
+from backend.fit.sglang import price_sglang
+from backend.fit.vllm import price_vllm
+from backend.fit.weights import variant_bytes
+from backend.models import CatalogEntry, FitReport, Gpu, ModelSpec
+
+__all__ = ["fit_config", "fit_on_cards", "fit_on_gpus", "knobs_for", "price", "rank_for_gpu", "reservation_mib"]
+
+_QUANTISED = ("awq", "gptq", "fp8", "mxfp4", "int4", "int8", "nvfp4")
+
+
+def rank_for_gpu(gpu: Gpu) -> Rank:
+    """A measured GPU as the pricer sees it (profile-labelled when one matches)."""
+    profile = match_card(gpu)
+    total, how = cuda_total_gib(gpu, profile)
+    label = profile.id if profile else f"{gpu.name} (no profile: priced from measured memory)"
+    return Rank(
+        total_gib=total,
+        index=gpu.index,
+        card=label,
+        sm=gpu.sm or (profile.sm if profile else None),
+        unified=bool(profile and profile.unified_memory),
+        how=how,
+        kv_dtypes=profile.kv_dtypes if profile else None,
+    )
+
+
+def rank_for_card(card_id: str) -> Rank:
+    """A card profile as a rank (its logged CUDA total, else NVML total − the family reserve)."""
+    profile = get_card(card_id)
+    if profile is None:
+        from backend.cards import card_ids
+
+        raise Refused(f"unknown card `{card_id}`", hint=f"known cards: {', '.join(card_ids())}")
+    gpu = Gpu(index=0, uuid=f"GPU-card-{profile.id}", name=profile.nvml_names[0], total_mib=profile.total_mib, sm=profile.sm)
+    total, how = cuda_total_gib(gpu, profile)
+    return Rank(total_gib=total, index=None, card=profile.id, sm=profile.sm, unified=profile.unified_memory, how=how, kv_dtypes=profile.kv_dtypes)
+
+
+def knobs_for(entry: CatalogEntry, spec: ModelSpec | None, *, max_model_len: int | None = None) -> Knobs:
+    """The engine knobs a catalog entry boots with."""
+    weights_bytes, how = variant_bytes(spec, entry)
+    if entry.weights_bytes:
+        weights_bytes, how = entry.weights_bytes, f"{entry.slug} weights_bytes"
+    variant = (entry.weights or "").lower()
+    return Knobs(
+        engine=entry.engine,
+        tp=entry.tp,
+        pp=entry.pp,
+        util=entry.gpu_memory_utilization,
+        max_model_len=max_model_len or entry.max_model_len,
+        max_num_seqs=entry.max_num_seqs,
+        max_num_batched_tokens=entry.max_num_batched_tokens,
+        kv_cache_dtype=entry.kv_cache_dtype,
+        block_size=entry.block_size,
+        enforce_eager=entry.enforce_eager,
+        version=parse_version(entry.engine_version) or parse_version(entry.image),
+        weights_bytes=weights_bytes,
+        weights_how=how,
+        quantized=any(q in variant for q in _QUANTISED),
+        required_sm=entry.required_sm,
+        fallback_sm=entry.fallback_sm,
+        requires_homogeneous_arch=entry.requires_homogeneous_arch,
+    )
+
+
+def price(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
+    """Dispatch to the engine's own rules."""
+    if knobs.engine == "llamacpp":
+        return price_llamacpp(spec, ranks, knobs)
+    if knobs.engine == "sglang":
+        return price_sglang(spec, ranks, knobs)
+    return price_vllm(spec, ranks, knobs)
+
+
+def _fit_entry(entry: CatalogEntry, ranks: list[Rank], *, max_model_len: int | None, catalog: Catalog | None) -> FitReport:
+    if entry.engine == "custom":
+        return FitReport(verdict="unknown", engine="custom", reasons=["custom entries carry no model spec: c3 cannot price them"])
+    if len(ranks) != entry.gpu_count:
+        raise Refused(
+            f"{entry.slug} needs {entry.gpu_count} GPU(s) (tp {entry.tp} × pp {entry.pp}); got {len(ranks)}",
+            hint=f"give exactly {entry.gpu_count} GPU index(es) or card id(s)",
+        )
+    spec = (catalog or load_catalog()).model_for(entry)
+    if spec is None:
+        return FitReport(verdict="unknown", engine=entry.engine, reasons=[f"no config.json known for {entry.model}"])
+    knobs = knobs_for(entry, spec, max_model_len=max_model_len)
+    report = price(spec, ranks, knobs)
+    notes = list(report.notes) + [f"weights: {knobs.weights_how}"]
+    notes += [f"rank {i} ({r.card}): total {r.total_gib:.2f} GiB from {r.how}" for i, r in enumerate(ranks) if r.total_gib is not None]
+    if entry.status in ("experimental", "deprecated"):
+        notes.append(f"status {entry.status}: {entry.status_note or 'boots only with --force'}")
+    return report.model_copy(update={"notes": notes})
+
+
+def fit_on_gpus(entry: CatalogEntry, gpus: list[Gpu], *, max_model_len: int | None = None, catalog: Catalog | None = None) -> FitReport:
+    """Price `entry` on measured GPUs (one rank per GPU, in the order given)."""
+    return _fit_entry(entry, [rank_for_gpu(g) for g in gpus], max_model_len=max_model_len, catalog=catalog)
+
+
+def fit_on_cards(entry: CatalogEntry, card_ids: list[str], *, max_model_len: int | None = None, catalog: Catalog | None = None) -> FitReport:
+    """Price `entry` on card profiles (`--card rtx-3090,rtx-5090`)."""
+    return _fit_entry(entry, [rank_for_card(c) for c in card_ids], max_model_len=max_model_len, catalog=catalog)
+
+
+def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs) -> FitReport:
+    """Price any model on CUDA totals given in GiB (`c3 fit --config`)."""
+    ranks = [Rank(total_gib=t, card=f"{t:g} GiB") for t in totals_gib]
+    if knobs.weights_bytes is None and knobs.weights_gib is None:
+        from backend.catalog.params import estimated_weight_bytes
+        from dataclasses import replace
+
+        knobs = replace(knobs, weights_bytes=estimated_weight_bytes(spec), weights_how="estimated from config.json shapes (params × dtype)")
+    report = price(spec, ranks, knobs)
+    how = f"weights: {knobs.weights_how}" if knobs.weights_gib is None else f"weights: {knobs.weights_gib:g} GiB per rank (given)"
+    return report.model_copy(update={"notes": list(report.notes) + [how]})
+
+
+def reservation_mib(entry: CatalogEntry, gpu: Gpu) -> int | None:
+    """MiB the engine claims on `gpu` at boot, for the free-VRAM gate; None when c3 cannot tell.
+
+    vLLM: `ceil(cuda_total × gpu_memory_utilization)` (its start-up check); SGLang: the same with
+    mem_fraction_static; llama.cpp: its predicted footprint on this GPU (weights share + KV + compute
+    + context) — priced as if the GPU were one of `tp` equal cards.
+    """
+    if entry.engine == "custom":
+        return None
+    rank = rank_for_gpu(gpu)
+    if rank.total_gib is None:
+        return None
+    total_mib = rank.total_gib * 1024
+    if entry.engine in ("vllm", "sglang"):
+        return math.ceil(total_mib * entry.gpu_memory_utilization)
+    try:
+        report = _fit_entry(entry, [rank] * entry.gpu_count, max_model_len=None, catalog=None)
+    except Refused:
+        return None
+    if not report.gpus or report.kv_bytes_per_token is None:
+        return None
+    g = report.gpus[-1]
+    used = g.weights_gib + g.activation_gib + g.non_torch_gib
+    kv_share = (report.max_model_len or 0) * report.kv_bytes_per_token / (1024**3) / max(1, entry.gpu_count)
+    return math.ceil((used + kv_share) * 1024)

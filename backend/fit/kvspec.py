@@ -1,0 +1,182 @@
+"""vLLM's KV-cache arithmetic, per rank: bytes per token, layer groups, block geometry, demand.
+
+This is the exact part of the fit-check (research-fitcheck.md §1.4), mirroring vLLM V1's
+`kv_cache_interface.py` / `kv_cache_utils.py`:
+
+- Attention layer, per token per rank: `2 × max(1, Hkv // TP) × head_dim × e` (KV heads are
+  replicated when there are fewer than TP ranks). MLA: one latent of `kv_lora_rank + qk_rope_head_dim`
+  values, `× e`, the same on every rank (not split by TP).
+- Gated DeltaNet (Qwen3-Next) state per layer per sequence, per rank: conv
+  `(2·kh·kd + vh·vd)/TP × (kernel − 1)` in the model dtype plus recurrent `vh/TP × vd × kd` in the
+  SSM dtype. The attention block size is enlarged to `16 × cdiv(mamba_page, 16 × attn_bytes_1_token)`
+  so one attention page holds a state page; the state page is padded up to it.
+- Layers of one kind form groups of `group_size` layers: with a single kind all layers are one group;
+  otherwise `group_size = min(layers per kind)`, or the max when max < 1.5 × min; kinds with more
+  layers split into several groups, the last padded ("Add N padding layers"). All groups share one
+  block pool: a block costs `page × group_size`.
+- Per request of length L, in blocks: full `cdiv(L, bs)`; sliding window
+  `cdiv(min(W − 1 + B, L), bs) + 1`; chunked local `cdiv(min(chunk + B, L), bs)`; a state group 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.catalog.params import dtype_bytes
+from backend.errors import UsageError
+from backend.models import ModelSpec
+
+KV_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "half", "fp8", "fp8_e4m3", "fp8_e5m2", "float32")
+_KV_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float32": 4}
+DEFAULT_BLOCK = 16
+_ALIGN = 16
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division."""
+    return -(-a // b)
+
+
+def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
+    """Bytes per KV element for vLLM's `--kv-cache-dtype` (`auto` follows the model dtype)."""
+    name = (kv_cache_dtype or "auto").strip().lower()
+    if name == "auto":
+        return dtype_bytes(model_dtype)
+    if name not in _KV_BYTES:
+        raise UsageError(f"unknown KV-cache dtype `{kv_cache_dtype}`", hint="use one of auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2")
+    return _KV_BYTES[name]
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    """One KV-cache group: `layers` layers of one kind (+ padding) sharing block ids."""
+
+    kind: str
+    layers: int
+    padding: int
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """The KV-cache geometry of one rank."""
+
+    block_size: int
+    page_bytes: int
+    group_size: int
+    groups: tuple[KvGroup, ...]
+    bytes_per_token: int
+    """Attention layers only, all of them (full + sliding + chunked), unpadded, per rank."""
+    state_bytes_per_layer: int = 0
+    """Mamba/GDN state page per layer per sequence (unpadded)."""
+    window: int | None = None
+    chunk: int | None = None
+    kinds: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def block_bytes(self) -> int:
+        """What one block id costs across the group's tensors."""
+        return self.page_bytes * self.group_size
+
+    @property
+    def padding_layers(self) -> int:
+        return sum(group.padding for group in self.groups)
+
+    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        """Blocks one request of `max_model_len` tokens holds at its peak (vLLM's admission bound)."""
+        total = 0
+        bs = self.block_size
+        for group in self.groups:
+            if group.kind == "full_attention":
+                total += cdiv(max_model_len, bs)
+            elif group.kind == "sliding_attention":
+                total += cdiv(min((self.window or max_model_len) - 1 + max_num_batched_tokens, max_model_len), bs) + 1
+            elif group.kind == "chunked_attention":
+                total += cdiv(min((self.chunk or max_model_len) + max_num_batched_tokens, max_model_len), bs)
+            else:
+                total += 1
+        return total
+
+    def num_blocks(self, available_bytes: float) -> int:
+        """Blocks a rank's KV budget holds."""
+        if available_bytes <= 0:
+            return 0
+        return int(int(available_bytes) // self.page_bytes // self.group_size)
+
+
+def _layer_kinds(spec: ModelSpec) -> list[str]:
+    kinds = list(spec.layer_types or ["full_attention"] * spec.num_layers)
+    return kinds
+
+
+def _gdn_state_bytes(spec: ModelSpec, tp: int) -> int:
+    kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
+    kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
+    conv_dim = 2 * kh * kd + vh * vd
+    conv = (conv_dim // tp) * ((spec.linear_conv_kernel_dim or 4) - 1) * dtype_bytes(spec.dtype)
+    ssm = (vh // tp) * vd * kd * dtype_bytes(spec.mamba_ssm_dtype or spec.dtype)
+    return conv + ssm
+
+
+def attention_bytes_per_token_layer(spec: ModelSpec, tp: int, kv_cache_dtype: str) -> int:
+    """Per token, per attention layer, per rank."""
+    e = kv_dtype_bytes(kv_cache_dtype, spec.dtype)
+    if spec.kv_lora_rank:
+        return (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) * e
+    heads_rank = max(1, spec.num_kv_heads // max(1, tp))
+    return 2 * heads_rank * spec.head_dim * e
+
+
+def _group_size(counts: list[int]) -> int:
+    if len(counts) == 1:
+        return counts[0]
+    low, high = min(counts), max(counts)
+    return high if high < low * 1.5 else low
+
+
+def kv_layout(
+    spec: ModelSpec,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    kv_cache_dtype: str = "auto",
+    block_size: int | None = None,
+    hybrid_manager: bool = True,
+) -> KvLayout:
+    """The KV geometry of the busiest rank (the first PP stage holds `cdiv(layers, pp)` layers)."""
+    kinds = _layer_kinds(spec)
+    if pp > 1:
+        kinds = kinds[: cdiv(len(kinds), pp)]
+    if not hybrid_manager:
+        kinds = ["full_attention" if k in ("sliding_attention", "chunked_attention") else k for k in kinds]
+    attn_tok = attention_bytes_per_token_layer(spec, tp, kv_cache_dtype)
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    attention_layers = sum(n for k, n in counts.items() if k != "linear_attention")
+    state = _gdn_state_bytes(spec, tp) if counts.get("linear_attention") else 0
+    bs = block_size or DEFAULT_BLOCK
+    if state:
+        needed = _ALIGN * cdiv(state, _ALIGN * attn_tok)
+        if block_size is None or block_size < needed:
+            bs = needed
+    page = bs * attn_tok
+    if attention_layers == 0:
+        page = state
+    gsize = _group_size(list(counts.values()))
+    groups = []
+    for kind, n in counts.items():
+        count = cdiv(n, gsize)
+        for i in range(count):
+            members = len(range(i, n, count))
+            groups.append(KvGroup(kind=kind, layers=members, padding=gsize - members))
+    return KvLayout(
+        block_size=bs,
+        page_bytes=page,
+        group_size=gsize,
+        groups=tuple(groups),
+        bytes_per_token=attention_layers * attn_tok,
+        state_bytes_per_layer=state,
+        window=spec.sliding_window,
+        chunk=spec.attention_chunk_size,
+        kinds=counts,
+    )

@@ -1,0 +1,71 @@
+"""The inputs every engine's pricer takes: the ranks (one per GPU) and the engine knobs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One GPU as the fit-check prices it."""
+
+    total_gib: float | None
+    """CUDA-visible total (None: unknown → verdict unknown)."""
+    index: int | None = None
+    card: str | None = None
+    sm: str | None = None
+    unified: bool = False
+    how: str = ""
+    """Where total_gib came from."""
+    kv_dtypes: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Engine settings that decide memory (always passed explicitly to the engine by c3)."""
+
+    engine: str = "vllm"
+    tp: int = 1
+    pp: int = 1
+    util: float = 0.90
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str = "auto"
+    block_size: int | None = None
+    enforce_eager: bool = False
+    version: tuple[int, int] | None = None
+    weights_gib: float | None = None
+    """Override: GiB each rank loads (vLLM's `Model loading took`)."""
+    weights_bytes: int | None = None
+    """Checkpoint total bytes, when known."""
+    weights_how: str = ""
+    quantized: bool = False
+    required_sm: str | None = None
+    fallback_sm: str | None = None
+    requires_homogeneous_arch: bool = False
+    extra_notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def parse_version(text: str | None) -> tuple[int, int] | None:
+    """`vllm/vllm-openai:v0.11.0` or `0.10.2` → (0, 11) / (0, 10); None when there is none."""
+    if not text:
+        return None
+    match = re.search(r"v?(\d+)\.(\d+)(?:\.\d+)?", text.rsplit(":", 1)[-1] if ":" in text else text)
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2))
+
+
+def sm_tuple(sm: str | None) -> tuple[int, int] | None:
+    """`8.6` → (8, 6)."""
+    if not sm:
+        return None
+    try:
+        major, _, minor = sm.partition(".")
+        return int(major), int(minor or 0)
+    except ValueError:
+        return None

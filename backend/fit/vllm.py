@@ -1,0 +1,155 @@
+"""vLLM's own memory algorithm, replayed (research-fitcheck.md "(i) Recommended estimator").
+
+Per rank r: `budget_r = total_r × util`; `K_r = budget_r − weights_r − non_torch − activation −
+cudagraph`; `blocks_r = K_r // block_bytes`. Every rank is shrunk to `min_r blocks_r` (that is how a
+heterogeneous TP set ends up limited by its smallest card). One request of `max_model_len` needs
+`D(L)` blocks (kvspec); `max_concurrency = blocks / D(L)`; `kv_cache_tokens = ⌊max_concurrency × L⌋`
+(the newer vLLM log line); `max_model_len_fits` is the largest L with `D(L) ≤ blocks`.
+"""
+
+from __future__ import annotations
+
+from backend.fit.compat import hardware_problems
+from backend.fit.kvspec import KvLayout, kv_layout
+from backend.fit.overhead import overheads
+from backend.fit.plan import GIB, Knobs, Rank
+from backend.fit.weights import rank_weights_gib
+from backend.models import FitReport, GpuFit, ModelSpec
+
+# Margin for "tight": the estimated (non-KV) terms are within about this much of what vLLM measures.
+TIGHT_MARGIN_GIB = 0.75
+# Physical headroom outside the budget that unprofiled runtime peaks need on a discrete card.
+MIN_HEADROOM_GIB = 1.0
+# A unified-memory GB10 had 102–110 GiB free at boot in public reports.
+UNIFIED_FREE_GIB = 102.0
+
+
+def default_batching(total_gib: float, sm: str | None) -> tuple[int, int]:
+    """`vllm serve` defaults (max_num_seqs, max_num_batched_tokens): 1024/8192 on ≥ 70 GiB non-A100
+    cards, else 256/2048."""
+    if total_gib >= 70 and sm != "8.0":
+        return 1024, 8192
+    return 256, 2048
+
+
+def largest_fitting_len(layout: KvLayout, blocks: int, batched: int, cap: int) -> int:
+    """Largest L ≤ cap with D(L) ≤ blocks (0 when not even one token fits)."""
+    if blocks <= 0 or layout.blocks_per_request(1, batched) > blocks:
+        return 0
+    low, high = 1, max(1, cap)
+    if layout.blocks_per_request(high, batched) <= blocks:
+        return high
+    while low < high:
+        mid = (low + high + 1) // 2
+        if layout.blocks_per_request(mid, batched) <= blocks:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
+    """Price a vLLM launch of `spec` on `ranks` (len(ranks) == tp × pp)."""
+    notes = list(knobs.extra_notes)
+    reasons, hw_notes = hardware_problems(ranks, knobs)
+    notes += hw_notes
+    layout = kv_layout(spec, tp=knobs.tp, pp=knobs.pp, kv_cache_dtype=knobs.kv_cache_dtype, block_size=knobs.block_size)
+    known = [r for r in ranks if r.total_gib is not None]
+    smallest = min((r.total_gib for r in known), default=0.0) or 0.0
+    seqs_default, batched_default = default_batching(smallest, known[0].sm if known else None)
+    seqs = knobs.max_num_seqs or seqs_default
+    batched = knobs.max_num_batched_tokens or batched_default
+    length = knobs.max_model_len or spec.max_position_embeddings
+    base = dict(
+        engine="vllm",
+        kv_bytes_per_token=layout.bytes_per_token,
+        max_model_len=length,
+        kv_block_bytes=layout.block_bytes,
+        block_size=layout.block_size,
+        kv_groups=len(layout.groups),
+        kv_padding_layers=layout.padding_layers,
+        state_bytes_per_request=layout.state_bytes_per_layer * layout.kinds.get("linear_attention", 0),
+        max_num_seqs=seqs,
+        max_num_batched_tokens=batched,
+        gpu_memory_utilization=knobs.util,
+    )
+    if reasons:
+        return FitReport(verdict="incompatible-hw", reasons=reasons, notes=notes, **base)
+    if len(known) < len(ranks):
+        missing = ", ".join(str(r.index if r.index is not None else r.card) for r in ranks if r.total_gib is None)
+        return FitReport(verdict="unknown", reasons=[f"no usable memory total for GPU {missing}"], notes=notes, **base)
+    if knobs.weights_gib is not None:
+        stage_weights = [knobs.weights_gib] * knobs.pp
+    elif knobs.weights_bytes is not None:
+        stage_weights = rank_weights_gib(spec, knobs.weights_bytes, tp=knobs.tp, pp=knobs.pp, quantized=knobs.quantized)
+    else:
+        return FitReport(verdict="unknown", reasons=["weight size unknown"], notes=notes, **base)
+    over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager, version=knobs.version)
+    gpus: list[GpuFit] = []
+    rank_blocks: list[int] = []
+    for position, rank in enumerate(ranks):
+        assert rank.total_gib is not None
+        budget = rank.total_gib * knobs.util
+        weights = stage_weights[min(position // max(1, knobs.tp), knobs.pp - 1)]
+        available = budget - weights - over.non_torch_gib - over.activation_gib - over.cudagraph_gib
+        blocks = layout.num_blocks(available * GIB)
+        rank_blocks.append(blocks)
+        gpus.append(
+            GpuFit(
+                index=rank.index,
+                card=rank.card,
+                total_gib=round(rank.total_gib, 3),
+                budget_gib=round(budget, 3),
+                weights_gib=round(weights, 3),
+                activation_gib=round(over.activation_gib, 3),
+                non_torch_gib=round(over.non_torch_gib, 3),
+                cudagraph_gib=round(over.cudagraph_gib, 3),
+                available_kv_gib=round(available, 3),
+                kv_blocks=blocks,
+            )
+        )
+        headroom = rank.total_gib - budget
+        if rank.unified and budget > UNIFIED_FREE_GIB:
+            notes.append(f"{rank.card or 'GB10'}: budget {budget:.1f} GiB exceeds the ~{UNIFIED_FREE_GIB:.0f} GiB a unified-memory GB10 usually has free at boot")
+        elif not rank.unified and headroom < MIN_HEADROOM_GIB:
+            notes.append(f"GPU {rank.index if rank.index is not None else position}: only {headroom:.2f} GiB outside the budget for unprofiled peaks (util {knobs.util})")
+    blocks = min(rank_blocks)
+    available_min = min(g.available_kv_gib for g in gpus)
+    need = layout.blocks_per_request(length, batched)
+    concurrency = blocks / need if need else 0.0
+    cap = max(spec.max_position_embeddings, length)
+    fits_len = largest_fitting_len(layout, blocks, batched, cap)
+    report = dict(
+        base,
+        kv_cache_tokens=int(concurrency * length),
+        kv_cache_tokens_legacy=blocks // max(1, len(layout.groups)) * layout.block_size,
+        max_concurrency=round(concurrency, 2),
+        max_model_len_fits=fits_len,
+        available_kv_gib=round(available_min, 3),
+        kv_blocks=blocks,
+        gpus=gpus,
+    )
+    if length > spec.max_position_embeddings:
+        notes.append(f"max_model_len {length:,} exceeds the model's max_position_embeddings {spec.max_position_embeddings:,}: vLLM refuses it without an override")
+    if available_min <= 0:
+        worst = min(gpus, key=lambda g: g.available_kv_gib)
+        where = f"GPU {worst.index}" if worst.index is not None else (worst.card or "a rank")
+        return FitReport(
+            verdict="wont-fit",
+            reasons=[f"{where}: no memory left for the KV cache ({worst.available_kv_gib:.2f} GiB after weights {worst.weights_gib:.2f} GiB and overheads)"],
+            notes=notes,
+            **report,
+        )
+    if blocks < need:
+        return FitReport(
+            verdict="wont-fit",
+            reasons=[f"one request of {length:,} tokens needs {need} KV blocks; the pool holds {blocks} (largest context that fits: {fits_len:,})"],
+            notes=notes,
+            **report,
+        )
+    margin_blocks = min(layout.num_blocks((g.available_kv_gib - TIGHT_MARGIN_GIB) * GIB) for g in gpus)
+    tight = [f"within the estimate's error band: {TIGHT_MARGIN_GIB} GiB less KV memory would not hold one {length:,}-token request"] if margin_blocks < need else []
+    tight += [n for n in notes if "outside the budget" in n or "unified-memory" in n]
+    if tight:
+        return FitReport(verdict="tight", reasons=tight, notes=[n for n in notes if n not in tight], **report)
+    return FitReport(verdict="fits", notes=notes, **report)

@@ -1,0 +1,49 @@
+"""Weights each rank loads: sharded bytes / TP plus what every rank replicates; PP splits by stage.
+
+vLLM's `Model loading took X GiB` is the torch allocation delta of loading on one rank. Under TP it is
+about total / TP plus replicated tensors (norms, routers, K/V projections when KV heads < TP); public
+TP=2 logs show +0.02–0.07 GiB over an exact halving, so every TP > 1 rank is charged 0.07 GiB extra.
+Quantised checkpoints are repacked at load (Marlin, MXFP4 swizzle): +1 % covers what was seen.
+"""
+
+from __future__ import annotations
+
+from backend.catalog.params import dtype_bytes, estimated_weight_bytes
+from backend.models import CatalogEntry, ModelSpec
+
+GIB = 1024**3
+_TP_REPLICATED_GIB = 0.07
+_REPACK = 1.01
+
+
+def variant_bytes(spec: ModelSpec | None, entry: CatalogEntry | None) -> tuple[int | None, str]:
+    """Checkpoint bytes for the entry's weights variant, and where the number comes from."""
+    if spec is None:
+        return None, "no model spec"
+    wanted = entry.weights if entry is not None else None
+    for variant in spec.weights:
+        if wanted is None or variant.name == wanted:
+            return variant.bytes, f"weights.csv {variant.name}: {variant.source[:80]}"
+    return estimated_weight_bytes(spec), "estimated from config.json shapes"
+
+
+def rank_weights_gib(spec: ModelSpec | None, total_bytes: int, *, tp: int, pp: int, quantized: bool = False, vision: bool = True) -> list[float]:
+    """Per-stage GiB of one rank (list of `pp` values; every TP rank of a stage loads the same)."""
+    total = total_bytes / GIB * (_REPACK if quantized else 1.0)
+    if spec is not None and not vision and spec.has_vision:
+        pass
+    if pp <= 1:
+        per_stage = [total]
+    else:
+        # Embedding on the first stage, lm_head on the last; decoder layers split evenly.
+        embed = 0.0
+        head = 0.0
+        if spec is not None:
+            embed = spec.vocab_size * spec.hidden_size * dtype_bytes(spec.dtype) / GIB
+            head = 0.0 if spec.tie_word_embeddings else embed
+        body = max(0.0, total - embed - head)
+        per_stage = [body / pp for _ in range(pp)]
+        per_stage[0] += embed
+        per_stage[-1] += head if head else embed
+    extra = _TP_REPLICATED_GIB if tp > 1 else 0.0
+    return [w / tp + extra for w in per_stage]
