@@ -1,0 +1,232 @@
+"""The c3 cockpit: modes Orchestration / Nodes / Recipes, gated writes, help and command palette.
+
+The app owns the write flow (plan → confirm → re-validate → execute → show the result) so that the
+same path serves keys, the palette and every mode. All facade calls happen in thread workers.
+
+Ctrl+C, decided: it quits (operators raised on htop and k9s press it), except inside a text field
+where Textual's copy binding takes it first. Quitting is harmless: pods are containers and keep
+serving after the cockpit exits. Ctrl+Q also quits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+
+from c3.modals.confirm import ConfirmModal
+from c3.modals.details import DetailsModal
+from c3.modals.help import HelpModal
+from c3.modals.logs import LogsModal
+from c3.modals.new_pod import NewPodModal
+from c3.screens.base import ServiceCalls, describe_error
+from c3.screens.nodes import NodesScreen
+from c3.screens.orchestration import OrchestrationScreen
+from c3.screens.recipes import RecipesScreen
+from c3.services import BootProgress, NewPod, Services, WriteKind, WritePlan, WriteResult
+
+
+@dataclass
+class BootUpdate(Message):
+    """Progress of a boot, posted from the worker thread that runs it."""
+
+    progress: BootProgress
+
+
+NAVIGATION = [
+    Binding("up,k", "nav", "Previous", tooltip="Previous pod / row"),
+    Binding("down,j", "nav", "Next", tooltip="Next pod / row"),
+    Binding("enter", "nav_enter", "Open", tooltip="Details of the highlighted pod"),
+    Binding("tab", "nav_tab", "Next field", tooltip="Move between panes and fields"),
+    Binding("ctrl+p", "nav_palette", "Palette", tooltip="Every action by name, per pod too"),
+]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class C3App(ServiceCalls, App[None]):
+    """The cockpit. `services` is the facade; `clock` is read on the event loop for "as of" stamps."""
+
+    CSS_PATH = Path(__file__).with_name("c3.tcss")
+    TITLE = "c3"
+    MODES = {"orchestration": OrchestrationScreen, "nodes": NodesScreen, "recipes": RecipesScreen}
+    DEFAULT_MODE = "orchestration"
+    BINDINGS = [
+        Binding("1", "switch_mode('orchestration')", "Orchestration", id="mode_orchestration", tooltip="GPUs and pods", show=False),
+        Binding("2", "switch_mode('nodes')", "Nodes", id="mode_nodes", tooltip="The node registry", show=False),
+        Binding("3", "switch_mode('recipes')", "Recipes", id="mode_recipes", tooltip="The recipe catalogue", show=False),
+        Binding("question_mark", "help", "Help", id="help", tooltip="Every key of this screen"),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Leave the cockpit (pods keep running)"),
+        Binding("ctrl+c", "quit", "Quit", show=False, id="quit_ctrl_c"),
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id="quit_ctrl_q"),
+    ]
+
+    def __init__(self, services: Services, *, readonly: bool = False, clock: Callable[[], datetime] | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.services = services
+        self.readonly = readonly or services.readonly
+        self.clock = clock or _utc_now
+        self.boots: dict[str, BootProgress] = {}
+        self.last_result: WriteResult | None = None
+        self.results: list[WriteResult] = []
+
+    def on_mount(self) -> None:
+        # The terminal went away (SSH dropped, window closed): exit cleanly instead of spinning.
+        if not self.is_headless:
+            try:
+                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+    def on_unmount(self) -> None:
+        if not self.is_headless:
+            try:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+    # -- modes and help --------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "switch_mode" and parameters and parameters[0] == self.current_mode:
+            return None  # shown dimmed: you are here
+        return True
+
+    def action_help(self) -> None:
+        screen = self.screen
+        own = [b for b in getattr(type(screen), "BINDINGS", []) if isinstance(b, Binding)]
+        title = {"orchestration": "Orchestration", "nodes": "Nodes", "recipes": "Recipes"}.get(self.current_mode, "This screen")
+        sections = [(title, own), ("Lists", NAVIGATION), ("Everywhere", [b for b in self.BINDINGS if isinstance(b, Binding)])]
+        self.push_screen(HelpModal(sections))
+
+    # -- palette ---------------------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield SystemCommand("Mode: Orchestration", "GPUs and pods (1)", lambda: self.switch_mode("orchestration"))
+        yield SystemCommand("Mode: Nodes", "The node registry (2)", lambda: self.switch_mode("nodes"))
+        yield SystemCommand("Mode: Recipes", "The recipe catalogue (3)", lambda: self.switch_mode("recipes"))
+        yield SystemCommand("New pod", "Name, slug, GPUs, port, live fit (N)", self.action_new_pod)
+        yield SystemCommand("Stop the whole estate", "List what will stop, then confirm (o)", self.action_stop_all)
+        yield SystemCommand("Refresh", "Poll every source of this mode now (r)", self._refresh_current)
+        yield SystemCommand("Help", "Every key of this screen (?)", self.action_help)
+        orchestration = self._orchestration()
+        for pod in orchestration.pods if orchestration else []:
+            for kind, verb in (("up", "Boot"), ("down", "Stop"), ("rm", "Remove")):
+                yield SystemCommand(f"{verb} pod {pod.name}", f"{pod.slug} on GPU {','.join(map(str, pod.gpus))}", lambda k=kind, n=pod.name: self.request_write(k, pod=n))
+            yield SystemCommand(f"Logs of pod {pod.name}", "Engine log, follows (l)", lambda n=pod.name: self.open_logs(n))
+            yield SystemCommand(f"Details of pod {pod.name}", "Placement, GPUs, fit (Enter)", lambda n=pod.name: self.open_details(n))
+        yield SystemCommand("Quit", "Leave the cockpit; pods keep running (q)", self.action_quit)
+
+    def _refresh_current(self) -> None:
+        poll = getattr(self.screen, "poll_now", None)
+        if poll:
+            poll()
+
+    def _orchestration(self) -> OrchestrationScreen | None:
+        for screen in self._screen_stacks.get("orchestration", []):
+            if isinstance(screen, OrchestrationScreen):
+                return screen
+        return None
+
+    # -- modals ----------------------------------------------------------------------------------
+    def open_logs(self, pod: str) -> None:
+        self.push_screen(LogsModal(pod))
+
+    def open_details(self, pod: str) -> None:
+        self.push_screen(DetailsModal(pod))
+
+    def action_new_pod(self) -> None:
+        orch = self._orchestration()
+        gpus = sorted(orch.gpus) if orch else []
+        pods = orch.pods if orch else []
+        self.push_screen(NewPodModal(gpus, pods), callback=self._new_pod_chosen)
+
+    def _new_pod_chosen(self, request: NewPod | None) -> None:
+        if request is not None:
+            self.request_write("create", request=request)
+
+    def action_stop_all(self) -> None:
+        self.request_write("stop_all")
+
+    # -- the write flow --------------------------------------------------------------------------
+    def request_write(self, kind: WriteKind, *, pod: str | None = None, request: NewPod | None = None) -> None:
+        """Plan (worker) → confirm gate → re-validate and execute (worker) → show the result."""
+        if self.readonly:
+            what = {"create": "create a pod", "up": f"boot {pod}", "down": f"stop {pod}", "rm": f"remove {pod}", "stop_all": "stop the estate"}[kind]
+            self.show_result(WriteResult(False, f"read-only cockpit: refused to {what}", "restart c3 without --readonly"))
+            return
+        self.call(self.services.make_plan, kind, pod, request, done=self._plan_ready, failed=self._write_failed, group="plan")
+
+    def _plan_ready(self, plan: WritePlan) -> None:
+        self.push_screen(ConfirmModal(plan, readonly=self.readonly), callback=lambda ok: self._confirmed(plan, ok))
+
+    def _confirmed(self, plan: WritePlan, ok: bool | None) -> None:
+        if not ok:
+            self.notify(f"{plan.title}: cancelled", timeout=3)
+            return
+        if plan.kind == "up" and plan.pod:
+            self.boots[plan.pod] = BootProgress(plan.pod, "re-checking gates", 0.0)
+            self._boots_changed()
+
+        def run() -> WriteResult:
+            problems = self.services.check(plan)
+            if problems:
+                return WriteResult(False, f"{plan.title}: {problems[0]}", "; ".join(problems[1:]) or None)
+            return self.services.execute(plan, lambda progress: self.post_message(BootUpdate(progress)))
+
+        def finished(result: WriteResult) -> None:
+            if plan.kind == "up" and plan.pod and not result.ok and plan.pod in self.boots and not self.boots[plan.pod].done:
+                self.boots[plan.pod] = BootProgress(plan.pod, "failed", self.boots[plan.pod].elapsed_s, self.boots[plan.pod].log_tail, done=True, ok=False)
+            if plan.kind in {"down", "rm", "stop_all"}:
+                for name in (plan.pod,) if plan.pod else plan.pods:
+                    self.boots.pop(name or "", None)
+                self._boots_changed()
+            self.show_result(result)
+
+        def failed(error: BaseException) -> None:
+            if plan.pod in self.boots:
+                boot = self.boots[plan.pod]  # type: ignore[index]
+                self.boots[plan.pod] = BootProgress(boot.pod, "failed", boot.elapsed_s, boot.log_tail, done=True, ok=False)  # type: ignore[index]
+                self._boots_changed()
+            self._write_failed(error)
+
+        self.call(run, done=finished, failed=failed, group=f"write-{plan.kind}-{plan.pod or ''}")
+
+    def _write_failed(self, error: BaseException) -> None:
+        message = describe_error(error)
+        text, _, hint = message.partition(" — hint: ")
+        self.show_result(WriteResult(False, text, hint or None))
+
+    def on_boot_update(self, message: BootUpdate) -> None:
+        progress = message.progress
+        if progress.done and progress.ok:
+            self.boots.pop(progress.pod, None)
+        else:
+            self.boots[progress.pod] = progress
+        self._boots_changed()
+
+    def _boots_changed(self) -> None:
+        orch = self._orchestration()
+        if orch is not None and orch.is_mounted:
+            orch.render_boots()
+            orch.poll_now()
+
+    def show_result(self, result: WriteResult) -> None:
+        """Every write's outcome reaches the user: a toast, the result line, and a fresh poll."""
+        self.last_result = result
+        self.results.append(result)
+        del self.results[:-50]
+        text = result.message + (f"\nhint: {result.hint}" if result.hint else "")
+        self.notify(text, title="Done" if result.ok else "Refused", severity="information" if result.ok else "error", timeout=6 if result.ok else 10, markup=False)
+        orch = self._orchestration()
+        if orch is not None and orch.is_mounted:
+            orch.show_result()
+            orch.poll_now()

@@ -1,0 +1,55 @@
+"""`c3` with no subcommand and `c3 demo`: start the cockpit.
+
+Terminal choices are applied before Textual is imported, because Textual reads its settings
+(colour system, frame rate) from the environment at import time.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+COLOR_SYSTEMS = {"auto": "auto", "truecolor": "truecolor", "256": "256", "16": "standard"}
+
+
+def configure_terminal(color: str) -> None:
+    """Colour depth from --color; a modest frame rate (the cockpit changes ~once a second, often over SSH)."""
+    if color not in COLOR_SYSTEMS:
+        raise click.BadParameter(f"--color must be one of {', '.join(COLOR_SYSTEMS)}")
+    if color != "auto":
+        os.environ["TEXTUAL_COLOR_SYSTEM"] = COLOR_SYSTEMS[color]
+    os.environ.setdefault("TEXTUAL_FPS", "30")
+
+
+def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = False, demo: bool = False) -> None:
+    """Build the facade (real backend; the simulated rig and runtime for `demo`) and run the app."""
+    configure_terminal(color)
+    from c3.app import C3App
+    from c3.services_real import build_services
+
+    services = build_services(readonly=readonly, demo=demo)
+    app = C3App(services, readonly=readonly)
+
+    try:
+        app.run(mouse=not no_mouse)
+    finally:
+        closer = getattr(services, "close", None)
+        if closer:
+            closer()
+
+
+@click.command()
+@click.option("--readonly", is_flag=True, help="Refuse every write.")
+@click.option("--color", type=click.Choice(list(COLOR_SYSTEMS)), default=None, help="Colour depth (default: what `c3 --color` said, else auto).")
+@click.option("--no-mouse", is_flag=True, help="Do not capture the mouse (keeps terminal copy/paste).")
+@click.pass_context
+def demo(ctx: click.Context, readonly: bool, color: str | None, no_mouse: bool) -> None:
+    """The cockpit on a built-in simulated rig with a simulated runtime (no GPU, no Docker needed)."""
+    parent = ctx.obj or {}
+    run_cockpit(
+        readonly=readonly or parent.get("readonly", False),
+        color=color or parent.get("color", "auto"),
+        no_mouse=no_mouse or parent.get("no_mouse", False),
+        demo=True,
+    )

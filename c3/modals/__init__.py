@@ -1,0 +1,1 @@
+"""Modal screens: confirm gate, new pod, help, logs, details."""

@@ -1,0 +1,72 @@
+"""The confirm gate every write passes through: the exact plan, Cancel focused, Esc cancels.
+
+The plan's problems (computed when the plan was made) are shown and keep Confirm disabled; the app
+re-validates again right before executing, because the world may change while this modal is open.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from c3.services import WritePlan
+
+
+class ConfirmModal(ModalScreen[bool]):
+    """Returns True only when the user pressed Confirm (or `y`) on a plan without problems."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="confirm_cancel"),
+        Binding("y", "confirm", "Confirm", id="confirm_yes"),
+        Binding("left,right", "app.focus_next", "Move", show=False),
+    ]
+
+    def __init__(self, plan: WritePlan, *, readonly: bool = False) -> None:
+        super().__init__()
+        self.plan = plan
+        self.readonly = readonly
+
+    @property
+    def blocked(self) -> str | None:
+        """Why Confirm is disabled, if it is."""
+        if self.readonly:
+            return "read-only cockpit: this write is refused"
+        if self.plan.problems:
+            return "cannot run now"
+        return None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="confirm"):
+            yield Static(Content.from_markup("[b]$t[/]", t=self.plan.title), id="confirm-title")
+            yield Static(Content("\n").join(Content(line) for line in self.plan.lines), id="confirm-plan")
+            if self.plan.problems:
+                text = Content("\n").join(Content.from_markup("[$error]✗ $p[/]", p=p) for p in self.plan.problems)
+                yield Static(text, id="confirm-problems")
+            if self.readonly:
+                yield Static(Content.from_markup("[$warning b]READ-ONLY[/] — restart c3 without --readonly to write"), id="confirm-readonly")
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel  Esc", id="cancel", variant="default")
+                yield Button("Confirm  y", id="confirm", variant="error" if self.plan.kind in {"rm", "stop_all", "down"} else "primary", disabled=self.blocked is not None)
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "confirm":
+            self.action_confirm()
+        else:
+            self.action_cancel()
+
+    def action_confirm(self) -> None:
+        if self.blocked is None:
+            self.dismiss(True)
+        else:
+            self.app.bell()
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)

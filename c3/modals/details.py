@@ -1,0 +1,50 @@
+"""Everything about one pod: where it runs, what it asked for, how it fits."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from c3.screens.base import CockpitModal, describe_error
+from c3.screens.pod_view import badge
+from c3.services import PodDetails
+from widgets.fit_breakdown import fit_lines
+
+
+class DetailsModal(CockpitModal):
+    """Loads `pod_details(name)` in a worker and shows it."""
+
+    BINDINGS = [Binding("escape,q,i", "close", "Close", id="details_close")]
+
+    def __init__(self, pod: str) -> None:
+        super().__init__()
+        self.pod = pod
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog", classes="details"):
+            yield Static(Content.from_markup("[b]pod[/] $p  [$text-muted]loading…[/]", p=self.pod), id="details-body")
+            yield Static("", id="details-fit")
+
+    def on_mount(self) -> None:
+        self.call(self.services.pod_details, self.pod, done=self._landed, failed=self._failed, group="details")
+
+    def _landed(self, details: PodDetails) -> None:
+        pod = details.pod
+        lines = [Content.from_markup(f"[b]pod[/] $p  [$text-muted]$s:$port[/]  {badge(pod)}", p=pod.name, s=pod.slug, port=str(pod.port))]
+        if pod.placement_detail:
+            lines.append(Content.from_markup("  [$text-muted]$d[/]", d=pod.placement_detail))
+        if pod.actual_gpus is not None:
+            lines.append(Content(f"  requested GPU {', '.join(map(str, pod.gpus))} · running on GPU {', '.join(map(str, pod.actual_gpus))}"))
+        width = max((len(k) for k, _ in details.facts), default=0)
+        lines += [Content.from_markup("  [$text-muted]$k[/]  $v", k=k.ljust(width), v=v) for k, v in details.facts]
+        self.query_one("#details-body", Static).update(Content("\n").join(lines))
+        self.query_one("#details-fit", Static).update(fit_lines(details.fit))
+
+    def _failed(self, error: BaseException) -> None:
+        self.query_one("#details-body", Static).update(Content.from_markup("[$error]✗ $e[/]", e=describe_error(error)))
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,286 @@
+"""New-pod `[N]`: name (validated as typed), a slug picker ranked by fit on the chosen GPUs, the GPU set
+(prefilled with free GPUs sized to the slug's TP), a proposed port, and the live fit breakdown.
+
+Returns a `NewPod` (the app then shows the confirm gate) or None. Every fit-check runs in a thread
+worker; a generation counter drops answers that arrive after the inputs have changed again.
+"""
+
+from __future__ import annotations
+
+import re
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.widgets import Button, Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from backend.models import CatalogEntry, FitReport
+from backend.models.estate import POD_NAME_PATTERN
+from c3.screens.base import CockpitModal, describe_error
+from c3.services import NewPod, PodState
+from widgets.fit_breakdown import fit_lines, verdict_markup
+
+VERDICT_RANK = {"fits": 0, "tight": 1, "unknown": 2, "wont-fit": 3, "incompatible-hw": 4}
+REFIT_DELAY_S = 0.25
+
+
+def parse_gpus(text: str) -> tuple[int, ...] | str:
+    """`0,1` or `0 1` → (0, 1); a string is the reason it is not a GPU list."""
+    items = [p for p in re.split(r"[\s,]+", text.strip()) if p]
+    if not items:
+        return "choose at least one GPU, e.g. 0,1"
+    if not all(p.isdigit() for p in items):
+        return "GPUs are host indices, e.g. 0,1"
+    values = tuple(int(p) for p in items)
+    if len(set(values)) != len(values):
+        return "a GPU is listed twice"
+    return values
+
+
+def name_problem(name: str, taken: set[str]) -> str | None:
+    """Why a pod name is not acceptable (None when it is)."""
+    if not name:
+        return "give the pod a name"
+    if not re.fullmatch(POD_NAME_PATTERN, name) or len(name) > 63:
+        return "lower-case letters, digits and -, starting with a letter or digit"
+    if name.lower() in taken:
+        return f"a pod named `{name}` already exists"
+    return None
+
+
+class NewPodModal(CockpitModal):
+    """Collects a `NewPod`; does not write anything itself."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="new_pod_cancel"),
+        Binding("ctrl+s", "create", "Create", id="new_pod_create", priority=True),
+    ]
+
+    def __init__(self, gpu_indices: list[int], pods: list[PodState]) -> None:
+        super().__init__()
+        self.gpu_indices = sorted(gpu_indices)
+        self.pods = pods
+        self.taken_names = {p.name.lower() for p in pods}
+        claimed = {i for p in pods for i in p.gpus}
+        self.free = [i for i in self.gpu_indices if i not in claimed]
+        self.entries: dict[str, CatalogEntry] = {}
+        self.verdicts: dict[str, str] = {}
+        self.slug: str | None = None
+        self.report: FitReport | None = None
+        self.port_touched = False
+        self._generation = 0
+        self._setting_port = False
+        self._refit_timer = None
+
+    def compose(self) -> ComposeResult:
+        free = " ".join(f"GPU{i}" for i in self.free) or "none"
+        with Vertical(id="dialog", classes="new-pod"):
+            yield Static("[b]New pod[/]  [$text-muted]Tab moves · ↑↓ pick a slug · Ctrl+S create · Esc cancel[/]")
+            with Horizontal(classes="row", id="name-row"):
+                yield Static("Name", classes="label")
+                yield Input(placeholder="e.g. chat", id="name", compact=True)
+                yield Static("", id="name-check", classes="check")
+            with Horizontal(classes="row"):
+                yield Static("Slug", classes="label")
+                yield Input(placeholder="type to filter slugs", id="filter", compact=True)
+                yield Static("[$text-muted]ranked by fit on the GPUs[/]", classes="check")
+            yield OptionList(id="slugs", compact=True)
+            with Horizontal(classes="row"):
+                yield Static("GPUs", classes="label")
+                yield Input(id="gpus", compact=True)
+                yield Static("Port", classes="label port-label")
+                yield Input(id="port", restrict=r"[0-9]*", max_length=5, compact=True)
+                yield Static(Content.from_markup("[$text-muted]free: $f[/]", f=free), id="gpus-check", classes="check")
+            yield Static(fit_lines(None), id="fit")
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel  Esc", id="cancel", compact=True)
+                yield Button("Create  Ctrl+S", id="create", variant="primary", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#name", Input).focus()
+        self.query_one("#slugs", OptionList).add_option(Option("[dim]loading the catalog…[/]", id="", disabled=True))
+        self.call(self.services.catalog, done=self._catalog_landed, failed=self._catalog_failed, group="catalog")
+        self._check_name()
+
+    # -- catalog and verdicts ----------------------------------------------------------------------
+    def _catalog_landed(self, entries: list[CatalogEntry]) -> None:
+        self.entries = {e.slug: e for e in entries if e.status != "deprecated"}
+        self._render_slugs()
+        self._refresh_verdicts()
+
+    def _catalog_failed(self, error: BaseException) -> None:
+        slugs = self.query_one("#slugs", OptionList)
+        slugs.clear_options()
+        slugs.add_option(Option(Content.from_markup("[$error]✗ $e[/]", e=describe_error(error)), id="", disabled=True))
+
+    def gpus_for(self, entry: CatalogEntry) -> tuple[int, ...]:
+        """The chosen GPUs when their count matches the slug, else free GPUs sized to its TP × PP."""
+        chosen = parse_gpus(self.query_one("#gpus", Input).value)
+        if isinstance(chosen, tuple) and len(chosen) == entry.gpu_count:
+            return chosen
+        pool = self.free + [i for i in self.gpu_indices if i not in self.free]
+        return tuple(pool[: entry.gpu_count])
+
+    def _refresh_verdicts(self) -> None:
+        targets = [(slug, self.gpus_for(entry)) for slug, entry in self.entries.items()]
+        generation = self._generation
+
+        def work() -> dict[str, str]:
+            out = {}
+            for slug, gpus in targets:
+                if len(gpus) < self.entries[slug].gpu_count:
+                    out[slug] = "unknown"
+                    continue
+                try:
+                    out[slug] = self.services.fit(slug, gpus).verdict
+                except Exception:  # noqa: BLE001 - one bad entry must not hide the others
+                    out[slug] = "unknown"
+            return out
+
+        self.call(work, done=lambda v: self._verdicts_landed(v, generation), group="verdicts")
+
+    def _verdicts_landed(self, verdicts: dict[str, str], generation: int) -> None:
+        if generation != self._generation:
+            return
+        self.verdicts = verdicts
+        self._render_slugs()
+
+    def _render_slugs(self) -> None:
+        needle = self.query_one("#filter", Input).value.strip().lower()
+        slugs = self.query_one("#slugs", OptionList)
+        shown = [e for e in self.entries.values() if needle in e.slug.lower() or needle in e.model.lower()]
+        shown.sort(key=lambda e: (VERDICT_RANK.get(self.verdicts.get(e.slug, "unknown"), 9), e.slug))
+        keep = self.slug
+        slugs.clear_options()
+        if not shown:
+            slugs.add_option(Option("[dim]no slug matches the filter[/]", id="", disabled=True))
+            return
+        for entry in shown:
+            verdict = self.verdicts.get(entry.slug)
+            mark = verdict_markup(verdict) if verdict else "[$text-muted]…[/]"
+            pad = " " * max(1, 11 - len(Content.from_markup(mark).plain))
+            prompt = Content.from_markup(f"{mark}{pad}$s [$text-muted]· $n GPU[/]", s=entry.slug, n=str(entry.gpu_count))
+            slugs.add_option(Option(prompt, id=entry.slug))
+        ids = [e.slug for e in shown]
+        slugs.highlighted = ids.index(keep) if keep in ids else 0
+
+    # -- events ----------------------------------------------------------------------------------
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        slug = event.option.id
+        if not slug or slug == self.slug:
+            return
+        self.slug = slug
+        entry = self.entries[slug]
+        gpus_input = self.query_one("#gpus", Input)
+        chosen = parse_gpus(gpus_input.value)
+        if not isinstance(chosen, tuple) or len(chosen) != entry.gpu_count:
+            gpus_input.value = ",".join(map(str, self.gpus_for(entry)))
+        if not self.port_touched:
+            self.call(self.services.propose_port, slug, done=self._port_landed, group="port", exclusive=True)
+        self._schedule_refit(verdicts=False)
+
+    def _port_landed(self, port: int) -> None:
+        if not self.port_touched:
+            self._setting_port = True
+            self.query_one("#port", Input).value = str(port)
+            self._setting_port = False
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.query_one("#gpus", Input).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "name":
+            self._check_name()
+        elif event.input.id == "filter":
+            self._render_slugs()
+        elif event.input.id == "port" and not self._setting_port:
+            self.port_touched = True
+        elif event.input.id == "gpus":
+            self._schedule_refit(verdicts=True)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.focus_next()
+
+    def _check_name(self) -> str | None:
+        problem = name_problem(self.query_one("#name", Input).value.strip(), self.taken_names)
+        check = self.query_one("#name-check", Static)
+        if problem:
+            check.update(Content.from_markup("[$warning]✗ $p[/]", p=problem))
+        else:
+            check.update(Content.from_markup("[$success]✓ name is free[/]"))
+        return problem
+
+    def _schedule_refit(self, *, verdicts: bool) -> None:
+        self._generation += 1
+        if self._refit_timer is not None:
+            self._refit_timer.stop()
+        self._refit_timer = self.set_timer(REFIT_DELAY_S, lambda: self._refit(verdicts))
+
+    def _refit(self, verdicts: bool) -> None:
+        generation = self._generation
+        gpus = parse_gpus(self.query_one("#gpus", Input).value)
+        check = self.query_one("#gpus-check", Static)
+        free = " ".join(f"GPU{i}" for i in self.free) or "none"
+        if isinstance(gpus, str):
+            check.update(Content.from_markup("[$warning]✗ $p[/] [$text-muted]· free: $f[/]", p=gpus, f=free))
+            return
+        unknown = [i for i in gpus if i not in self.gpu_indices]
+        claimed = [i for i in gpus if i not in self.free and i in self.gpu_indices]
+        if unknown:
+            check.update(Content.from_markup("[$warning]✗ no GPU $u on this rig[/]", u=",".join(map(str, unknown))))
+        elif claimed:
+            check.update(Content.from_markup("[$warning]⚠ GPU $c already claimed[/] [$text-muted]· free: $f[/]", c=",".join(map(str, claimed)), f=free))
+        else:
+            check.update(Content.from_markup("[$text-muted]free: $f[/]", f=free))
+        if self.slug:
+            self.query_one("#fit", Static).update(Content.from_markup("[$text-muted]fit: checking…[/]"))
+            self.call(self.services.fit, self.slug, gpus, done=lambda r: self._fit_landed(r, generation), failed=lambda e: self._fit_failed(e, generation), group="fit")
+        if verdicts and self.entries:
+            self._refresh_verdicts()
+
+    def _fit_landed(self, report: FitReport, generation: int) -> None:
+        if generation == self._generation:
+            self.report = report
+            self.query_one("#fit", Static).update(fit_lines(report))
+
+    def _fit_failed(self, error: BaseException, generation: int) -> None:
+        if generation == self._generation:
+            self.query_one("#fit", Static).update(Content.from_markup("[$error]✗ $e[/]", e=describe_error(error)))
+
+    # -- result ----------------------------------------------------------------------------------
+    def collect(self) -> NewPod | str:
+        """The request, or why it cannot be made yet."""
+        name = self.query_one("#name", Input).value.strip()
+        problem = name_problem(name, self.taken_names)
+        if problem:
+            return f"name: {problem}"
+        if not self.slug:
+            return "choose a slug"
+        gpus = parse_gpus(self.query_one("#gpus", Input).value)
+        if isinstance(gpus, str):
+            return f"GPUs: {gpus}"
+        port_text = self.query_one("#port", Input).value.strip()
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            return "port: a number from 1 to 65535"
+        return NewPod(name=name, slug=self.slug, gpus=gpus, port=int(port_text))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "create":
+            self.action_create()
+        else:
+            self.action_cancel()
+
+    def action_create(self) -> None:
+        request = self.collect()
+        if isinstance(request, str):
+            self.notify(request, title="Not yet", severity="warning")
+            return
+        self.dismiss(request)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

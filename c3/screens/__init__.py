@@ -1,0 +1,1 @@
+"""The cockpit's modes (Orchestration, Nodes, Recipes) and what they share."""

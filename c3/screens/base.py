@@ -1,0 +1,144 @@
+"""What every cockpit screen shares: calling the facade off the event loop, and pausable pollers.
+
+`call(fn, *args, done=…)` runs a (blocking) facade method in a thread worker and hands the result
+back on the event loop through a `Reply` message. Pollers are timers created once per screen; a
+tick only *starts* a worker, never does I/O itself, never overlaps the previous poll of the same
+source, and does nothing unless the screen is the active one (its mode shown, no modal above it).
+Timers are also paused while the screen is suspended so an idle hidden mode costs no wake-ups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from textual import events
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
+
+from backend.errors import C3Error
+
+
+@dataclass
+class Reply(Message):
+    """A facade call finished (in a worker); run its continuation on the event loop."""
+
+    callback: Callable[[Any], None] | None
+    value: Any = None
+    error: BaseException | None = None
+    on_error: Callable[[BaseException], None] | None = None
+
+
+def describe_error(error: BaseException) -> str:
+    """One line for a failure: the C3Error message and hint, else the exception's own text."""
+    if isinstance(error, C3Error):
+        return error.message + (f" — hint: {error.hint}" if error.hint else "")
+    return f"{type(error).__name__}: {error}"
+
+
+class ServiceCalls:
+    """Mixin for screens and modals: run facade calls in thread workers, continue on the loop."""
+
+    def call(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        done: Callable[[Any], None] | None = None,
+        failed: Callable[[BaseException], None] | None = None,
+        group: str = "calls",
+        exclusive: bool = False,
+    ) -> None:
+        """Run `fn(*args)` in a thread worker; `done(value)` or `failed(error)` run on the loop."""
+
+        def work() -> None:
+            try:
+                value = fn(*args)
+            except BaseException as error:  # noqa: BLE001 - every failure is shown, none crashes the app
+                self.post_message(Reply(done, error=error, on_error=failed))  # type: ignore[attr-defined]
+                return
+            self.post_message(Reply(done, value=value))  # type: ignore[attr-defined]
+
+        self.run_worker(work, thread=True, group=group, exclusive=exclusive, exit_on_error=False, description=getattr(fn, "__name__", "call"))  # type: ignore[attr-defined]
+
+    def on_reply(self, message: Reply) -> None:
+        message.stop()
+        if message.error is not None:
+            if message.on_error is not None:
+                message.on_error(message.error)
+            else:
+                self.app.notify(describe_error(message.error), title="Failed", severity="error")  # type: ignore[attr-defined]
+            return
+        if message.callback is not None:
+            message.callback(message.value)
+
+
+class Poller:
+    """One periodic source: a timer that starts `start()` unless a poll is in flight or the screen is hidden."""
+
+    def __init__(self, screen: CockpitScreen, period: float, start: Callable[[], None]) -> None:
+        self.screen = screen
+        self.period = period
+        self._start = start
+        self.in_flight = False
+        self.timer: Timer | None = None
+        self.ticks = 0
+
+    def tick(self) -> None:
+        if self.in_flight or not self.screen.is_active:
+            return
+        self.in_flight = True
+        self.ticks += 1
+        self._start()
+
+    def landed(self) -> None:
+        """The poll finished (successfully or not)."""
+        self.in_flight = False
+
+
+class CockpitScreen(ServiceCalls, Screen):
+    """A mode screen with pollers that stop while it is hidden or covered by a modal."""
+
+    @property
+    def services(self) -> Any:
+        return self.app.services  # type: ignore[attr-defined]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pollers: list[Poller] = []
+
+    def add_poller(self, period: float, start: Callable[[], None]) -> Poller:
+        poller = Poller(self, period, start)
+        self.pollers.append(poller)
+        return poller
+
+    def on_mount(self) -> None:
+        for poller in self.pollers:
+            poller.timer = self.set_interval(poller.period, poller.tick, name=f"poll-{poller.period}")
+        self.call_after_refresh(self.poll_now)
+
+    def poll_now(self) -> None:
+        """Start every poller at once (first frame, coming back to this mode, after a write)."""
+        for poller in self.pollers:
+            poller.tick()
+
+    def on_screen_suspend(self, event: events.ScreenSuspend) -> None:
+        for poller in self.pollers:
+            if poller.timer is not None:
+                poller.timer.pause()
+
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        for poller in self.pollers:
+            if poller.timer is not None:
+                poller.timer.resume()
+        if self.is_mounted:
+            self.call_after_refresh(self.poll_now)
+
+
+class CockpitModal(ServiceCalls, ModalScreen):
+    """A modal that can call the facade."""
+
+    @property
+    def services(self) -> Any:
+        return self.app.services  # type: ignore[attr-defined]

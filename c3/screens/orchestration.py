@@ -1,0 +1,216 @@
+"""Orchestration mode: a panel per GPU on the left, the pod view on the right, boots and results below.
+
+Two pollers: GPUs every second, pods every two seconds. Both pause while the mode is hidden or a
+modal covers it. Every facade call runs in a thread worker; handlers only render.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.widgets import Footer, OptionList, Static
+
+from backend.models import GpuSnapshot
+from c3.screens.base import CockpitScreen, describe_error
+from c3.screens.boot_panel import boot_text
+from c3.screens.chrome import mode_bar
+from c3.screens.pod_view import PodList, free_line
+from c3.services import History, PodState
+from widgets.gpu_panel import GpuPanel
+from widgets.source_badge import source_badge
+
+GPU_PERIOD_S = 1.0
+PODS_PERIOD_S = 2.0
+
+
+class OrchestrationScreen(CockpitScreen):
+    """GPUs, pods, per-pod actions."""
+
+    BINDINGS = [
+        Binding("n,N", "app.new_pod", "New pod", id="new_pod", tooltip="Create a pod: name, slug, GPUs, port, live fit"),
+        Binding("u", "pod('up')", "Up", id="pod_up", tooltip="Boot the selected pod"),
+        Binding("d", "pod('down')", "Down", id="pod_down", tooltip="Stop the selected pod (it stays in the estate)"),
+        Binding("x", "pod('rm')", "Remove", id="pod_rm", tooltip="Remove the selected pod from the estate"),
+        Binding("l", "pod('logs')", "Logs", id="pod_logs", tooltip="Engine log of the selected pod (bounded, follows)"),
+        Binding("i", "pod('details')", "Details", show=False, id="pod_details", tooltip="Everything about the selected pod (also Enter)"),
+        Binding("o", "app.stop_all", "Stop all", id="stop_all", tooltip="Stop the whole estate, after listing what will stop"),
+        Binding("r", "refresh_now", "Refresh", show=False, id="refresh", tooltip="Poll GPUs and pods now"),
+    ]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.gpus: dict[int, GpuSnapshot] = {}
+        self.gpu_taken_at: datetime | None = None
+        self.gpu_error: str | None = None
+        self.pods: list[PodState] = []
+        self.pods_taken_at: datetime | None = None
+        self.pods_error: str | None = None
+        self.history = History()
+        self._seeded = False
+        self.gpu_poller = self.add_poller(GPU_PERIOD_S, self._poll_gpus)
+        self.pods_poller = self.add_poller(PODS_PERIOD_S, self._poll_pods)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="modebar")
+        yield Static(id="sources")
+        with Horizontal(id="orch"):
+            yield VerticalScroll(id="gpus")
+            with Vertical(id="pods-pane"):
+                yield Static("[b]Pods[/]", id="pods-title")
+                yield Static("", id="pods-empty")
+                yield PodList(id="pods")
+                yield Static("", id="free")
+        yield Static("", id="boot")
+        yield Static("", id="result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app = self.app
+        self.query_one("#modebar", Static).update(mode_bar("orchestration", app.services.label, app.readonly))  # type: ignore[attr-defined]
+        self.query_one("#boot").display = False
+        self.render_pods()
+        self.render_sources()
+        self.show_result()
+        self.set_interval(1.0, self.render_sources, name="as-of")
+        super().on_mount()
+
+    # -- polling ---------------------------------------------------------------------------------
+    def _poll_gpus(self) -> None:
+        if not self._seeded:
+            self._seeded = True
+            self.call(self.services.gpu_history, done=self._seed_history, failed=lambda e: None, group="gpu-history")
+        self.call(self.services.gpu_snapshots, done=self._gpus_landed, failed=self._gpus_failed, group="gpus")
+
+    def _seed_history(self, seed: dict[int, list[tuple[float, float]]]) -> None:
+        for index, samples in seed.items():
+            self.history.util.setdefault(index, [])[:0] = [u for u, _ in samples]
+            self.history.mem.setdefault(index, [])[:0] = [m for _, m in samples]
+        self.render_gpus()
+
+    def _gpus_landed(self, snapshots: list[GpuSnapshot]) -> None:
+        self.gpu_poller.landed()
+        self.gpus = {s.gpu.index: s for s in snapshots}
+        self.gpu_taken_at = max((s.taken_at for s in snapshots), default=self.app.clock())  # type: ignore[attr-defined]
+        self.gpu_error = None
+        self.history.add(snapshots)
+        with self.app.batch_update():
+            self.render_gpus()
+            self.render_pods()
+            self.render_sources()
+
+    def _gpus_failed(self, error: BaseException) -> None:
+        self.gpu_poller.landed()
+        self.gpu_error = describe_error(error)
+        self.render_sources()
+
+    def _poll_pods(self) -> None:
+        self.call(self.services.pod_states, done=self._pods_landed, failed=self._pods_failed, group="pods")
+
+    def _pods_landed(self, pods: list[PodState]) -> None:
+        self.pods_poller.landed()
+        self.pods = pods
+        self.pods_taken_at = self.app.clock()  # type: ignore[attr-defined]
+        self.pods_error = None
+        with self.app.batch_update():
+            self.render_pods()
+            self.render_gpus()
+            self.render_sources()
+
+    def _pods_failed(self, error: BaseException) -> None:
+        self.pods_poller.landed()
+        self.pods_error = describe_error(error)
+        self.render_sources()
+
+    def action_refresh_now(self) -> None:
+        self.poll_now()
+
+    # -- rendering -------------------------------------------------------------------------------
+    def holder_of(self, index: int) -> str:
+        """Who holds a GPU: the running pod whose processes are on it, a stranger, or the pod that claims it."""
+        for pod in self.pods:
+            if pod.state in {"serving", "booting"} and index in (pod.actual_gpus or pod.gpus):
+                return pod.name
+        claimed = [pod for pod in self.pods if index in pod.gpus]
+        snap = self.gpus.get(index)
+        if snap is not None and snap.processes:
+            return f"pid {snap.processes[0].pid}" + (f" (claimed by {claimed[0].name})" if claimed else " (not a pod)")
+        if claimed:
+            pod = claimed[0]
+            return f"{pod.name} (claimed, unused)" if pod.state in {"serving", "booting"} else f"{pod.name} (down)"
+        return ""
+
+    def render_gpus(self) -> None:
+        container = self.query_one("#gpus", VerticalScroll)
+        panels = {panel.index: panel for panel in container.query(GpuPanel)}
+        missing = [i for i in sorted(self.gpus) if i not in panels]
+        if missing:
+            new = [GpuPanel(i, id=f"gpu-{i}") for i in missing]
+            container.mount_all(new)
+            panels.update({p.index: p for p in new})
+        for index, snap in self.gpus.items():
+            panels[index].show(snap, self.history.util.get(index, []), self.history.mem.get(index, []), self.holder_of(index))
+
+    def render_pods(self) -> None:
+        pod_list = self.query_one(PodList)
+        empty = self.query_one("#pods-empty", Static)
+        if not self.pods:
+            pod_list.display = False
+            empty.display = True
+            loading = self.pods_taken_at is None and self.pods_error is None
+            empty.update("[$text-muted]reading the estate…[/]" if loading else "No pods yet — press [b]N[/] to create one\n[$text-muted](a pod is one model pinned to a GPU set and a port)[/]")
+        else:
+            empty.display = False
+            pod_list.display = True
+            pod_list.show(self.pods, self.gpus)
+        claimed = sum(len(p.gpus) for p in self.pods)
+        self.query_one("#pods-title", Static).update(
+            Content.from_markup("[b]Pods[/] [$text-muted]($n · $c/$t GPUs claimed)[/]", n=str(len(self.pods)), c=str(claimed), t=str(len(self.gpus)))
+        )
+        self.query_one("#free", Static).update(free_line(self.pods, self.gpus, {i: self.holder_of(i) for i in self.gpus}))
+        self.render_boots()
+
+    def render_sources(self) -> None:
+        now = self.app.clock()  # type: ignore[attr-defined]
+        parts = [
+            source_badge("GPUs", self.gpu_taken_at, now, stale_after_s=GPU_PERIOD_S * 5, error=self.gpu_error),
+            source_badge("Pods", self.pods_taken_at, now, stale_after_s=PODS_PERIOD_S * 5, error=self.pods_error),
+        ]
+        self.query_one("#sources", Static).update(Content("  ·  ").join(parts))
+
+    def render_boots(self) -> None:
+        boots = self.app.boots  # type: ignore[attr-defined]
+        panel = self.query_one("#boot", Static)
+        panel.display = bool(boots)
+        if boots:
+            panel.update(boot_text(list(boots.values())))
+
+    def show_result(self) -> None:
+        result = self.app.last_result  # type: ignore[attr-defined]
+        line = self.query_one("#result", Static)
+        if result is None:
+            line.update("[$text-muted]N new pod · u up · d down · x remove · l logs · ⏎ details · o stop all · ? help[/]")
+        elif result.ok:
+            line.update(Content.from_markup("[$success]✓[/] $m", m=result.message + (f" — {result.hint}" if result.hint else "")))
+        else:
+            line.update(Content.from_markup("[$error b]✗ refused:[/] $m", m=result.message + (f" — hint: {result.hint}" if result.hint else "")))
+
+    # -- per-pod actions -------------------------------------------------------------------------
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id:
+            self.app.open_details(event.option.id)  # type: ignore[attr-defined]
+
+    def action_pod(self, what: str) -> None:
+        name = self.query_one(PodList).selected_pod if self.pods else None
+        if name is None:
+            self.app.notify("No pod selected — press N to create one.", severity="warning")
+            return
+        if what == "logs":
+            self.app.open_logs(name)  # type: ignore[attr-defined]
+        elif what == "details":
+            self.app.open_details(name)  # type: ignore[attr-defined]
+        else:
+            self.app.request_write(what, pod=name)  # type: ignore[attr-defined]

@@ -1,0 +1,114 @@
+"""The pod view: each pod's header line, its GPUs stacked beneath, and a free-GPU line.
+
+`name  slug:port  ● state  badge` where the badge is `✓ placed`, `⚠ PLACEMENT MISMATCH` (with what is
+wrong on the next line) or `? placement unknown` (with why). An OptionList gives selection, keys and
+scrolling for free; each pod is one multi-line option keyed by its name.
+"""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.content import Content
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from backend.models import GpuSnapshot
+from c3.services import PodState
+from widgets.gpu_panel import short_name
+from widgets.meters import gib
+
+STATE_GLYPH = {
+    "serving": ("●", "$success"),
+    "booting": ("◐", "$warning"),
+    "failed": ("✗", "$error"),
+    "down": ("○", "$text-muted"),
+    "unknown": ("?", "$text-muted"),
+}
+
+
+def badge(pod: PodState) -> str:
+    """The placement badge as markup."""
+    if pod.placement == "ok":
+        return "[$success]✓ placed[/]"
+    if pod.placement == "mismatch":
+        return "[$error b]⚠ PLACEMENT MISMATCH[/]"
+    return "[$text-muted]? placement unknown[/]"
+
+
+def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot]) -> Content:
+    """The multi-line text of one pod."""
+    glyph, style = STATE_GLYPH.get(pod.state, ("?", "$text-muted"))
+    head = Content.from_markup(
+        f"[b]$name[/]  [$text-muted]$slug:$port[/]  [{style}]{glyph} {pod.state}[/]  {badge(pod)}",
+        name=pod.name, slug=pod.slug, port=str(pod.port),
+    )
+    lines = [head]
+    if pod.placement != "ok" and pod.placement_detail:
+        tone = "$error" if pod.placement == "mismatch" else "$text-muted"
+        lines.append(Content.from_markup(f"  [{tone}]$d[/]", d=pod.placement_detail))
+    for n, index in enumerate(pod.gpus):
+        branch = "└─" if n == len(pod.gpus) - 1 else "├─"
+        snap = gpus.get(index)
+        if snap is None:
+            lines.append(Content.from_markup(f"  {branch} GPU{index} [$text-muted](not seen on this rig)[/]"))
+            continue
+        mem = f"{gib(snap.used_mib)}/{gib(snap.gpu.total_mib)}G"
+        util = f"{snap.util_pct}%" if snap.util_pct is not None else "?"
+        lines.append(Content.from_markup(f"  {branch} GPU{index} $n  [$text-muted]$m · util $u[/]", n=short_name(snap.gpu.name), m=mem, u=util))
+    return Content("\n").join(lines)
+
+
+def free_line(pods: list[PodState], gpus: dict[int, GpuSnapshot], holders: dict[int, str] | None = None) -> Content:
+    """`free: GPU2 GPU3` — GPUs no pod of the estate claims (and who uses one anyway, if anyone)."""
+    claimed = {i for pod in pods for i in pod.gpus}
+    free = [i for i in sorted(gpus) if i not in claimed]
+    if not gpus:
+        return Content.from_markup("[$text-muted]free: (no GPU reading yet)[/]")
+    if not free:
+        return Content.from_markup("free: [$text-muted](none — every GPU is claimed by a pod)[/]")
+    parts = []
+    for i in free:
+        busy = (holders or {}).get(i)
+        if busy:
+            parts.append(Content.from_markup("[$warning]GPU$i (in use: $b)[/]", i=str(i), b=busy))
+        else:
+            parts.append(Content.from_markup("[$success]GPU$i[/]", i=str(i)))
+    return Content.assemble("free: ", Content(" ").join(parts))
+
+
+class PodList(OptionList):
+    """Selectable pods. Keeps the highlighted pod across refreshes."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Next", show=False),
+        Binding("k", "cursor_up", "Previous", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    PodList { height: 1fr; border: none; padding: 0; }
+    PodList > .option-list--option { padding: 0 0 1 0; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._key: tuple | None = None
+
+    @property
+    def selected_pod(self) -> str | None:
+        """Name of the highlighted pod."""
+        if self.highlighted is None or self.option_count == 0:
+            return None
+        return self.get_option_at_index(self.highlighted).id
+
+    def show(self, pods: list[PodState], gpus: dict[int, GpuSnapshot]) -> None:
+        """Replace the options when anything visible changed; the highlight follows the pod name."""
+        key = (tuple(pods), tuple((i, s.used_mib, s.util_pct) for i, s in sorted(gpus.items())))
+        if key == self._key:
+            return
+        self._key = key
+        selected = self.selected_pod
+        self.clear_options()
+        self.add_options([Option(pod_prompt(pod, gpus), id=pod.name) for pod in pods])
+        if pods:
+            names = [p.name for p in pods]
+            self.highlighted = names.index(selected) if selected in names else 0

@@ -1,0 +1,194 @@
+"""The facade the cockpit calls — from workers only — and the plain objects it hands back.
+
+Every method of `Services` may block (NVML, docker-py, files, HTTP, SSH), so the app never calls one
+on the event loop: screens start a thread worker, the worker calls the facade and posts a message
+back. The clock is *not* part of the facade (the app asks it on the event loop every second), it is
+passed to the app separately.
+
+Two implementations: `c3.services_real.RealServices` over the backend packages, and
+`c3.services_fake.FakeServices` (fixed numbers, fixed clock) for tests, screenshots and benchmarks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+from backend.models import CatalogEntry, FitReport, GpuSnapshot
+
+PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
+PlacementVerdict = Literal["ok", "mismatch", "unknown"]
+WriteKind = Literal["create", "up", "down", "rm", "stop_all"]
+
+
+@dataclass(frozen=True)
+class PodState:
+    """One pod of the estate as the cockpit shows it: plan, run state and verified placement."""
+
+    name: str
+    slug: str
+    port: int
+    gpus: tuple[int, ...]
+    state: PodRunState = "down"
+    placement: PlacementVerdict = "unknown"
+    placement_detail: str = "not running"
+    """What is wrong (mismatch) or why it is unknown; empty when placed."""
+    actual_gpus: tuple[int, ...] | None = None
+    """GPUs the pod's processes really run on (None when not verified)."""
+
+
+@dataclass(frozen=True)
+class NewPod:
+    """What the new-pod modal asks for."""
+
+    name: str
+    slug: str
+    gpus: tuple[int, ...]
+    port: int
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """The exact plan a confirm gate shows before any write."""
+
+    kind: WriteKind
+    title: str
+    lines: tuple[str, ...]
+    """The plan, line by line, exactly as it will be executed."""
+    pod: str | None = None
+    request: NewPod | None = None
+    pods: tuple[str, ...] = ()
+    """Pods a stop-all will stop."""
+    problems: tuple[str, ...] = ()
+    """Why the plan cannot run now (shown; the confirm button stays disabled)."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did, shown to the user whatever happened."""
+
+    ok: bool
+    message: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class BootProgress:
+    """One step of a boot, reported while `execute(up)` runs."""
+
+    pod: str
+    phase: str
+    elapsed_s: float
+    log_tail: tuple[str, ...] = ()
+    done: bool = False
+    ok: bool = False
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One registered node as the Nodes mode lists it."""
+
+    name: str
+    host: str
+    ssh: str
+    local: bool
+    reachable: bool | None = None
+    """None: not probed (yet)."""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RecipeRow:
+    """One recipe as the Recipes mode lists it."""
+
+    id: str
+    hardware: str
+    nodes: int
+    image: str
+    verified: bool
+    summary: str = ""
+    provenance: str = ""
+    measured: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodDetails:
+    """Everything the details modal shows about one pod."""
+
+    pod: PodState
+    facts: tuple[tuple[str, str], ...] = ()
+    fit: FitReport | None = None
+
+
+@dataclass
+class History:
+    """Bounded per-GPU history of util % and memory % for the sparklines (a few minutes at 1 Hz)."""
+
+    maxlen: int = 180
+    util: dict[int, list[float]] = field(default_factory=dict)
+    mem: dict[int, list[float]] = field(default_factory=dict)
+
+    def add(self, snapshots: list[GpuSnapshot]) -> None:
+        """Append one reading per GPU, dropping the oldest beyond `maxlen`."""
+        for snap in snapshots:
+            index = snap.gpu.index
+            total = snap.gpu.total_mib or 0
+            mem_pct = 100.0 * (snap.used_mib or 0) / total if total else 0.0
+            for series, value in ((self.util, float(snap.util_pct or 0)), (self.mem, mem_pct)):
+                values = series.setdefault(index, [])
+                values.append(value)
+                if len(values) > self.maxlen:
+                    del values[: len(values) - self.maxlen]
+
+
+ProgressCallback = Callable[[BootProgress], None]
+
+
+class Services(Protocol):
+    """What the cockpit needs from the world. Every method may block: call from workers only."""
+
+    readonly: bool
+    """Refuse every write (`c3 --readonly`)."""
+    label: str
+    """Where the data comes from, for the title bar (e.g. `local`, `demo rig`)."""
+
+    def gpu_snapshots(self) -> list[GpuSnapshot]:
+        """A fresh reading of every GPU, index order."""
+
+    def gpu_history(self) -> dict[int, list[tuple[float, float]]]:
+        """Recent (util %, memory %) samples per GPU, oldest first, to seed the sparklines."""
+
+    def pod_states(self) -> list[PodState]:
+        """Every pod of the estate with its run state and verified placement."""
+
+    def catalog(self) -> list[CatalogEntry]:
+        """The catalog (built-in entries plus the user's)."""
+
+    def fit(self, slug: str, gpus: tuple[int, ...]) -> FitReport:
+        """The fit-check of a slug on exactly those host GPUs."""
+
+    def propose_port(self, slug: str) -> int:
+        """A free host port for a new pod of this slug."""
+
+    def make_plan(self, kind: WriteKind, pod: str | None = None, request: NewPod | None = None) -> WritePlan:
+        """The exact plan of a write, with the problems that would refuse it now."""
+
+    def check(self, plan: WritePlan) -> list[str]:
+        """Re-validate a plan just before executing it; empty means go."""
+
+    def execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
+        """Run a confirmed plan (raises `backend.errors.C3Error` on refusal)."""
+
+    def pod_logs(self, name: str, tail: int) -> list[str]:
+        """The last `tail` lines of a pod's engine log."""
+
+    def pod_details(self, name: str) -> PodDetails:
+        """Facts about one pod for the details modal."""
+
+    def nodes(self) -> list[NodeRow]:
+        """The node registry, with reachability where probed."""
+
+    def recipes(self) -> list[RecipeRow] | None:
+        """The recipe catalogue; None when this build has no recipes backend."""

@@ -1,0 +1,78 @@
+"""One GPU's panel: name, temperature, power, holder; memory and util bars with sparkline history."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widget import Widget
+
+from backend.models import GpuSnapshot
+from widgets.meters import bar, gib, sparkline
+
+
+def short_name(name: str) -> str:
+    """`NVIDIA GeForce RTX 3090` → `RTX 3090`."""
+    for prefix in ("NVIDIA GeForce ", "NVIDIA "):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+class GpuPanel(Widget):
+    """Three lines for one GPU. Renders what it is handed; does no I/O."""
+
+    DEFAULT_CSS = """
+    GpuPanel { height: 3; margin-bottom: 1; }
+    """
+
+    def __init__(self, index: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.index = index
+        self.snapshot: GpuSnapshot | None = None
+        self.util_history: list[float] = []
+        self.mem_history: list[float] = []
+        self.holder = ""
+        self._key: tuple | None = None
+
+    def show(self, snapshot: GpuSnapshot, util_history: list[float], mem_history: list[float], holder: str) -> None:
+        """Hand the panel a new reading; repaints only when something visible changed."""
+        key = (snapshot.model_dump_json(exclude={"taken_at"}), tuple(util_history[-40:]), tuple(mem_history[-40:]), holder)
+        if key == self._key:
+            return
+        self._key = key
+        self.snapshot, self.util_history, self.mem_history, self.holder = snapshot, util_history, mem_history, holder
+        self.refresh()
+
+    def render(self) -> Content:
+        snap = self.snapshot
+        if snap is None:
+            return Content.from_markup(f"[b]GPU{self.index}[/]  [$text-muted]waiting for the first reading…[/]")
+        width = max(30, self.size.width)
+        total = snap.gpu.total_mib
+        used = snap.used_mib
+        mem_pct = 100.0 * (used or 0) / total if total else 0.0
+        util = snap.util_pct
+        bar_w = max(6, (width - 18) // 2)
+        spark_w = max(4, width - 18 - bar_w)
+        temp = f"{snap.temp_c}°C" if snap.temp_c is not None else "?°C"
+        if snap.power_w is not None and snap.power_limit_w:
+            power = f"{snap.power_w:.0f}/{snap.power_limit_w:.0f}W"
+        elif snap.power_w is not None:
+            power = f"{snap.power_w:.0f}W"
+        else:
+            power = "?W"
+        head = f"GPU{snap.gpu.index} {short_name(snap.gpu.name)}"
+        facts = f"{temp} {power}"
+        room = max(4, width - len(head) - len(facts) - 3)
+        text = self.holder if len(self.holder) <= room else self.holder[: room - 1] + "…"
+        holder = Content.from_markup("[$accent]$h[/]", h=text) if text else Content.from_markup("[$text-muted]idle[/]")
+        pad = max(1, width - len(head) - len(facts) - len(holder.plain) - 1)
+        line1 = Content.assemble(Content.from_markup("[b]$h[/]", h=head), " ", holder, " " * pad, facts)
+        mem_text = f"{gib(used)}/{gib(total)}G" if total else "unified"
+        line2 = Content.from_markup(
+            f"mem  {bar(mem_pct, bar_w, warn=95, crit=99)} {mem_text:>11} [$text-muted]{sparkline(self.mem_history, spark_w)}[/]"
+        )
+        util_text = f"{util}%" if util is not None else "?"
+        line3 = Content.from_markup(
+            f"util {bar(float(util or 0), bar_w, warn=75, crit=101)} {util_text:>11} [$text-muted]{sparkline(self.util_history, spark_w)}[/]"
+        )
+        return Content("\n").join([line1, line2, line3])
