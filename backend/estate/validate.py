@@ -279,6 +279,8 @@ def check_estate(
     check = EstateCheck()
     _check_names(estate, check.problems)
     for pod in estate.pods:
+        if catalog is None:
+            continue  # no catalog to check slugs against; the note below says so
         entry = _lookup(catalog, pod.slug)
         if entry is None:
             check.problems.append(
@@ -288,6 +290,8 @@ def check_estate(
         check.entries[pod.name] = entry
         _check_pod(pod, entry, gpus, force=force, fit=fit_fn, check=check)
     _check_cross(estate, gpus, check.problems)
+    if catalog is None:
+        check.problems.append(_problem("catalog", "slug rules skipped: no catalog", severity="note"))
     if gpus is None:
         check.problems.append(_problem("gpus", "GPU rules skipped: no GPU probe answered", severity="note"))
     return check

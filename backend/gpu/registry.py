@@ -1,20 +1,22 @@
 """The GPU registration directory: how a simulated engine process tells the simulator (and the fake
 NVML library) "pid P holds M MiB on GPU U".
 
-The stub engine writes one small JSON file per process; the protocol is the test rig's and is
-documented in scripts/rig/README.md. This reader is deliberately lenient (a half-written or foreign
+The stub engine (backend/stub_engine.py, `Registration`) writes one small text file per process,
+`<container or host>-<pid>.gpu`, with lines `pid N`, optional `container ID`, and one
+`gpu TOKEN MIB FRACTION` per GPU it holds (TOKEN a UUID, a host index or `all`; MIB 0 means it
+holds FRACTION × total, as vLLM reserves gpu_memory_utilization × total). The protocol is the test
+rig's, documented in scripts/rig/README.md. This reader is deliberately lenient (a half-written or foreign
 file is skipped, a dead pid is ignored) because a stale registration must never break a GPU listing.
 """
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from backend.models.gpu import ComputeProcess
+from backend.models.gpu import ComputeProcess, Gpu
 from backend.paths import state_home
 
 
@@ -38,27 +40,38 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _uuids(entry: dict[str, Any]) -> list[str]:
-    for key in ("gpu_uuids", "uuids", "gpus"):
-        value = entry.get(key)
-        if isinstance(value, list):
-            return [str(v) for v in value if isinstance(v, str)]
-    for key in ("gpu_uuid", "uuid", "gpu"):
-        value = entry.get(key)
-        if isinstance(value, str):
-            return [value]
-    return []
+@dataclass(frozen=True)
+class Registration:
+    """One parsed registration file."""
+
+    pid: int
+    container: str | None
+    gpus: tuple[tuple[str, int, float], ...]
+    """(token, MiB, fraction of total) per GPU; token is a UUID, a host index or `all`."""
 
 
-def _used_mib(entry: dict[str, Any]) -> int | None:
-    for key in ("used_mib", "mib", "memory_mib"):
-        value = entry.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    value = entry.get("used_bytes")
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value // (1024 * 1024)
-    return None
+def parse_registration(text: str) -> Registration | None:
+    """Parse the v1 line format (`pid N`, `container ID`, `gpu TOKEN MIB FRACTION`); None if unusable."""
+    pid: int | None = None
+    container: str | None = None
+    gpus: list[tuple[str, int, float]] = []
+    for raw in text.splitlines():
+        parts = raw.split()
+        if not parts or parts[0].startswith("#"):
+            continue
+        try:
+            if parts[0] == "pid" and len(parts) == 2:
+                pid = int(parts[1])
+            elif parts[0] == "container" and len(parts) == 2:
+                container = parts[1]
+            elif parts[0] == "gpu" and len(parts) >= 3:
+                fraction = float(parts[3]) if len(parts) > 3 else 0.0
+                gpus.append((parts[1], max(0, int(parts[2])), max(0.0, min(1.0, fraction))))
+        except ValueError:
+            return None
+    if pid is None or not gpus:
+        return None
+    return Registration(pid=pid, container=container, gpus=tuple(gpus))
 
 
 @dataclass(frozen=True)
@@ -72,26 +85,37 @@ class GpuRegistry:
     def default(cls) -> GpuRegistry:
         return cls(default_registry_dir())
 
-    def processes(self) -> list[ComputeProcess]:
-        """Every registered (and still running) process, one row per GPU it holds."""
+    def registrations(self) -> list[Registration]:
+        """Every readable registration whose process still runs (container pids are not checked:
+        they live in another pid namespace, and the engine removes its file when it exits)."""
         try:
-            files = sorted(p for p in self.path.iterdir() if p.suffix == ".json" and not p.name.startswith("."))
+            files = sorted(p for p in self.path.iterdir() if p.suffix == ".gpu" and not p.name.startswith("."))
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return []
-        out: list[ComputeProcess] = []
+        out: list[Registration] = []
         for file in files:
             try:
-                entry = json.loads(file.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                found = parse_registration(file.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                continue  # removed between listing and reading
+            if found is None:
                 continue
-            if not isinstance(entry, dict):
+            if self.check_pids and found.container is None and not _alive(found.pid):
                 continue
-            pid = entry.get("pid")
-            if not isinstance(pid, int) or isinstance(pid, bool):
-                continue
-            if self.check_pids and not _alive(pid):
-                continue
-            used = _used_mib(entry)
-            for uuid in _uuids(entry):
-                out.append(ComputeProcess(pid=pid, gpu_uuid=uuid, used_mib=used))
+            out.append(found)
+        return out
+
+    def processes(self, gpus: Sequence[Gpu]) -> list[ComputeProcess]:
+        """Registered processes on `gpus`, one row per GPU held; memory = MiB, else fraction × total."""
+        by_uuid = {g.uuid: g for g in gpus}
+        by_index = {str(g.index): g for g in gpus}
+        out: list[ComputeProcess] = []
+        for reg in self.registrations():
+            for token, mib, fraction in reg.gpus:
+                targets = list(gpus) if token == "all" else [by_uuid.get(token) or by_index.get(token)]
+                for gpu in targets:
+                    if gpu is None:
+                        continue  # another machine's GPU, or an index this rig does not have
+                    used = mib if mib else (int(fraction * gpu.total_mib) if gpu.total_mib else 0)
+                    out.append(ComputeProcess(pid=reg.pid, gpu_uuid=gpu.uuid, used_mib=used))
         return out

@@ -145,8 +145,7 @@ class SimulatedProbe:
         return list(self._gpus)
 
     def processes(self) -> list[ComputeProcess]:
-        known = {g.uuid: g for g in self._gpus}
-        return [p for p in self.registry.processes() if p.gpu_uuid in known]
+        return self.registry.processes(self._gpus)
 
     def snapshots(self) -> list[GpuSnapshot]:
         by_gpu: dict[str, list[ComputeProcess]] = {}

@@ -139,35 +139,31 @@ def list_pods(as_json: bool, file: Path | None) -> None:
         click.echo(f"free GPU(s): {free if free else '(none)'}")
 
 
-def _runtime_is_running() -> Any:
-    """The runtime's "does this pod's workload run?" check: True/False, None when it cannot tell.
-
-    Prefers `c3.cli.pod_runtime.is_running(pod)`; else asks `backend.runtime` directly.
-    Without any runtime installed there is nothing c3 could have started: None is returned for
-    the check itself, and removal proceeds silently.
-    """
+def _runtime_hook() -> Any:
+    """`c3.cli.pod_runtime.is_running` when the runtime is installed, else None."""
     try:
-        if importlib.util.find_spec("c3.cli.pod_runtime") is not None:
-            hook = getattr(importlib.import_module("c3.cli.pod_runtime"), "is_running", None)
-            if hook is not None:
-                return hook
-        if importlib.util.find_spec("backend.runtime.context") is None:
+        if importlib.util.find_spec("c3.cli.pod_runtime") is None:
             return None
-        context = importlib.import_module("backend.runtime.context")
+        return getattr(importlib.import_module("c3.cli.pod_runtime"), "is_running", None)
     except ImportError:
         return None
-    opener = getattr(context, "open_context", None)
-    if opener is None:
+
+
+def _runtime_is_running() -> Any:
+    """The runtime's "does this pod's workload run?" check: True/False, or EnvironmentProblem when
+    it cannot tell (Docker unreachable). Without a runtime installed c3 cannot have started
+    anything, so there is nothing to ask and removal proceeds."""
+    hook = _runtime_hook()
+    if hook is None:
         return None
 
     def is_running(pod: Pod) -> bool | None:
         try:
-            workload = opener().runtime.workload(pod.name)
+            return hook(pod)
         except C3Error as error:
             raise EnvironmentProblem(error.message) from error
         except Exception as error:  # noqa: BLE001 - an unreachable daemon must not block editing the plan
             raise EnvironmentProblem(f"{type(error).__name__}: {error}") from error
-        return bool(workload.running)
 
     return is_running
 
