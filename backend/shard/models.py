@@ -1,0 +1,142 @@
+"""What a shard plan is made of: the facts each node reports, the per-node part, the whole plan.
+
+All of it is pure data: probing fills `NodeFacts`, `plan.build_plan` turns facts and options into a
+`ShardPlan`, and the runner (or `--dry-run`) only reads the plan.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Backend = Literal["ray", "mp"]
+
+
+class Interface(BaseModel):
+    """One IPv4 address on one interface, as `ip -o -4 addr` lists it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """Interface name, e.g. `enp1s0f0np0`."""
+    address: str
+    """IPv4 address on it."""
+    prefix: int = Field(ge=0, le=32)
+    """Prefix length of the address's subnet."""
+
+
+class NodeFacts(BaseModel):
+    """What one node reports about itself before anything starts (one probe over SSH or locally)."""
+
+    node: str
+    """Registry name of the node."""
+    local: bool = False
+    """True when the node is this machine (probed and driven without SSH)."""
+    python_path: str | None = None
+    """Interpreter that runs Ray (the `ray` script's own interpreter unless `--python` names one)."""
+    python_version: str | None = None
+    """`major.minor.micro` of that interpreter; None when it did not run."""
+    ray_path: str | None = None
+    """Where `ray` resolved on the node; None when not found."""
+    ray_version: str | None = None
+    """Version `ray --version` printed; None when Ray is missing."""
+    vllm_path: str | None = None
+    """Where `vllm` resolved on the node; None when not found."""
+    gpus: int | None = None
+    """GPUs nvidia-smi lists; None when nvidia-smi is missing or failed."""
+    gpu_names: list[str] = Field(default_factory=list)
+    """Names nvidia-smi printed, one per GPU."""
+    interfaces: list[Interface] = Field(default_factory=list)
+    """Every IPv4 address of the node (loopback excluded)."""
+    sudo_ok: bool | None = None
+    """`sudo -n true` succeeded; None when not asked (no `--stop-services`)."""
+    sudo_error: str | None = None
+    """What `sudo -n true` said when it failed."""
+
+
+class Route(BaseModel):
+    """How a worker reaches the head: `ip -o -4 route get HEAD` on the worker, then a TCP connect."""
+
+    node: str
+    """Worker's registry name."""
+    interface: str | None = None
+    """Outgoing interface toward the head; None when there is no route."""
+    source: str | None = None
+    """The worker's own address on that route (what it advertises)."""
+    error: str | None = None
+    """Why the head is unreachable from this worker; None when it is reachable."""
+    connected: bool | None = None
+    """TCP connect to the head's port succeeded; None when not tried."""
+
+
+class Step(BaseModel):
+    """One long-running command of a node's part (`ray start …`, `vllm serve …`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    """What the step is, e.g. `ray head`, `vllm serve (rank 1, headless)`."""
+    argv: list[str]
+    """The program and its arguments (never a secret)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment set for the step on top of the node's part env (never a secret)."""
+
+
+class NodePart(BaseModel):
+    """Everything c3 runs on one node for one shard."""
+
+    node: str
+    """Registry name."""
+    role: Literal["head", "worker"]
+    """Head runs the API server (and Ray's GCS); workers join it."""
+    rank: int = Field(ge=0)
+    """Node rank (0 = head); for mp it is `--node-rank`."""
+    local: bool
+    """Runs as a local process (the head, normally) instead of over SSH."""
+    ssh: str | None = None
+    """`USER@HOST:PORT` used to reach it (None when local); never contains a key."""
+    address: str
+    """Address this node advertises (VLLM_HOST_IP, Ray's --node-ip-address)."""
+    interface: str
+    """Interface toward the head (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)."""
+    gpus: int = Field(ge=0)
+    """GPUs this node contributes."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment for every step on this node (address, interfaces, profile env), secrets excluded."""
+    steps: list[Step] = Field(default_factory=list)
+    """Commands in start order."""
+
+
+class ShardPlan(BaseModel):
+    """The whole shard: who is head, the layout, and each node's part, in start order."""
+
+    backend: Backend
+    """`ray` (Ray cluster, vLLM's Ray executor) or `mp` (vLLM's multiprocessing executor)."""
+    model: str
+    """What `vllm serve` gets as its model."""
+    head: str
+    """Head node's registry name."""
+    head_address: str
+    """Address workers reach the head at."""
+    head_port: int
+    """Ray GCS port (ray) or torch rendezvous port (mp)."""
+    api_port: int
+    """Port the head's OpenAI API listens on."""
+    tp: int = Field(ge=1)
+    """Tensor-parallel size."""
+    pp: int = Field(ge=1)
+    """Pipeline-parallel size."""
+    parts: list[NodePart]
+    """Head first, then workers in `--nodes` order."""
+    stop_services: list[Step] = Field(default_factory=list)
+    """Commands run on every node first with `--stop-services` (same on each)."""
+    secret_env: list[str] = Field(default_factory=list)
+    """Names of secret variables passed to every step (values never shown)."""
+    tag: str
+    """Value of C3_SHARD set on every process c3 starts, so `stop` finds them without a state file."""
+
+    @property
+    def world_size(self) -> int:
+        """GPUs the server expects: tp × pp."""
+        return self.tp * self.pp

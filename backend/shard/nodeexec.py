@@ -1,0 +1,183 @@
+"""Running shell scripts on a shard's nodes: locally (the head, normally) or over SSH.
+
+Two operations are enough: `run` a short script and collect its output (probes, `ray status`,
+kills), and `spawn` a long-running one whose merged output is streamed line by line (`ray start
+--block`, `vllm serve`). Every spawned script becomes the leader of its own process group (locally
+through `start_new_session`; over SSH because sshd puts each session's command in a new session),
+and prints `c3-pgid N` first, so the whole group can be stopped later by that number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from backend.shard.models import Step
+
+PGID_MARK = "c3-pgid "
+
+
+@dataclass
+class Completed:
+    """A finished short script."""
+
+    rc: int
+    """Exit status (-1 when it timed out or could not run)."""
+    out: str
+    """Its standard output."""
+    err: str
+    """Its standard error (or why it could not run)."""
+
+
+class Spawned(Protocol):
+    """A running long script."""
+
+    pgid: int | None
+    """Its process group (None until it printed `c3-pgid`)."""
+    returncode: int | None
+    """Exit status once it ended."""
+
+    def lines(self) -> AsyncIterator[str]:
+        """Merged stdout/stderr, line by line, until it ends."""
+
+    async def wait(self) -> int:
+        """Wait for the end; the exit status."""
+
+
+class NodeExec(Protocol):
+    """Where a node's scripts run."""
+
+    name: str
+    """Node name (for messages)."""
+    local: bool
+    """True when scripts run on this machine."""
+
+    async def run(self, script: str, *, timeout: float = 30, stdin: str | None = None) -> Completed:
+        """Run a short POSIX-sh script."""
+
+    async def spawn(self, script: str, *, stdin: str | None = None) -> Spawned:
+        """Start a long POSIX-sh script (see `launch_script`)."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+
+def launch_script(env: dict[str, str], step: Step, *, tag: str, secret_names: list[str]) -> str:
+    """The script that runs one step: read secrets from stdin, print the pgid, exec the program.
+
+    Secrets arrive as `NAME=VALUE` lines on stdin ended by an empty line, so they never appear in an
+    argv (visible in `ps` on the node) or in the SSH command line.
+    """
+    lines = ["exec </dev/null" if not secret_names else
+             'while IFS= read -r c3_line; do [ -z "$c3_line" ] && break; export "$c3_line"; done; exec </dev/null']
+    lines.append(f'echo "{PGID_MARK}$$"')
+    lines.append(f"export C3_SHARD={shlex.quote(tag)}")
+    assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**env, **step.env}.items())
+    lines.append(f"exec env {assignments} {' '.join(shlex.quote(a) for a in step.argv)} 2>&1")
+    return "\n".join(lines) + "\n"
+
+
+def secrets_stdin(secrets: dict[str, str]) -> str | None:
+    """What `launch_script` reads from stdin (None when there are no secrets)."""
+    if not secrets:
+        return None
+    return "".join(f"{k}={v}\n" for k, v in secrets.items() if "\n" not in v) + "\n"
+
+
+def kill_group_script(pgid: int, grace_s: float) -> str:
+    """TERM a process group, wait up to `grace_s`, then KILL what is left."""
+    ticks = max(1, int(grace_s * 10))
+    return (
+        f"kill -TERM -- -{pgid} 2>/dev/null || exit 0\n"
+        f"i=0; while [ $i -lt {ticks} ]; do kill -0 -- -{pgid} 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done\n"
+        f"kill -KILL -- -{pgid} 2>/dev/null; exit 0\n"
+    )
+
+
+def tagged_script(action: str, grace_s: float = 10) -> str:
+    """List (`list`) or stop (`stop`) every process whose environment has C3_SHARD.
+
+    Found through /proc/PID/environ, so `stop` needs no state file and touches nothing c3 did not start.
+    """
+    find = "c3_pids() { grep -lz '^C3_SHARD=' /proc/[0-9]*/environ 2>/dev/null | sed -n 's|^/proc/\\([0-9]*\\)/environ$|\\1|p' | grep -vx \"$$\"; }"
+    if action == "list":
+        return find + "\nfor p in $(c3_pids); do printf 'proc=%s %s\\n' \"$p\" \"$(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; done\n"
+    ticks = max(1, int(grace_s * 10))
+    return (
+        find + "\n"
+        "pids=$(c3_pids); [ -z \"$pids\" ] && { echo stopped=0; exit 0; }\n"
+        "n=$(echo $pids | wc -w); kill -TERM $pids 2>/dev/null\n"
+        f"i=0; while [ $i -lt {ticks} ] && [ -n \"$(c3_pids)\" ]; do sleep 0.1; i=$((i+1)); done\n"
+        "left=$(c3_pids); [ -n \"$left\" ] && kill -KILL $left 2>/dev/null\n"
+        "echo \"stopped=$n killed=$(echo $left | wc -w)\"\n"
+    )
+
+
+class _LocalProcess:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        self.pgid: int | None = proc.pid
+        self.returncode: int | None = None
+
+    async def lines(self) -> AsyncIterator[str]:
+        assert self._proc.stdout is not None
+        while True:
+            raw = await self._proc.stdout.readline()
+            if not raw:
+                break
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            if line.startswith(PGID_MARK):
+                continue
+            yield line
+
+    async def wait(self) -> int:
+        self.returncode = await self._proc.wait()
+        return self.returncode
+
+
+class LocalExec:
+    """Scripts run with /bin/sh on this machine."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.local = True
+
+    async def run(self, script: str, *, timeout: float = 30, stdin: str | None = None) -> Completed:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", script,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            )
+        except OSError as exc:
+            return Completed(-1, "", str(exc))
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            return Completed(-1, "", f"timed out after {timeout:.0f}s")
+        return Completed(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
+
+    async def spawn(self, script: str, *, stdin: str | None = None) -> Spawned:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", script,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+        )
+        if stdin is not None and proc.stdin is not None:
+            proc.stdin.write(stdin.encode())
+            with contextlib.suppress(ConnectionError):
+                await proc.stdin.drain()
+            proc.stdin.close()
+        return _LocalProcess(proc)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,310 @@
+"""Turn nodes, their facts and the options into a `ShardPlan` — or refuse, with the numbers.
+
+Pure functions only (no I/O): the pre-flight probes happen elsewhere and hand their results in, so
+every refusal is unit-testable and `--dry-run` shows exactly what a real start would run.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import shlex
+
+from pydantic import BaseModel, Field
+
+from backend.errors import Refused, UsageError
+from backend.nodes.registry import Node
+from backend.shard import mp_cmds, ray_cmds
+from backend.shard.models import Backend, NodeFacts, NodePart, Route, ShardPlan, Step
+from backend.shard.probe import is_virtual
+
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL)", re.IGNORECASE)
+SERVICE_NAME = re.compile(r"^[A-Za-z0-9@_.:-]+$")
+
+
+class ShardOptions(BaseModel):
+    """What `c3 shard start` was asked for (after the profile was read)."""
+
+    backend: Backend = "ray"
+    """Executor backend."""
+    tp: int = Field(default=1, ge=1)
+    """Tensor-parallel size (`--tp`, default 1)."""
+    pp: int = Field(default=2, ge=1)
+    """Pipeline-parallel size (`--pp`, default 2)."""
+    head: str | None = None
+    """`--head NAME`; None means the first of `--nodes`."""
+    head_address: str | None = None
+    """`--head-address`: force the address workers reach the head at."""
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    """`--port`: the head's OpenAI API port."""
+    ray_port: int = Field(default=6379, ge=1, le=65535)
+    """Ray GCS port on the head (outside Ray's worker range 10002–19999)."""
+    master_port: int = Field(default=29501, ge=1, le=65535)
+    """torch rendezvous port on the head for `--backend mp`."""
+    vllm: str = "vllm"
+    """The vllm executable on every node (`--vllm PATH`)."""
+    ray: str = "ray"
+    """The ray executable on every node (`--ray PATH`)."""
+    python: str | None = None
+    """Interpreter Ray runs under, when not the `ray` script's own (`--python`)."""
+    gpus_per_node: int | None = Field(default=None, ge=0)
+    """Declare each node's GPU count instead of asking nvidia-smi (CPU test hosts)."""
+    stop_services: bool = False
+    """`--stop-services`: stop the single-node unit on every node first."""
+    service_name: str = "vllm.service"
+    """Unit `--stop-services` stops."""
+    model: str
+    """What `vllm serve` serves."""
+    args: list[str] = Field(default_factory=list)
+    """Extra `vllm serve` arguments (from the profile)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for every step (from the profile); secret-looking names are never shown."""
+
+
+def order_nodes(nodes: list[Node], options: ShardOptions) -> list[Node]:
+    """Head first, then the others in `--nodes` order; mp refuses a head that is not first."""
+    if len(nodes) < 2:
+        raise UsageError("a shard needs at least two nodes, e.g. --nodes a,b", hint="one node? use `c3 serve` or a pod")
+    names = [n.name for n in nodes]
+    head = options.head or names[0]
+    if head not in names:
+        raise UsageError(f"--head {head} is not one of --nodes {','.join(names)}")
+    if options.backend == "mp" and head != names[0]:
+        raise Refused(
+            f"--backend mp needs the head first in --nodes: head is {head}, but --nodes starts with {names[0]}",
+            hint=f"--nodes {','.join([head] + [n for n in names if n != head])} (mp ranks follow --nodes order)",
+        )
+    return [nodes[names.index(head)]] + [n for n in nodes if n.name != head]
+
+
+def gpu_counts(ordered: list[Node], facts: dict[str, NodeFacts], options: ShardOptions) -> dict[str, int]:
+    """GPUs each node contributes; refuses tp × pp ≠ their sum (and uneven nodes for mp)."""
+    counts: dict[str, int] = {}
+    unknown: list[str] = []
+    for node in ordered:
+        if options.gpus_per_node is not None:
+            counts[node.name] = options.gpus_per_node
+        elif facts[node.name].gpus is None:
+            unknown.append(node.name)
+            counts[node.name] = 0
+        else:
+            counts[node.name] = facts[node.name].gpus or 0
+    total = sum(counts.values())
+    per_node = ", ".join(f"{name}: {count}" for name, count in counts.items())
+    if options.tp * options.pp != total:
+        hint = "set --tp × --pp to the GPUs the nodes have (tp = GPUs per node, pp = nodes is the usual layout)"
+        if unknown:
+            hint = (f"nvidia-smi found no GPU on {', '.join(unknown)}; on CPU-only hosts declare one with "
+                    "--gpus-per-node N")
+        raise Refused(
+            f"--tp {options.tp} × --pp {options.pp} = {options.tp * options.pp} GPUs, "
+            f"but the nodes have {total} ({per_node})",
+            hint=hint,
+        )
+    if options.backend == "mp" and len(set(counts.values())) > 1:
+        raise Refused(
+            f"--backend mp needs the same number of GPUs on every node ({per_node})",
+            hint="use --backend ray, which places ranks by Ray's resources",
+        )
+    return counts
+
+
+def check_versions(ordered: list[Node], facts: dict[str, NodeFacts], backend: Backend) -> None:
+    """Refuse Ray or Python versions that differ between nodes (Ray refuses to join them later anyway)."""
+    if backend == "ray":
+        missing = [n.name for n in ordered if not facts[n.name].ray_version]
+        if missing:
+            raise Refused(
+                f"Ray is not installed on {', '.join(missing)} (no `ray` found)",
+                hint="`c3 shard install-ray --nodes " + ",".join(n.name for n in ordered) + "`, or --backend mp, or --ray PATH",
+            )
+        _same("Ray", {n.name: facts[n.name].ray_version for n in ordered}, "install one version everywhere: c3 shard install-ray --ray-version V")
+    pythons = {n.name: facts[n.name].python_version for n in ordered}
+    missing = [name for name, version in pythons.items() if not version]
+    if missing:
+        raise Refused(f"no Python found on {', '.join(missing)}", hint="name the interpreter with --python PATH")
+    _same("Python", pythons, "use the same Python minor and patch version on every node (same image or venv recipe)")
+
+
+def _same(what: str, versions: dict[str, str | None], hint: str) -> None:
+    if len(set(versions.values())) > 1:
+        listing = ", ".join(f"{name}: {version}" for name, version in versions.items())
+        raise Refused(f"{what} versions differ between nodes ({listing})", hint=hint)
+
+
+def check_sudo(ordered: list[Node], facts: dict[str, NodeFacts]) -> None:
+    """`--stop-services` needs `sudo -n true` to succeed on every node."""
+    bad = [n.name for n in ordered if facts[n.name].sudo_ok is not True]
+    if bad:
+        said = "; ".join(f"{name}: {facts[name].sudo_error or 'not checked'}" for name in bad)
+        raise Refused(
+            f"--stop-services needs passwordless sudo, which {', '.join(bad)} lack ({said})",
+            hint="allow `systemctl stop` for that unit in a sudoers drop-in, or stop the service by hand and drop --stop-services",
+        )
+
+
+def _is_ipv4(text: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv4Address)
+    except ValueError:
+        return False
+
+
+def choose_head_address(head: Node, facts: dict[str, NodeFacts], workers: list[Node], override: str | None) -> str:
+    """The address workers reach the head at.
+
+    Order: `--head-address`; else a head address on a subnet every worker also has an address on
+    (a direct cluster link such as a Spark's QSFP cable), preferring the registry's address when it
+    is one; else the registry's address (endpoint host, then SSH host) when the head owns it.
+    """
+    own = facts[head.name].interfaces
+    owned = {i.address for i in own}
+    if override:
+        if not _is_ipv4(override):
+            raise UsageError(f"--head-address {override} is not an IPv4 address")
+        if override not in owned:
+            raise Refused(
+                f"--head-address {override} is not an address of {head.name} "
+                f"(it has {', '.join(sorted(owned)) or 'no IPv4 address'})"
+            )
+        return override
+    shared: list[str] = []
+    for iface in own:
+        if is_virtual(iface.name) or iface.address.startswith("127."):
+            continue
+        net = ipaddress.ip_network(f"{iface.address}/{iface.prefix}", strict=False)
+        if all(any(ipaddress.ip_address(w.address) in net for w in facts[n.name].interfaces) for n in workers):
+            shared.append(iface.address)
+    registry = [a for a in (head.address, head.ssh_host) if _is_ipv4(a) and a in owned]
+    for address in registry:
+        if address in shared:
+            return address
+    if shared:
+        return shared[0]
+    if registry:
+        return registry[0]
+    candidates = [i.address for i in own if not is_virtual(i.name)]
+    if candidates:
+        return candidates[0]
+    raise Refused(f"{head.name} reports no usable IPv4 address", hint="pass --head-address ADDR")
+
+
+def check_routes(head_address: str, port: int, routes: dict[str, Route]) -> None:
+    """Refuse when any worker cannot reach the head (no route, or the TCP connect failed)."""
+    bad = [r for r in routes.values() if r.error]
+    if bad:
+        said = "; ".join(f"{r.node}: {r.error}" for r in bad)
+        raise Refused(
+            f"head address {head_address}:{port} is not reachable from {', '.join(r.node for r in bad)} ({said})",
+            hint="pick an address every worker routes to with --head-address, or fix the route/firewall",
+        )
+    for route in routes.values():
+        if route.source and (route.source.startswith("127.") or (route.interface and is_virtual(route.interface))):
+            raise Refused(
+                f"{route.node} would reach the head through {route.interface} ({route.source}), a loopback or bridge address",
+                hint="use --head-address on the cluster link",
+            )
+
+
+def split_env(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(shown, secret): secret-looking names are passed on stdin, never shown or put in argv."""
+    shown = {k: v for k, v in env.items() if not SECRET_NAME.search(k)}
+    secret = {k: v for k, v in env.items() if SECRET_NAME.search(k)}
+    return shown, secret
+
+
+def build_plan(
+    nodes: list[Node],
+    facts: dict[str, NodeFacts],
+    routes: dict[str, Route],
+    options: ShardOptions,
+    *,
+    head_address: str,
+    secret_names: list[str] | None = None,
+) -> ShardPlan:
+    """Assemble each node's part in start order (checks must already have passed)."""
+    ordered = order_nodes(nodes, options)
+    counts = gpu_counts(ordered, facts, options)
+    shown_env, _ = split_env(options.env)
+    head = ordered[0]
+    head_iface = next((i.name for i in facts[head.name].interfaces if i.address == head_address), "")
+    port = options.ray_port if options.backend == "ray" else options.master_port
+    tag = f"{head.name}-{port}"
+    parts: list[NodePart] = []
+    for rank, node in enumerate(ordered):
+        if rank == 0:
+            address, iface = head_address, head_iface
+        else:
+            route = routes[node.name]
+            address, iface = route.source or "", route.interface or ""
+        env = {
+            "VLLM_HOST_IP": address,
+            "NCCL_SOCKET_IFNAME": iface,
+            "GLOO_SOCKET_IFNAME": iface,
+            **shown_env,
+        }
+        if options.backend == "mp":
+            env["MASTER_ADDR"] = head_address
+        parts.append(
+            NodePart(
+                node=node.name,
+                role="head" if rank == 0 else "worker",
+                rank=rank,
+                local=facts[node.name].local,
+                ssh=None if facts[node.name].local else f"{node.ssh_user}@{node.ssh_host}:{node.ssh_port}",
+                address=address,
+                interface=iface,
+                gpus=counts[node.name],
+                env=env,
+                steps=_steps(options, rank, len(ordered), head_address, address, counts[node.name]),
+            )
+        )
+    if options.backend == "ray":
+        # The server starts last, once every worker has joined: move it to the end of the order.
+        pass
+    stop = []
+    if options.stop_services:
+        if not SERVICE_NAME.match(options.service_name):
+            raise UsageError(f"--service-name {options.service_name!r} is not a systemd unit name")
+        stop = [Step(label=f"stop {options.service_name}", argv=["sudo", "-n", "systemctl", "stop", options.service_name])]
+    return ShardPlan(
+        backend=options.backend,
+        model=options.model,
+        head=head.name,
+        head_address=head_address,
+        head_port=port,
+        api_port=options.api_port,
+        tp=options.tp,
+        pp=options.pp,
+        parts=parts,
+        stop_services=stop,
+        secret_env=sorted(set(secret_names or []) | set(split_env(options.env)[1])),
+        tag=tag,
+    )
+
+
+def _steps(options: ShardOptions, rank: int, nnodes: int, head_address: str, address: str, gpus: int) -> list[Step]:
+    if options.backend == "mp":
+        return [
+            mp_cmds.serve(
+                options.vllm, model=options.model, tp=options.tp, pp=options.pp, nnodes=nnodes, rank=rank,
+                master=head_address, master_port=options.master_port, api_port=options.api_port, args=options.args,
+            )
+        ]
+    if rank == 0:
+        return [
+            ray_cmds.head_start(options.ray, address=address, port=options.ray_port, gpus=gpus),
+            ray_cmds.serve(
+                options.vllm, model=options.model, tp=options.tp, pp=options.pp, api_port=options.api_port,
+                head=head_address, ray_port=options.ray_port, args=options.args,
+            ),
+        ]
+    return [ray_cmds.worker_start(options.ray, head=head_address, port=options.ray_port, address=address, gpus=gpus)]
+
+
+def render_step(env: dict[str, str], step: Step, secret_names: list[str]) -> str:
+    """One shell line for the dry-run: `VAR=… … argv`, secrets as `VAR=<hidden>`."""
+    merged = {**env, **step.env}
+    words = [f"{k}={shlex.quote(v)}" for k, v in merged.items()]
+    words += [f"{name}=<hidden>" for name in secret_names]
+    return " ".join(words + [shlex.quote(a) for a in step.argv])

@@ -1,0 +1,123 @@
+"""Everything `shard start` does before the first process starts: probe each node, run the pre-flight
+checks, choose the head address and each node's interface, and build the plan.
+
+Refusals here happen before anything has been started on any node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from dataclasses import dataclass, field
+
+from backend.errors import EnvironmentProblem, Refused
+from backend.nodes.registry import Node
+from backend.shard import plan as planning
+from backend.shard.models import NodeFacts, Route, ShardPlan
+from backend.shard.nodeexec import NodeExec
+from backend.shard.probe import facts_script, parse_facts, parse_route, route_script
+
+
+@dataclass
+class Prepared:
+    """A plan plus what the checks found (shown by `--dry-run`)."""
+
+    plan: ShardPlan
+    """What will run."""
+    facts: dict[str, NodeFacts]
+    """Per-node probe results."""
+    checks: list[str] = field(default_factory=list)
+    """One line per passed check, with its numbers."""
+
+
+async def probe_all(ordered: list[Node], execs: dict[str, NodeExec], options: planning.ShardOptions) -> dict[str, NodeFacts]:
+    """Run the facts probe on every node at once; an unreachable node is an environment problem."""
+    script = facts_script(ray=options.ray, vllm=options.vllm, python=options.python, check_sudo=options.stop_services)
+    results = await asyncio.gather(*(execs[n.name].run(script, timeout=60) for n in ordered))
+    facts: dict[str, NodeFacts] = {}
+    for node, result in zip(ordered, results, strict=True):
+        if "probe=done" not in result.out:
+            said = (result.err or result.out).strip().splitlines()
+            raise EnvironmentProblem(
+                f"could not probe {node.name}: {said[-1] if said else f'exit {result.rc}'}",
+                hint="check `c3 node ls` and that the node answers over SSH",
+            )
+        facts[node.name] = parse_facts(node.name, result.out, local=execs[node.name].local)
+    return facts
+
+
+@contextlib.contextmanager
+def head_listener(address: str, port: int, *, what: str):
+    """Listen on the head's port while workers test it; refuses when the port is taken already."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((address, port))
+    except OSError as exc:
+        sock.close()
+        raise Refused(
+            f"{what} port {port} on {address} is not free on the head ({exc.strerror or exc})",
+            hint="a shard (or Ray) may still be running: `c3 shard status` / `c3 shard stop`, or choose another port",
+        ) from exc
+    sock.listen(64)
+    try:
+        yield
+    finally:
+        sock.close()
+
+
+async def check_reach(
+    head: Node, workers: list[Node], execs: dict[str, NodeExec], facts: dict[str, NodeFacts], address: str, port: int, *, what: str
+) -> dict[str, Route]:
+    """From each worker: the route toward the head, and a TCP connect to head:port (c3 listens there meanwhile)."""
+    can_listen = execs[head.name].local
+
+    async def one(node: Node) -> Route:
+        script = route_script(address, port, facts[node.name].python_path, connect=can_listen)
+        result = await execs[node.name].run(script, timeout=30)
+        return parse_route(node.name, result.out)
+
+    if can_listen:
+        with head_listener(address, port, what=what):
+            routes = await asyncio.gather(*(one(n) for n in workers))
+    else:
+        routes = await asyncio.gather(*(one(n) for n in workers))
+    return {r.node: r for r in routes}
+
+
+async def prepare(nodes: list[Node], execs: dict[str, NodeExec], options: planning.ShardOptions, *, secret_names: list[str]) -> Prepared:
+    """Probe, check and plan; raises Refused (exit 1) with the numbers on the first failed check."""
+    ordered = planning.order_nodes(nodes, options)
+    head, workers = ordered[0], ordered[1:]
+    facts = await probe_all(ordered, execs, options)
+    checks: list[str] = []
+    counts = planning.gpu_counts(ordered, facts, options)
+    source = "--gpus-per-node" if options.gpus_per_node is not None else "nvidia-smi"
+    checks.append(f"tp {options.tp} × pp {options.pp} = {options.tp * options.pp} = GPUs on the nodes ({source}: "
+                  + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")")
+    planning.check_versions(ordered, facts, options.backend)
+    if options.backend == "ray":
+        checks.append(f"Ray {facts[head.name].ray_version} on every node")
+    checks.append(f"Python {facts[head.name].python_version} on every node")
+    if options.backend == "mp":
+        missing = [n.name for n in ordered if not facts[n.name].vllm_path]
+        if missing:
+            raise Refused(f"`{options.vllm}` not found on {', '.join(missing)}", hint="install vLLM natively there, or name it with --vllm PATH")
+    elif not facts[head.name].vllm_path:
+        raise Refused(f"`{options.vllm}` not found on the head {head.name}", hint="install vLLM natively there, or name it with --vllm PATH")
+    if options.stop_services:
+        planning.check_sudo(ordered, facts)
+        checks.append("passwordless sudo on every node (sudo -n true)")
+    address = planning.choose_head_address(head, facts, workers, options.head_address)
+    port = options.ray_port if options.backend == "ray" else options.master_port
+    what = "Ray GCS" if options.backend == "ray" else "rendezvous"
+    if execs[head.name].local:
+        # vLLM's API port must be free too, or the server dies after the whole cluster formed.
+        with head_listener("0.0.0.0", options.api_port, what="API"):
+            pass
+    routes = await check_reach(head, workers, execs, facts, address, port, what=what)
+    planning.check_routes(address, port, routes)
+    how = "TCP connect" if execs[head.name].local else "route only: the head is not this machine"
+    checks.append(f"head {address}:{port} reachable from " + ", ".join(f"{r.node} (via {r.interface}, {r.source})" for r in routes.values()) + f" [{how}]")
+    plan = planning.build_plan(nodes, facts, routes, options, head_address=address, secret_names=secret_names)
+    return Prepared(plan=plan, facts=facts, checks=checks)

@@ -1,0 +1,158 @@
+"""The shell snippets c3 runs on each node before a shard starts, and the parsers for their output.
+
+Everything a pre-flight needs comes from one small POSIX-sh script per node (so one SSH round trip):
+interpreter and Ray versions, GPUs from nvidia-smi, IPv4 addresses, and optionally `sudo -n true`.
+A second script runs on each worker once the head address is known: `ip -o -4 route get HEAD` and a
+TCP connect to the head's port.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from backend.shard.models import Interface, NodeFacts, Route
+
+# Interfaces that are never the cluster link: Docker/libvirt bridges advertise addresses a peer
+# cannot reach (vllm#19670, #14340: "connect to (172.17.0.x, …)" timeouts).
+VIRTUAL_PREFIXES = ("docker", "br-", "virbr", "veth", "cni", "flannel", "cali", "tailscale", "zt")
+
+
+def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -> str:
+    """The probe: prints `key=value` lines that `parse_facts` reads."""
+    q = shlex.quote
+    lines = [
+        "export LC_ALL=C",
+        f"RAY={q(ray)}; VLLM={q(vllm)}; PY={q(python or '')}",
+        'rp=$(command -v "$RAY" 2>/dev/null); echo "ray_path=$rp"',
+        'if [ -n "$rp" ]; then echo "ray_version=$("$rp" --version 2>/dev/null | head -n1)"; fi',
+        'vp=$(command -v "$VLLM" 2>/dev/null); echo "vllm_path=$vp"',
+        # The interpreter that matters is the one Ray runs under: its script's shebang.
+        'if [ -z "$PY" ] && [ -n "$rp" ]; then sb=$(head -n1 "$rp" 2>/dev/null); case "$sb" in "#!"*python*) PY=${sb#\\#!}; PY=${PY%% *};; esac; fi',
+        'if [ -z "$PY" ] && [ -n "$vp" ]; then sb=$(head -n1 "$vp" 2>/dev/null); case "$sb" in "#!"*python*) PY=${sb#\\#!}; PY=${PY%% *};; esac; fi',
+        '[ -n "$PY" ] || PY=python3',
+        'pp=$(command -v "$PY" 2>/dev/null); echo "python_path=$pp"',
+        'if [ -n "$pp" ]; then echo "python_version=$("$pp" -c "import sys; print(\'%d.%d.%d\' % sys.version_info[:3])" 2>/dev/null)"; fi',
+        "if command -v nvidia-smi >/dev/null 2>&1; then",
+        "  if out=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); then",
+        '    echo "gpus=$(printf "%s\\n" "$out" | grep -c .)"; printf "%s\\n" "$out" | sed "s/^/gpu_name=/"',
+        "  fi",
+        "fi",
+        "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'",
+    ]
+    if check_sudo:
+        lines.append('if e=$(sudo -n true 2>&1 </dev/null); then echo sudo=ok; else echo "sudo=no $(printf %s "$e" | head -n1)"; fi')
+    lines.append("echo probe=done")
+    return "\n".join(lines) + "\n"
+
+
+_ADDR = re.compile(r"^\d+:\s+(\S+)\s+inet\s+(\d+\.\d+\.\d+\.\d+)/(\d+)")
+
+
+def parse_interfaces(lines: list[str]) -> list[Interface]:
+    """Parse `ip -o -4 addr show` lines (loopback dropped)."""
+    found: list[Interface] = []
+    for line in lines:
+        match = _ADDR.match(line.strip())
+        if not match:
+            continue
+        name = match.group(1).split("@", 1)[0]
+        if name == "lo" or match.group(2).startswith("127."):
+            continue
+        found.append(Interface(name=name, address=match.group(2), prefix=int(match.group(3))))
+    return found
+
+
+def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
+    """Read the probe's output; missing keys stay None (the pre-flight says what is missing)."""
+    values: dict[str, str] = {}
+    names: list[str] = []
+    addrs: list[str] = []
+    sudo: str | None = None
+    for raw in output.splitlines():
+        key, sep, value = raw.partition("=")
+        if not sep:
+            continue
+        value = value.strip()
+        if key == "gpu_name":
+            names.append(value)
+        elif key == "addr":
+            addrs.append(value)
+        elif key == "sudo":
+            sudo = value
+        else:
+            values[key] = value
+    ray_version = None
+    if values.get("ray_version"):
+        match = re.search(r"(\d+\.\d+(?:\.\d+)?\S*)", values["ray_version"])
+        ray_version = match.group(1) if match else values["ray_version"]
+    gpus = int(values["gpus"]) if values.get("gpus", "").isdigit() else None
+    return NodeFacts(
+        node=node,
+        local=local,
+        python_path=values.get("python_path") or None,
+        python_version=values.get("python_version") or None,
+        ray_path=values.get("ray_path") or None,
+        ray_version=ray_version,
+        vllm_path=values.get("vllm_path") or None,
+        gpus=gpus,
+        gpu_names=names,
+        interfaces=parse_interfaces(addrs),
+        sudo_ok=None if sudo is None else sudo == "ok",
+        sudo_error=None if sudo is None or sudo == "ok" else (sudo.removeprefix("no").strip() or "sudo asked for a password"),
+    )
+
+
+def route_script(head_address: str, port: int, python: str | None, *, connect: bool) -> str:
+    """On a worker: the route toward the head, then (when `connect`) a 5 s TCP connect to head:port."""
+    q = shlex.quote
+    lines = [
+        "export LC_ALL=C",
+        f"if r=$(ip -o -4 route get {q(head_address)} 2>&1); then echo \"route=$r\"; else echo \"route_error=$r\"; fi",
+    ]
+    if connect:
+        code = (
+            "import socket,sys\n"
+            "try:\n"
+            f"    socket.create_connection(({head_address!r}, {int(port)}), timeout=5).close(); print('connect=ok')\n"
+            "except OSError as e:\n"
+            "    print('connect=' + (e.strerror or type(e).__name__))\n"
+        )
+        py = q(python or "python3")
+        lines.append(f"{py} -c {q(code)} 2>/dev/null || echo connect=no-python")
+    return "\n".join(lines) + "\n"
+
+
+_ROUTE = re.compile(r"\bdev\s+(\S+).*?\bsrc\s+(\d+\.\d+\.\d+\.\d+)")
+
+
+def parse_route(node: str, output: str) -> Route:
+    """Read `route_script` output into a `Route`."""
+    route = Route(node=node)
+    for raw in output.splitlines():
+        key, _, value = raw.partition("=")
+        value = value.strip()
+        if key == "route":
+            match = _ROUTE.search(value)
+            if match:
+                route.interface, route.source = match.group(1), match.group(2)
+            else:
+                route.error = f"`ip route get` said: {value}"
+            if value.split()[:1] in (["unreachable"], ["prohibit"], ["blackhole"]):
+                route.error = f"route is {value.split()[0]}"
+        elif key == "route_error":
+            route.error = f"no route ({value.removeprefix('RTNETLINK answers: ') or 'ip route get failed'})"
+        elif key == "connect":
+            route.connected = value == "ok"
+            if value == "no-python":
+                route.connected = None
+            elif value != "ok" and route.error is None:
+                route.error = f"TCP connect failed: {value}"
+    if route.error is None and route.interface is None:
+        route.error = "`ip route get` printed nothing"
+    return route
+
+
+def is_virtual(interface: str) -> bool:
+    """Bridges and overlay interfaces that a peer on another machine cannot reach."""
+    return interface.startswith(VIRTUAL_PREFIXES)

@@ -1,0 +1,102 @@
+"""What `--profile` means for a shard.
+
+`--profile NAME` reads `$C3_HOME/profiles/NAME.yaml`. A shard uses these keys, either at the top
+level or under a `shard:` mapping (so one profile file can carry a recipe part and a shard part):
+
+    model: Qwen/Qwen3-235B-A22B-GPTQ-Int4   # what `vllm serve` gets (HF id or a local path)
+    args: [--max-model-len, "32768"]        # extra `vllm serve` arguments (a list, or one string)
+    env: {NCCL_IB_DISABLE: "0"}             # extra environment on every node
+    tp: 2                                   # defaults for --tp/--pp/--backend/--port
+    pp: 1
+    backend: ray
+    port: 8000
+
+Without such a file, the value is taken as model args: `--profile "Qwen/Qwen3-8B --max-model-len 8192"`
+is the model followed by `vllm serve` arguments. Environment names that look secret (…TOKEN, …KEY,
+…SECRET, …PASSWORD) are never printed; HF_TOKEN from c3's own environment is passed on too.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from backend import paths
+from backend.errors import Refused, UsageError
+
+PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ShardProfile(BaseModel):
+    """The shard part of a profile."""
+
+    model: str = Field(min_length=1)
+    """Model `vllm serve` gets."""
+    args: list[str] = Field(default_factory=list)
+    """Extra `vllm serve` arguments."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment on every node."""
+    tp: int | None = Field(default=None, ge=1)
+    """Default for `--tp`."""
+    pp: int | None = Field(default=None, ge=1)
+    """Default for `--pp`."""
+    backend: str | None = Field(default=None, pattern="^(ray|mp)$")
+    """Default for `--backend`."""
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """Default for `--port`."""
+    source: str = ""
+    """Where it came from (a file path, or `--profile` text)."""
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _split_args(cls, value: object) -> object:
+        return shlex.split(value) if isinstance(value, str) else [str(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_strings(cls, value: object) -> object:
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+def load_profile(value: str, directory: Path | None = None) -> ShardProfile:
+    """A profile by name from `$C3_HOME/profiles/`, or `MODEL [ARGS…]` given inline."""
+    text = value.strip()
+    if not text:
+        raise UsageError("--profile is empty", hint="name a profile in $C3_HOME/profiles/ or give a model, e.g. --profile Qwen/Qwen3-8B")
+    directory = directory or paths.profiles_dir()
+    if PROFILE_NAME.match(text):
+        for suffix in (".yaml", ".yml"):
+            path = directory / f"{text}{suffix}"
+            if path.is_file():
+                return _from_file(path)
+    words = shlex.split(text)
+    model = words[0]
+    if "/" not in model and not Path(model).exists():
+        raise Refused(
+            f"no profile `{model}` in {directory} and `{model}` does not look like a model (HF id or path)",
+            hint="write profiles/NAME.yaml with `model:` (and `args:`), or pass --profile 'ORG/MODEL [vllm args]'",
+        )
+    return ShardProfile(model=model, args=words[1:], source="--profile")
+
+
+def _from_file(path: Path) -> ShardProfile:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UsageError(f"profile {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"profile {path} must be a mapping")
+    section = data.get("shard") if isinstance(data.get("shard"), dict) else data
+    known = {k: section[k] for k in ("model", "args", "env", "tp", "pp", "backend", "port") if k in section}
+    if "model" not in known:
+        raise Refused(f"profile {path} has no `model:` for a shard", hint="add `model: ORG/NAME` (top level or under `shard:`)")
+    try:
+        return ShardProfile(**known, source=str(path))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"profile {path}: {where}: {first['msg']}") from exc

@@ -1,0 +1,234 @@
+"""`c3 shard start` in the foreground: start every node's part in order, stream their output, and on
+Ctrl+C (SIGINT/SIGTERM), on any part ending, or on a failed start, stop every node's part.
+
+Nothing is written to disk: each process c3 starts carries `C3_SHARD=<tag>` in its environment, so a
+later `c3 shard stop` finds what a crashed foreground left behind without a state file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from backend.errors import C3Error, Refused
+from backend.shard import ray_cmds
+from backend.shard.models import NodePart, ShardPlan, Step
+from backend.shard.nodeexec import NodeExec, Spawned, kill_group_script, launch_script, secrets_stdin, tagged_script
+from backend.shard.render import start_order
+
+Echo = Callable[[str], None]
+
+
+@dataclass
+class Timing:
+    """Deadlines for a start (generous: a loaded 2-core CI box, or a Spark loading 100 GB)."""
+
+    ray_head_s: float = 90
+    """Until `ray status` answers on the head."""
+    ray_join_s: float = 90
+    """Until each worker shows up in `ray status`."""
+    kill_grace_s: float = 15
+    """TERM → KILL grace for each part."""
+    poll_s: float = 1.0
+    """Between status polls."""
+
+
+@dataclass
+class _Running:
+    part: NodePart
+    step: Step
+    proc: Spawned
+    pump: asyncio.Task[None] | None = None
+
+
+@dataclass
+class ShardRunner:
+    """Runs one plan; `await run()` returns the exit code for the CLI."""
+
+    plan: ShardPlan
+    execs: dict[str, NodeExec]
+    echo: Echo
+    secrets: dict[str, str] = field(default_factory=dict)
+    timing: Timing = field(default_factory=Timing)
+    ray: str = "ray"
+    running: list[_Running] = field(default_factory=list)
+    stop_reason: str = ""
+
+    async def run(self) -> int:
+        """Start, supervise, always clean up; the exit code (130/143 after a signal)."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        received: list[int] = []
+
+        def on_signal(signum: int) -> None:
+            received.append(signum)
+            stop.set()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal, signum)
+        supervise = asyncio.create_task(self._start_and_watch())
+        stopper = asyncio.create_task(stop.wait())
+        code = 1
+        error: C3Error | None = None
+        try:
+            await asyncio.wait({supervise, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if supervise.done():
+                try:
+                    code = supervise.result()
+                except C3Error as exc:
+                    error = exc
+            else:
+                supervise.cancel()
+                with contextlib.suppress(asyncio.CancelledError, C3Error):
+                    await supervise
+                name = signal.Signals(received[0]).name if received else "signal"
+                self.echo(f"c3: {name}: stopping every node's part")
+                code = 128 + (received[0] if received else signal.SIGINT)
+        finally:
+            stopper.cancel()
+            # A second Ctrl+C during cleanup must not abandon remote processes half-stopped.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, lambda: self.echo("c3: still stopping, please wait"))
+            try:
+                await self.cleanup()
+            finally:
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(signum)
+        if error is not None:
+            raise error
+        return code
+
+    # --- start ------------------------------------------------------------------------------
+
+    async def _start_and_watch(self) -> int:
+        if self.plan.stop_services:
+            await self._stop_services()
+        parts = {p.node: p for p in self.plan.parts}
+        head = self.plan.parts[0]
+        for node, index in start_order(self.plan):
+            part = parts[node]
+            step = part.steps[index]
+            await self._spawn(part, step)
+            if self.plan.backend == "ray" and step.label == "ray head":
+                await self._wait_ray(head, nodes=1, deadline_s=self.timing.ray_head_s)
+            elif self.plan.backend == "ray" and step.label == "ray worker":
+                await self._wait_ray(head, nodes=part.rank + 1, deadline_s=self.timing.ray_join_s)
+        self.echo(f"c3: all {len(self.plan.parts)} nodes started; waiting for http://{self.plan.head_address}:{self.plan.api_port}/v1/models (Ctrl+C stops every node)")
+        ready = asyncio.create_task(self._announce_ready())
+        try:
+            waits = {asyncio.create_task(r.proc.wait()): r for r in self.running}
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            ended = waits[next(iter(done))]
+            rc = ended.proc.returncode if ended.proc.returncode is not None else -1
+            if ended.pump is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(ended.pump, 2)
+            self.echo(f"c3: {ended.step.label} on {ended.part.node} exited with status {rc}; stopping every node's part")
+            for task in waits:
+                task.cancel()
+            is_server = ended.part.role == "head" and "serve" in ended.step.label
+            return rc if is_server and rc > 0 else (0 if is_server else 1)
+        finally:
+            ready.cancel()
+
+    async def _spawn(self, part: NodePart, step: Step) -> None:
+        script = launch_script(part.env, step, tag=self.plan.tag, secret_names=list(self.secrets))
+        self.echo(f"c3: [{part.node}] starting {step.label}")
+        proc = await self.execs[part.node].spawn(script, stdin=secrets_stdin(self.secrets))
+        running = _Running(part=part, step=step, proc=proc)
+        running.pump = asyncio.create_task(self._pump(part.node, proc))
+        self.running.append(running)
+
+    async def _pump(self, node: str, proc: Spawned) -> None:
+        async for line in proc.lines():
+            self.echo(f"[{node}] {line}")
+
+    async def _stop_services(self) -> None:
+        step = self.plan.stop_services[0]
+        results = await asyncio.gather(*(self.execs[p.node].run(" ".join(step.argv), timeout=120) for p in self.plan.parts))
+        for part, result in zip(self.plan.parts, results, strict=True):
+            if result.rc != 0:
+                raise Refused(f"{step.label} failed on {part.node}: {(result.err or result.out).strip().splitlines()[-1:] or result.rc}")
+            self.echo(f"c3: [{part.node}] {step.label}: done")
+
+    async def _wait_ray(self, head: NodePart, *, nodes: int, deadline_s: float) -> None:
+        """Poll `ray status` on the head until `nodes` are active; fail early when a part died."""
+        argv = ray_cmds.status_argv(self.ray, head=self.plan.head_address, port=self.plan.head_port)
+        script = " ".join(argv) + " 2>&1"
+        deadline = time.monotonic() + deadline_s
+        last = ""
+        while time.monotonic() < deadline:
+            for r in self.running:
+                if r.proc.returncode is not None:
+                    raise Refused(f"{r.step.label} on {r.part.node} exited with status {r.proc.returncode} while the cluster was forming")
+            result = await self.execs[head.node].run(script, timeout=30)
+            active, gpus = ray_cmds.parse_status(result.out)
+            last = f"{active} node(s)"
+            if active >= nodes:
+                want = sum(p.gpus for p in self.plan.parts[:nodes])
+                if gpus is not None and gpus + 1e-9 < want:
+                    last = f"{active} node(s), {gpus:g} GPUs (want {want})"
+                else:
+                    self.echo(f"c3: Ray cluster has {active} node(s)" + (f", {gpus:g} GPU(s)" if gpus is not None else ""))
+                    return
+            await asyncio.sleep(self.timing.poll_s)
+        raise Refused(
+            f"Ray cluster did not reach {nodes} node(s) within {deadline_s:.0f}s (last seen: {last})",
+            hint="check the worker's output above; a firewall on the Ray ports or a wrong --node-ip-address are the usual causes",
+        )
+
+    async def _announce_ready(self) -> None:
+        url = f"http://{self.plan.head_address}:{self.plan.api_port}/v1/models"
+        while True:
+            models = await asyncio.to_thread(_get_models, url)
+            if models is not None:
+                self.echo(f"c3: ready: {url} serves {', '.join(models) or '(no models listed)'}")
+                return
+            await asyncio.sleep(2)
+
+    # --- stop -------------------------------------------------------------------------------
+
+    async def cleanup(self) -> None:
+        """Stop every part (server first, then workers, then the head's Ray), `ray stop`, then sweep C3_SHARD."""
+        grace = self.timing.kill_grace_s
+        server = [r for r in self.running if "serve" in r.step.label and r.part.role == "head"]
+        rest = [r for r in reversed(self.running) if r not in server]
+        for group in (server, rest):
+            await asyncio.gather(*(self._kill(r, grace) for r in group if r.proc.returncode is None), return_exceptions=True)
+        if self.plan.backend == "ray":
+            stop = " ".join(ray_cmds.stop_argv(self.ray)) + " >/dev/null 2>&1; true"
+            await asyncio.gather(*(self.execs[p.node].run(stop, timeout=60) for p in self.plan.parts), return_exceptions=True)
+        results = await asyncio.gather(
+            *(self.execs[p.node].run(tagged_script("stop", grace_s=5), timeout=60) for p in self.plan.parts),
+            return_exceptions=True,
+        )
+        for part, result in zip(self.plan.parts, results, strict=True):
+            if isinstance(result, BaseException):
+                self.echo(f"c3: [{part.node}] could not check for leftovers: {result}")
+        for r in self.running:
+            if r.pump is not None:
+                r.pump.cancel()
+        await asyncio.gather(*(e.close() for e in self.execs.values()), return_exceptions=True)
+        self.echo("c3: every node's part is stopped")
+
+    async def _kill(self, r: _Running, grace: float) -> None:
+        if r.proc.pgid is None:
+            return
+        await self.execs[r.part.node].run(kill_group_script(r.proc.pgid, grace), timeout=grace + 15)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(r.proc.wait(), 10)
+
+
+def _get_models(url: str) -> list[str] | None:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:  # noqa: S310 - http to the shard's own head
+            data = json.loads(response.read().decode())
+        return [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
+    except (OSError, ValueError):
+        return None
