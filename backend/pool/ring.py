@@ -28,7 +28,7 @@ class HashRing:
 
     __slots__ = ("names", "_positions", "_owners")
 
-    def __init__(self, names: list[str], vnodes: int = 160) -> None:
+    def __init__(self, names: list[str], vnodes: int = 256) -> None:
         if len(set(names)) != len(names):
             raise ValueError("backend names must be unique")
         self.names = list(names)

@@ -63,7 +63,7 @@ class PoolConfig(BaseModel):
     """Backends tried per request before giving up (retries happen only before the first byte)."""
     load_factor: float = Field(default=1.25, ge=1.0)
     """Bounded load: no backend takes more than this × the average of assigned keys."""
-    vnodes: int = Field(default=160, ge=1)
+    vnodes: int = Field(default=256, ge=1)
     """Virtual nodes per backend on the hash ring."""
     pin_cap: int = Field(default=100_000, ge=1)
     """Most pins kept (least recently used are dropped first)."""

@@ -93,7 +93,8 @@ def verify_unit(text: str, name: str) -> tuple[bool | None, str]:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return None, f"systemd-analyze did not run: {exc}"
     output = (result.stdout + result.stderr).strip()
-    # Without a running systemd (containers, CI) verify still checks syntax and ExecStart, but also
-    # complains about the environment; only lines naming our unit file count.
+    # Without a running systemd (containers, CI) verify still checks syntax and ExecStart but may also
+    # complain about the environment; only lines naming our unit file count, and any of them is a
+    # problem (systemd "ignores" a bad setting with exit 0, which would leave a unit that misbehaves).
     relevant = [line for line in output.splitlines() if name in line]
-    return (result.returncode == 0 or not relevant), "\n".join(relevant) or output
+    return not relevant, "\n".join(relevant) or output

@@ -13,6 +13,8 @@ from c3.cli.common import emit_json, json_option
 def parse_bind(text: str) -> tuple[str, int]:
     """`:8011`, `8011`, `HOST:PORT` or `[V6]:PORT` → (host, port); `:PORT` listens on every interface."""
     value = text.strip()
+    if value.isdigit():
+        value = ":" + value
     match = re.fullmatch(r"(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9_.-]*))?:?(?P<port>\d{1,5})", value)
     if not match or (":" not in value and (match.group("host") or match.group("v6"))):
         raise UsageError(f"--bind `{text}` is not [HOST]:PORT", hint="e.g. --bind :8011 or --bind 127.0.0.1:8011")

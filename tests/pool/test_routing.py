@@ -1,0 +1,205 @@
+"""The router on loopback in front of real stub engines: stickiness per mode, bounded load, pass-through."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections import Counter, defaultdict
+
+import httpx
+import pytest
+
+from tests.pool.conftest import ROOT, chat, raw_request, stub_records, wait_until
+
+MODES = {
+    "auto": ("x-session-id", lambda k: {"X-Session-ID": k}),
+    "authorization": ("authorization", lambda k: {"Authorization": f"Bearer sk-{k}"}),
+    "header:X-Conversation": ("x-conversation", lambda k: {"X-Conversation": k}),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_each_key_always_reaches_the_same_backend(mode, stubs, pool_process):
+    backends = stubs("a", "b", "c", extra=("--tokens", "2"))
+    pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", mode)
+    source, header = MODES[mode]
+    seen: dict[str, set[str]] = defaultdict(set)
+    outcomes = Counter()
+    with httpx.Client(base_url=pool.url, timeout=10) as client:
+        for round_ in range(5):
+            for i in range(20):
+                r = chat(client, header(f"key-{i}"))
+                assert r.status_code == 200, r.text
+                assert r.headers["x-c3-backend"] == r.headers["x-stub-backend"]
+                assert r.headers["x-c3-key-source"] == source
+                outcomes[r.headers["x-c3-sticky"]] += 1
+                seen[f"key-{i}"].add(r.headers["x-c3-backend"])
+    assert all(len(v) == 1 for v in seen.values()), seen
+    assert outcomes == {"miss": 20, "hit": 80}
+    assert len({next(iter(v)) for v in seen.values()}) == 3  # 20 keys spread over all three
+    status = pool.status()
+    assert status["pins"] == 20 and status["sticky_outcomes"]["hit"] == 80
+
+
+def test_auto_falls_back_to_authorization_then_to_load(stubs, pool_process):
+    backends = stubs("a", "b", extra=("--tokens", "2"))
+    pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "auto")
+    def head(extra: bytes) -> bytes:
+        raw = raw_request(pool.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + extra + b"Connection: close\r\n\r\n")
+        return raw.partition(b"\r\n\r\n")[0].lower()
+
+    blank_session = head(b"X-Session-ID:   \r\nAuthorization: Bearer sk-one\r\n")
+    assert b"x-c3-key-source: authorization" in blank_session and b"x-c3-sticky: miss" in blank_session
+    nothing = head(b"X-Session-ID:\r\nAuthorization: \r\n")
+    assert b"x-c3-key-source: none" in nothing and b"x-c3-sticky: none" in nothing
+
+
+def test_sticky_none_balances_by_load(stubs, pool_process):
+    backends = stubs("a", "b", "c", extra=("--tokens", "2"))
+    pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "none")
+    hits = Counter()
+    with httpx.Client(base_url=pool.url, timeout=10) as client:
+        for i in range(60):
+            r = chat(client, {"X-Session-ID": f"s{i % 2}", "Authorization": "Bearer sk-x"})
+            assert r.headers["x-c3-sticky"] == "none" and r.headers["x-c3-key-source"] == "none"
+            hits[r.headers["x-c3-backend"]] += 1
+    assert set(hits) == {"a", "b", "c"}, hits
+    assert pool.status()["pins"] == 0
+
+
+def test_bounded_load_spreads_300_new_sessions(stubs, pool_process):
+    backends = stubs("a", "b", "c", extra=("--tokens", "1"))
+    pool = pool_process({n: s.url for n, s in backends.items()})
+    per_backend = Counter()
+    with httpx.Client(base_url=pool.url, timeout=10) as client:
+        for i in range(300):
+            r = client.get("/v1/models", headers={"X-Session-ID": f"session-{i}"})
+            assert r.status_code == 200 and r.headers["x-c3-sticky"] == "miss"
+            per_backend[r.headers["x-c3-backend"]] += 1
+    cap = math.ceil(1.25 * 300 / 3)
+    assert max(per_backend.values()) <= cap, per_backend
+    pins = {b["node"]: b["pins"] for b in pool.status()["backends"]}
+    assert pins == dict(per_backend) and max(pins.values()) <= cap
+
+
+def test_4xx_passes_through_verbatim_without_retry(stubs, pool_process):
+    backends = stubs("a", "b")
+    pool = pool_process({n: s.url for n, s in backends.items()})
+    with httpx.Client(base_url=pool.url, timeout=10) as client:
+        r = client.post("/v1/chat/completions", json={"model": "no-such-model", "messages": []}, headers={"X-Session-ID": "k"})
+        direct = httpx.post(backends[r.headers["x-c3-backend"]].url + "/v1/chat/completions", json={"model": "no-such-model", "messages": []})
+        assert r.status_code == 404 and r.content == direct.content
+        assert client.get("/nope").status_code == 404
+    received = {n: sum(1 for q in stub_records(s.url)["requests"] if q["path"] == "/v1/chat/completions") for n, s in backends.items()}
+    assert sorted(received.values()) == [0, 2], received  # one through the router, one direct; no retry
+    assert sum(b["retries"] for b in pool.status()["backends"]) == 0
+
+
+def test_503_is_retried_on_another_backend(stubs, scripted, pool_process):
+    busy = scripted("busy", status=503)
+    ok = stubs("ok", extra=("--tokens", "1"))["ok"]
+    pool = pool_process({"busy": busy.url, "ok": ok.url}, "--sticky", "none")
+    with httpx.Client(base_url=pool.url, timeout=10) as client:
+        results = [chat(client) for _ in range(6)]
+    assert all(r.status_code == 200 and r.headers["x-c3-backend"] == "ok" for r in results)
+    assert busy.requests, "the 503 backend was never tried"
+    status = {b["node"]: b for b in pool.status()["backends"]}
+    assert status["busy"]["retries"] == len(busy.requests) and status["busy"]["errors"] >= 1
+
+
+def test_sse_is_relayed_byte_for_byte(scripted, pool_process):
+    chunks = [b'data: {"n": %d, "text": "caf\xc3\xa9 \\u00e9"}\n\n' % i for i in range(5)] + [b"data: [DONE]\n\n"]
+    backend = scripted("sse", stream_chunks=chunks, chunk_delay=0.02)
+    pool = pool_process({"sse": backend.url})
+    request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+    raw = raw_request(pool.port, request)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    expected = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+    assert body == expected
+    assert b"X-C3-Backend: sse" in head and b"Transfer-Encoding: chunked" in head
+
+
+def test_large_and_chunked_request_bodies(stubs, pool_process):
+    backend = stubs("a", extra=("--tokens", "1"))["a"]
+    pool = pool_process({"a": backend.url})
+    big = json.dumps({"model": "stub/model", "messages": [{"role": "user", "content": "x" * (12 * 1024 * 1024)}]}).encode()
+
+    def pieces():
+        for i in range(0, len(big), 1 << 20):
+            yield big[i : i + (1 << 20)]
+
+    with httpx.Client(base_url=pool.url, timeout=60) as client:
+        r = client.post("/v1/chat/completions", content=big, headers={"Content-Type": "application/json"})
+        assert r.status_code == 200, r.text
+        r = client.post("/v1/chat/completions", content=pieces(), headers={"Content-Type": "application/json"})
+        assert r.status_code == 200, r.text
+    sizes = [q["body_bytes"] for q in stub_records(backend.url)["requests"] if q["path"] == "/v1/chat/completions"]
+    assert sizes == [len(big), len(big)]
+
+
+def test_metrics_and_status_reflect_traffic(stubs, pool_process):
+    backends = stubs("a", "b", extra=("--tokens", "1"))
+    pool = pool_process({n: s.url for n, s in backends.items()})
+    with httpx.Client(base_url=pool.url, timeout=10) as client:
+        for i in range(10):
+            chat(client, {"X-Session-ID": "same"})
+        text = client.get("/metrics").text
+    assert 'c3_pool_sticky_total{outcome="hit"} 9' in text
+    assert "c3_pool_sticky_hit_ratio 0.900000" in text
+    served = [b for b in pool.status()["backends"] if b["requests"]]
+    assert len(served) == 1 and served[0]["requests"] == 10 and served[0]["pins"] == 1
+    assert served[0]["latency_ms"]["p50"] is not None
+
+
+def test_cli_status_reads_the_running_router(stubs, pool_process):
+    backends = stubs("a", "b", extra=("--tokens", "1"))
+    pool = pool_process({n: s.url for n, s in backends.items()})
+    httpx.get(pool.url + "/v1/models", headers={"X-Session-ID": "s"}, timeout=10)
+    out = subprocess.run([sys.executable, "-m", "c3", "pool", "status", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    rows = {b["node"]: b for b in doc["backends"]}
+    assert set(rows) == {"a", "b"}
+    for row in rows.values():
+        assert {"node", "url", "healthy", "in_flight", "requests", "errors", "latency_ms", "pins"} <= set(row)
+        assert row["healthy"] is True
+    assert sum(r["requests"] for r in rows.values()) == 1
+    human = subprocess.run([sys.executable, "-m", "c3", "pool", "status"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert human.returncode == 0 and "a " in human.stdout and backends["a"].url in human.stdout
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "c3", "pool", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+
+    none = run("status")
+    assert none.returncode == 1 and none.stderr.startswith("c3: error: no pool router is running")
+    missing = run("serve", "--nodes", "ghost")
+    assert missing.returncode == 1 and "not registered" in missing.stderr and "Traceback" not in missing.stderr
+    bad = run("serve", "--nodes", "a", "--sticky", "cookie")
+    assert bad.returncode == 2 and bad.stderr.startswith("c3: error: --sticky")
+    bad_bind = run("install-service", "--nodes", "a", "--bind", "nowhere", "--dry-run")
+    assert bad_bind.returncode == 2 and "--bind" in bad_bind.stderr
+
+
+def test_install_service_dry_run_shows_the_unit(stubs, pool_process, tmp_path):
+    from tests.pool.conftest import register
+
+    register("a", "http://127.0.0.1:1")
+    register("b", "http://127.0.0.1:2")
+    out = subprocess.run([sys.executable, "-m", "c3", "pool", "install-service", "--nodes", "a,b", "--bind", ":8123", "--sticky", "authorization", "--dry-run"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "c3-pool-8123.service" in out.stdout
+    assert "pool serve --nodes a,b --bind :8123 --sticky authorization" in out.stdout
+    assert "dry run: nothing written" in out.stdout
+
+
+def test_router_admin_is_read_only(stubs, pool_process):
+    backend = stubs("a")["a"]
+    pool = pool_process({"a": backend.url})
+    assert httpx.post(pool.url + "/c3/status", timeout=5).status_code == 405
+    assert httpx.get(pool.url + "/c3/health", timeout=5).json() == {"routable_backends": 1}
+    wait_until(lambda: pool.backend("a")["last_probe_rtt_ms"] is not None, what="a probe")
