@@ -1,0 +1,210 @@
+"""`LiveState`: the hub the cockpit drives — GPU poller, workload events, endpoint health, placement.
+
+Each source runs in its own daemon thread (NVML, the Docker socket and HTTP all block); every change
+assembles a new immutable `RigSnapshot` and hands it to subscribers (a callback, called from the
+source's thread — a Textual app wraps it in `call_from_thread` — or a queue). `latest()` is always
+safe to call. A source that fails is marked stale with the time it started failing and retried with
+backoff; the others keep going.
+
+    hub = LiveState(ctx, pods=lambda: load_estate(path).pods)
+    hub.subscribe(lambda snap: app.call_from_thread(app.show, snap))
+    hub.start() … hub.pause("health") … hub.stop()
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from backend.errors import EnvironmentProblem
+from backend.live.events import EventSource
+from backend.live.health import check_all
+from backend.live.models import PodLive, RigSnapshot
+from backend.live.source import Source, now
+from backend.models import Pod
+from backend.runtime import placement as placement_rules
+from backend.runtime.context import RuntimeContext
+from backend.runtime.models import Placement, Workload
+from backend.runtime.status import requested_uuids
+
+Subscriber = Callable[[RigSnapshot], None]
+
+
+class LiveState:
+    """Live GPUs, workloads, endpoint health and placement, as immutable stamped snapshots."""
+
+    def __init__(
+        self,
+        ctx: RuntimeContext,
+        *,
+        pods: Callable[[], Sequence[Pod]] = lambda: (),
+        health_path_of: Callable[[Pod], str] = lambda pod: "/v1/models",
+        gpu_interval_s: float = 1.0,
+        health_interval_s: float = 2.0,
+        placement_interval_s: float = 2.0,
+        workload_interval_s: float = 1.0,
+    ) -> None:
+        self.ctx = ctx
+        self._pods = pods
+        self._health_path_of = health_path_of
+        self._lock = threading.Lock()
+        self._version = itertools.count(1)
+        self._subscribers: list[Subscriber] = []
+        self._queues: list[queue.Queue[RigSnapshot]] = []
+        self._snapshot = RigSnapshot(taken_at=now(), version=0)
+        self._pod_cache: tuple[Pod, ...] = ()
+        events = getattr(ctx.runtime, "events", None)
+        workloads: Source
+        if callable(events):
+            workloads = EventSource("workloads", ctx.runtime.workloads, events)
+        else:
+            workloads = Source("workloads", ctx.runtime.workloads, interval_s=workload_interval_s)
+        self.sources: dict[str, Source] = {
+            "gpus": Source("gpus", self._read_gpus, interval_s=gpu_interval_s),
+            "workloads": workloads,
+            "health": Source("health", self._read_health, interval_s=health_interval_s),
+            "placement": Source("placement", self._read_placement, interval_s=placement_interval_s),
+        }
+        for source in self.sources.values():
+            source.publish = self._changed
+
+    # -- control ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for source in self.sources.values():
+            source.start()
+
+    def stop(self) -> None:
+        for source in self.sources.values():
+            source.stop()
+
+    def pause(self, name: str) -> None:
+        self.sources[name].pause()
+        self._changed(None)
+
+    def resume(self, name: str) -> None:
+        self.sources[name].resume()
+
+    def refresh(self) -> None:
+        """Ask every source for a reading now (after a write: up, down, create)."""
+        for source in self.sources.values():
+            source.poke()
+
+    def latest(self) -> RigSnapshot:
+        with self._lock:
+            return self._snapshot
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call `callback(snapshot)` on every change; returns the unsubscribe function."""
+        with self._lock:
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def changes(self, maxsize: int = 8) -> queue.Queue[RigSnapshot]:
+        """A queue receiving every new snapshot (the oldest is dropped when the reader lags)."""
+        q: queue.Queue[RigSnapshot] = queue.Queue(maxsize=maxsize)
+        with self._lock:
+            self._queues.append(q)
+        return q
+
+    # -- fetchers (run in the sources' threads) ------------------------------------------------------
+
+    def _read_gpus(self) -> Any:
+        if self.ctx.probe is None:
+            from backend.gpu import get_probe
+
+            try:
+                self.ctx.probe = get_probe()
+                self.ctx.probe_problem = None
+            except EnvironmentProblem as error:
+                self.ctx.probe_problem = error.message
+                raise
+        return tuple(self.ctx.probe.snapshots())
+
+    def _planned(self) -> tuple[Pod, ...]:
+        try:
+            self._pod_cache = tuple(self._pods())
+        except Exception:  # a half-edited estate file keeps the last good plan on screen
+            pass
+        return self._pod_cache
+
+    def _workloads(self) -> dict[str, Workload]:
+        return self.sources["workloads"].value or {}
+
+    def _read_health(self) -> Any:
+        running = self._workloads()
+        targets = []
+        for pod in self._planned():
+            w = running.get(pod.name)
+            if w is not None and w.running:
+                targets.append((pod.name, f"http://127.0.0.1:{pod.port}{self._health_path_of(pod)}"))
+        return check_all(targets)
+
+    def _read_placement(self) -> dict[str, Placement]:
+        gpus_snap = self.sources["gpus"].value
+        gpus = [s.gpu for s in gpus_snap] if gpus_snap else []
+        procs = [p for s in gpus_snap for p in s.processes] if gpus_snap is not None else None
+        workloads = self._workloads()
+        owners: dict[int, str | None] = {}
+        if procs and any(w.running for w in workloads.values()):
+            owners = self.ctx.runtime.owners(p.pid for p in procs)
+        result: dict[str, Placement] = {}
+        for pod in self._planned():
+            w = workloads.get(pod.name)
+            result[pod.name] = placement_rules.verdict(
+                pod=pod.name,
+                requested=requested_uuids(pod, gpus),
+                gpus=gpus,
+                processes=procs,
+                owners=owners,
+                running=bool(w and w.running),
+                nvml_problem=self.ctx.probe_problem,
+            )
+        return result
+
+    # -- assembly ------------------------------------------------------------------------------
+
+    def _changed(self, _source: Source | None) -> None:
+        workloads = self._workloads()
+        health = self.sources["health"].value or {}
+        places = self.sources["placement"].value or {}
+        pods = tuple(
+            PodLive(name=p.name, slug=p.slug, gpus=p.gpus, port=p.port, workload=workloads.get(p.name), health=health.get(p.name), placement=places.get(p.name))
+            for p in self._pod_cache
+        )
+        with self._lock:
+            snap = RigSnapshot(
+                taken_at=now(),
+                version=next(self._version),
+                gpus=tuple(self.sources["gpus"].value or ()),
+                pods=pods,
+                workloads=tuple(workloads.values()),
+                sources=tuple(s.status for s in self.sources.values()),
+            )
+            self._snapshot = snap
+            subscribers = list(self._subscribers)
+            queues = list(self._queues)
+        for q in queues:
+            while True:
+                try:
+                    q.put_nowait(snap)
+                    break
+                except queue.Full:
+                    try:
+                        q.get_nowait()
+                    except queue.Empty:
+                        pass
+        for callback in subscribers:
+            try:
+                callback(snap)
+            except Exception:  # a subscriber's bug must not stop the live view
+                pass

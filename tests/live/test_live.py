@@ -1,0 +1,130 @@
+"""The live hub: stamped immutable snapshots, stale marking, event-driven workloads, health, placement."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+
+import pytest
+
+from backend.live import LiveState
+from backend.live.health import check_all
+from backend.live.source import Source
+from backend.models import ComputeProcess, Pod
+from backend.runtime.context import RuntimeContext
+from backend.runtime.models import Workload
+from tests.live.fakes import FakeProbe, FakeRuntime
+
+
+def wait_for(predicate, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("condition not met before the deadline")
+
+
+def test_source_marks_stale_keeps_last_value_and_recovers():
+    box = {"fail": False, "n": 0}
+
+    def fetch():
+        box["n"] += 1
+        if box["fail"]:
+            raise OSError("socket gone\nsecond line")
+        return box["n"]
+
+    s = Source("x", fetch)
+    assert s.step() and s.value == 1 and not s.status.stale
+    box["fail"] = True
+    assert not s.step()
+    first = s.status.stale_since
+    assert s.status.stale and s.status.error == "socket gone" and s.value == 1
+    assert not s.step() and s.status.stale_since == first  # since the FIRST failure
+    box["fail"] = False
+    assert s.step() and not s.status.stale and s.status.last_ok is not None
+
+
+@pytest.fixture
+def hub():
+    probe, runtime = FakeProbe(), FakeRuntime()
+    ctx = RuntimeContext(runtime=runtime, probe=probe)
+    pods = [Pod(name="chat", slug="custom/stub", gpus=(1,), port=1)]
+    live = LiveState(ctx, pods=lambda: pods, gpu_interval_s=0.05, health_interval_s=0.05, placement_interval_s=0.05)
+    yield live, probe, runtime
+    live.stop()
+
+
+def test_hub_snapshots_are_stamped_and_sources_fail_independently(hub):
+    live, probe, runtime = hub
+    seen = []
+    unsubscribe = live.subscribe(seen.append)
+    changes = live.changes()
+    live.start()
+    snap = wait_for(lambda: (s := live.latest()).gpus and s.source("workloads").ok and s)
+    assert snap.version > 0 and snap.taken_at.tzinfo is not None
+    assert [g.gpu.index for g in snap.gpus] == [0, 1]
+    assert changes.get(timeout=5).version >= 1
+    probe.fail = True
+    stale = wait_for(lambda: (s := live.latest()).source("gpus").stale and s)
+    assert "GPU_IS_LOST" in stale.source("gpus").error
+    assert stale.gpus, "the last good GPU reading stays on screen, marked stale"
+    assert stale.source("workloads").ok
+    probe.fail = False
+    wait_for(lambda: not live.latest().source("gpus").stale)
+    unsubscribe()
+    count = len(seen)
+    time.sleep(0.2)
+    assert len(seen) == count
+
+
+def test_hub_follows_container_events_and_judges_placement(hub):
+    live, probe, runtime = hub
+    live.start()
+    wait_for(lambda: live.latest().source("workloads").ok)
+    runtime.state["chat"] = Workload(pod="chat", status="running", gpu_uuids=("GPU-1",))
+    probe.procs = [ComputeProcess(pid=500, gpu_uuid="GPU-0")]
+    runtime.owner_map = {500: "chat"}
+    runtime.events_q.put({"status": "start"})
+    snap = wait_for(lambda: (s := live.latest()).pods and s.pods[0].placement and s.pods[0].placement.verdict == "mismatch" and s)
+    assert snap.pods[0].workload.running
+    assert snap.pods[0].placement.extra == ("GPU-0",) and snap.pods[0].placement.missing == ("GPU-1",)
+    # The stream breaks (daemon restart): the source re-lists and reconnects.
+    opened = runtime.streams_opened
+    runtime.events_q.put(ConnectionError("stream closed"))
+    wait_for(lambda: runtime.streams_opened > opened)
+    del runtime.state["chat"]
+    runtime.events_q.put({"status": "destroy"})
+    wait_for(lambda: (p := live.latest().pods) and p[0].workload is None)
+    live.pause("gpus")
+    assert live.latest().source("gpus").paused
+    live.resume("gpus")
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        self.send_response(200 if self.path == "/v1/models" else 503)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_health_checks_real_loopback_endpoints():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        with __import__("socket").socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            dead = closed.getsockname()[1]
+        result = check_all([("a", f"http://127.0.0.1:{port}/v1/models"), ("b", f"http://127.0.0.1:{port}/loading"), ("c", f"http://127.0.0.1:{dead}/v1/models")])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result["a"].healthy and result["a"].status_code == 200 and result["a"].latency_ms is not None
+    assert not result["b"].healthy and result["b"].status_code == 503
+    assert not result["c"].healthy and result["c"].error
