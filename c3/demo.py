@@ -1,0 +1,62 @@
+"""`c3 demo`: the real cockpit on the built-in simulated rig with the simulated runtime.
+
+The demo keeps its own files (`$C3_STATE/demo/`), so it never touches the user's estate, and adds
+one demo-only catalog entry whose engine ignores its GPU mask — booting it shows a placement
+mismatch explained. Demo pods are local stub-engine processes; they are stopped when the demo exits.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from backend import paths
+
+DEMO_CATALOG = """\
+# Written by `c3 demo`: an engine that ignores NVIDIA_VISIBLE_DEVICES and lands on GPU 0,
+# so the cockpit can show what a placement mismatch looks like.
+entries:
+  - slug: custom/demo-misplaced
+    engine: custom
+    image: c3/stub-engine:demo
+    command: ["stub-engine", "--model", "demo/misplaced"]
+    container_port: 8000
+    health_path: /v1/models
+    tp: 1
+    default_port: 8900
+    status: production
+    status_note: demo only — lands on GPU 0 whatever it asks for
+    env:
+      C3_STUB_GPUS: "0"
+"""
+
+
+def demo_dirs() -> tuple[Path, Path]:
+    """(home, state) of the demo, under the user's state folder."""
+    base = paths.state_home() / "demo"
+    return base / "home", base / "state"
+
+
+def prepare_demo(startup_delay_s: float = 3.0) -> None:
+    """Point C3_HOME/C3_STATE at the demo's folders and use the built-in rig and simulated runtime."""
+    if os.environ.get("C3_DEMO") == "1":
+        return
+    home, state = demo_dirs()
+    (home / "catalog.d").mkdir(parents=True, exist_ok=True)
+    state.mkdir(parents=True, exist_ok=True)
+    (home / "catalog.d" / "demo.yaml").write_text(DEMO_CATALOG, encoding="utf-8")
+    os.environ.update(C3_HOME=str(home), C3_STATE=str(state), C3_RIG="demo", C3_RUNTIME="sim", C3_DEMO="1")
+    # Stub engines take a few seconds to "load", so the boot progress is visible.
+    os.environ.setdefault("C3_STUB_STARTUP_DELAY", str(startup_delay_s))
+
+
+def stop_demo_pods() -> list[str]:
+    """Stop every simulated pod the demo started (they are local processes of this user)."""
+    from backend.runtime.simulated import SimRuntime
+
+    runtime = SimRuntime()
+    stopped = []
+    for name, workload in runtime.workloads().items():
+        if workload.status != "absent" and runtime.stop(name, timeout=5.0):
+            stopped.append(name)
+    return stopped
