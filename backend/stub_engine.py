@@ -142,8 +142,12 @@ class Registration:
             return
         cid, pid = container_id(), os.getpid()
         mib = int(env.get("C3_STUB_MEM_MIB", "0") or 0)
-        lines = ["# c3 gpu registration v1", f"pid {pid}", f"name {cfg['name']}", f"port {cfg['port']}",
-                 f"hostname {socket.gethostname()}"] + ([f"container {cid}"] if cid else [])
+        try:
+            pidns = os.readlink("/proc/self/ns/pid")  # a reader in the same namespace can trust `pid`
+        except OSError:
+            pidns = "unknown"
+        lines = ["# c3 gpu registration v1", f"pid {pid}", f"pidns {pidns}", f"name {cfg['name']}",
+                 f"port {cfg['port']}", f"hostname {socket.gethostname()}"] + ([f"container {cid}"] if cid else [])
         lines += [f"gpu {t} {mib} {0 if mib else cfg['util']:.4f}" for t in gpu_tokens(env, cfg["tp"] * cfg["pp"])]
         self.path = os.path.join(directory, f"{(cid or 'host')[:12]}-{pid}.gpu")
         tmp = self.path + ".tmp"
