@@ -112,7 +112,6 @@ class SimRuntime:
                 "C3_GPU_REGISTRY": str(registry),
                 "PYTHONUNBUFFERED": "1",
             }
-            env.setdefault("C3_STUB_MEM_MIB", "1024")
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
             argv = [self.python, "-m", "backend.stub_engine", *_engine_args(spec)]
             log_fd = os.open(self.log_path(spec.pod), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

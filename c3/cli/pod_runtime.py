@@ -186,7 +186,7 @@ def print_status(path: Path, rows: list[dict[str, Any]]) -> None:
         return
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        state = "serving" if r["serving"] else ("running" if r["running"] else r.get("state", "stopped"))
+        state = "serving" if r["serving"] else ("running" if r["running"] else {"absent": "stopped"}.get(r.get("state", ""), r.get("state") or "stopped"))
         place = r["placement"]
         verdict = place["verdict"]
         mark = {"ok": "✓", "mismatch": "⚠", "unknown": "?"}[verdict]

@@ -1,0 +1,149 @@
+"""The whole pod life cycle on the simulated runtime (stub engine as local processes, no GPU, no Docker)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.runtime.helpers import ROOT, c3, c3_json, free_port, one_error_line, stub_entry, wait_until, write_catalog
+
+DEMO_UUID = {}
+
+
+@pytest.fixture
+def sim(monkeypatch, tmp_path):
+    """A simulated 4-GPU rig; every pod started here is stopped afterwards (by the CLI, by name)."""
+    rig = tmp_path / "rig.yaml"
+    rig.write_text(yaml.safe_dump({"gpus": [
+        {"name": "NVIDIA GeForce RTX 3090", "total_mib": 24576, "sm": "8.6"},
+        {"name": "NVIDIA GeForce RTX 3090", "total_mib": 24576, "sm": "8.6"},
+        {"name": "NVIDIA GeForce RTX 3090", "total_mib": 24576, "sm": "8.6"},
+        {"name": "NVIDIA GeForce RTX 3090", "total_mib": 24576, "sm": "8.6", "used_mib": 9000},
+    ]}))
+    monkeypatch.setenv("C3_RIG", str(rig))
+    monkeypatch.delenv("C3_RUNTIME", raising=False)
+    created: list[str] = []
+    yield created
+    for name in created:
+        c3("pod", "down", name, "--timeout", "5")
+
+
+def create(created, name, gpus, slug="custom/stub", port=None):
+    port = port or free_port()
+    result = c3("pod", "create", name, "--gpus", gpus, "--slug", slug, "--port", str(port), "--force")
+    assert result.returncode == 0, result.stdout + result.stderr
+    created.append(name)
+    return port
+
+
+def gpu_uuids():
+    return [g["uuid"] for g in c3_json("gpus")["gpus"]]
+
+
+def test_up_status_placement_logs_down(sim):
+    write_catalog([stub_entry()])
+    port = create(sim, "chat", "1")
+    up = c3("pod", "up", "chat")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "serving on http://127.0.0.1:%d" % port in up.stdout and "placement ok" in up.stdout
+    status = c3_json("pod", "status")
+    (row,) = status["pods"]
+    uuids = gpu_uuids()
+    assert row["running"] and row["serving"] and row["name"] == "chat" and row["gpus"] == [1]
+    assert row["placement"]["verdict"] == "ok"
+    assert row["placement"]["requested"] == [uuids[1]] and row["placement"]["actual"] == [uuids[1]]
+    logs = c3("pod", "logs", "chat", "--tail", "50")
+    assert logs.returncode == 0 and "Starting to load model" in logs.stdout
+    boot_log = Path(os.environ["C3_STATE"]) / "boot" / "chat.log"
+    assert "placement ok" in boot_log.read_text() and oct(boot_log.stat().st_mode & 0o777) == "0o600"
+    rm = c3("pod", "rm", "chat")
+    assert rm.returncode == 1 and "run" in one_error_line(rm.stderr)
+    down = c3("pod", "down", "chat")
+    assert down.returncode == 0 and "stopped" in down.stdout
+    after = c3_json("pod", "status")["pods"][0]
+    assert not after["running"] and after["placement"]["verdict"] == "unknown"
+
+
+def test_gpus_that_did_not_arrive_are_a_mismatch(sim):
+    uuids = gpu_uuids()
+    # The stub registers on GPU 0 whatever mask it was given: a runtime that ignored the pinning.
+    write_catalog([stub_entry(env={"C3_STUB_GPUS": uuids[0]})])
+    create(sim, "stray", "2")
+    up = c3("pod", "up", "stray")
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert "not on exactly its GPUs" in one_error_line(up.stderr)
+    place = c3_json("pod", "status")["pods"][0]["placement"]
+    assert place["verdict"] == "mismatch" and place["missing"] == [uuids[2]] and place["extra"] == [uuids[0]]
+
+
+def test_crash_during_boot_shows_last_log_lines(sim):
+    write_catalog([stub_entry(env={"C3_STUB_CRASH_DURING_BOOT": "1"})])
+    create(sim, "crashy", "0")
+    up = c3("pod", "up", "crashy")
+    assert up.returncode == 1
+    line = one_error_line(up.stderr)
+    assert "pod crashy failed to boot: the engine stopped during boot" in line
+    assert "CUDA out of memory" in up.stderr  # the engine's last lines are shown
+
+
+def test_gates_refuse_with_numbers_and_force_warns(sim, tmp_path):
+    uuids = gpu_uuids()
+    write_catalog([stub_entry(), stub_entry("vllm/stub-big", engine="vllm")])
+    # VRAM: GPU 3 has 9000 MiB in use; vLLM at util 0.9 reserves ~21 GiB of its 24 GiB.
+    create(sim, "big", "3", slug="vllm/stub-big")
+    vram = c3("pod", "up", "big")
+    assert vram.returncode == 1
+    line = one_error_line(vram.stderr)
+    assert "GPU 3 (NVIDIA GeForce RTX 3090) has" in line and "GiB free but vllm/stub-big reserves" in line and "short by" in line
+    # Port: something else listens on the pod's port.
+    port = create(sim, "porty", "0")
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", port))
+        sock.listen()
+        refused = c3("pod", "up", "porty")
+        assert refused.returncode == 1 and f"port {port} is already in use" in one_error_line(refused.stderr)
+    # A stranger process on the pod's GPU.
+    registry = Path(os.environ["C3_STATE"]) / "sim" / "gpu-registry"
+    registry.mkdir(parents=True, exist_ok=True)
+    stranger_port = free_port()
+    env = dict(os.environ, C3_GPU_REGISTRY=str(registry), NVIDIA_VISIBLE_DEVICES=uuids[1], C3_STUB_MEM_MIB="700", PYTHONPATH=str(ROOT))
+    stranger = subprocess.Popen([sys.executable, "-m", "backend.stub_engine", "--host", "127.0.0.1", "--port", str(stranger_port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: any(p.name.endswith(f"-{stranger.pid}.gpu") for p in registry.iterdir()))
+        create(sim, "shared", "1")
+        held = c3("pod", "up", "shared")
+        assert held.returncode == 1
+        assert f"GPU 1 held by pid {stranger.pid} (a process c3 did not start, 700 MiB)" in one_error_line(held.stderr)
+        forced = c3("pod", "up", "shared", "--force")
+        assert forced.returncode == 0, forced.stdout + forced.stderr
+        assert "--force passes the gpus gate" in forced.stdout
+        assert f"pid {stranger.pid} on GPU 1 (not a c3 pod)" in forced.stdout
+        place = c3_json("pod", "status")["pods"]
+        shared = next(p for p in place if p["name"] == "shared")["placement"]
+        assert shared["verdict"] == "ok" and [f["pid"] for f in shared["foreign"]] == [stranger.pid]
+    finally:
+        stranger.terminate()
+        stranger.wait(timeout=20)
+
+
+def test_parallel_boot_takes_about_as_long_as_the_slowest(sim):
+    write_catalog([stub_entry(command=["python3", "stub", "--startup-delay", "2", "--port", "8000"])])
+    for i in range(4):
+        create(sim, f"p{i}", str(i) if i < 3 else "3")
+    started = time.monotonic()
+    up = c3("up", "--parallel")
+    took = time.monotonic() - started
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "4/4 pods serving" in up.stdout
+    assert took < 4 * 2, f"parallel boot took {took:.1f} s, serial would be ≥ 8 s"
+    status = c3_json("pod", "status")["pods"]
+    assert all(p["serving"] and p["placement"]["verdict"] == "ok" for p in status)
+    down = c3("down")
+    assert down.returncode == 0 and down.stdout.count("stopped") == 4
