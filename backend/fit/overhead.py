@@ -4,26 +4,33 @@ vLLM measures these at boot (research-fitcheck.md §1.1); c3 has to predict them
 this is the one estimated part of the fit-check. The model is explicit and deliberately a little
 pessimistic: underestimating them makes the prediction optimistic, which is the failure that matters.
 
-Activation peak (`torch peak memory increase` of the profile run). The profile run does one
+Activation peak (`torch peak memory increase` of the profile run). The V1 profile run does one
 forward pass over `B = max_num_batched_tokens` tokens, then a dummy sampler pass over
 `S = max_num_seqs` rows of `V = vocab` logits. The peak is the larger of the two:
-- forward: `B × 2 B × (4·hidden + 3·I_rank)` where `I_rank` is the dense MLP width / TP, or for MoE
-  `top_k × 3 × expert_width / TP` (the fused-MoE intermediate caches) — the residual stream, the
-  gate/up output and the activation;
-- sampler: `S × V × 26 B`: the logits in the model dtype (2), their fp32 copy (4), the sort for
-  top-k/top-p (values 4 + int64 indices 8), softmax and cumsum (4 + 4);
+- forward: the residual stream and norms `B × 4·hidden × 2 B`, plus the MLP transient: dense
+  `B × 3·I/TP × 2 B`; MoE the fused-MoE caches `B × top_k × (3·I_expert/TP + hidden) × 2 B`;
+- sampler: `S × V × 38 B` (+ 8 B with TP > 1, where the vocab-parallel logits are gathered): the
+  logits in the model dtype, their fp32 copy, the top-k/top-p sort (fp32 values + int64 indices),
+  softmax/cumsum, the scatter back, the exponential draw. 38 B/logit is what public H100 logs of
+  gpt-oss-120b imply (about 7.4 GiB of non-KV memory besides weights at S = 1024, V = 201,088,
+  whatever B was: vllm#23278, vllm#27508); 46 B at TP = 4 for Qwen3-235B-A22B (vllm#21348);
 plus a 0.15 GiB floor (attention metadata, torch.compile scratch). At the 24 GB-card defaults
-(B = 2048, S = 256) this gives 0.6–1.0 GiB; at the ≥ 70 GiB defaults (8192, 1024) 2–4.5 GiB for
-150–200 K vocabularies, inside the 2–7.5 GiB total non-KV overhead measured on an H100 (§1.5).
+(S = 256) the sampler term is 1.2–1.9 GiB for 128–200 K vocabularies.
+
+Legacy V0 (< v0.8): no chunked prefill up to 32 K context, so the forward pass covers
+`B = max_model_len` tokens (the activation grew with max_model_len: vllm#10517), and the sampler
+only materialises the fp32 logits (`S × V × 6 B`); beyond 32 K V0 turned chunked prefill on with
+small batches (B = 512).
 
 Non-torch memory (`non-torch forward increase`): cuBLAS/attention workspaces and, with TP > 1, NCCL
-and custom all-reduce buffers: 0.25 GiB at TP = 1, 0.75 GiB at TP ≥ 2 (the §1.5 H100 data show about
-0.1–0.2 and 0.5; rounded up).
+and custom all-reduce buffers: 0.25 GiB at TP = 1, 0.75 GiB at TP ≥ 2 (the H100 data show about
+0.1–0.35 and 0.5; vllm#10517 logged 0.35 at TP = 1 on V0, inside the margin of the floor above).
 
 CUDA graphs (budgeted from v0.21; earlier versions carve graph memory after the KV pool, so the term
 is 0 there and the physical headroom check covers it): `0.2 GiB + 0.012 GiB × layers_on_rank`, ×1.5
-for MoE (more kernels per layer); 0 with `--enforce-eager`. The published estimates are 0.1–2 GiB on a
-single card (0.58 GiB estimated for a 3090 in one report).
+for MoE; 0 with `--enforce-eager`. Published estimates: 0.09–0.17 GiB on 3090/5090 TP sets
+(club-3090#127, #1087), 0.36 GiB on L40S TP=2 (gpustack/runner#251), 1.3 GiB on an H100 MoE
+(vllm#50722); the formula stays at or above them for the same layer counts.
 
 Calibration: `bench/fit_accuracy.py` replays every public boot log collected in
 `bench/data/bootlogs.yaml` and prints predicted vs logged available KV memory; the constants above
@@ -38,7 +45,10 @@ from backend.models import ModelSpec
 
 GIB = 1024**3
 ACTIVATION_FLOOR_GIB = 0.15
-SAMPLER_BYTES_PER_LOGIT = 26
+SAMPLER_BYTES_PER_LOGIT = 38
+SAMPLER_TP_EXTRA_BYTES = 8
+V0_SAMPLER_BYTES_PER_LOGIT = 6
+V1_FROM = (0, 8)
 NON_TORCH_TP1_GIB = 0.25
 NON_TORCH_TP_GIB = 0.75
 GRAPH_BASE_GIB = 0.2
@@ -56,17 +66,32 @@ class Overheads:
     cudagraph_gib: float
 
 
-def _mlp_width_rank(spec: ModelSpec, tp: int) -> float:
+def _transient_width(spec: ModelSpec, tp: int) -> float:
+    """Elements per token of the largest MLP transient on one rank."""
     if spec.num_experts:
         width = spec.moe_intermediate_size or spec.intermediate_size or spec.hidden_size
-        return (spec.num_experts_per_tok or 1) * 3 * width / tp
+        return (spec.num_experts_per_tok or 1) * (3 * width / tp + spec.hidden_size)
     return 3 * (spec.intermediate_size or 4 * spec.hidden_size) / tp
 
 
-def activation_gib(spec: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int) -> float:
+def activation_gib(
+    spec: ModelSpec,
+    *,
+    tp: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    version: tuple[int, int] | None = None,
+    max_model_len: int | None = None,
+) -> float:
     """Predicted torch activation peak of vLLM's profile run on one rank."""
-    forward = max_num_batched_tokens * 2 * (4 * spec.hidden_size + _mlp_width_rank(spec, tp))
-    sampler = min(max_num_seqs, max_num_batched_tokens) * spec.vocab_size * SAMPLER_BYTES_PER_LOGIT
+    tokens = max_num_batched_tokens
+    per_logit = SAMPLER_BYTES_PER_LOGIT + (SAMPLER_TP_EXTRA_BYTES if tp > 1 else 0)
+    if version is not None and version < V1_FROM:
+        length = max_model_len or tokens
+        tokens = length if length <= 32768 else 512
+        per_logit = V0_SAMPLER_BYTES_PER_LOGIT
+    forward = tokens * 2 * (4 * spec.hidden_size + _transient_width(spec, tp))
+    sampler = min(max_num_seqs, tokens) * spec.vocab_size * per_logit
     return ACTIVATION_FLOOR_GIB + max(forward, sampler) / GIB
 
 
@@ -95,10 +120,13 @@ def overheads(
     max_num_seqs: int,
     enforce_eager: bool = False,
     version: tuple[int, int] | None = None,
+    max_model_len: int | None = None,
 ) -> Overheads:
     """All three terms for one rank."""
     return Overheads(
-        activation_gib=activation_gib(spec, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs),
+        activation_gib=activation_gib(
+            spec, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, version=version, max_model_len=max_model_len
+        ),
         non_torch_gib=non_torch_gib(tp=tp, pp=pp),
         cudagraph_gib=cudagraph_gib(spec, pp=pp, enforce_eager=enforce_eager, version=version),
     )

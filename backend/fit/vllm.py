@@ -84,7 +84,7 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         stage_weights = rank_weights_gib(spec, knobs.weights_bytes, tp=knobs.tp, pp=knobs.pp, quantized=knobs.quantized)
     else:
         return FitReport(verdict="unknown", reasons=["weight size unknown"], notes=notes, **base)
-    over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager, version=knobs.version)
+    over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager, version=knobs.version, max_model_len=length)
     gpus: list[GpuFit] = []
     rank_blocks: list[int] = []
     for position, rank in enumerate(ranks):

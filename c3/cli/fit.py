@@ -1,0 +1,216 @@
+"""`c3 fit`: will a slug (or any config.json) boot on these GPUs, and with how much KV cache?"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+
+from backend.errors import Refused, UsageError
+from backend.models import FitReport
+from c3.cli.common import emit_json, json_option, parse_index_list
+
+KV_CHOICES = ["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+_MARK = {"fits": "✓", "tight": "⚠", "wont-fit": "×", "incompatible-hw": "×", "unknown": "?"}
+
+HELP = """Price a launch with the engine's own memory rules before anything boots.
+
+\b
+  c3 fit SLUG --gpus 0,1            price a catalog slug on GPUs of this machine
+  c3 fit SLUG --card rtx-3090,rtx-5090   ... on card profiles (no GPU needed)
+  c3 fit --config config.json --vram-gib 23.58[,31.37] --tp N [...]
+                                    price any model from its config.json on CUDA totals (GiB)
+
+\b
+--vram-gib is what CUDA sees per GPU (NVML total − reserved), one value per rank or one for all.
+--weights-gib is what EACH RANK loads (vLLM's "Model loading took W GiB"); without it the weights
+come from the model's size (weights.csv, else params × dtype from config.json) split by TP.
+
+\b
+Exit codes: 0 fits or tight; 1 wont-fit, incompatible-hw, unknown (could not be priced),
+an unknown slug or an unknown card id; 2 malformed flags or files; 3 no GPU probe for --gpus.
+"""
+
+
+def _float_list(text: str, what: str) -> list[float]:
+    values = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            value = float(part)
+        except ValueError:
+            raise UsageError(f"{what}: `{part}` is not a number", hint=f"e.g. {what} 23.58,31.37") from None
+        if not math.isfinite(value) or value <= 0 or value > 4096:
+            raise UsageError(f"{what}: {part} is not a memory size in GiB (0 < x ≤ 4096)")
+        values.append(value)
+    if not values:
+        raise UsageError(f"{what} needs at least one value, e.g. {what} 23.58")
+    return values
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def render(report: FitReport, title: str) -> str:
+    """The human table: one row per GPU rank, then the KV summary and the verdict."""
+    lines = [title]
+    header = f"{'rank':<5}{'gpu':<5}{'card':<26}{'total':>8}{'budget':>8}{'weights':>9}{'activ':>7}{'other':>7}{'graphs':>8}{'KV':>8}{'blocks':>8}"
+    if report.gpus:
+        lines += ["", header]
+        for rank, g in enumerate(report.gpus):
+            card = (g.card or "")[:25]
+            lines.append(
+                f"{rank:<5}{'-' if g.index is None else g.index:<5}{card:<26}{g.total_gib:>8.2f}{g.budget_gib:>8.2f}{g.weights_gib:>9.2f}"
+                f"{g.activation_gib:>7.2f}{g.non_torch_gib:>7.2f}{g.cudagraph_gib:>8.2f}{g.available_kv_gib:>8.2f}{'' if g.kv_blocks is None else g.kv_blocks:>8}"
+            )
+        lines.append("(GiB; other = non-torch: NCCL, workspaces, CUDA context; KV = what is left for the KV cache)")
+    lines.append("")
+    if report.kv_bytes_per_token is not None:
+        extra = ""
+        if report.block_size:
+            extra = f" · block {report.block_size} tokens · {report.kv_groups} KV group(s)"
+            if report.kv_padding_layers:
+                extra += f" ({report.kv_padding_layers} padding layers)"
+        if report.state_bytes_per_request:
+            extra += f" · fixed state {report.state_bytes_per_request / 2**20:.1f} MiB per sequence"
+        lines.append(f"KV bytes/token (per rank): {report.kv_bytes_per_token:,}{extra}")
+    if report.kv_cache_tokens is not None:
+        lines.append(
+            f"KV pool: {report.kv_cache_tokens:,} tokens · max concurrency {report.max_concurrency or 0:.2f}× at {report.max_model_len or 0:,} tokens"
+            f" · largest context that fits: {report.max_model_len_fits or 0:,} · available KV {_gib(report.available_kv_gib)} GiB (min over ranks)"
+        )
+    verdict = f"{_MARK.get(report.verdict, '?')} {report.verdict}"
+    if report.reasons:
+        verdict += ": " + "; ".join(report.reasons)
+    lines.append(verdict)
+    lines += [f"  note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def _exit_for(report: FitReport) -> int:
+    return 0 if report.verdict in ("fits", "tight") else 1
+
+
+def _payload(report: FitReport, **extra: object) -> dict:
+    data = report.model_dump(mode="json")
+    data.update(extra)
+    return data
+
+
+def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int | None, as_json: bool) -> int:
+    from backend.catalog import load_catalog
+    from backend.fit import fit_on_cards, fit_on_gpus
+
+    if bool(gpus) == bool(cards):
+        raise UsageError("give exactly one of --gpus and --card", hint="e.g. c3 fit vllm/qwen3-8b --card rtx-3090")
+    catalog = load_catalog()
+    entry = catalog.get(slug)
+    if cards:
+        ids = [c.strip().lower() for c in cards.split(",") if c.strip()]
+        if not ids:
+            raise UsageError("--card needs at least one card id, e.g. --card rtx-3090")
+        report = fit_on_cards(entry, ids, max_model_len=max_model_len, catalog=catalog)
+        where = "cards " + ", ".join(ids)
+    else:
+        from backend.gpu import get_probe
+
+        indices = parse_index_list(gpus or "")
+        measured = {g.index: g for g in get_probe().gpus()}
+        missing = [i for i in indices if i not in measured]
+        if missing:
+            have = ", ".join(str(i) for i in sorted(measured)) or "none"
+            raise Refused(f"GPU {', '.join(map(str, missing))} is not on this machine (GPUs: {have})", hint="`c3 gpus` lists them")
+        report = fit_on_gpus(entry, [measured[i] for i in indices], max_model_len=max_model_len, catalog=catalog)
+        where = "GPU " + ",".join(map(str, indices))
+    title = f"{entry.slug} ({entry.engine}, tp {entry.tp} × pp {entry.pp}, util {entry.gpu_memory_utilization:.2f}) on {where}"
+    if as_json:
+        emit_json(_payload(report, slug=entry.slug, tp=entry.tp, pp=entry.pp))
+    else:
+        click.echo(render(report, title))
+    return _exit_for(report)
+
+
+def _fit_config(
+    config: Path, vram: str | None, tp: int | None, pp: int, weights_gib: float | None, util: float | None, max_model_len: int | None,
+    max_num_seqs: int | None, batched: int | None, kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
+) -> int:
+    from backend.catalog.configs import load_config_file
+    from backend.fit import fit_config
+    from backend.fit.plan import Knobs, parse_version
+
+    if vram is None or tp is None:
+        raise UsageError("--config needs --vram-gib and --tp", hint="e.g. c3 fit --config config.json --vram-gib 23.58 --tp 1")
+    totals = _float_list(vram, "--vram-gib")
+    ranks = tp * pp
+    if len(totals) == 1:
+        totals = totals * ranks
+    if len(totals) != ranks:
+        raise UsageError(f"--vram-gib lists {len(totals)} GPUs but tp {tp} × pp {pp} needs {ranks}", hint="give one value per rank, or one for all")
+    if weights_gib is not None and (not math.isfinite(weights_gib) or weights_gib < 0):
+        raise UsageError("--weights-gib must be a size in GiB ≥ 0")
+    spec = load_config_file(config)
+    version = parse_version(engine_version) if engine_version else None
+    if engine_version and version is None:
+        raise UsageError(f"--engine-version: `{engine_version}` is not a version like 0.11.0")
+    knobs = Knobs(
+        engine=engine,
+        tp=tp,
+        pp=pp,
+        util=util if util is not None else (0.85 if engine == "sglang" else 0.90),
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=batched,
+        kv_cache_dtype=kv_dtype,
+        version=version,
+        weights_gib=weights_gib,
+        quantized=bool(spec.quant_method),
+    )
+    report = fit_config(spec, totals, knobs)
+    title = f"{config.name} ({spec.architecture or spec.model_type}, {engine}, tp {tp} × pp {pp}, util {knobs.util:.2f}) on {', '.join(f'{t:g}' for t in totals)} GiB"
+    if as_json:
+        emit_json(_payload(report, config=str(config), tp=tp, pp=pp))
+    else:
+        click.echo(render(report, title))
+    return _exit_for(report)
+
+
+@click.command("fit", help=HELP)
+@click.argument("slug", required=False)
+@click.option("--gpus", help="Host GPU indices, e.g. 0,1 (uses the GPU probe).")
+@click.option("--card", "cards", help="Card profile ids instead of real GPUs, e.g. rtx-3090,rtx-5090.")
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="A model's config.json.")
+@click.option("--vram-gib", "vram", help="CUDA-visible GiB per rank (--config form), e.g. 23.58,31.37.")
+@click.option("--tp", type=click.IntRange(1, 1024), help="Tensor-parallel size (--config form).")
+@click.option("--pp", type=click.IntRange(1, 1024), default=1, show_default=True, help="Pipeline-parallel size (--config form).")
+@click.option("--weights-gib", type=float, help="GiB each rank loads (vLLM's `Model loading took`).")
+@click.option("--gpu-mem-util", "util", type=click.FloatRange(0.01, 1.0), help="vLLM gpu_memory_utilization / SGLang mem_fraction_static.")
+@click.option("--max-model-len", type=click.IntRange(1, 1 << 26), help="Context length to price.")
+@click.option("--max-num-seqs", type=click.IntRange(1, 1 << 20), help="Concurrent sequences (--config form).")
+@click.option("--max-num-batched-tokens", "batched", type=click.IntRange(1, 1 << 24), help="Tokens per step (--config form).")
+@click.option("--kv-dtype", type=click.Choice(KV_CHOICES, case_sensitive=False), default="auto", show_default=True, help="KV-cache dtype (--config form).")
+@click.option("--engine", type=click.Choice(["vllm", "sglang", "llamacpp"]), default="vllm", show_default=True, help="Whose rules (--config form).")
+@click.option("--engine-version", help="Engine version the numbers should assume, e.g. 0.11.0 (--config form; default: current).")
+@json_option
+def fit(
+    slug: str | None, gpus: str | None, cards: str | None, config: Path | None, vram: str | None, tp: int | None, pp: int,
+    weights_gib: float | None, util: float | None, max_model_len: int | None, max_num_seqs: int | None, batched: int | None,
+    kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
+) -> None:
+    if slug and config:
+        raise UsageError("give a SLUG or --config, not both")
+    if config is not None:
+        if gpus or cards:
+            raise UsageError("--config prices on --vram-gib; --gpus/--card go with a SLUG")
+        code = _fit_config(config, vram, tp, pp, weights_gib, util, max_model_len, max_num_seqs, batched, kv_dtype.lower(), engine, engine_version, as_json)
+    elif slug:
+        config_only = [n for n, v in (("--vram-gib", vram), ("--tp", tp), ("--weights-gib", weights_gib), ("--gpu-mem-util", util),
+                                      ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", batched), ("--engine-version", engine_version)) if v is not None]
+        if config_only:
+            raise UsageError(f"{', '.join(config_only)} only go with --config; a slug carries its own settings")
+        code = _fit_slug(slug, gpus, cards, max_model_len, as_json)
+    else:
+        raise UsageError("give a SLUG (with --gpus or --card) or --config", hint="see `c3 fit --help`")
+    raise SystemExit(code)
