@@ -23,7 +23,8 @@ gpus:
   - {name: "NVIDIA GeForce RTX 3090", total_mib: 24576, sm: "8.6", reserved_mib: 422}
 """
 
-RIG_8 = "gpus:\n" + "".join('  - {name: "NVIDIA GeForce RTX 3090", total_mib: 24576, sm: "8.6"}\n' for _ in range(8))
+# H100s: every create in the concurrency tests fits with room to spare, whatever the fit-check's details.
+RIG_8 = "gpus:\n" + "".join('  - {name: "NVIDIA H100 80GB HBM3", total_mib: 81559, sm: "9.0", reserved_mib: 454}\n' for _ in range(8))
 
 
 @dataclass
