@@ -124,3 +124,33 @@ def stub_process(tmp_path_factory):
     yield start
     for stub in started:
         stub.stop(signal.SIGKILL if stub.alive() else signal.SIGTERM, timeout=10)
+
+
+# ---------------------------------------------------------------- fake NVML
+
+@pytest.fixture(scope="session")
+def fake_nvml_library(require_service) -> Path:
+    """The fake libnvidia-ml.so.1, compiled once (cached by source hash under .rig/)."""
+    from scripts.rig.fake_nvml import build_library, build_problem
+
+    problem = build_problem()
+    require_service("fake-nvml", problem is None, problem or "")
+    return build_library()
+
+
+@pytest.fixture
+def fake_nvml(fake_nvml_library, tmp_path_factory, monkeypatch):
+    """A fresh fake NVML for one test: `fake_nvml.set_gpus([FakeGpu(...)])`, `.add_process(...)`.
+
+    This process's environment points at its state file and registry (C3_FAKE_NVML_STATE,
+    C3_GPU_REGISTRY, LD_LIBRARY_PATH) and the library is preloaded, so in-process pynvml sees it;
+    `fake_nvml.env()` is the environment for subprocesses. Starts with no GPUs.
+    """
+    from scripts.rig.fake_nvml import FakeNvml, preload
+
+    fake = FakeNvml(fake_nvml_library, tmp_path_factory.mktemp("nvml"))
+    for key, value in fake.env().items():
+        if key in ("C3_FAKE_NVML_STATE", "C3_GPU_REGISTRY", "LD_LIBRARY_PATH"):
+            monkeypatch.setenv(key, value)
+    preload(fake_nvml_library)
+    yield fake
