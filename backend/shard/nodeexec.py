@@ -181,3 +181,130 @@ class LocalExec:
 
     async def close(self) -> None:
         return None
+
+
+# --- remote nodes, through backend.ssh ---------------------------------------------------------
+
+
+class _RemoteProcess:
+    """A spawned script over SSH: stdout and stderr read concurrently and merged into one queue."""
+
+    def __init__(self, proc: object) -> None:
+        self._proc = proc
+        self.pgid: int | None = None
+        self.returncode: int | None = None
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._open = 2
+        self._readers = [asyncio.create_task(self._read(getattr(proc, name))) for name in ("stdout", "stderr")]
+        self._done = asyncio.Event()
+
+    async def _read(self, stream: object) -> None:
+        try:
+            while True:
+                line = await stream.readline()  # type: ignore[attr-defined]
+                if not line:
+                    break
+                text = line.rstrip("\r\n")
+                if self.pgid is None and text.startswith(PGID_MARK) and text[len(PGID_MARK):].isdigit():
+                    self.pgid = int(text[len(PGID_MARK):])
+                    continue
+                await self._queue.put(text)
+        except Exception:  # noqa: BLE001 - a dropped connection ends the stream, it does not crash the runner
+            pass
+        finally:
+            self._open -= 1
+            if self._open == 0:
+                await self._queue.put(None)
+
+    async def lines(self) -> AsyncIterator[str]:
+        while True:
+            line = await self._queue.get()
+            if line is None:
+                return
+            yield line
+
+    async def started(self, timeout: float = 30) -> None:
+        """Wait for the `c3-pgid` line (so a kill right after start has a group to kill)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.pgid is None and self.returncode is None and asyncio.get_running_loop().time() < deadline:
+            if all(r.done() for r in self._readers):
+                break
+            await asyncio.sleep(0.05)
+
+    async def wait(self) -> int:
+        if self.returncode is None:
+            try:
+                await self._proc.wait_closed()  # type: ignore[attr-defined]
+                status = self._proc.exit_status  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - connection lost: the part is gone as far as we can tell
+                status = None
+            self.returncode = status if isinstance(status, int) and status >= 0 else 255
+        return self.returncode
+
+
+class SshExec:
+    """A remote node: short scripts through `backend.ssh.Shell.run`, long ones as SSH processes."""
+
+    def __init__(self, shell: object) -> None:
+        self._shell = shell
+        self.name = shell.node.name  # type: ignore[attr-defined]
+        self.local = False
+
+    async def run(self, script: str, *, timeout: float = 30, stdin: str | None = None) -> Completed:
+        from backend.ssh import NodeFailure
+
+        try:
+            result = await self._shell.run(_sh(script), input=stdin, timeout=timeout)  # type: ignore[attr-defined]
+        except NodeFailure as failure:
+            if failure.kind == "timeout":
+                return Completed(-1, "", failure.detail)
+            raise
+        return Completed(result.exit_status, result.stdout, result.stderr)
+
+    async def spawn(self, script: str, *, stdin: str | None = None) -> Spawned:
+        from backend.ssh import map_ssh_error
+
+        # backend.ssh has no long-running process with stdin and an exit status yet; the
+        # connection's own create_process gives all three (see /work/team/notes-shard.md).
+        conn = self._shell._conn  # type: ignore[attr-defined]
+        try:
+            proc = await conn.create_process(_sh(script), encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise map_ssh_error(self._shell.node, exc, known=True) from None  # type: ignore[attr-defined]
+        if stdin is not None:
+            proc.stdin.write(stdin)
+        proc.stdin.write_eof()
+        remote = _RemoteProcess(proc)
+        await remote.started()
+        return remote
+
+    async def close(self) -> None:
+        await self._shell.close()  # type: ignore[attr-defined]
+
+
+def _sh(script: str) -> str:
+    """Run under /bin/sh whatever the user's login shell is (`$$` stays the session leader: exec)."""
+    return "exec /bin/sh -c " + shlex.quote(script)
+
+
+async def open_execs(nodes: list, *, ssh_key: str | None = None) -> dict[str, NodeExec]:
+    """An executor per node: local ones run here, the others over SSH (connected concurrently).
+
+    A node that cannot be reached raises its NodeFailure (exit 3) naming the node.
+    """
+    from backend.ssh import SshShell
+
+    async def one(node) -> NodeExec:
+        if node.local:
+            return LocalExec(node.name)
+        if ssh_key:
+            node = node.model_copy(update={"ssh_key": ssh_key})
+        return SshExec(await SshShell.connect(node))
+
+    results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
+    execs = {n.name: r for n, r in zip(nodes, results, strict=True) if not isinstance(r, BaseException)}
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+        raise failures[0]
+    return execs

@@ -1,0 +1,236 @@
+"""The four `c3 shard` operations, each one coroutine over the nodes' executors.
+
+`start` plans (see prepare.py) and, unless it is a dry run, runs the plan in the foreground
+(runner.py). `install_ray`, `status` and `stop` are short and write nothing either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+from collections.abc import Callable
+
+from pydantic import BaseModel, Field
+
+from backend.errors import Refused, UsageError
+from backend.nodes.registry import Node
+from backend.shard import ray_cmds
+from backend.shard.nodeexec import NodeExec, open_execs, tagged_script
+from backend.shard.plan import ShardOptions, split_env
+from backend.shard.prepare import Prepared, prepare
+from backend.shard.probe import parse_interfaces
+from backend.shard.runner import ShardRunner, Timing
+
+Echo = Callable[[str], None]
+
+# The Ray c3 installs and tests with when --ray-version is not given.
+DEFAULT_RAY_VERSION = "2.60.0"
+# Passed on from c3's own environment to every node, never shown.
+FORWARDED_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+def collect_secrets(options: ShardOptions) -> dict[str, str]:
+    """Secret values for the nodes: the profile's secret-looking env plus HF_TOKEN from c3's environment."""
+    _, secrets = split_env(options.env)
+    for name in FORWARDED_SECRETS:
+        if name in os.environ and name not in secrets:
+            secrets[name] = os.environ[name]
+    return secrets
+
+
+async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run: bool, ssh_key: str | None = None,
+                timing: Timing | None = None) -> int:
+    """Plan, then (unless `dry_run`) run in the foreground; the exit code."""
+    secrets = collect_secrets(options)
+    execs = await open_execs(nodes, ssh_key=ssh_key)
+    try:
+        prepared: Prepared = await prepare(nodes, execs, options, secret_names=sorted(secrets))
+        head = prepared.plan.parts[0]
+        if not dry_run and not head.local:
+            raise Refused(
+                f"`shard start` runs on the head node, and {head.node} is not this machine",
+                hint=f"run it on {head.node}, or name this machine with --head (it must be in --nodes); --dry-run works from anywhere",
+            )
+    except BaseException:
+        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+        raise
+    from backend.shard.render import describe
+
+    for line in describe(prepared.plan, checks=prepared.checks):
+        echo(line)
+    if dry_run:
+        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+        return 0
+    runner = ShardRunner(plan=prepared.plan, execs=execs, echo=echo, secrets=secrets, timing=timing or Timing(), ray=options.ray)
+    return await runner.run()
+
+
+class NodeStatus(BaseModel):
+    """One node in `c3 shard status`."""
+
+    node: str
+    """Registry name."""
+    reachable: bool
+    """The node answered."""
+    error: str | None = None
+    """Why not, when it did not."""
+    processes: list[dict[str, str]] = Field(default_factory=list)
+    """Processes c3 started there (`pid`, `command`), found by their C3_SHARD environment."""
+    ray_address: str | None = None
+    """The node's address in the Ray cluster, when it is a member."""
+    ray_resources: dict[str, float] = Field(default_factory=dict)
+    """Its Ray resources (CPU, GPU, memory…), when it is a member."""
+
+
+class ShardStatus(BaseModel):
+    """What `c3 shard status` reports."""
+
+    head: str
+    """Node asked about the cluster (the first in --nodes)."""
+    ray_nodes: list[dict[str, object]] = Field(default_factory=list)
+    """Alive Ray nodes as the head's Ray sees them (`address`, `resources`)."""
+    ray_error: str | None = None
+    """Why the cluster could not be read (no Ray running, Ray missing)."""
+    nodes: list[NodeStatus]
+    """Per node."""
+
+
+_RAY_NODES = (
+    "import json, ray\n"
+    "ray.init(address={addr!r}, logging_level='ERROR', log_to_driver=False)\n"
+    "print('C3JSON' + json.dumps([{{'address': n['NodeManagerAddress'], 'resources': n['Resources']}} for n in ray.nodes() if n['Alive']]))\n"
+)
+
+
+async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None) -> ShardStatus:
+    """Per node: c3's processes there and its Ray membership; the cluster as the first node's Ray sees it."""
+    execs = await open_execs(nodes, ssh_key=ssh_key)
+    try:
+        head = nodes[0]
+        script = tagged_script("list") + "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
+        listing = await asyncio.gather(*(execs[n.name].run(script, timeout=30) for n in nodes), return_exceptions=True)
+        result = ShardStatus(head=head.name, nodes=[])
+        ray_nodes, error = await _ray_nodes(execs[head.name], ray)
+        result.ray_nodes, result.ray_error = ray_nodes, error
+        for node, out in zip(nodes, listing, strict=True):
+            if isinstance(out, BaseException):
+                result.nodes.append(NodeStatus(node=node.name, reachable=False, error=str(out)))
+                continue
+            procs = []
+            for line in out.out.splitlines():
+                if line.startswith("proc="):
+                    pid, _, command = line[5:].partition(" ")
+                    procs.append({"pid": pid, "command": command.strip()})
+            status_ = NodeStatus(node=node.name, reachable=True, processes=procs)
+            owned = {i.address for i in parse_interfaces([ln[5:] for ln in out.out.splitlines() if ln.startswith("addr=")])}
+            member = next((entry for entry in ray_nodes if entry["address"] in owned), None)
+            if member is not None:
+                status_.ray_address = str(member["address"])
+                status_.ray_resources = {k: float(v) for k, v in dict(member["resources"]).items() if not k.startswith("node:")}  # type: ignore[arg-type]
+            result.nodes.append(status_)
+        return result
+    finally:
+        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+
+
+async def _ray_nodes(head: NodeExec, ray: str) -> tuple[list[dict[str, object]], str | None]:
+    """Ask the Ray running on `head` for its alive nodes (through Ray's own interpreter; `auto`
+    finds the cluster this node belongs to)."""
+    code = _RAY_NODES.format(addr="auto")
+    find = (
+        f"rp=$(command -v {shlex.quote(ray)}) || {{ echo 'C3ERR ray not found'; exit 0; }}\n"
+        "py=$(head -n1 \"$rp\" | sed -n 's/^#!\\([^ ]*python[^ ]*\\).*/\\1/p'); [ -n \"$py\" ] || py=python3\n"
+        f"\"$py\" -c {shlex.quote(code)} 2>&1 | grep -E '^C3JSON|Error' | tail -n 3\n"
+    )
+    result = await head.run(find, timeout=90)
+    for line in result.out.splitlines():
+        if line.startswith("C3JSON"):
+            import json
+
+            return json.loads(line[6:]), None
+        if line.startswith("C3ERR "):
+            return [], line[6:]
+    said = (result.out or result.err).strip().splitlines()
+    return [], said[-1] if said else f"could not read the Ray cluster (exit {result.rc})"
+
+
+class StopResult(BaseModel):
+    """What `c3 shard stop` did on one node."""
+
+    node: str
+    """Registry name."""
+    stopped: int = 0
+    """c3-started processes that were running."""
+    killed: int = 0
+    """Of those, how many needed SIGKILL."""
+    ray_stop: str = ""
+    """What `ray stop` said (last line), Ray backend only."""
+    error: str | None = None
+    """Why the node could not be handled."""
+
+
+async def stop(nodes: list[Node], *, ray: str = "ray", use_ray: bool = True, ssh_key: str | None = None) -> list[StopResult]:
+    """On every node at once: TERM (then KILL) c3's processes, then `ray stop`, then sweep again."""
+    execs = await open_execs(nodes, ssh_key=ssh_key)
+    try:
+        async def one(node: Node) -> StopResult:
+            e = execs[node.name]
+            first = await e.run(tagged_script("stop", grace_s=15), timeout=60)
+            out = StopResult(node=node.name)
+            match = re.search(r"stopped=(\d+)(?: killed=(\d+))?", first.out)
+            if match:
+                out.stopped, out.killed = int(match.group(1)), int(match.group(2) or 0)
+            if use_ray:
+                said = await e.run(f"command -v {shlex.quote(ray)} >/dev/null 2>&1 || {{ echo 'ray not installed'; exit 0; }}; "
+                                   f"{shlex.quote(ray)} stop 2>&1 | tail -n 1", timeout=90)
+                out.ray_stop = re.sub(r"\x1b\[[0-9;]*m", "", said.out.strip().splitlines()[-1] if said.out.strip() else "")
+                await e.run(tagged_script("stop", grace_s=5), timeout=60)
+            return out
+
+        results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
+        return [r if isinstance(r, StopResult) else StopResult(node=n.name, error=str(r)) for n, r in zip(nodes, results, strict=True)]
+    finally:
+        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+
+
+_VERSION = re.compile(r"^\d+\.\d+\.\d+([.-]?(rc|dev|post)\d+)?$")
+
+
+async def install_ray(nodes: list[Node], *, version: str, python: str, echo: Echo, ssh_key: str | None = None,
+                      wheelhouse: str | None = None) -> None:
+    """`pip install ray[default]==V` with `python` on every node, one node after the other, then verify.
+
+    `wheelhouse` (a folder on the nodes, e.g. filled by `pip download 'ray[default]==V' -d DIR`) installs
+    without an index, for nodes that cannot reach PyPI.
+    """
+    if not _VERSION.match(version):
+        raise UsageError(f"--ray-version {version!r} is not a version like 2.60.0")
+    execs = await open_execs(nodes, ssh_key=ssh_key)
+    try:
+        spec = f"ray[default]=={version}"
+        offline = f"--no-index --find-links {shlex.quote(wheelhouse)} " if wheelhouse else ""
+        command = f"{shlex.quote(python)} -m pip install --disable-pip-version-check --no-input {offline}{shlex.quote(spec)}"
+        for node in nodes:
+            # One at a time: readable output, and nodes that share a file system (NFS home, one venv)
+            # would otherwise race on the same site-packages.
+            echo(f"[{node.name}] $ {command}")
+            result = await execs[node.name].run(command + " 2>&1", timeout=1800)
+            tail = [line for line in result.out.splitlines() if line.strip() and not line.startswith("WARNING: Location")]
+            for line in tail[-3:]:
+                echo(f"[{node.name}]   {line}")
+            if result.rc != 0:
+                hint = None
+                if "externally-managed-environment" in result.out:
+                    hint = "this Python refuses pip installs (PEP 668): pass --python with the venv vLLM runs in"
+                raise Refused(f"pip install {spec} failed on {node.name} (exit {result.rc})", hint=hint)
+        check = f"{shlex.quote(python)} -c 'import ray, sys, os; print(ray.__version__, os.path.join(os.path.dirname(sys.executable), \"ray\"))'"
+        results = await asyncio.gather(*(execs[n.name].run(check, timeout=120) for n in nodes))
+        for node, result in zip(nodes, results, strict=True):
+            got = result.out.split()
+            if result.rc != 0 or not got or got[0] != version:
+                raise Refused(f"Ray on {node.name} is {got[0] if got else 'not importable'} after the install, not {version}")
+            echo(f"[{node.name}] ray {got[0]} ready: {got[1] if len(got) > 1 else ''}")
+    finally:
+        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)

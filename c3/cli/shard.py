@@ -1,0 +1,147 @@
+"""`c3 shard`: one vLLM server split across nodes, with Ray or vLLM's multiprocessing executor.
+
+    c3 shard install-ray --nodes a,b [--ray-version V] [--python PATH]
+    c3 shard start --profile big --nodes a,b [--tp 1] [--pp 2] [--backend ray|mp] [--head NAME] [--dry-run] …
+    c3 shard status --nodes a,b [--json]
+    c3 shard stop --nodes a,b
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+
+from c3.cli.common import emit_json, json_option
+
+
+def _nodes(names: str):
+    from backend.nodes.registry import resolve_nodes
+
+    return resolve_nodes(names)
+
+
+def _echo(line: str) -> None:
+    click.echo(line)
+    sys.stdout.flush()
+
+
+nodes_option = click.option("--nodes", required=True, help="Registered nodes, comma-separated (c3 node ls).")
+ssh_key_option = click.option("--ssh-key", type=click.Path(dir_okay=False), default=None, help="SSH private key for every remote node (overrides the registry's).")
+ray_option = click.option("--ray", "ray", default="ray", show_default=True, help="The ray executable on every node.")
+
+
+@click.group()
+def shard() -> None:
+    """One model split across nodes (Ray or vLLM's multiprocessing backend). Runs on the head node."""
+
+
+@shard.command("install-ray")
+@nodes_option
+@click.option("--ray-version", default=None, help="Ray version to install everywhere (default: the one c3 is tested with).")
+@click.option("--python", "python", default="python3", show_default=True, help="Interpreter to pip-install into (the one vLLM runs under).")
+@click.option("--wheelhouse", default=None, help="Install offline from this folder of wheels on the nodes (pip download 'ray[default]==V' -d DIR).")
+@ssh_key_option
+def install_ray(nodes: str, ray_version: str | None, python: str, wheelhouse: str | None, ssh_key: str | None) -> None:
+    """pip install ray[default]==V on every node, the same version everywhere."""
+    from backend.shard.ops import DEFAULT_RAY_VERSION
+    from backend.shard.ops import install_ray as run
+
+    version = ray_version or DEFAULT_RAY_VERSION
+    asyncio.run(run(_nodes(nodes), version=version, python=python, echo=_echo, ssh_key=ssh_key, wheelhouse=wheelhouse))
+    _echo(f"ray[default]=={version} installed on {nodes}")
+
+
+@shard.command()
+@click.option("--profile", required=True, help="A profile in $C3_HOME/profiles/ (model, args, env), or 'MODEL [vllm args]'.")
+@nodes_option
+@click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size (default 1, or the profile's).")
+@click.option("--pp", type=click.IntRange(min=1), default=None, help="Pipeline-parallel size (default 2, or the profile's).")
+@click.option("--backend", type=click.Choice(["ray", "mp"]), default=None, help="Executor (default ray, or the profile's).")
+@click.option("--head", default=None, help="Head node (default: the first of --nodes; mp needs it first).")
+@click.option("--head-address", default=None, help="Address workers reach the head at (default: detected).")
+@ssh_key_option
+@click.option("--stop-services", is_flag=True, help="First stop the single-node unit on every node (needs passwordless sudo).")
+@click.option("--service-name", default="vllm.service", show_default=True, help="Unit --stop-services stops.")
+@click.option("--vllm", "vllm", default="vllm", show_default=True, help="The vllm executable on every node.")
+@ray_option
+@click.option("--python", "python", default=None, help="Interpreter Ray runs under (default: the ray script's own).")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="The head's OpenAI API port (default 8000, or the profile's).")
+@click.option("--ray-port", type=click.IntRange(1, 65535), default=6379, show_default=True, help="Ray GCS port on the head.")
+@click.option("--master-port", type=click.IntRange(1, 65535), default=29501, show_default=True, help="torch rendezvous port on the head (mp).")
+@click.option("--gpus-per-node", type=click.IntRange(min=0), default=None, help="Declare each node's GPUs instead of asking nvidia-smi (CPU test hosts).")
+@click.option("--dry-run", is_flag=True, help="Run the checks and print every node's commands without starting anything.")
+def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str | None, head: str | None, head_address: str | None,
+          ssh_key: str | None, stop_services: bool, service_name: str, vllm: str, ray: str, python: str | None, port: int | None,
+          ray_port: int, master_port: int, gpus_per_node: int | None, dry_run: bool) -> None:
+    """Run one vLLM server across the nodes, in the foreground (Ctrl+C stops every node's part)."""
+    from backend.errors import UsageError
+    from backend.shard.ops import start as run
+    from backend.shard.plan import ShardOptions
+    from backend.shard.profile import load_profile
+
+    prof = load_profile(profile)
+    tp = tp or prof.tp or 1
+    pp = pp or prof.pp or 2
+    for name, value in (("--ray-port", ray_port), ("--master-port", master_port)):
+        if 10002 <= value <= 19999:
+            raise UsageError(f"{name} {value} is inside Ray's worker port range 10002–19999")
+    options = ShardOptions(
+        backend=backend or prof.backend or "ray", tp=tp, pp=pp, head=head, head_address=head_address,
+        api_port=port or prof.port or 8000, ray_port=ray_port, master_port=master_port, vllm=vllm, ray=ray,
+        python=python, gpus_per_node=gpus_per_node, stop_services=stop_services, service_name=service_name,
+        model=prof.model, args=prof.args, env=prof.env,
+    )
+    code = asyncio.run(run(_nodes(nodes), options, echo=_echo, dry_run=dry_run, ssh_key=ssh_key))
+    sys.exit(code)
+
+
+@shard.command()
+@nodes_option
+@ray_option
+@ssh_key_option
+@json_option
+def status(nodes: str, ray: str, ssh_key: str | None, as_json: bool) -> None:
+    """The Ray cluster as the first node sees it, and c3's processes on every node."""
+    from backend.shard.ops import status as run
+
+    result = asyncio.run(run(_nodes(nodes), ray=ray, ssh_key=ssh_key))
+    if as_json:
+        emit_json(result.model_dump())
+        return
+    if result.ray_error:
+        _echo(f"ray: {result.ray_error} (asked {result.head})")
+    else:
+        _echo(f"ray: {len(result.ray_nodes)} node(s) alive (asked {result.head})")
+    for node in result.nodes:
+        if not node.reachable:
+            _echo(f"{node.node}: unreachable: {node.error}")
+            continue
+        res = ", ".join(f"{k} {v:g}" for k, v in sorted(node.ray_resources.items()) if k in {"CPU", "GPU"})
+        member = f"in the Ray cluster at {node.ray_address} ({res})" if node.ray_address else "not in a Ray cluster"
+        _echo(f"{node.node}: {member}; {len(node.processes)} c3 shard process(es)")
+        for proc in node.processes:
+            _echo(f"    {proc['pid']:>7} {proc['command']}")
+
+
+@shard.command()
+@nodes_option
+@ray_option
+@click.option("--backend", type=click.Choice(["ray", "mp"]), default="ray", show_default=True, help="mp skips `ray stop`.")
+@ssh_key_option
+def stop(nodes: str, ray: str, backend: str, ssh_key: str | None) -> None:
+    """Stop what `shard start` left on every node (found by its C3_SHARD environment), then `ray stop`."""
+    from backend.shard.ops import stop as run
+
+    results = asyncio.run(run(_nodes(nodes), ray=ray, use_ray=backend == "ray", ssh_key=ssh_key))
+    failed = False
+    for r in results:
+        if r.error:
+            failed = True
+            _echo(f"{r.node}: {r.error}")
+            continue
+        extra = f" ({r.killed} needed SIGKILL)" if r.killed else ""
+        ray_said = f"; ray stop: {r.ray_stop}" if r.ray_stop else ""
+        _echo(f"{r.node}: stopped {r.stopped} process(es){extra}{ray_said}")
+    sys.exit(1 if failed else 0)

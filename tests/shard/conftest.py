@@ -1,0 +1,202 @@
+"""Fixtures for the shard integration tests: two netns test hosts (NODES' rig) joined by a direct
+"cluster link", a cached Ray venv on the shared file system, and a way to run `c3` on the head.
+
+Topology (like two DGX Sparks with a QSFP cable between them):
+
+    root ns ── 10.213.N.0/24 ── h1 (head)        h1 ══ 10.213.L.0/24 (cluster link) ══ h2
+    root ns ── 10.213.M.0/24 ── h2 (worker)
+
+The hosts reach each other only over the link; h1 also routes h2's SSH address over it, so the
+head drives h2 over real SSH. `c3` runs inside h1's namespace, so local detection sees the head's
+address, just as on a real head node.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY_VERSION = "2.60.0"
+RAY_VENV = ROOT / ".rig" / f"shard-ray-{RAY_VERSION}"
+RAY_WHEELS = ROOT / ".rig" / f"ray-wheels-{RAY_VERSION}"
+RAY_PORT = 6380  # outside Ray's worker port range 10002–19999
+API_PORT = 8000
+
+
+def _ip(*argv: str) -> None:
+    subprocess.run(["ip", *argv], check=True, capture_output=True, text=True, timeout=30)
+
+
+@dataclass
+class ShardRig:
+    """Two hosts with a cluster link, and helpers to drive c3 on the head."""
+
+    rig: object
+    head: object
+    worker: object
+    link_subnet: int
+    link_names: tuple[str, str]
+    folder: Path
+
+    @property
+    def head_link(self) -> str:
+        return f"10.213.{self.link_subnet}.1"
+
+    @property
+    def worker_link(self) -> str:
+        return f"10.213.{self.link_subnet}.2"
+
+    @property
+    def ray(self) -> str:
+        return str(RAY_VENV / "bin" / "ray")
+
+    @property
+    def python(self) -> str:
+        return str(RAY_VENV / "bin" / "python")
+
+    def register(self, home: Path | None = None) -> None:
+        """Register the hosts as nodes a (head) and b in this test's C3_HOME (or in `home`)."""
+        from backend.nodes.registry import add_node
+
+        for name, host in (("a", self.head), ("b", self.worker)):
+            add_node(name, f"http://{host.address}:{API_PORT}", host.ssh_target, ssh_key=str(self.rig.client_key),
+                     path=home / "nodes.json" if home else None)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("C3_SHARD")}
+        env.update(C3_KNOWN_HOSTS=str(self.rig.known_hosts), PYTHONUNBUFFERED="1", **extra)
+        return env
+
+    def argv(self, *args: str) -> list[str]:
+        return ["nsenter", f"--net=/var/run/netns/{self.head.netns}", sys.executable, "-m", "c3", *args]
+
+    def c3(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+        """Run `c3 ARGS` on the head (inside h1's namespace) and wait for it."""
+        return subprocess.run(self.argv(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=self.env(**env))
+
+    def c3_background(self, *args: str, log: Path, **env: str) -> subprocess.Popen:
+        """Start `c3 ARGS` on the head in the background, output to `log`."""
+        return subprocess.Popen(self.argv(*args), stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=ROOT, env=self.env(**env),
+                                start_new_session=True)
+
+    def netns_pids(self) -> dict[str, list[tuple[int, str]]]:
+        """Every process inside each host's namespace, with its command line."""
+        found: dict[str, list[tuple[int, str]]] = {}
+        for host in (self.head, self.worker):
+            out = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True, timeout=30).stdout
+            procs = []
+            for pid in out.split():
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                except OSError:
+                    continue
+                procs.append((int(pid), cmd))
+            found[host.name] = procs
+        return found
+
+    def leftovers(self) -> dict[str, list[tuple[int, str]]]:
+        """Processes in either namespace that are not the rig's own sshd."""
+        sshd = {h.pids.get("sshd") for h in (self.head, self.worker)}
+        return {
+            name: [(pid, cmd) for pid, cmd in procs if pid not in sshd and not cmd.startswith("sshd:") and "sshd" not in cmd.split(" ")[0]]
+            for name, procs in self.netns_pids().items()
+        }
+
+    def kill_leftovers(self) -> None:
+        """Last resort after a failed test: stop what is still running inside the two namespaces."""
+        for procs in self.leftovers().values():
+            for pid, _ in procs:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+@pytest.fixture(scope="module")
+def shard_rig(ssh_hosts, tmp_path_factory, require_service):
+    """NODES' two ssh test hosts plus a cluster link between them (removed again afterwards)."""
+    h1, h2 = ssh_hosts.hosts[:2]
+    used = {h1.subnet, h2.subnet}
+    link = next(n for n in range(250, 200, -1) if n not in used)
+    a, b = f"c3s{h1.subnet}l{h2.subnet}a", f"c3s{h1.subnet}l{h2.subnet}b"
+    subprocess.run(["ip", "link", "del", a], capture_output=True)
+    _ip("link", "add", a, "type", "veth", "peer", "name", b)
+    try:
+        _ip("link", "set", a, "netns", h1.netns)
+        _ip("link", "set", b, "netns", h2.netns)
+        _ip("-n", h1.netns, "addr", "add", f"10.213.{link}.1/24", "dev", a)
+        _ip("-n", h2.netns, "addr", "add", f"10.213.{link}.2/24", "dev", b)
+        _ip("-n", h1.netns, "link", "set", a, "up")
+        _ip("-n", h2.netns, "link", "set", b, "up")
+        # The head reaches the worker's sshd over the link (as a Spark reaches its twin over QSFP).
+        _ip("-n", h1.netns, "route", "add", f"{h2.address}/32", "via", f"10.213.{link}.2")
+    except BaseException:
+        subprocess.run(["ip", "-n", h1.netns, "link", "del", a], capture_output=True)
+        raise
+    rig = ShardRig(rig=ssh_hosts, head=h1, worker=h2, link_subnet=link, link_names=(a, b), folder=tmp_path_factory.mktemp("shard"))
+    rig.folder.chmod(0o755)
+    try:
+        yield rig
+    finally:
+        rig.kill_leftovers()
+        subprocess.run(["ip", "-n", h1.netns, "link", "del", a], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def ray_venv():
+    """A venv for Ray on the shared file system, kept under .rig/ between runs (≈ 400 MB), and the
+    wheels to fill it (≈ 110 MB): the test hosts cannot reach PyPI, so this machine downloads them
+    once and `install-ray --wheelhouse` installs from that folder, as on an air-gapped node."""
+    python = RAY_VENV / "bin" / "python"
+    if not python.exists():
+        RAY_VENV.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(RAY_VENV)], check=True, timeout=300)
+    stamp = RAY_WHEELS / ".complete"
+    if not stamp.exists():
+        RAY_WHEELS.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([str(python), "-m", "pip", "download", "-q", "-d", str(RAY_WHEELS), f"ray[default]=={RAY_VERSION}"],
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            pytest.fail(f"could not download ray[default]=={RAY_VERSION} wheels from PyPI: {done.stderr[-2000:]}")
+        stamp.write_text("ok\n")
+    return RAY_VENV
+
+
+@pytest.fixture(scope="module")
+def ray_installed(shard_rig, ray_venv, tmp_path_factory):
+    """`c3 shard install-ray` on both hosts (the real command), into the shared cached venv."""
+    home = tmp_path_factory.mktemp("install-ray-home")
+    shard_rig.register(home)
+    started = time.monotonic()
+    result = shard_rig.c3("shard", "install-ray", "--nodes", "a,b", "--python", shard_rig.python, "--ray-version", RAY_VERSION,
+                          "--wheelhouse", str(RAY_WHEELS), timeout=900, C3_HOME=str(home))
+    return result, time.monotonic() - started
+
+
+def write_script(path: Path, text: str) -> str:
+    path.write_text(text)
+    path.chmod(0o755)
+    return str(path)
+
+
+def wait_for(what: str, check, deadline_s: float, proc: subprocess.Popen | None = None, log: Path | None = None):
+    """Poll `check()` until it returns something truthy; fail with the log's tail."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.25)
+    tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+    state = f"c3 exited {proc.returncode}" if proc is not None and proc.poll() is not None else f"not within {deadline_s:.0f}s"
+    pytest.fail(f"{what}: {state}\n{tail}")
