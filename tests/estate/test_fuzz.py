@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import backend.estate.validate as validate_module
@@ -128,6 +128,17 @@ slugs = st.one_of(st.sampled_from(SLUGS), st.text(max_size=20))
 SEEDED = "schema_version: 1\nestate:\n  - {name: chat, slug: vllm/qwen3-8b, gpus: [0], port: 8020}\n"
 
 
+def _argv_ok(text: str) -> bool:
+    """What an OS argv can carry at all (no NUL, encodable)."""
+    if "\x00" in text:
+        return False
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _create_args(name, gpus, port, slug, force, path):
     args = ["pod", "create", "--gpus", gpus, "--slug", slug, "--file", str(path)]
     if port is not None:
@@ -157,6 +168,7 @@ def test_random_create_arguments(rig, tmp_path_factory, name, gpus, port, slug, 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=names, gpus=gpu_lists, port=ports, slug=slugs, doc=documents)
 def test_real_process_never_prints_a_traceback(rig, tmp_path_factory, name, gpus, port, slug, doc):
+    assume(all(_argv_ok(a) for a in (name, gpus, port or "", slug)))
     path = tmp_path_factory.mktemp("f") / "estate.yml"
     before = _write(path, doc)
     env = {"C3_RIG": str(rig), "C3_HOME": os.environ["C3_HOME"], "C3_STATE": os.environ["C3_STATE"]}
