@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.errors import C3Error, EnvironmentProblem, Refused
+from backend.errors import C3Error, Refused
 from backend.models import CatalogEntry, Gpu, Pod
 from backend.runtime import engines, gates
 from backend.runtime.bootlog import BootLog
@@ -41,6 +41,8 @@ class BootOutcome:
     placement: Placement | None = None
     placement_s: float | None = None
     """Seconds from the workload's start to a placement verdict other than `unknown`."""
+    verdict_after_ready_s: float | None = None
+    """Seconds from serving to that verdict (what placement itself costs)."""
     warnings: list[GateResult] = field(default_factory=list)
     boot_log: Path | None = None
 
@@ -53,7 +55,8 @@ def secret_env() -> dict[str, str]:
 def pod_gpus(ctx: RuntimeContext, pod: Pod) -> list[Gpu]:
     """The pod's GPUs, resolved on this rig now (UUIDs are resolved at boot, indices are stored)."""
     if ctx.probe is None:
-        raise EnvironmentProblem(f"cannot resolve pod {pod.name}'s GPUs: {ctx.probe_problem}", hint="c3 needs NVML (or C3_RIG for a simulated rig) to pin GPUs")
+        # No NVML: pin by host index (what `docker --gpus device=N` does); placement will be `unknown`.
+        return [Gpu(index=i, uuid=str(i), name="unknown (NVML unavailable)", total_mib=None) for i in pod.gpus]
     by_index = {g.index: g for g in ctx.gpus()}
     missing = [i for i in pod.gpus if i not in by_index]
     if missing:
@@ -121,7 +124,11 @@ def boot_pod(
             line = f"warning: --force passes the {w.gate} gate: {w.message}"
             say(pod.name, line)
             log.line(line)
-        if pod.uuids and tuple(pod.uuids) != tuple(g.uuid for g in gpus):
+        if ctx.probe is None:
+            line = f"warning: {ctx.probe_problem or 'NVML is unavailable'}; pinning GPUs by index, placement cannot be verified"
+            say(pod.name, line)
+            log.line(line)
+        elif pod.uuids and tuple(pod.uuids) != tuple(g.uuid for g in gpus):
             line = f"warning: GPU order changed since pod {pod.name} was created; pinning the GPUs now at indices {','.join(map(str, pod.gpus))}"
             say(pod.name, line)
             log.line(line)
@@ -152,6 +159,7 @@ def boot_pod(
                 ctx.runtime.stop(pod.name, timeout=10)  # a hung boot must not keep holding its GPUs
             return BootOutcome(pod=pod.name, ok=False, phase=result.phase, elapsed_s=result.elapsed_s, detail=result.detail, log_tail=result.log_tail, warnings=warnings, boot_log=log.path)
         ctx.runtime.mark_healthy(pod.name)
+        ready_at = time.monotonic()
         place, placed_at = _settle_placement(ctx, pod)
         log.line(place.summary())
         return BootOutcome(
@@ -161,6 +169,7 @@ def boot_pod(
             elapsed_s=result.elapsed_s,
             placement=place,
             placement_s=(placed_at - started) if placed_at else None,
+            verdict_after_ready_s=(placed_at - ready_at) if placed_at else None,
             warnings=warnings,
             boot_log=log.path,
         )

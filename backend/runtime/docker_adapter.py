@@ -55,12 +55,26 @@ def connect(timeout: float = 30.0) -> Any:
         client = docker.from_env(timeout=timeout)
         client.ping()
     except (DockerException, OSError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise EnvironmentProblem(
-            f"the Docker daemon is unreachable at {_where()}: {reason[:160]}",
+            f"the Docker daemon is unreachable at {_where()}: {_reason(error)}",
             hint="start dockerd (or fix DOCKER_HOST), then try again",
         ) from None
     return client
+
+
+def _reason(error: BaseException) -> str:
+    """A short cause instead of docker-py's nested exception text."""
+    text = str(error)
+    for needle, short in (
+        ("No such file", "no socket there"),
+        ("FileNotFoundError", "no socket there"),
+        ("Connection refused", "connection refused"),
+        ("Permission denied", "permission denied (is this user in the docker group?)"),
+        ("timed out", "timed out"),
+    ):
+        if needle in text:
+            return short
+    return (text.splitlines() or [type(error).__name__])[0][:160]
 
 
 def create_kwargs(spec: LaunchSpec, mode: ModeDecision, secret_env: Mapping[str, str], hf_cache: Path) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def wait_ready(
     logs: Callable[[int], str],
     timeout_s: float,
     progress: Callable[[str, float], None] | None = None,
-    interval_s: float = 0.5,
+    interval_s: float = 0.25,
     progress_every_s: float = 10.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
@@ -76,4 +76,4 @@ def wait_ready(
         if elapsed >= timeout_s:
             return ReadyResult(False, elapsed, "timeout", f"not serving after {timeout_s:.0f} s (last phase: {phase})", logs(LOG_LINES_ON_FAILURE))
         sleep(min(delay, max(0.05, timeout_s - elapsed)))
-        delay = min(delay * 1.5, 2.0)
+        delay = min(delay * 1.5, 1.0)
