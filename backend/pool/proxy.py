@@ -379,8 +379,14 @@ class PoolServer:
             self.router.metrics.midstream_failures += 1
             self.router.passive_failure(b, "response cut off mid-body", hard=False)
             if framing == "chunked" and resp.headers.get(b"content-type", b"").lower().startswith(b"text/event-stream"):
+                # The error event and the last chunk end the response cleanly, so the client connection
+                # stays usable (closing it now would race the client's next request on it).
                 writer.write(_sse_error(b.name))
-            log.warning("backend %s cut off a response mid-body; client told, connection closed", b.name)
+                log.warning("backend %s cut off a stream; the client got an error event", b.name)
+                return not close
+            log.warning("backend %s cut off a response mid-body; client connection closed", b.name)
+            if proto.transport is not None:
+                proto.transport.abort()  # an incomplete body must never look complete
             return False
         proto.on_lost = None
         if reusable:
