@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -100,15 +101,16 @@ def test_registered_processes_add_to_used_memory(tmp_path: Path):
     me = os.getpid()
     _register(registry, f"host-{me}.gpu", me, f"{gpus[1].uuid} 20000 0.0000", f"{gpus[2].uuid} 20000 0.0000")
     _register(registry, "host-dead.gpu", 2**22 + 12345, f"{gpus[0].uuid} 5 0.0")
-    _register(registry, "ctr.gpu", 77, "3 0 0.5000", container="abc123")  # by index, fraction of total
+    _register(registry, "by-index.gpu", me, "3 0 0.5000")  # by index, fraction of the total
+    _register(registry, "ctr.gpu", 77, "0 100 0", container="ab" * 32)  # no such container here: ignored
     _register(registry, "foreign.gpu", me, "GPU-other-machine 1 0.0")
     (registry / "junk.gpu").write_text("pid many\ngpu x y z\n")
     (registry / "half.gpu.tmp").write_text("pid 1\n")
     snaps = probe.snapshots()
-    assert [s.used_mib for s in snaps] == [14, 20014, 20018, 18 + 32607 // 2]
+    assert [s.used_mib for s in snaps] == [14, 20014, 20018, 18 + math.ceil(32607 * 0.5)]
     assert snaps[1].free_mib == 24576 - 422 - 20014
     assert snaps[1].util_pct > 0 and snaps[0].util_pct == 0
-    assert [(p.pid, p.gpu_uuid) for p in probe.processes()] == [(77, gpus[3].uuid), (me, gpus[1].uuid), (me, gpus[2].uuid)]
+    assert [(p.pid, p.gpu_uuid) for p in probe.processes()] == [(me, gpus[3].uuid), (me, gpus[1].uuid), (me, gpus[2].uuid)]
 
 
 def test_registration_for_all_gpus(tmp_path: Path):
