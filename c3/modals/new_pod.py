@@ -70,8 +70,9 @@ class NewPodModal(CockpitModal):
         self.slug: str | None = None
         self.report: FitReport | None = None
         self.port_touched = False
+        self.slug_picked = False
         self._generation = 0
-        self._setting_port = False
+        self._proposed_port = ""
         self._refit_timer = None
 
     def compose(self) -> ComposeResult:
@@ -160,15 +161,18 @@ class NewPodModal(CockpitModal):
         for entry in shown:
             verdict = self.verdicts.get(entry.slug)
             mark = verdict_markup(verdict) if verdict else "[$text-muted]…[/]"
-            pad = " " * max(1, 11 - len(Content.from_markup(mark).plain))
+            pad = " " * max(1, 18 - len(Content.from_markup(mark).plain))
             prompt = Content.from_markup(f"{mark}{pad}$s [$text-muted]· $n GPU[/]", s=entry.slug, n=str(entry.gpu_count))
             slugs.add_option(Option(prompt, id=entry.slug))
         ids = [e.slug for e in shown]
-        slugs.highlighted = ids.index(keep) if keep in ids else 0
+        # Until the user picks a slug, the best-ranked one is the proposal.
+        slugs.highlighted = ids.index(keep) if keep in ids and self.slug_picked else 0
 
     # -- events ----------------------------------------------------------------------------------
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         slug = event.option.id
+        if event.option_list.has_focus:
+            self.slug_picked = True
         if not slug or slug == self.slug:
             return
         self.slug = slug
@@ -183,9 +187,8 @@ class NewPodModal(CockpitModal):
 
     def _port_landed(self, port: int) -> None:
         if not self.port_touched:
-            self._setting_port = True
+            self._proposed_port = str(port)
             self.query_one("#port", Input).value = str(port)
-            self._setting_port = False
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -196,8 +199,9 @@ class NewPodModal(CockpitModal):
             self._check_name()
         elif event.input.id == "filter":
             self._render_slugs()
-        elif event.input.id == "port" and not self._setting_port:
-            self.port_touched = True
+        elif event.input.id == "port":
+            # Our own proposal arrives as a Changed event too; only a different value is the user's.
+            self.port_touched = event.value != self._proposed_port
         elif event.input.id == "gpus":
             self._schedule_refit(verdicts=True)
 

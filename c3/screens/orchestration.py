@@ -51,6 +51,7 @@ class OrchestrationScreen(CockpitScreen):
         self.pods_error: str | None = None
         self.history = History()
         self._seeded = False
+        self._focused_pods = False
         self.gpu_poller = self.add_poller(GPU_PERIOD_S, self._poll_gpus)
         self.pods_poller = self.add_poller(PODS_PERIOD_S, self._poll_pods)
 
@@ -166,6 +167,9 @@ class OrchestrationScreen(CockpitScreen):
             empty.display = False
             pod_list.display = True
             pod_list.show(self.pods, self.gpus)
+            if not self._focused_pods:
+                self._focused_pods = True
+                pod_list.focus()  # the pods are what keys act on
         claimed = sum(len(p.gpus) for p in self.pods)
         self.query_one("#pods-title", Static).update(
             Content.from_markup("[b]Pods[/] [$text-muted]($n · $c/$t GPUs claimed)[/]", n=str(len(self.pods)), c=str(claimed), t=str(len(self.gpus)))

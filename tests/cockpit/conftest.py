@@ -1,0 +1,86 @@
+"""Cockpit test helpers: a fake-backed app factory, deterministic rendering (UTC, no blink, no animation)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from textual.widgets import Input
+
+from c3.app import C3App
+from c3.services_fake import FakeServices
+
+
+@pytest.fixture(autouse=True)
+def _deterministic(monkeypatch):
+    """Same pixels on every machine: UTC clock display, no cursor blink, no animations."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None, raising=False)
+    yield
+    time.tzset()
+
+
+def make_app(scenario: str = "placed", *, readonly: bool = False, services=None, **fake_kwargs) -> tuple[C3App, FakeServices]:
+    """An app over a FakeServices scenario with its fixed clock."""
+    svc = services or FakeServices(scenario, readonly=readonly, **fake_kwargs)
+    return C3App(svc, readonly=readonly, clock=svc.clock), svc
+
+
+async def settle(pilot, rounds: int = 3) -> None:
+    """Let workers finish and their replies render (bounded: a few rounds, never a fixed sleep as an assertion)."""
+    for _ in range(rounds):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def screen_text(app, screen=None) -> str:
+    """What a screen shows, as plain text: statics, GPU panels, list options, tables, logs, buttons."""
+    from textual.content import Content
+    from textual.widgets import Button, DataTable, Log, OptionList, Static
+
+    from widgets.gpu_panel import GpuPanel
+
+    def plain(value) -> str:
+        return value.plain if isinstance(value, Content) else str(value)
+
+    parts = []
+    for widget in (screen or app.screen).query("*"):
+        if not widget.display:
+            continue
+        if isinstance(widget, Button):
+            parts.append(plain(widget.label))
+        elif isinstance(widget, (Static, GpuPanel)):
+            parts.append(plain(widget.render()))
+        elif isinstance(widget, OptionList):
+            parts += [plain(widget.get_option_at_index(i).prompt) for i in range(widget.option_count)]
+        elif isinstance(widget, DataTable):
+            for row in range(widget.row_count):
+                parts.append("  ".join(plain(c) for c in widget.get_row_at(row)))
+        elif isinstance(widget, Log):
+            parts += list(widget.lines)
+    return "\n".join(parts)
+
+
+def orchestration(app):
+    """The Orchestration screen (wherever the stack is)."""
+    return app._orchestration()
+
+
+SIZES = [(120, 40), (80, 24)]
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+
+async def wait_for(pilot, predicate, timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll `predicate()` between frames until it holds or `timeout` passes (then fail saying what)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)

@@ -1,0 +1,225 @@
+"""Every binding of the cockpit, driven with keys through Pilot over the fake facade."""
+
+from __future__ import annotations
+
+from c3.modals.confirm import ConfirmModal
+from c3.modals.details import DetailsModal
+from c3.modals.help import HelpModal
+from c3.modals.logs import LogsModal
+from c3.modals.new_pod import NewPodModal
+from c3.screens.nodes import NodesScreen
+from c3.screens.orchestration import OrchestrationScreen
+from c3.screens.recipes import RecipesScreen
+from tests.cockpit.conftest import make_app, orchestration, screen_text, settle
+
+
+async def test_mode_keys_switch_modes_and_back():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, OrchestrationScreen)
+        await pilot.press("2")
+        await settle(pilot)
+        assert isinstance(app.screen, NodesScreen)
+        assert "spark-2" in screen_text(app)
+        await pilot.press("3")
+        await settle(pilot)
+        assert isinstance(app.screen, RecipesScreen)
+        assert "qwen3-32b-2x3090" in screen_text(app)
+        await pilot.press("1")
+        await settle(pilot)
+        assert isinstance(app.screen, OrchestrationScreen)
+
+
+async def test_orchestration_shows_every_gpu_and_pods_with_badges():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        for index in range(4):
+            assert f"GPU{index} " in text
+        assert "chat" in text and "vllm/qwen3-8b:8000" in text and "✓ placed" in text
+        assert "coder" in text and "vllm/qwen3-32b-awq-tp2:8010" in text
+        assert "free: GPU3" in text
+        assert "GPUs ● as of 12:00:00" in text
+
+
+async def test_mismatch_is_explained():
+    app, _ = make_app("mismatch")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "⚠ PLACEMENT MISMATCH" in text
+        assert "asked for GPU 1,2 but runs on GPU 1,3" in text
+        assert "GPU3 (in use: coder)" in text
+
+
+async def test_help_lists_the_keys_of_the_current_mode():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpModal)
+        text = screen_text(app)
+        for words in ("New pod", "Up", "Down", "Remove", "Logs", "Details", "Stop all", "Refresh", "Orchestration", "Quit", "Ctrl+C quits"):
+            assert words in text, words
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, OrchestrationScreen)
+        await pilot.press("2", "question_mark")
+        await settle(pilot)
+        assert "Nodes" in screen_text(app) and "New pod" not in screen_text(app)
+
+
+async def test_q_quits():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+    assert not app.is_running
+
+
+async def test_ctrl_c_quits_outside_text_fields():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+    assert not app.is_running
+
+
+async def test_ctrl_c_inside_a_text_field_does_not_quit():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("n")
+        await settle(pilot)
+        assert isinstance(app.screen, NewPodModal)
+        await pilot.press("a", "ctrl+c")
+        await pilot.pause()
+        assert app.is_running and isinstance(app.screen, NewPodModal)
+
+
+async def test_n_opens_new_pod_and_escape_closes_it():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("N")
+        await settle(pilot)
+        assert isinstance(app.screen, NewPodModal)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, OrchestrationScreen)
+
+
+async def test_logs_modal_is_bounded_and_follow_toggles():
+    app, svc = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("l")
+        await settle(pilot)
+        assert isinstance(app.screen, LogsModal)
+        assert app.screen.pod == "chat"
+        assert "POST /v1/chat/completions" in screen_text(app)
+        assert "following" in screen_text(app)
+        await pilot.press("f")
+        await pilot.pause()
+        assert app.screen.follow is False and "paused" in screen_text(app)
+        assert app.screen.query_one("Log").max_lines is not None
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, OrchestrationScreen)
+        assert "pod_logs" in svc.calls
+
+
+async def test_details_by_i_and_by_enter():
+    app, _ = make_app("mismatch")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("down")  # coder
+        await pilot.press("i")
+        await settle(pilot)
+        assert isinstance(app.screen, DetailsModal)
+        text = screen_text(app)
+        assert "coder" in text and "c3-coder" in text and "⚠ PLACEMENT MISMATCH" in text
+        assert "requested GPU 1, 2 · running on GPU 1, 3" in text
+        assert "fit" in text
+        await pilot.press("escape")
+        await settle(pilot)
+        orchestration(app).query_one("#pods").focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, DetailsModal)
+
+
+async def test_j_k_move_between_pods():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        pods = orchestration(app).query_one("#pods")
+        pods.focus()
+        assert pods.selected_pod == "chat"
+        await pilot.press("j")
+        assert pods.selected_pod == "coder"
+        await pilot.press("k")
+        assert pods.selected_pod == "chat"
+
+
+async def test_r_refreshes_now():
+    app, svc = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        before = svc.calls.count("pod_states")
+        await pilot.press("r")
+        await settle(pilot)
+        assert svc.calls.count("pod_states") > before
+
+
+async def test_u_d_x_o_open_the_confirm_gate_with_the_plan():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        for key, words in (("d", "Stop pod chat"), ("x", "Remove pod chat"), ("o", "Stop the whole estate")):
+            await pilot.press(key)
+            await settle(pilot)
+            assert isinstance(app.screen, ConfirmModal), key
+            assert words in screen_text(app)
+            await pilot.press("escape")
+            await settle(pilot)
+            assert isinstance(app.screen, OrchestrationScreen)
+        await pilot.press("u")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmModal)
+        assert "already serving" in screen_text(app)  # chat serves: the gate says why it cannot boot
+        assert app.screen.query_one("#confirm").disabled
+
+
+async def test_actions_without_a_pod_say_so():
+    app, svc = make_app("empty")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "No pods yet — press N to create one" in screen_text(app)
+        await pilot.press("u")
+        await settle(pilot)
+        assert isinstance(app.screen, OrchestrationScreen)
+        assert not any(c.startswith("make_plan") for c in svc.calls)
+
+
+async def test_palette_has_an_entry_for_every_action():
+    app, _ = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("Mode: Orchestration", "Mode: Nodes", "Mode: Recipes", "New pod", "Stop the whole estate", "Refresh", "Help", "Quit",
+                      "Boot pod chat", "Stop pod coder", "Remove pod chat", "Logs of pod chat", "Details of pod coder"):
+            assert title in titles, title
+        await pilot.press("ctrl+p")
+        await settle(pilot)
+        await pilot.press(*"Mode: Nodes")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, NodesScreen)
