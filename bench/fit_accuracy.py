@@ -1,0 +1,140 @@
+"""Replay public vLLM boot logs through c3's fit-check and print predicted vs logged figures.
+
+    .venv/bin/python bench/fit_accuracy.py [--data bench/data/bootlogs.yaml]
+
+Every point is cited in the data file. For each `full` point the available KV memory is predicted
+twice: from scratch (weights from weights.csv) and with the logged weights (which isolates the
+activation / non-torch / CUDA-graph model). Error = predicted − logged: positive means c3 was
+optimistic (it promised more KV than vLLM found), which is the direction that must stay under 1 GiB.
+`kv` points check only the KV arithmetic (bytes/token, tokens and concurrency from the logged
+budget); `weights` points check the per-rank weights. Prints figures; never fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from backend.catalog.specs import shipped_spec  # noqa: E402
+from backend.fit import fit_config  # noqa: E402
+from backend.fit.kvspec import kv_layout  # noqa: E402
+from backend.fit.plan import Knobs, parse_version  # noqa: E402
+from backend.fit.weights import rank_weights_gib  # noqa: E402
+
+GIB = 1024**3
+
+
+def variant(spec, name):
+    return next((v for v in spec.weights if v.name == name), None)
+
+
+def knobs(point, spec, weights_gib=None):
+    v = variant(spec, point.get("weights"))
+    return Knobs(
+        tp=point.get("tp", 1),
+        pp=point.get("pp", 1),
+        util=point["util"],
+        max_model_len=point.get("max_model_len"),
+        max_num_seqs=point.get("max_num_seqs"),
+        max_num_batched_tokens=point.get("max_num_batched_tokens"),
+        kv_cache_dtype=point.get("kv_cache_dtype", "auto"),
+        version=parse_version(point.get("version")),
+        weights_bytes=v.bytes if v else None,
+        weights_gib=weights_gib,
+        quantized=v is not None and v.name not in ("bf16", "fp16"),
+    )
+
+
+def kv_check(point, spec):
+    """(bytes/token, tokens predicted from the logged budget, concurrency predicted, tokens logged, conc logged)."""
+    tp, pp = point.get("tp", 1), point.get("pp", 1)
+    layout = kv_layout(spec, tp=tp, pp=pp, kv_cache_dtype=point.get("kv_cache_dtype", "auto"))
+    logged = point["logged"]
+    length = point.get("max_model_len") or spec.max_position_embeddings
+    batched = point.get("max_num_batched_tokens") or 2048
+    if "kv_needed_gib" in logged:
+        return layout.bytes_per_token, None, None, None, None, round(layout.bytes_per_token * length / GIB, 3), logged["kv_needed_gib"]
+    avail = logged.get("available_kv_gib")
+    if avail is None:
+        return layout.bytes_per_token, None, None, None, None, None, None
+    blocks = layout.num_blocks(avail * GIB)
+    legacy = blocks // len(layout.groups) * layout.block_size
+    conc = blocks / layout.blocks_per_request(length, batched)
+    return layout.bytes_per_token, legacy, round(conc, 2), logged.get("kv_cache_tokens"), logged.get("max_concurrency"), None, None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT / "bench" / "data" / "bootlogs.yaml")
+    args = parser.parse_args()
+    points = yaml.safe_load(args.data.read_text())["points"]
+
+    print("Available KV memory per rank (GiB): predicted vs logged; error = predicted − logged (+ = optimistic)")
+    print(f"{'point':<30}{'gpu':<16}{'tp':>3}{'logged':>9}{'pred':>9}{'err':>8}{'pred|W':>9}{'err|W':>8}  weights pred/logged")
+    errors, errors_w = [], []
+    for p in points:
+        if p["kind"] != "full":
+            continue
+        spec = shipped_spec(p["model"])
+        totals = [p["total_gib"]] * (p.get("tp", 1) * p.get("pp", 1))
+        report = fit_config(spec, totals, knobs(p, spec))
+        logged = p["logged"]["available_kv_gib"]
+        pred = report.available_kv_gib
+        err = pred - logged
+        errors.append(err)
+        line = f"{p['id']:<30}{p['gpu'][:15]:<16}{p.get('tp', 1):>3}{logged:>9.2f}{pred:>9.2f}{err:>+8.2f}"
+        w_logged = p["logged"].get("weights_gib")
+        if w_logged is not None:
+            with_w = fit_config(spec, totals, knobs(p, spec, weights_gib=w_logged))
+            err_w = with_w.available_kv_gib - logged
+            errors_w.append(err_w)
+            line += f"{with_w.available_kv_gib:>9.2f}{err_w:>+8.2f}"
+        else:
+            line += f"{'':>9}{'':>8}"
+        line += f"  {report.gpus[0].weights_gib:.2f}/{w_logged if w_logged is not None else '-'}"
+        print(line)
+    if errors:
+        print(
+            f"\nfull points: {len(errors)} · median |error| {statistics.median(abs(e) for e in errors):.2f} GiB · "
+            f"worst optimistic {max(errors):+.2f} GiB · worst pessimistic {min(errors):+.2f} GiB · within 1 GiB: "
+            f"{sum(1 for e in errors if abs(e) <= 1.0)}/{len(errors)}"
+        )
+    if errors_w:
+        print(
+            f"with logged weights: median |error| {statistics.median(abs(e) for e in errors_w):.2f} GiB · worst optimistic {max(errors_w):+.2f} GiB"
+        )
+
+    print("\nKV arithmetic from the logged budget (bytes/token per rank; tokens = old log line num_blocks//groups × block)")
+    print(f"{'point':<30}{'bytes/tok':>10}{'tokens pred':>13}{'logged':>10}{'conc pred':>11}{'logged':>8}{'need GiB':>10}{'logged':>8}")
+    for p in points:
+        if p["kind"] not in ("full", "kv"):
+            continue
+        spec = shipped_spec(p["model"])
+        bpt, tokens, conc, tokens_logged, conc_logged, need, need_logged = kv_check(p, spec)
+        def fmt(v, width, spec=","):
+            return f"{'-':>{width}}" if v is None else f"{v:>{width}{spec}}"
+        print(f"{p['id']:<30}{bpt:>10,}{fmt(tokens, 13)}{fmt(tokens_logged, 10)}{fmt(conc, 11, '.2f')}{fmt(conc_logged, 8, '.2f')}"
+              f"{fmt(need, 10, '.3f')}{fmt(need_logged, 8, '.2f')}")
+
+    print("\nWeights per rank (GiB): predicted vs `Model loading took`")
+    for p in points:
+        if p["kind"] != "weights" and "weights_gib" not in p["logged"]:
+            continue
+        spec = shipped_spec(p["model"])
+        v = variant(spec, p["weights"])
+        pred = rank_weights_gib(spec, v.bytes, tp=p.get("tp", 1), pp=p.get("pp", 1), quantized=v.name not in ("bf16", "fp16"))[0]
+        logged = p["logged"]["weights_gib"]
+        print(f"{p['id']:<30}tp {p.get('tp', 1):<3}{pred:>9.3f}{logged:>10.4f}{pred - logged:>+9.3f}")
+    print("\nSources: every point cites its issue/PR in", args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
