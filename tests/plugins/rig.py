@@ -154,3 +154,110 @@ def fake_nvml(fake_nvml_library, tmp_path_factory, monkeypatch):
             monkeypatch.setenv(key, value)
     preload(fake_nvml_library)
     yield fake
+
+
+# ---------------------------------------------------------------- docker
+
+DOCKERD_HINT = "start one with: nohup dockerd > /tmp/dockerd.log 2>&1 &  (then wait for `docker info`)"
+
+
+@pytest.fixture(scope="session")
+def docker_client(require_service):
+    """docker-py client for the running dockerd (never started here: .ci/run or a human starts it)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=300)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no usable daemon"
+        require_service("dockerd", False, f"{type(exc).__name__}: {exc}; {DOCKERD_HINT}")
+        return
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def stub_image(docker_client, require_service) -> str:
+    """`c3-stub:test`, built once per session from a local Debian rootfs (no registry pulls)."""
+    from scripts.rig.image import BASE_IMAGE, ensure_stub_image, has_image
+
+    if not has_image(docker_client, BASE_IMAGE):
+        require_service("mmdebstrap", shutil.which("mmdebstrap") is not None,
+                        "needed once to build the Debian rootfs of the test image")
+    return ensure_stub_image(docker_client, log=lambda line: print(line, file=sys.stderr))
+
+
+@dataclass
+class StubContainer:
+    """A stub-engine container started by the `stub_container` fixture."""
+
+    container: object
+    port: int
+
+    @property
+    def id(self) -> str:
+        return self.container.id
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def logs(self) -> str:
+        return self.container.logs().decode(errors="replace")
+
+    def host_pid(self) -> int:
+        self.container.reload()
+        return int(self.container.attrs["State"]["Pid"])
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Poll GET /health (a TCP connect is not enough: docker's proxy accepts before the engine does)."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.container.reload()
+            if self.container.status == "exited":
+                break
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"container {self.id[:12]} never served:\n{self.logs()[-2000:]}")
+
+
+@pytest.fixture
+def stub_container(docker_client, stub_image):
+    """Factory: `stub_container("vllm", "serve", "m", env={...}, registry=path)` → StubContainer.
+
+    Runs `c3-stub:test` detached with label io.c3.test=1, port 8000 published on a free 127.0.0.1 port,
+    and (when `registry` is given) that directory mounted as the GPU registry. Waits for /health unless
+    wait=False. Removes (by id) every container it created.
+    """
+    created: list = []
+
+    def run(*command: str, env: dict | None = None, registry: Path | None = None, wait: bool = True,
+            **kwargs) -> StubContainer:
+        port = free_port()
+        env = dict(env or {})
+        volumes = dict(kwargs.pop("volumes", {}) or {})
+        if registry is not None:
+            volumes[str(registry)] = {"bind": "/c3-registry", "mode": "rw"}
+            env["C3_GPU_REGISTRY"] = "/c3-registry"
+        labels = {TEST_LABEL: "1", **kwargs.pop("labels", {})}
+        container = docker_client.containers.run(stub_image, list(command) or None, detach=True, environment=env,
+                                                 ports={"8000/tcp": ("127.0.0.1", port)}, labels=labels,
+                                                 volumes=volumes, **kwargs)
+        created.append(container)
+        stub = StubContainer(container=container, port=port)
+        if wait:
+            stub.wait_ready()
+        return stub
+
+    yield run
+    for container in created:
+        try:
+            container.remove(force=True)
+        except Exception:  # noqa: BLE001 - already gone (or removed by the test itself)
+            pass
