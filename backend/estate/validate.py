@@ -235,6 +235,19 @@ def _check_pod(
         else:
             out.append(_problem("arch", f"pod `{name}`: TP={entry.tp} across mixed architectures ({listing}) is not validated for `{entry.slug}`", name, severity="warning"))
 
+    totals = {gpu.cuda_total_mib for gpu in chosen}
+    if len(chosen) > 1 and len(totals) > 1 and None not in totals:
+        small = min(chosen, key=lambda g: g.cuda_total_mib or 0)
+        out.append(
+            _problem(
+                "hetero",
+                f"pod `{name}`: GPUs of different sizes — every rank is sized by the smallest, {_gpu_label(small)} "
+                f"with {(small.cuda_total_mib or 0) / 1024:.2f} GiB visible",
+                name,
+                severity="note",
+            )
+        )
+
     if len(check.errors) > errors_before or fit is None or len(chosen) != want:
         return  # like club-3090's C12: only price a pod that passed the structural rules
     try:

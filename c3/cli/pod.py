@@ -51,9 +51,9 @@ def describe_fit(report: FitReport | None) -> str:
         return f"fit unknown — not priced{why}"
     rank = min(report.gpus, key=lambda g: g.available_kv_gib) if report.gpus else None
     if rank is None:
-        return f"fit {report.verdict}"
+        return f"fit: {report.verdict}"
     text = (
-        f"fit {report.verdict}: weights {_gib(rank.weights_gib)} GiB + KV {_gib(rank.available_kv_gib)} GiB "
+        f"fit: {report.verdict} — weights {_gib(rank.weights_gib)} GiB + KV {_gib(rank.available_kv_gib)} GiB "
         f"of a {_gib(rank.budget_gib)} GiB budget per GPU ({_gib(rank.total_gib)} GiB visible)"
     )
     if report.kv_cache_tokens:
@@ -90,9 +90,9 @@ def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, 
     for problem in result.warnings:
         if problem.severity == "warning":
             _warn(problem)
-    if result.fit is not None:
-        for note in result.fit.notes:
-            click.echo(f"  · {note}")
+    for problem in result.warnings:
+        if problem.severity == "note":
+            _warn(problem)
     click.echo(f"  boot it: c3 pod up {p.name}{_file_flag(file)}")
 
 

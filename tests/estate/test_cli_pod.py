@@ -46,7 +46,7 @@ def test_create_reports_slug_gpus_port_fit_and_how_to_boot(rig, estate, priced):
     assert r.code == 0, r.err
     first = r.out.splitlines()[0]
     assert "created pod `chat`: vllm/qwen3-8b on GPU [1] port 8020" in first
-    assert "fit fits: weights 15.3 GiB + KV" in first and "GiB budget per GPU" in first
+    assert "fit: fits — weights 15.3 GiB + KV" in first and "GiB budget per GPU" in first
     assert f"boot it: c3 pod up chat --file {estate}" in r.out
     doc = yaml.safe_load(estate.read_text())
     assert doc["estate"][0]["gpus"] == [1] and doc["estate"][0]["port"] == 8020
@@ -240,3 +240,20 @@ def test_bad_rig_file_is_exit_2(tmp_path):
     bad.write_text("gpus: [\n")
     r = run_proc("gpus", env={"C3_RIG": str(bad)})
     assert r.code == 2 and str(bad) in one_error_line(r.err)
+
+
+def test_with_the_real_catalog_and_fit_check(rig, estate):
+    """No seam: FIT's catalog and fit-check decide (only verdicts no pricing model could flip)."""
+    r = run_inproc("pod", "create", "chat", "--gpus", "0", "--slug", "vllm/qwen3-8b-awq", "--file", str(estate))
+    assert r.code == 0, r.err
+    assert "fit: fits — weights" in r.out and "GiB visible" in r.out
+    before = estate.read_bytes()
+    r = run_inproc("pod", "create", "huge", "--gpus", "1", "--slug", "vllm/gpt-oss-120b", "--file", str(estate))
+    assert r.code == 1 and "vllm/gpt-oss-120b` does not fit the selected GPU(s) GPU 1: wont-fit" in one_error_line(r.err)
+    # requires_homogeneous_arch on a 3090 + 5090 pair (club-3090 #762/#783)
+    r = run_inproc("pod", "create", "mixed", "--gpus", "1,2", "--slug", "vllm/qwen3-30b-a3b-fp8-tp2", "--file", str(estate))
+    assert r.code == 1 and "needs one GPU architecture across its TP=2 group" in one_error_line(r.err)
+    # experimental status needs --force
+    r = run_inproc("pod", "create", "next", "--gpus", "0,1,2,3", "--slug", "vllm/qwen3-next-80b-fp8-tp4", "--file", str(estate))
+    assert r.code == 1 and "is experimental" in one_error_line(r.err)
+    assert estate.read_bytes() == before
