@@ -76,7 +76,7 @@ def up(only: str | None, parallel: bool, jobs: int | None, stagger: float, force
             failures.append(outcome.pod)
     mismatched = [o.pod for o in outcomes if o.ok and o.placement is not None and o.placement.verdict == "mismatch"]
     healthy = sum(1 for o in outcomes if o.ok)
-    click.echo(f"{healthy}/{len(outcomes)} pods serving after {time.monotonic() - started:.0f} s" + (f"; placement mismatch: {', '.join(mismatched)}" if mismatched else ""))
+    click.echo(f"{healthy}/{len(outcomes)} pods serving after {time.monotonic() - started:.1f} s" + (f"; placement mismatch: {', '.join(mismatched)}" if mismatched else ""))
     if failures or mismatched:
         raise Refused(f"{len(failures)} pod(s) failed: {', '.join(failures)}" if failures else f"placement mismatch: {', '.join(mismatched)}", hint="boot logs are under $C3_STATE/boot/")
 

@@ -70,7 +70,7 @@ def report_outcome(outcome: Any, port: int | None = None) -> None:
         if outcome.phase == "already-running":
             click.echo(f"[{outcome.pod}] already running{where}")
         else:
-            click.echo(f"[{outcome.pod}] ✓ serving{where} after {outcome.elapsed_s:.0f} s")
+            click.echo(f"[{outcome.pod}] ✓ serving{where} after {outcome.elapsed_s:.1f} s")
         if outcome.placement is not None:
             click.echo(f"[{outcome.pod}] {outcome.placement.summary()}")
         return
