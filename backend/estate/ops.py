@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.atomic import locked
-from backend.errors import C3Error, EnvironmentProblem, Refused, UsageError
+from backend.errors import C3Error, Refused, UsageError
 from backend.estate.io import NAME_RULE, load_estate, save_estate, valid_pod_name
 from backend.estate.ports import default_port, host_port_bound
 from backend.estate.validate import FitFunction, check_estate
@@ -134,9 +134,12 @@ def remove_pod(path: Path, name: str, *, is_running: IsRunning | None = None) ->
         if is_running is not None:
             try:
                 running = is_running(pod)
-            except EnvironmentProblem as error:
+            except C3Error as error:
                 running = None
                 warning = f"could not ask the runtime whether c3-{pod.name} runs ({error.message})"
+            except Exception as error:  # noqa: BLE001 - e.g. docker-py's own errors from a caller's hook
+                running = None
+                warning = f"could not ask the runtime whether c3-{pod.name} runs ({type(error).__name__}: {error})"
         if running:
             raise Refused(f"pod `{pod.name}` is running — `c3 pod down {pod.name}` first")
         if running is None:

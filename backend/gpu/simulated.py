@@ -7,8 +7,8 @@ a simulated pod really "lands" on its GPUs and placement can be verified like on
 
 from __future__ import annotations
 
-import hashlib
 import os
+import uuid as uuidlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -87,9 +87,10 @@ DEMO_RIG = Rig(
 
 
 def derive_uuid(index: int, name: str) -> str:
-    """A `GPU-…` UUID that is the same on every run for the same index and name."""
-    digest = hashlib.sha256(f"c3-sim:{index}:{name}".encode()).hexdigest()
-    return f"GPU-{digest[0:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+    """A `GPU-…` UUID that is the same on every run for the same index and name — the same rule as
+    the test rig's fake NVML (scripts/rig/fake_nvml.py), so one rig described either way has one
+    identity."""
+    return "GPU-" + str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, f"c3-rig/{index}/{name}"))
 
 
 def load_rig(path: Path) -> Rig:

@@ -246,3 +246,19 @@ def test_no_gpu_probe_skips_gpu_rules_with_a_note():
     problems = validate_estate(estate, None, CAT, fit=fake_fit)
     assert not [p for p in problems if p.blocking]
     assert any(p.code == "gpus" and p.severity == "note" for p in problems)
+
+
+def test_rm_with_a_runtime_that_raises_its_own_error(estate_path):
+    make(estate_path, "chat", [0], "vllm/qwen3-8b")
+
+    def broken(pod):
+        raise ConnectionRefusedError("docker.sock")
+
+    result = remove_pod(estate_path, "chat", is_running=broken)
+    assert "ConnectionRefusedError: docker.sock" in result.warning and load_estate(estate_path).pods == []
+
+
+def test_explicit_port_bound_on_the_host_is_a_warning(estate_path):
+    result = create_pod(estate_path, "a", [0], "vllm/qwen3-8b", gpus=probe(RTX3090).gpus(), catalog=CAT, port=9000, fit=fake_fit, is_bound={9000}.__contains__)
+    assert result.pod.port == 9000
+    assert any(w.code == "port" and "port 9000 is in use on this host" in w.message for w in result.warnings)

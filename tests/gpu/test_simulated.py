@@ -124,3 +124,11 @@ def test_registry_location_follows_env(tmp_path: Path, monkeypatch):
     assert GpuRegistry.default().path == tmp_path / "r"
     monkeypatch.delenv("C3_GPU_REGISTRY")
     assert GpuRegistry.default().path == Path(os.environ["C3_STATE"]) / "sim" / "gpu-registry"
+
+
+def test_derived_uuids_match_the_fake_nvml_rule():
+    """A rig YAML and the rig's fake NVML with the same GPUs agree on identity."""
+    from scripts.rig.fake_nvml import derived_uuid
+
+    assert derive_uuid(3, "NVIDIA GeForce RTX 5090") == derived_uuid(3, "NVIDIA GeForce RTX 5090")
+    assert derive_uuid(0, "NVIDIA GeForce RTX 3090") != derive_uuid(1, "NVIDIA GeForce RTX 3090")
