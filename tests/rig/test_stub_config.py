@@ -43,3 +43,9 @@ def test_gpu_tokens_follow_the_masks():
     assert gpu_tokens({"CUDA_VISIBLE_DEVICES": "GPU-x"}, 1) == ["GPU-x"]
     # a runtime that ignored the mask: the override is the truth
     assert gpu_tokens({"NVIDIA_VISIBLE_DEVICES": "GPU-a", "C3_STUB_GPUS": "all"}, 1) == ["all"]
+
+
+def test_a_command_naming_the_stub_itself_is_skipped():
+    cfg = parse_config(["python3", "/opt/c3/stub_engine.py", "--port", "8000", "org/m"], {})
+    assert (cfg["model"], cfg["port"]) == ("org/m", 8000)
+    assert parse_config(["python3", "/opt/c3/stub_engine.py"], {})["model"] == "stub/model"
