@@ -27,6 +27,7 @@ LABEL_SLUG = "io.c3.slug"
 LABEL_ESTATE = "io.c3.estate"
 LABEL_GPUS = "io.c3.gpus"
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+CONTAINER_GPU_REGISTRY = "/c3-registry"
 
 
 def container_name(pod: str) -> str:
@@ -77,7 +78,17 @@ def _reason(error: BaseException) -> str:
     return (text.splitlines() or [type(error).__name__])[0][:160]
 
 
-def create_kwargs(spec: LaunchSpec, mode: ModeDecision, secret_env: Mapping[str, str], hf_cache: Path) -> dict[str, Any]:
+def gpu_registry() -> Path | None:
+    """The GPU registration directory (`C3_GPU_REGISTRY`), shared with `env`-mode containers.
+
+    Only the simulator and the test rig set it: a stand-in engine in the container writes which GPUs
+    it holds there, and the (fake) NVML reads it — the container-side half of placement in tests.
+    """
+    value = os.environ.get("C3_GPU_REGISTRY")
+    return Path(value) if value else None
+
+
+def create_kwargs(spec: LaunchSpec, mode: ModeDecision, secret_env: Mapping[str, str], hf_cache: Path, registry: Path | None = None) -> dict[str, Any]:
     """The `containers.create` keyword arguments for a launch (pure: unit-tested without a daemon)."""
     from docker.types import DeviceRequest
 
@@ -94,6 +105,9 @@ def create_kwargs(spec: LaunchSpec, mode: ModeDecision, secret_env: Mapping[str,
         "restart_policy": {"Name": "no"},
         "detach": True,
     }
+    if spec.gpu_mode == "env" and registry is not None:
+        kwargs["volumes"][str(registry)] = {"bind": CONTAINER_GPU_REGISTRY, "mode": "rw"}
+        env["C3_GPU_REGISTRY"] = CONTAINER_GPU_REGISTRY
     if gpu.device_requests:
         kwargs["device_requests"] = [
             DeviceRequest(driver=r["Driver"], device_ids=r["DeviceIDs"], capabilities=r.get("Capabilities")) for r in gpu.device_requests
@@ -157,7 +171,7 @@ class DockerRuntime:
             self._pull(spec.image)
         hf = host_hf_cache()
         hf.mkdir(parents=True, exist_ok=True)
-        kwargs = create_kwargs(spec, self.gpu_mode(spec.gpu_mode), secret_env, hf)
+        kwargs = create_kwargs(spec, self.gpu_mode(spec.gpu_mode), secret_env, hf, gpu_registry())
         try:
             container = self._call(self.client.containers.create, **kwargs)
             self._call(container.start)

@@ -1,0 +1,177 @@
+"""Pods as real containers on the real dockerd, GPUs from the fake NVML (real pynvml), placement from the host.
+
+The stub image stands in for the engine; `env` GPU mode hands it NVIDIA_VISIBLE_DEVICES and the GPU
+registration directory, and the fake NVML maps its registration back to the host pid — the pid whose
+/proc/<pid>/cgroup names the container, exactly as with real NVML.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from scripts.rig.fake_nvml import FakeGpu
+from tests.runtime.helpers import c3, c3_json, free_port, one_error_line, stub_entry, write_catalog
+
+SECRET = "hf_c3_test_token_not_real"
+
+
+@pytest.fixture
+def rig(docker_client, stub_image, fake_nvml, monkeypatch, tmp_path):
+    """4 fake RTX 3090s, Docker runtime in env mode, a custom stub slug; removes every pod container it made."""
+    uuids = fake_nvml.set_gpus([FakeGpu() for _ in range(4)])
+    monkeypatch.setenv("C3_GPU_MODE", "env")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    monkeypatch.delenv("C3_RUNTIME", raising=False)
+    write_catalog([
+        stub_entry(image=stub_image),
+        stub_entry("custom/stray", image=stub_image, env={"C3_STUB_GPUS": uuids[3]}),
+        stub_entry("custom/crashy", image=stub_image, env={"C3_STUB_CRASH_DURING_BOOT": "1", "C3_STUB_STARTUP_DELAY": "0.4"}),
+        stub_entry("custom/slow", image=stub_image, env={"C3_STUB_STARTUP_DELAY": "2"}),
+        stub_entry("vllm/stub-big", engine="vllm", image=stub_image),
+    ])
+    names: list[str] = []
+    yield {"uuids": uuids, "names": names, "nvml": fake_nvml, "docker": docker_client}
+    for name in names:
+        try:
+            docker_client.containers.get(f"c3-{name}").remove(force=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+def create(rig, name, gpus, slug="custom/stub", extra=()):
+    port = free_port()
+    result = c3("pod", "create", name, "--gpus", gpus, "--slug", slug, "--port", str(port), "--force", *extra)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rig["names"].append(name)
+    return port
+
+
+def test_create_up_serving_placement_ok_down(rig):
+    port = create(rig, "chat", "1")
+    up = c3("pod", "up", "chat")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert f"serving on http://127.0.0.1:{port}" in up.stdout and "placement ok" in up.stdout
+    assert "gpu mode env" in up.stdout
+    container = rig["docker"].containers.get("c3-chat")
+    assert container.labels["io.c3.pod"] == "chat" and container.labels["io.c3.slug"] == "custom/stub"
+    assert container.labels["io.c3.estate"].endswith("estate.yml")
+    assert container.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"  # switched once healthy
+    env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
+    assert env["HF_TOKEN"] == SECRET and env["NVIDIA_VISIBLE_DEVICES"] == rig["uuids"][1]
+    assert SECRET not in " ".join(container.attrs["Config"]["Entrypoint"] or [])
+    mounts = {m["Destination"]: m["Source"] for m in container.attrs["Mounts"]}
+    assert mounts["/root/.cache/huggingface"] == os.environ["HF_HOME"]
+    (row,) = c3_json("pod", "status")["pods"]
+    assert row["running"] and row["serving"]
+    assert row["placement"]["verdict"] == "ok"
+    assert row["placement"]["requested"] == [rig["uuids"][1]] and row["placement"]["actual"] == [rig["uuids"][1]]
+    logs = c3("pod", "logs", "chat", "--tail", "40")
+    assert logs.returncode == 0 and "Starting to load model" in logs.stdout
+    boot_log = (Path(os.environ["C3_STATE"]) / "boot" / "chat.log").read_text()
+    for text in (up.stdout, up.stderr, json.dumps(row), boot_log, logs.stdout):
+        assert SECRET not in text
+    rm = c3("pod", "rm", "chat")
+    assert rm.returncode == 1 and "running" in one_error_line(rm.stderr)
+    down = c3("pod", "down", "chat")
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert not rig["docker"].containers.list(all=True, filters={"name": "^/c3-chat$"})
+    assert c3_json("pod", "status")["pods"][0]["placement"]["verdict"] == "unknown"
+
+
+def test_gpus_that_did_not_reach_the_container_are_a_mismatch(rig):
+    create(rig, "stray", "0", slug="custom/stray")
+    up = c3("pod", "up", "stray")
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert "not on exactly its GPUs" in one_error_line(up.stderr)
+    place = c3_json("pod", "status")["pods"][0]["placement"]
+    assert place["verdict"] == "mismatch"
+    assert place["missing"] == [rig["uuids"][0]] and place["extra"] == [rig["uuids"][3]]
+
+
+def test_stranger_on_the_pods_gpu_is_refused_then_reported(rig):
+    stranger = subprocess.Popen(["sleep", "300"])
+    try:
+        rig["nvml"].add_process(rig["uuids"][2], pid=stranger.pid, used_mib=900)
+        create(rig, "shared", "2")
+        refused = c3("pod", "up", "shared")
+        assert refused.returncode == 1
+        assert f"GPU 2 held by pid {stranger.pid} (a process c3 did not start, 900 MiB)" in one_error_line(refused.stderr)
+        forced = c3("pod", "up", "shared", "--force")
+        assert forced.returncode == 0, forced.stdout + forced.stderr
+        assert "warning: --force passes the gpus gate" in forced.stdout
+        place = c3_json("pod", "status")["pods"][0]["placement"]
+        assert place["verdict"] == "ok"
+        assert [(f["pid"], f["gpu_index"], f["owner"]) for f in place["foreign"]] == [(stranger.pid, 2, None)]
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_every_gate_refuses_with_a_clear_message(rig):
+    # VRAM: 9000 MiB in use on GPU 3; vLLM at util 0.9 reserves ceil(24576 × 0.9) there.
+    rig["nvml"].update_gpu(3, used_mib=9000)
+    create(rig, "big", "3", slug="vllm/stub-big")
+    vram = one_error_line(c3("pod", "up", "big").stderr)
+    assert re.search(r"GPU 3 \(NVIDIA GeForce RTX 3090\) has 15\.2 GiB free but vllm/stub-big reserves 2\d\.\d GiB there \(short by \d+\.\d GiB, \d+ MiB\)", vram), vram
+    # Port: a listener on the pod's port.
+    port = create(rig, "porty", "0")
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", port))
+        sock.listen()
+        line = one_error_line(c3("pod", "up", "porty").stderr)
+        assert f"port {port} is already in use" in line
+    # GPU claimed by a running pod of another estate file.
+    create(rig, "first", "1")
+    assert c3("pod", "up", "first").returncode == 0
+    other = Path(os.environ["C3_HOME"]) / "other.yml"
+    create(rig, "second", "1", extra=("--file", str(other)))
+    claimed = c3("pod", "up", "second", "--file", str(other))
+    assert claimed.returncode == 1 and "GPU 1 claimed by running pod first" in one_error_line(claimed.stderr)
+
+
+def test_four_pods_boot_in_parallel(rig):
+    for i in range(4):
+        create(rig, f"p{i}", str(i), slug="custom/slow")
+    up = c3("up", "--parallel", "--jobs", "4")
+    assert up.returncode == 0, up.stdout + up.stderr
+    singles = [float(m) for m in re.findall(r"✓ serving on \S+ after ([0-9.]+) s", up.stdout)]
+    (wall,) = [float(m) for m in re.findall(r"4/4 pods serving after ([0-9.]+) s", up.stdout)]
+    assert len(singles) == 4 and min(singles) >= 2.0
+    assert wall < 0.6 * sum(singles), (wall, singles)
+    rows = c3_json("pod", "status")["pods"]
+    assert [r["placement"]["verdict"] for r in rows] == ["ok"] * 4
+    assert [r["placement"]["actual"] for r in rows] == [[u] for u in rig["uuids"]]
+    assert c3("down").returncode == 0
+    assert not rig["docker"].containers.list(all=True, filters={"label": "io.c3.pod"})
+
+
+def test_container_crashing_during_boot_gives_its_log_and_no_restart_loop(rig):
+    create(rig, "crashy", "0", slug="custom/crashy")
+    up = c3("pod", "up", "crashy")
+    assert up.returncode == 1
+    assert "pod crashy failed to boot: the engine stopped during boot (exit code 1)" in one_error_line(up.stderr)
+    assert "CUDA out of memory" in up.stderr
+    container = rig["docker"].containers.get("c3-crashy")
+    assert container.status == "exited" and container.attrs["RestartCount"] == 0
+    assert container.attrs["HostConfig"]["RestartPolicy"]["Name"] == "no"
+    assert "CUDA out of memory" in (Path(os.environ["C3_STATE"]) / "boot" / "crashy.log").read_text()
+
+
+def test_nvml_missing_gives_placement_unknown_and_nothing_crashes(rig, monkeypatch):
+    create(rig, "blind", "0")
+    monkeypatch.delenv("C3_FAKE_NVML_STATE")  # the fake library now fails nvmlInit like a missing driver
+    up = c3("pod", "up", "blind")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "pinning GPUs by index" in up.stdout and "placement unknown" in up.stdout
+    (row,) = c3_json("pod", "status")["pods"]
+    assert row["running"] and row["serving"] and row["placement"]["verdict"] == "unknown"
+    assert "NVML" in row["placement"]["reason"] or "GPU" in row["placement"]["reason"]
+    assert c3("pod", "down", "blind").returncode == 0
