@@ -142,10 +142,110 @@ async def read_head(reader: asyncio.StreamReader) -> bytes:
         raise BadMessage("head too large") from exc
 
 
-async def relay_chunked(src: asyncio.StreamReader, write, drain=None) -> None:
-    """Copy one chunked body verbatim (framing included), a chunk at a time, ending after the trailers.
+class ChunkScanner:
+    """Follows chunked framing over arbitrary byte pieces without copying or re-encoding them.
 
-    `write(bytes)` sends to the other side; `drain()` (optional) applies backpressure.
+    `feed(piece)` returns how many bytes of `piece` belong to the body (anything after the last chunk
+    and trailers is not ours) and sets `boundary` to the offset just after the last complete chunk in
+    `piece` (-1 when none ended in it). `done` turns True after the terminating chunk and trailers.
+    """
+
+    __slots__ = ("state", "need", "line", "done", "boundary")
+
+    def __init__(self) -> None:
+        self.state = 0  # 0 size line, 1 chunk data (+CRLF), 2 trailer lines
+        self.need = 0
+        self.line = b""
+        self.done = False
+        self.boundary = -1
+
+    def feed(self, data: bytes) -> int:
+        i, n = 0, len(data)
+        self.boundary = -1
+        while i < n and not self.done:
+            if self.state == 1:
+                take = self.need if self.need < n - i else n - i
+                i += take
+                self.need -= take
+                if not self.need:
+                    self.state = 0
+                    self.boundary = i
+                continue
+            j = data.find(b"\n", i)
+            if j < 0:
+                self.line += data[i:]
+                if len(self.line) > 8192:
+                    raise BadMessage("chunk size line too long")
+                return n
+            line = self.line + data[i : j + 1] if self.line else data[i : j + 1]
+            self.line = b""
+            i = j + 1
+            if self.state == 0:
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError as exc:
+                    raise BadMessage("bad chunk size") from exc
+                if size:
+                    self.need = size + 2
+                    self.state = 1
+                else:
+                    self.state = 2
+            elif line in (b"\r\n", b"\n"):
+                self.done = True
+                self.boundary = i
+        return i
+
+
+HOLD_LIMIT = 64 * 1024
+
+
+async def relay_chunked(src: asyncio.StreamReader, write, drain=None, prefix: bytes = b"") -> bool:
+    """Copy one chunked body verbatim (framing included) as it arrives, ending after the trailers.
+
+    Whatever bytes arrive are written at once, except the unfinished tail of a chunk, which is held
+    back until the chunk completes (up to HOLD_LIMIT): then a failure midway leaves the client at a
+    chunk boundary, where the proxy can still append an error event. `prefix` (the response head) goes
+    out with the first bytes when they are already there. Returns True when the body ended exactly
+    (nothing extra followed it, so the connection can be reused). Raises IncompleteReadError on EOF.
+    """
+    scanner = ChunkScanner()
+    held = b""
+    clean = True
+    while not scanner.done:
+        if prefix and not src._buffer:  # noqa: SLF001 - nothing buffered: send the head now, not later
+            write(prefix)
+            prefix = b""
+        data = await src.read(256 * 1024)
+        if not data:
+            raise asyncio.IncompleteReadError(held, None)
+        used = scanner.feed(data)
+        if used < len(data):
+            data = data[:used]
+            clean = False
+        cut = scanner.boundary
+        if cut >= 0:
+            out = held + data[:cut] if held else data[:cut]
+            held = data[cut:]
+        else:
+            out = b""
+            held += data
+        if len(held) > HOLD_LIMIT:  # a huge chunk: stream it rather than buffer it
+            out += held
+            held = b""
+        if prefix:
+            out = prefix + out
+            prefix = b""
+        if out:
+            write(out)
+            if drain is not None:
+                await drain()
+    return clean
+
+
+async def relay_chunked_exact(src: asyncio.StreamReader, write, drain=None) -> None:
+    """Copy one chunked body verbatim, a chunk at a time, never reading past its end.
+
+    For request bodies: a client may pipeline its next request right behind this one.
     """
     while True:
         line = await src.readuntil(b"\r\n")

@@ -38,6 +38,7 @@ from backend.pool.http1 import (
     parse_response,
     read_head,
     relay_chunked,
+    relay_chunked_exact,
     relay_eof,
     relay_length,
     simple_response,
@@ -272,7 +273,7 @@ class PoolServer:
                     if expect:
                         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                     if framing == "chunked":
-                        await relay_chunked(reader, up_w.write, up_w.drain)
+                        await relay_chunked_exact(reader, up_w.write, up_w.drain)
                     else:
                         await relay_length(reader, up_w.write, length, up_w.drain)
 
@@ -351,23 +352,28 @@ class PoolServer:
             lines.append(b"Connection: close")
         out_head = b"\r\n".join(lines) + b"\r\n\r\n"
 
+        head_sent = False
+
         def write(data: bytes) -> None:
+            nonlocal head_sent
             if proto.lost:
                 raise ClientGone
             writer.write(data)
+            head_sent = True
 
         proto.on_lost = up_w.transport.abort
         try:
             if framing == "none":
-                writer.write(out_head)
+                write(out_head)
             elif framing == "length" and length <= SMALL_BODY:
-                writer.write(out_head + (await up_r.readexactly(length) if length else b""))
+                body = await up_r.readexactly(length) if length else b""
+                write(out_head + body)
+            elif framing == "chunked":
+                reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head) and reusable
             else:
-                writer.write(out_head)
+                write(out_head)
                 if framing == "length":
                     await relay_length(up_r, write, length, writer.drain)
-                elif framing == "chunked":
-                    await relay_chunked(up_r, write, writer.drain)
                 else:
                     await relay_eof(up_r, write, writer.drain)
         except (ClientGone, *_READ_ERRORS):
@@ -376,8 +382,11 @@ class PoolServer:
             if proto.lost:
                 self.router.metrics.client_disconnects += 1
                 raise ClientGone from None
-            self.router.metrics.midstream_failures += 1
             self.router.passive_failure(b, "response cut off mid-body", hard=False)
+            if not head_sent:  # the client has seen nothing yet: a plain error answer is still possible
+                writer.write(_json_error(502, f"c3 pool: backend {b.name} failed while answering", "c3_backend_failed", close=True))
+                return False
+            self.router.metrics.midstream_failures += 1
             if framing == "chunked" and resp.headers.get(b"content-type", b"").lower().startswith(b"text/event-stream"):
                 # The error event and the last chunk end the response cleanly, so the client connection
                 # stays usable (closing it now would race the client's next request on it).

@@ -220,3 +220,58 @@ def test_unit_renders_and_verifies(require_service):
     assert ok, output
     broken, output = verify_unit(text.replace("Type=simple", "Type=nonsense"), "c3-pool-8011.service")
     assert broken is False, output
+
+
+def _chunked(chunks: list[bytes], trailer: bytes = b"") -> bytes:
+    return b"".join(b"%x;ext=1\r\n%s\r\n" % (len(c), c) if i % 2 else b"%X\r\n%s\r\n" % (len(c), c) for i, c in enumerate(chunks)) + b"0\r\n" + trailer + b"\r\n"
+
+
+def test_chunk_scanner_follows_framing_over_any_split():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from backend.pool.http1 import ChunkScanner
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.binary(min_size=1, max_size=40), max_size=6), st.lists(st.integers(1, 30), max_size=20), st.booleans())
+    def check(chunks, cuts, with_trailer):
+        body = _chunked(chunks, b"X-T: 1\r\n" if with_trailer else b"")
+        data = body + b"HTTP/1.1 200 extra"
+        scanner, pos, consumed, boundaries = ChunkScanner(), 0, 0, []
+        pieces = []
+        for cut in cuts:
+            pieces.append(data[pos : pos + cut])
+            pos += cut
+        pieces.append(data[pos:])
+        for piece in pieces:
+            if scanner.done or not piece:
+                continue
+            used = scanner.feed(piece)
+            if scanner.boundary >= 0:
+                boundaries.append(consumed + scanner.boundary)
+            consumed += used
+        assert scanner.done and consumed == len(body)
+        ends, at = set(), 0
+        for c in chunks:
+            at += len(b"%x\r\n" % len(c)) + len(c) + 2 + (len(b";ext=1") if len(ends) % 2 else 0)
+            ends.add(at)
+        assert set(boundaries) <= ends | {len(body)} and boundaries[-1] == len(body)
+
+    check()
+
+
+async def test_relay_chunked_holds_back_a_partial_chunk_and_reports_extra_bytes():
+    import asyncio
+
+    from backend.pool.http1 import relay_chunked
+
+    reader = asyncio.StreamReader()
+    out: list[bytes] = []
+    reader.feed_data(b"5\r\nhello\r\n6\r\nwor")
+    task = asyncio.create_task(relay_chunked(reader, out.append, prefix=b"HEAD|"))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert out == [b"HEAD|5\r\nhello\r\n"]  # "wor" is an unfinished chunk: held
+    reader.feed_data(b"ld!\r\n0\r\n\r\nSTRAY")
+    assert await asyncio.wait_for(task, 5) is False  # bytes after the body: connection not reusable
+    assert b"".join(out) == b"HEAD|5\r\nhello\r\n6\r\nworld!\r\n0\r\n\r\n"
