@@ -6,7 +6,7 @@ Public API (others code against it): `load_estate`, `save_estate`, `validate_est
 
 from __future__ import annotations
 
-from backend.estate.io import dump_estate, load_estate, parse_document, read_document, save_estate, valid_pod_name
+from backend.estate.io import dump_estate, estate_exists, load_estate, parse_document, read_document, save_estate, valid_pod_name
 from backend.estate.ops import CreateResult, RemoveResult, create_pod, remove_pod
 from backend.estate.ports import default_port, host_port_bound
 from backend.estate.validate import EstateCheck, check_estate, validate_estate
@@ -23,6 +23,7 @@ __all__ = [
     "create_pod",
     "default_port",
     "dump_estate",
+    "estate_exists",
     "host_port_bound",
     "load_estate",
     "parse_document",

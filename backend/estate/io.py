@@ -141,6 +141,14 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
     return Estate(schema_version=version, pods=pods, extra=extra), problems
 
 
+def estate_exists(path: Path) -> bool:
+    """Whether the estate file exists; a path the OS rejects (too long, a file in the way) does not."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return False
+
+
 def read_document(path: Path) -> Any:
     """The YAML document in `path` (None for a missing or empty file); unreadable → UsageError."""
     path = Path(path)

@@ -6,14 +6,15 @@ two terminals (or the CLI and the cockpit) creating pods at once never lose each
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backend.atomic import locked
 from backend.errors import C3Error, Refused, UsageError
-from backend.estate.io import NAME_RULE, load_estate, save_estate, valid_pod_name
+from backend.estate.io import NAME_RULE, estate_exists, load_estate, save_estate, valid_pod_name
 from backend.estate.ports import default_port, host_port_bound
 from backend.estate.validate import FitFunction, check_estate
 from backend.models.catalog import CatalogEntry
@@ -52,6 +53,18 @@ def _refusal(name: str, errors: Sequence[Problem]) -> Refused:
     return Refused(f"cannot create pod `{name}` — {joined}", hint=first_hint)
 
 
+@contextlib.contextmanager
+def _file_errors(path: Path) -> Iterator[None]:
+    """A folder that cannot be created or written (a file in the way, no permission, a name too
+    long) is a problem with the path the user gave: one line, exit 2, never a traceback."""
+    try:
+        yield
+    except C3Error:
+        raise
+    except OSError as error:
+        raise UsageError(f"cannot write estate file {path}: {error.strerror or error}", hint="check the --file path and its folder's permissions") from None
+
+
 def check_name(name: str) -> None:
     """A usage error unless `name` is a valid pod name."""
     if not valid_pod_name(name):
@@ -81,7 +94,7 @@ def create_pod(
         raise UsageError("--gpus must list at least one index, e.g. --gpus 1,2")
     if port is not None and not 1 <= port <= 65535:
         raise UsageError(f"--port {port} is not a TCP port (1–65535)")
-    with locked(path):
+    with _file_errors(path), locked(path):
         estate = load_estate(path)
         clash = next((p for p in estate.pods if p.name.casefold() == name.casefold()), None)
         if clash is not None:
@@ -121,9 +134,9 @@ def remove_pod(path: Path, name: str, *, is_running: IsRunning | None = None) ->
     Docker is down. The warning names the container to stop by hand.
     """
     path = Path(path)
-    if not path.exists():
+    if not estate_exists(path):
         raise Refused(f"no estate file at {path}", hint="`c3 pod create` makes one")
-    with locked(path):
+    with _file_errors(path), locked(path):
         estate = load_estate(path)
         pod = next((p for p in estate.pods if p.name.casefold() == name.casefold()), None)
         if pod is None:

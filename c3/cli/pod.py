@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from backend.errors import C3Error, EnvironmentProblem, Refused
-from backend.estate import check_estate, create_pod, load_estate, parse_document, read_document, remove_pod
+from backend.estate import check_estate, create_pod, estate_exists, load_estate, parse_document, read_document, remove_pod
 from backend.gpu import get_probe
 from backend.models.estate import Pod, Problem
 from backend.models.fit import FitReport
@@ -110,7 +110,7 @@ def _free_gpus(claimed: set[int]) -> tuple[list[int] | None, str | None]:
 def list_pods(as_json: bool, file: Path | None) -> None:
     """List the planned pods, the GPUs they claim and the GPUs still free (no Docker calls)."""
     path = resolve_file(file)
-    exists = path.exists()
+    exists = estate_exists(path)
     estate = load_estate(path)
     claimed = sorted({i for p in estate.pods for i in p.gpus})
     free, why = _free_gpus(set(claimed))
@@ -187,7 +187,7 @@ def rm(name: str, file: Path | None) -> None:
 def validate(as_json: bool, file: Path | None, force: bool) -> None:
     """Check a (hand-written) estate file with every rule `create` applies; exit 1 if invalid."""
     path = resolve_file(file)
-    if not path.exists():
+    if not estate_exists(path):
         raise Refused(f"no estate file at {path}")
     estate, problems = parse_document(read_document(path), str(path))
     try:

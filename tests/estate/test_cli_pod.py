@@ -257,3 +257,16 @@ def test_with_the_real_catalog_and_fit_check(rig, estate):
     r = run_inproc("pod", "create", "next", "--gpus", "0,1,2,3", "--slug", "vllm/qwen3-next-80b-fp8-tp4", "--file", str(estate))
     assert r.code == 1 and "is experimental" in one_error_line(r.err)
     assert estate.read_bytes() == before
+
+
+def test_unusable_file_paths_are_one_line_errors(rig, tmp_path, priced):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for path in (blocker / "estate.yml", tmp_path / ("n" * 300) / "estate.yml"):
+        r = run_inproc("pod", "create", "chat", "--gpus", "0", "--slug", "vllm/qwen3-8b", "--file", str(path))
+        assert r.code == 2 and "cannot write estate file" in one_error_line(r.err)
+        r = run_inproc("pod", "list", "--json", "--file", str(path))
+        assert r.code in (0, 2) and "Traceback" not in r.err
+        r = run_inproc("pod", "rm", "chat", "--file", str(path))
+        assert r.code == 1 and "no estate file" in one_error_line(r.err)
+    assert blocker.read_text() == "x"

@@ -179,3 +179,20 @@ def test_real_process_never_prints_a_traceback(rig, tmp_path_factory, name, gpus
         if r.code != 0:
             assert path.read_bytes() == before
         before = path.read_bytes()
+
+
+file_names = st.text(min_size=1, max_size=300).filter(lambda s: "/" not in s and "\x00" not in s and s not in (".", ".."))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=file_names)
+def test_random_file_names(rig, tmp_path_factory, name):
+    """Any --file name inside a scratch folder: a created file or one error line, never an exception."""
+    base = tmp_path_factory.mktemp("names")
+    path = base / name
+    r = run_inproc("pod", "create", "--gpus", "0", "--slug", "vllm/qwen3-8b", "--file", str(path), "--", "chat")
+    assert r.code in EXIT_CODES, r
+    if r.code == 0:
+        assert [p.name for p in load_estate(path).pods] == ["chat"]
+    for args in (("pod", "list", "--json", "--file", str(path)), ("pod", "rm", "--file", str(path), "--", "chat")):
+        assert run_inproc(*args).code in EXIT_CODES
