@@ -149,11 +149,15 @@ class Registration:
         lines = ["# c3 gpu registration v1", f"pid {pid}", f"pidns {pidns}", f"name {cfg['name']}",
                  f"port {cfg['port']}", f"hostname {socket.gethostname()}"] + ([f"container {cid}"] if cid else [])
         lines += [f"gpu {t} {mib} {0 if mib else cfg['util']:.4f}" for t in gpu_tokens(env, cfg["tp"] * cfg["pp"])]
-        self.path = os.path.join(directory, f"{(cid or 'host')[:12]}-{pid}.gpu")
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-        os.replace(tmp, self.path)
+        path = os.path.join(directory, f"{(cid or 'host')[:12]}-{pid}.gpu")
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with open(path + ".tmp", "w") as fh:
+                fh.write("\n".join(lines) + "\n")
+            os.replace(path + ".tmp", path)
+            self.path = path
+        except OSError as exc:  # the engine still boots; only the simulated GPU view misses it
+            print(f"WARNING: cannot write GPU registration {path}: {exc}", flush=True)
 
     def remove(self) -> None:
         if self.path:
@@ -264,6 +268,8 @@ class Engine:
                 if size == 0:
                     break
         else:
+            if headers.get("expect", "").lower() == "100-continue":  # curl sends this for bodies > 1 KiB
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
         conn = headers.get("connection", "").lower()
         keep = conn != "close" if version == "HTTP/1.1" else conn == "keep-alive"
@@ -349,7 +355,7 @@ class Engine:
             if req.get("stream"):
                 keep = await self.stream(reader, writer, chat, base, pieces, finish, usage, req, rec, keep)
             else:
-                await self.sleep(self.cfg["token_delay"] * n)
+                await asyncio.sleep(self.cfg["token_delay"] * n)
                 text = "".join(pieces)
                 choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
                            "finish_reason": finish} if chat else
@@ -369,10 +375,6 @@ class Engine:
             self.exit_code = 1
             self.stop.set()
         return keep
-
-    async def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            await asyncio.sleep(seconds)
 
     async def stream(self, reader, writer, chat, base, pieces, finish, usage, req, rec, keep) -> bool:
         writer.write(("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
@@ -404,7 +406,7 @@ class Engine:
                         self.exit_code = 1
                         self.stop.set()
                     return False
-                await self.sleep(self.cfg["token_delay"])
+                await asyncio.sleep(self.cfg["token_delay"])
                 if reader.at_eof() or writer.is_closing():  # the client half-closed or went away
                     raise ConnectionResetError
                 writer.write(event(choice(piece)))

@@ -257,3 +257,17 @@ def test_a_thousand_concurrent_streams(stub_process):
     assert sum(asyncio.run(run())) == 1000
     with httpx.Client(base_url=stub.url, timeout=10) as client:
         assert client.get("/debug/requests").json()["inference"] == 1000
+
+
+def test_expect_100_continue_and_unwritable_registry(stub_process, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    stub = stub_process(env={"C3_GPU_REGISTRY": str(blocker / "sub")})  # cannot be created: still serves
+    with socket.create_connection(("127.0.0.1", stub.port), timeout=10) as sock:
+        body = json.dumps({"messages": [], "max_tokens": 2}).encode()
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body))
+        assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue")
+        sock.sendall(body)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK")
+    assert "cannot write GPU registration" in stub.log()
