@@ -29,6 +29,11 @@ def setup(tmp: Path, args: argparse.Namespace) -> list:
     os.environ["C3_HOME"] = str(tmp / "home")
     os.environ["C3_STATE"] = str(tmp / "state")
     (tmp / "home" / "catalog.d").mkdir(parents=True)
+    if args.runtime == "docker":
+        os.environ["C3_RUNTIME"] = "docker"
+        os.environ.setdefault("C3_GPU_MODE", "env")
+        os.environ["HF_HOME"] = str(tmp / "hf")
+        prepare_docker(tmp, args)
     command = ["python3", "/opt/c3/stub_engine.py", "--startup-delay", str(args.delay), "--port", "8000"]
     entry = {"slug": "custom/bench-stub", "engine": "custom", "image": args.image, "command": command, "container_port": 8000, "health_path": "/v1/models", "tp": 1}
     (tmp / "home" / "catalog.d" / "bench.yaml").write_text(yaml.safe_dump({"entries": [entry]}))
@@ -37,13 +42,35 @@ def setup(tmp: Path, args: argparse.Namespace) -> list:
         rig.write_text(yaml.safe_dump({"gpus": [{"name": "NVIDIA GeForce RTX 3090", "total_mib": 24576, "sm": "8.6"}] * 4}))
         os.environ["C3_RIG"] = str(rig)
         os.environ["C3_RUNTIME"] = "sim"
-    else:
-        os.environ["C3_RUNTIME"] = "docker"
-        os.environ.setdefault("C3_GPU_MODE", "env")
     from backend.models import Pod
     from tests.runtime.helpers import free_port
 
     return [Pod(name=f"bench{i}", slug="custom/bench-stub", gpus=(i,), port=free_port()) for i in range(4)]
+
+
+def prepare_docker(tmp: Path, args: argparse.Namespace) -> None:
+    """The stub image, and (unless real NVML answers) the test rig's fake NVML with 4 GPUs, preloaded."""
+    import docker
+
+    from scripts.rig.image import ensure_stub_image
+
+    args.image = ensure_stub_image(docker.from_env(timeout=300), log=lambda line: print(line, file=sys.stderr))
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return
+    except Exception:
+        pass
+    from scripts.rig.fake_nvml import FakeGpu, FakeNvml, build_library, preload
+
+    lib = build_library()
+    fake = FakeNvml(lib, tmp / "nvml")
+    fake.set_gpus([FakeGpu() for _ in range(4)])
+    for key, value in fake.env().items():
+        if key in ("C3_FAKE_NVML_STATE", "C3_GPU_REGISTRY", "LD_LIBRARY_PATH"):
+            os.environ[key] = value
+    preload(lib)
 
 
 def down_all(ctx, pods) -> None:
