@@ -90,10 +90,16 @@ def secrets_stdin(secrets: dict[str, str]) -> str | None:
     return "".join(f"{k}={v}\n" for k, v in secrets.items() if "\n" not in v) + "\n"
 
 
-def kill_group_script(pgid: int, grace_s: float) -> str:
-    """TERM a process group, wait up to `grace_s`, then KILL what is left."""
+def kill_group_script(pgid: int, grace_s: float, *, settle_s: float = 0) -> str:
+    """TERM a process group, wait up to `grace_s`, then KILL what is left.
+
+    With `settle_s`, first give the group that long to end by itself (a `ray start --block` exits on
+    its own once `ray stop` took its daemons; a SIGTERM would make it drain for up to 30 s instead).
+    """
     ticks = max(1, int(grace_s * 10))
+    settle = int(settle_s * 10)
     return (
+        f"i=0; while [ $i -lt {settle} ]; do kill -0 -- -{pgid} 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done\n"
         f"kill -TERM -- -{pgid} 2>/dev/null || exit 0\n"
         f"i=0; while [ $i -lt {ticks} ]; do kill -0 -- -{pgid} 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done\n"
         f"kill -KILL -- -{pgid} 2>/dev/null; exit 0\n"

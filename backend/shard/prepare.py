@@ -51,6 +51,8 @@ async def probe_all(ordered: list[Node], execs: dict[str, NodeExec], options: pl
 def head_listener(address: str, port: int, *, what: str):
     """Listen on the head's port while workers test it; refuses when the port is taken already."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # As servers do: TIME_WAIT leftovers of earlier connections do not make a port busy, a listener does.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((address, port))
     except OSError as exc:

@@ -195,15 +195,19 @@ class ShardRunner:
     # --- stop -------------------------------------------------------------------------------
 
     async def cleanup(self) -> None:
-        """Stop every part (server first, then workers, then the head's Ray), `ray stop`, then sweep C3_SHARD."""
+        """Stop every part: the server first, then `ray stop` on every node (Ray's own orderly stop;
+        a SIGTERM to `ray start --block` makes Ray drain for up to 30 s), then whatever is left by
+        process group, then a sweep for anything still carrying C3_SHARD."""
+        started = time.monotonic()
         grace = self.timing.kill_grace_s
         server = [r for r in self.running if "serve" in r.step.label and r.part.role == "head"]
-        rest = [r for r in reversed(self.running) if r not in server]
-        for group in (server, rest):
-            await asyncio.gather(*(self._kill(r, grace) for r in group if r.proc.returncode is None), return_exceptions=True)
+        await asyncio.gather(*(self._kill(r, grace) for r in server if r.proc.returncode is None), return_exceptions=True)
         if self.plan.backend == "ray":
             stop = " ".join(ray_cmds.stop_argv(self.ray)) + " >/dev/null 2>&1; true"
             await asyncio.gather(*(self.execs[p.node].run(stop, timeout=60) for p in self.plan.parts), return_exceptions=True)
+        rest = [r for r in reversed(self.running) if r not in server]
+        settle = 5.0 if self.plan.backend == "ray" else 0.0
+        await asyncio.gather(*(self._kill(r, grace, settle) for r in rest if r.proc.returncode is None), return_exceptions=True)
         results = await asyncio.gather(
             *(self.execs[p.node].run(tagged_script("stop", grace_s=5), timeout=60) for p in self.plan.parts),
             return_exceptions=True,
@@ -215,14 +219,17 @@ class ShardRunner:
             if r.pump is not None:
                 r.pump.cancel()
         await asyncio.gather(*(e.close() for e in self.execs.values()), return_exceptions=True)
-        self.echo("c3: every node's part is stopped")
+        self.echo(f"c3: every node's part is stopped ({time.monotonic() - started:.1f}s)")
 
-    async def _kill(self, r: _Running, grace: float) -> None:
+    async def _kill(self, r: _Running, grace: float, settle: float = 0.0) -> None:
         if r.proc.pgid is None:
             return
-        await self.execs[r.part.node].run(kill_group_script(r.proc.pgid, grace), timeout=grace + 15)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(r.proc.wait(), 10)
+        # The script returns once the group is gone (or was SIGKILLed), so there is nothing to wait
+        # for remotely; an SSH channel may stay open while a daemon still holds its stdout.
+        await self.execs[r.part.node].run(kill_group_script(r.proc.pgid, grace, settle_s=settle), timeout=grace + settle + 15)
+        if self.execs[r.part.node].local:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(r.proc.wait(), 5)
 
 
 def _get_models(url: str) -> list[str] | None:

@@ -149,3 +149,102 @@ def test_refuses_stop_services_without_passwordless_sudo(shard_rig, ray_installe
                                PATH=f"{bin_dir}:{os.environ['PATH']}"))
     assert "--stop-services needs passwordless sudo, which a" in err and "a: sudo: a password is required" in err
     assert_nothing_running(shard_rig)
+
+
+# --- real runs ---------------------------------------------------------------------------------------
+
+
+def _stop_c3(proc) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except Exception:  # noqa: BLE001 - last resort, by pid
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def test_ray_shard_starts_across_both_hosts_shows_in_status_and_ctrl_c_leaves_nothing(shard_rig, ray_installed):
+    shard_rig.register()
+    log = shard_rig.folder / "ray-start.log"
+    a_if, b_if = shard_rig.link_names
+    proc = shard_rig.c3_background(
+        "shard", "start", "--profile", "org/tiny-model", "--nodes", "a,b", "--gpus-per-node", "1",
+        "--ray", shard_rig.ray, "--vllm", standin(shard_rig), "--ray-port", str(RAY_PORT), log=log, HF_TOKEN=SECRET,
+    )
+    try:
+        started = time.monotonic()
+        models = wait_for("stand-in vllm serving", lambda: get_models(shard_rig.head.address), 240, proc, log)
+        ready_s = time.monotonic() - started
+        info = models["c3_standin"]
+        assert models["data"][0]["id"] == "org/tiny-model"
+        # vLLM's view: both nodes in Ray, one GPU each, and a worker task ran on each node.
+        assert sorted((n["address"], n["GPU"]) for n in info["ray_nodes"]) == [(shard_rig.head_link, 1.0), (shard_rig.worker_link, 1.0)]
+        assert sorted(w["ip"] for w in info["workers"]) == [shard_rig.head_link, shard_rig.worker_link]
+        # Per-node address and interface reached the processes on each node (through each node's Ray).
+        by_ip = {w["ip"]: w for w in info["workers"]}
+        assert (by_ip[shard_rig.worker_link]["vllm_host_ip"], by_ip[shard_rig.worker_link]["nccl"]) == (shard_rig.worker_link, b_if)
+        assert (by_ip[shard_rig.head_link]["vllm_host_ip"], by_ip[shard_rig.head_link]["nccl"]) == (shard_rig.head_link, a_if)
+        assert info["env"]["VLLM_HOST_IP"] == shard_rig.head_link and info["env"]["GLOO_SOCKET_IFNAME"] == a_if
+        assert info["env"]["RAY_ADDRESS"] == f"{shard_rig.head_link}:{RAY_PORT}"
+        assert info["hf_token_seen"] is True
+        running = shard_rig.netns_pids()
+        assert any("raylet" in cmd for _, cmd in running[shard_rig.head.name])
+        assert any("raylet" in cmd for _, cmd in running[shard_rig.worker.name])
+        assert not any(SECRET in cmd for procs in running.values() for _, cmd in procs)
+
+        status = shard_rig.c3("shard", "status", "--nodes", "a,b", "--ray", shard_rig.ray, "--json")
+        assert status.returncode == 0, status.stderr
+        data = json.loads(status.stdout)
+        assert len(data["ray_nodes"]) == 2 and data["ray_error"] is None
+        nodes = {n["node"]: n for n in data["nodes"]}
+        assert nodes["a"]["ray_address"] == shard_rig.head_link and nodes["b"]["ray_address"] == shard_rig.worker_link
+        assert nodes["a"]["ray_resources"]["GPU"] == 1.0 and nodes["b"]["ray_resources"]["GPU"] == 1.0
+        assert nodes["a"]["processes"] and nodes["b"]["processes"]
+        text = shard_rig.c3("shard", "status", "--nodes", "a,b", "--ray", shard_rig.ray)
+        assert "ray: 2 node(s) alive" in text.stdout and f"b: in the Ray cluster at {shard_rig.worker_link}" in text.stdout
+
+        proc.send_signal(signal.SIGINT)  # what Ctrl+C does
+        rc = proc.wait(timeout=120)
+        output = log.read_text(errors="replace")
+        assert rc == 130, output[-3000:]
+        assert "every node's part is stopped" in output
+        assert SECRET not in output
+        wait_for("no process left in either host", lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30)
+        print(f"ray shard: serving {ready_s:.1f}s after start")
+    finally:
+        _stop_c3(proc)
+
+
+def test_mp_shard_every_rank_gets_its_command_and_shard_stop_cleans_up(shard_rig, ray_installed):
+    shard_rig.register()
+    log = shard_rig.folder / "mp-start.log"
+    a_if, b_if = shard_rig.link_names
+    proc = shard_rig.c3_background(
+        "shard", "start", "--profile", "org/tiny-model --max-model-len 512", "--nodes", "a,b", "--backend", "mp",
+        "--tp", "1", "--pp", "2", "--gpus-per-node", "1", "--vllm", standin(shard_rig), "--master-port", "29555",
+        log=log, HF_TOKEN=SECRET,
+    )
+    try:
+        models = wait_for("stand-in vllm (mp) serving", lambda: get_models(shard_rig.head.address), 120, proc, log)
+        info = models["c3_standin"]
+        head_argv = info["argv"]
+        common = ["serve", "org/tiny-model", "--tensor-parallel-size", "1", "--pipeline-parallel-size", "2",
+                  "--distributed-executor-backend", "mp", "--nnodes", "2"]
+        master = ["--master-addr", shard_rig.head_link, "--master-port", "29555"]
+        assert head_argv == common + ["--node-rank", "0", *master, "--port", str(API_PORT), "--max-model-len", "512"]
+        (rank1,) = info["ranks"]
+        assert rank1["argv"] == common + ["--node-rank", "1", *master, "--headless", "--max-model-len", "512"]
+        assert rank1["env"]["VLLM_HOST_IP"] == shard_rig.worker_link and rank1["env"]["NCCL_SOCKET_IFNAME"] == b_if
+        assert rank1["env"]["MASTER_ADDR"] == shard_rig.head_link and rank1["hf_token_seen"] is True
+        assert info["env"]["VLLM_HOST_IP"] == shard_rig.head_link and info["env"]["NCCL_SOCKET_IFNAME"] == a_if
+
+        stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "mp")
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert "a: stopped" in stop.stdout and "b: stopped" in stop.stdout
+        proc.wait(timeout=120)
+        output = log.read_text(errors="replace")
+        assert "every node's part is stopped" in output and SECRET not in output
+        wait_for("no process left in either host", lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30)
+    finally:
+        _stop_c3(proc)
