@@ -146,3 +146,21 @@ def test_parallel_boot_takes_about_as_long_as_the_slowest(sim):
     assert all(p["serving"] and p["placement"]["verdict"] == "ok" for p in status)
     down = c3("down")
     assert down.returncode == 0 and down.stdout.count("stopped") == 4
+
+
+def test_serve_picks_the_free_gpus_or_asks_for_them(sim):
+    write_catalog([stub_entry(), stub_entry("custom/stub-tp4", tp=4)])
+    port = free_port()
+    ambiguous = c3("serve", "custom/stub", "--port", str(port))
+    assert ambiguous.returncode == 2
+    assert "several GPUs are free" in one_error_line(ambiguous.stderr) and "--gpus" in ambiguous.stderr
+    wrong = c3("serve", "custom/stub", "--gpus", "0,1")
+    assert wrong.returncode == 2 and "needs 1" in one_error_line(wrong.stderr)
+    sim.append("serve-stub")
+    served = c3("serve", "custom/stub", "--gpus", "2", "--port", str(port))
+    assert served.returncode == 0, served.stdout + served.stderr
+    assert f"serving on http://127.0.0.1:{port}" in served.stdout and "placement ok" in served.stdout
+    # Three GPUs left free but the slug needs four: refused, naming what is free.
+    short = c3("serve", "custom/stub-tp4")
+    assert short.returncode == 1 and "only 3 are free (0, 1, 3)" in one_error_line(short.stderr)
+    assert c3("pod", "down", "serve-stub").returncode == 0
