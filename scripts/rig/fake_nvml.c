@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_GPUS 64
@@ -151,36 +152,63 @@ static int pid_alive(unsigned int pid) {
     return end && end[1] && end[2] != 'Z';
 }
 
-/* Host pid of the process with pid `nspid` in container `cid`: cgroup mentions the id, NSpid ends with nspid. */
+/* Does host pid `pid` belong to container `cid` (cgroup mentions the id) with `nspid` as its last NSpid? */
+static int is_container_pid(unsigned int pid, const char *cid, unsigned int nspid) {
+    static char buf[16384];
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/cgroup", pid);
+    if (read_file(path, buf, sizeof buf) <= 0 || !strstr(buf, cid)) return 0;
+    snprintf(path, sizeof path, "/proc/%u/status", pid);
+    if (read_file(path, buf, sizeof buf) <= 0) return 0;
+    char *line = strstr(buf, "\nNSpid:");
+    if (!line) return 0;
+    line += 7;
+    char *eol = strchr(line, '\n');
+    if (eol) *eol = 0;
+    char *last = NULL, *tok, *save;
+    for (tok = strtok_r(line, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) last = tok;
+    return last && (unsigned int)strtoul(last, NULL, 10) == nspid && pid_alive(pid);
+}
+
+/* Host pid of the process with pid `nspid` in container `cid`, 0 when gone. A small cache (checked
+ * again on every use) spares a /proc scan per NVML call while a poller runs. */
 static unsigned int resolve_host_pid(const char *cid, unsigned int nspid) {
+    static struct { char cid[128]; unsigned int nspid, host; } cache[64];
+    static int next;
+    for (int i = 0; i < 64; i++)
+        if (cache[i].host && cache[i].nspid == nspid && !strcmp(cache[i].cid, cid)) {
+            if (is_container_pid(cache[i].host, cid, nspid)) return cache[i].host;
+            cache[i].host = 0;
+        }
     DIR *proc = opendir("/proc");
     if (!proc) return 0;
     struct dirent *e;
     unsigned int found = 0;
-    static char buf[16384];
     while (!found && (e = readdir(proc))) {
         if (!isdigit((unsigned char)e->d_name[0])) continue;
-        char path[300];
-        snprintf(path, sizeof path, "/proc/%s/cgroup", e->d_name);
-        if (read_file(path, buf, sizeof buf) <= 0 || !strstr(buf, cid)) continue;
-        snprintf(path, sizeof path, "/proc/%s/status", e->d_name);
-        if (read_file(path, buf, sizeof buf) <= 0) continue;
-        char *line = strstr(buf, "\nNSpid:");
-        if (!line) continue;
-        line += 7;
-        char *eol = strchr(line, '\n');
-        if (eol) *eol = 0;
-        char *last = NULL, *tok, *save;
-        for (tok = strtok_r(line, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) last = tok;
         unsigned int pid = (unsigned int)strtoul(e->d_name, NULL, 10);
-        if (last && (unsigned int)strtoul(last, NULL, 10) == nspid && pid_alive(pid)) found = pid;
+        if (is_container_pid(pid, cid, nspid)) found = pid;
     }
     closedir(proc);
+    if (found) {
+        copy(cache[next].cid, sizeof cache[next].cid, cid);
+        cache[next].nspid = nspid;
+        cache[next].host = found;
+        next = (next + 1) % 64;
+    }
     return found;
 }
 
 static void load_registration(const char *path, const char *own_ns) {
     static char buf[65536];
+    /* A file whose process was found dead stays dead (a restarted engine rewrites its file: new inode). */
+    static struct { ino_t ino; long long mtime_ns; } dead[256];
+    static int next_dead;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return;
+    long long mtime_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+    for (int i = 0; i < 256; i++)
+        if (dead[i].ino == sb.st_ino && dead[i].mtime_ns == mtime_ns) return;
     if (read_file(path, buf, sizeof buf) <= 0) return;
     unsigned int pid = 0;
     char pidns[64] = "", container[128] = "", name[64] = "";
@@ -194,7 +222,12 @@ static void load_registration(const char *path, const char *own_ns) {
     if (!pid) return;
     unsigned int host_pid = (!container[0] || !strcmp(pidns, own_ns)) ? (pid_alive(pid) ? pid : 0)
                                                                       : resolve_host_pid(container, pid);
-    if (!host_pid) return; /* the process is gone: a stale file from a crash */
+    if (!host_pid) { /* the process is gone: a stale file from a crash */
+        dead[next_dead].ino = sb.st_ino;
+        dead[next_dead].mtime_ns = mtime_ns;
+        next_dead = (next_dead + 1) % 256;
+        return;
+    }
     read_file(path, buf, sizeof buf);
     for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char token[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
@@ -262,8 +295,14 @@ static nvmlReturn_t load_state(void) {
         else if (!strcmp(kind, "init_error")) st.init_error = atoi(rest);
     }
     fclose(f);
-    load_registry();
     return NVML_SUCCESS;
+}
+
+/* Processes (strangers + registrations) are only needed by memory and process queries. */
+static int registry_loaded;
+static void need_processes(void) {
+    if (!registry_loaded) load_registry();
+    registry_loaded = 1;
 }
 
 /* Lock, re-read the state, check init and the handle; on success *g is the device (when asked for). */
@@ -271,6 +310,7 @@ static nvmlReturn_t enter(nvmlDevice_t device, gpu_t **g) {
     pthread_mutex_lock(&lock);
     if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
     nvmlReturn_t ret = load_state();
+    registry_loaded = 0;
     if (ret != NVML_SUCCESS) return ret;
     if (!g) return NVML_SUCCESS;
     if (device < devices || device >= devices + MAX_GPUS || (int)device->index >= st.ngpus)
@@ -354,6 +394,7 @@ nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int
         buf[strcspn(buf, "\n")] = 0;
         LEAVE(put_string(name, length, buf));
     }
+    need_processes();
     for (int i = 0; i < st.nprocs; i++)
         if (st.procs[i].pid == pid && st.procs[i].name[0]) LEAVE(put_string(name, length, st.procs[i].name));
     LEAVE(NVML_ERROR_NOT_FOUND);
@@ -466,6 +507,7 @@ nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitectu
 
 /* Allocated MiB on a GPU: its base use plus every stranger and live registration on it. */
 static unsigned long long allocated_mib(const gpu_t *g) {
+    need_processes();
     unsigned long long mib = g->used_mib;
     char index[16];
     snprintf(index, sizeof index, "%d", (int)(g - st.gpus));
@@ -579,6 +621,7 @@ static nvmlReturn_t compute_procs(nvmlDevice_t device, unsigned int *count, void
     ENTER(device, &g);
     if (!count) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
     if (g->flags & F_NOPROCS) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    need_processes();
     char index[16];
     snprintf(index, sizeof index, "%u", device->index);
     unsigned int n = 0;
