@@ -137,3 +137,20 @@ def test_ignored_mask_lands_on_every_gpu(nvml, stub_process):
                              "C3_STUB_MEM_MIB": "2048"})
     for handle in handles():
         assert poll(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle))[0].pid == stub.pid
+
+
+def test_a_rewritten_registration_is_seen_again_after_its_process_died(nvml, stub_process):
+    import os
+
+    nvml.set_gpus([RTX3090])
+    stub = stub_process(env={**nvml.env(), "C3_STUB_MEM_MIB": "100"})
+    (h,) = handles()
+    assert poll(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h))[0].pid == stub.pid
+    stub.stop(9)
+    assert pynvml.nvmlDeviceGetComputeRunningProcesses(h) == []  # remembered as dead
+    (path,) = nvml.registry.glob("*.gpu")
+    text = path.read_text().replace(f"pid {stub.pid}\n", f"pid {os.getpid()}\n")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)  # what a restarted engine does: same name, new file
+    assert [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)] == [os.getpid()]
