@@ -112,7 +112,7 @@ def create_pod(
             uuids = tuple(gpus[i].uuid for i in gpu_indices)
         pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids)
         candidate = Estate(schema_version=estate.schema_version, pods=[*estate.pods, pod], extra=dict(estate.extra))
-        check = check_estate(candidate, gpus, catalog, force=force, fit=fit)
+        check = check_estate(candidate, gpus, catalog, force=force, fit=fit, price={name})
         mine = check.about(name)
         errors = [p for p in mine if p.blocking]
         if errors:

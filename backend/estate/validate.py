@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,13 @@ def default_fit() -> FitFunction | None:
     except ImportError:
         return None
     return getattr(module, "fit_on_gpus", None)
+
+
+def _takes_catalog(fn: Callable[..., Any]) -> bool:
+    try:
+        return "catalog" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def sm_tuple(sm: str | None) -> tuple[int, int] | None:
@@ -286,9 +294,18 @@ def check_estate(
     *,
     force: bool = False,
     fit: FitFunction | None | str = "default",
+    price: set[str] | None = None,
 ) -> EstateCheck:
-    """Validate a whole estate against this rig's GPUs (None: skip GPU rules) and the catalog."""
+    """Validate a whole estate against this rig's GPUs (None: skip GPU rules) and the catalog.
+
+    `price` limits the fit-check to those pods (create prices only the new one: the others were
+    priced when they were planned, and pricing is the slow part).
+    """
     fit_fn: FitFunction | None = default_fit() if fit == "default" else fit  # type: ignore[assignment]
+    if fit == "default" and fit_fn is not None and catalog is not None and _takes_catalog(fit_fn):
+        plain = fit_fn
+        # Hand the catalog we already hold to the fit-check instead of letting it load one per pod.
+        fit_fn = lambda entry, chosen: plain(entry, chosen, catalog=catalog)  # noqa: E731
     check = EstateCheck()
     _check_names(estate, check.problems)
     for pod in estate.pods:
@@ -301,7 +318,8 @@ def check_estate(
             )
             continue
         check.entries[pod.name] = entry
-        _check_pod(pod, entry, gpus, force=force, fit=fit_fn, check=check)
+        priced = fit_fn if price is None or pod.name in price else None
+        _check_pod(pod, entry, gpus, force=force, fit=priced, check=check)
     _check_cross(estate, gpus, check.problems)
     if catalog is None:
         check.problems.append(_problem("catalog", "slug rules skipped: no catalog", severity="note"))
