@@ -71,25 +71,32 @@ async def _read_response(reader: asyncio.StreamReader) -> bytes:
     return head[9:12]
 
 
-async def _connection(index: int, targets: list[tuple[str, int]], warm_until: float, deadline: float, lat: list, errors: list) -> None:
+REQUEST_TIMEOUT_S = 30.0
+
+
+async def _connection(index: int, targets: list[tuple[str, int]], warm_until: float, deadline: float, lat: list, errors: list, total: list) -> None:
+    """Closed loop: no new request after `deadline`, but the one in flight is waited for (slow routers
+    would otherwise show no completions at all)."""
     host, port = targets[index % len(targets)]
     request = build_request(f"bench-{index}", f"{host}:{port}")
     reader = writer = None
     while time.perf_counter() < deadline:
+        started = time.perf_counter()
         try:
             if writer is None:
                 reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-            started = time.perf_counter()
             writer.write(request)
-            status = await _read_response(reader)
+            status = await asyncio.wait_for(_read_response(reader), REQUEST_TIMEOUT_S)
             done = time.perf_counter()
-            if started >= warm_until and done <= deadline:
+            total[0] += 1
+            if started >= warm_until:
                 if status == b"200":
                     lat.append(done - started)
                 else:
                     errors.append(status.decode())
-        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-            errors.append(type(exc).__name__)
+        except (OSError, asyncio.IncompleteReadError, ValueError, TimeoutError) as exc:
+            if started >= warm_until:
+                errors.append(type(exc).__name__)
             if writer is not None:
                 writer.transport.abort()
             reader = writer = None
@@ -101,13 +108,16 @@ async def _connection(index: int, targets: list[tuple[str, int]], warm_until: fl
 async def _loadgen(targets: list[tuple[str, int]], concurrency: int, warmup: float, duration: float) -> dict:
     lat: list[float] = []
     errors: list[str] = []
+    total = [0]
     start = time.perf_counter()
     warm_until = start + warmup
     deadline = warm_until + duration
-    await asyncio.gather(*(_connection(i, targets, warm_until, deadline, lat, errors) for i in range(concurrency)))
+    await asyncio.gather(*(_connection(i, targets, warm_until, deadline, lat, errors, total) for i in range(concurrency)))
+    end = time.perf_counter()
+    elapsed = max(end - warm_until, 1e-9)
     lat.sort()
     n = len(lat)
-    return {"n": n, "errors": len(errors), "error_kinds": sorted(set(errors))[:5], "rps": n / duration,
+    return {"n": n, "total": total[0], "active_s": end - start, "errors": len(errors), "error_kinds": sorted(set(errors))[:5], "rps": n / elapsed,
             "p50_ms": lat[n // 2] * 1000 if n else None, "p99_ms": lat[min(n - 1, int(n * 0.99))] * 1000 if n else None}
 
 
@@ -158,24 +168,32 @@ def pinned(cpuset: set[int]):
     return lambda: os.sched_setaffinity(0, cpuset)
 
 
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def tree_cpu_seconds(pid: int) -> float:
-    """utime+stime of `pid` and its live descendants."""
+    """utime+stime of `pid` and its live descendants (found through each process's ppid)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
     total = 0.0
-    todo = [pid]
-    seen = set()
+    todo, seen = [pid], set()
     while todo:
         p = todo.pop()
         if p in seen:
             continue
         seen.add(p)
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = _stat(p)
+        if fields:
             total += (int(fields[11]) + int(fields[12])) / CLK_TCK
-            for task in Path(f"/proc/{p}/task").iterdir():
-                children = (task / "children").read_text().split()
-                todo.extend(int(c) for c in children)
-        except (OSError, IndexError, ValueError):
-            continue
+        todo.extend(children.get(p, []))
     return total
 
 
@@ -212,14 +230,16 @@ class Procs:
 def run_load(targets, concurrency, warmup, duration, cpuset, router_pid) -> dict:
     spec = json.dumps({"targets": targets, "concurrency": concurrency, "warmup": warmup, "duration": duration})
     before = tree_cpu_seconds(router_pid) if router_pid else 0.0
-    t0 = time.monotonic()
     out = subprocess.run([sys.executable, __file__, "--loadgen", spec], capture_output=True, text=True,
-                         preexec_fn=pinned(cpuset), timeout=warmup + duration + 60)
-    wall = time.monotonic() - t0
+                         preexec_fn=pinned(cpuset), timeout=warmup + duration + REQUEST_TIMEOUT_S + 60)
     if out.returncode != 0:
         raise RuntimeError(f"load generator failed: {out.stderr[-500:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["cpu_pct"] = (tree_cpu_seconds(router_pid) - before) / wall * 100 if router_pid else None
+    used = tree_cpu_seconds(router_pid) - before if router_pid else None
+    # CPU over the load generator's active time (its own start-up excluded); capacity per core is
+    # requests per router CPU-second, which holds even when other tenants share the router's core.
+    result["cpu_pct"] = used / result["active_s"] * 100 if used is not None else None
+    result["per_core"] = result["total"] / used if used else None
     return result
 
 
@@ -348,7 +368,9 @@ def main() -> int:
                     f"  - model_name: stub/model\n    litellm_params:\n      model: openai/stub/model\n"
                     f"      api_base: http://127.0.0.1:{p}/v1\n      api_key: sk-bench-not-secret" for p in ports)
                 cfg.write_text(f"model_list:\n{models}\nlitellm_settings:\n  telemetry: false\n  drop_params: true\n")
-                lenv = {"LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False", "DISABLE_SCHEMA_UPDATE": "True"}
+                # Loopback-only throwaway instance: no master key, like the other routers measured here.
+                lenv = {"LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False", "DISABLE_SCHEMA_UPDATE": "True",
+                        "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true"}
                 proc = procs.start([str(exe), "--config", str(cfg), "--host", "127.0.0.1", "--port", str(lport), "--num_workers", "1"],
                                    router_cpu, work / "litellm.log", lenv)
                 if wait_http(f"http://127.0.0.1:{lport}/health/liveliness", 120, proc):
@@ -363,27 +385,28 @@ def main() -> int:
                 for _ in range(args.repeats):
                     runs.append(run_load(tgt, conc, args.warmup, args.duration, other_cpu, pid))
                 med = {k: statistics.median([r[k] for r in runs if r[k] is not None]) if any(r[k] is not None for r in runs) else None
-                       for k in ("p50_ms", "p99_ms", "rps", "cpu_pct")}
+                       for k in ("p50_ms", "p99_ms", "rps", "cpu_pct", "per_core")}
                 med["errors"] = sum(r["errors"] for r in runs)
                 med["error_kinds"] = sorted({k for r in runs for k in r["error_kinds"]})
                 med["spread_p50_ms"] = [round(r["p50_ms"], 3) if r["p50_ms"] else None for r in runs]
                 results[name][conc] = med
                 print(f"  {name:<8} c={conc:<4} p50 {fmt(med['p50_ms'])} ms  p99 {fmt(med['p99_ms'])} ms  "
-                      f"{fmt(med['rps'], 0)} req/s  cpu {fmt(med['cpu_pct'], 0)}%  errors {med['errors']}", flush=True)
+                      f"{fmt(med['rps'], 0)} req/s  cpu {fmt(med['cpu_pct'], 0)}%  {fmt(med['per_core'], 0)} req/CPU-s  errors {med['errors']}", flush=True)
     finally:
         procs.stop_all()
 
     base = results.get("direct", {})
     print()
-    print("| target | conc | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s | router CPU % (1 core) | errors |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| target | conc | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s | router CPU % of 1 core | req per router CPU-s | errors |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, rows in results.items():
         for conc, med in rows.items():
             b = base.get(conc, {})
             add50 = med["p50_ms"] - b["p50_ms"] if name != "direct" and med["p50_ms"] is not None and b.get("p50_ms") is not None else None
+            per_core = med.get("per_core")
             add99 = med["p99_ms"] - b["p99_ms"] if name != "direct" and med["p99_ms"] is not None and b.get("p99_ms") is not None else None
             print(f"| {name} | {conc} | {fmt(med['p50_ms'])} | {fmt(med['p99_ms'])} | {fmt(add50)} | {fmt(add99)} | "
-                  f"{fmt(med['rps'], 0)} | {fmt(med['cpu_pct'], 0)} | {med['errors']} |")
+                  f"{fmt(med['rps'], 0)} | {fmt(med['cpu_pct'], 0)} | {fmt(per_core, 0)} | {med['errors']} |")
     for note in notes:
         print(f"note: {note}")
     if args.json:

@@ -49,6 +49,7 @@ from backend.pool.router import Router
 
 log = logging.getLogger("c3.pool")
 
+IDLE_TIMEOUT_S = 75.0
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 SMALL_BODY = 64 * 1024
 UPSTREAM_DROP = frozenset({b"host", b"expect"})
@@ -155,8 +156,12 @@ class PoolServer:
 
     async def serve_client(self, proto: ClientProtocol, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections.add(proto)
+        loop = asyncio.get_running_loop()
         try:
             while not self.closing:
+                # An idle keep-alive connection is closed after IDLE_TIMEOUT_S (a timer, not wait_for:
+                # re-arming a timer per request is far cheaper than a task per request).
+                timer = loop.call_later(IDLE_TIMEOUT_S, writer.transport.close)
                 try:
                     raw = await read_head(reader)
                 except (asyncio.IncompleteReadError, ConnectionError):
@@ -164,6 +169,8 @@ class PoolServer:
                 except BadMessage:
                     writer.write(_json_error(431, "request head too large", "invalid_request_error", close=True))
                     break
+                finally:
+                    timer.cancel()
                 proto.busy = True
                 try:
                     req = parse_request(raw)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import click
 
@@ -111,22 +112,24 @@ def status(as_json: bool) -> None:
 @click.option("--bind", default=":8011", show_default=True, help="[HOST]:PORT to listen on.")
 @click.option("--sticky", default="auto", show_default=True, help="auto | authorization | header:NAME | none.")
 @click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="Drain time on stop.")
+@click.option("--unit-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the unit here instead of systemd's folder (user unit, or system unit as root).")
 @click.option("--dry-run", is_flag=True, help="Show the unit and where it would go; write nothing.")
-def install_service(nodes: str, bind: str, sticky: str, drain_timeout: float, dry_run: bool) -> None:
+def install_service(nodes: str, bind: str, sticky: str, drain_timeout: float, unit_dir: Path | None, dry_run: bool) -> None:
     """Install the router as a systemd unit (user unit unless root); the unit text is shown first."""
     from backend.atomic import write_atomic
-    from backend.pool.service import render_unit, unit_dir, unit_name, verify_unit
+    from backend.pool import service
 
     host, port = parse_bind(bind)
     mode = _sticky(sticky)
     resolved = _resolve(nodes)
     names = [n.name for n in resolved]
-    name = unit_name(port)
-    text = render_unit(names, bind, mode, port, drain_timeout_s=drain_timeout)
-    path = unit_dir() / name
+    name = service.unit_name(port)
+    text = service.render_unit(names, bind, mode, port, drain_timeout_s=drain_timeout)
+    path = (unit_dir or service.unit_dir()) / name
     click.echo(f"# {path}")
     click.echo(text, nl=False)
-    ok, output = verify_unit(text, name)
+    ok, output = service.verify_unit(text, name)
     if ok is None:
         click.echo(f"# {output}")
     elif not ok:
@@ -140,6 +143,6 @@ def install_service(nodes: str, bind: str, sticky: str, drain_timeout: float, dr
         write_atomic(path, text, mode=0o644)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write {path}: {exc.strerror or exc}") from exc
-    scope = "" if path.is_relative_to("/etc") else " --user"
+    scope = "" if path.is_relative_to("/etc/systemd/system") else " --user"
     click.echo(f"wrote {path}")
     click.echo(f"next: systemctl{scope} daemon-reload && systemctl{scope} enable --now {name}")

@@ -84,10 +84,10 @@ def pool_process(tmp_path):
     """Factory: `pool_process({"a": url, ...}, "--sticky", "auto")` → PoolProcess once it answers."""
     started: list[PoolProcess] = []
 
-    def start(nodes: dict[str, str], *args: str, probe_interval: float = 0.25) -> PoolProcess:
+    def start(nodes: dict[str, str], *args: str, probe_interval: float = 0.25, port: int | None = None) -> PoolProcess:
         for name, url in nodes.items():
             register(name, url)
-        port = free_port()
+        port = port or free_port()
         log_path = tmp_path / f"pool-{port}.log"
         argv = [*c3_argv(), "pool", "serve", "--nodes", ",".join(nodes), "--bind", f"127.0.0.1:{port}",
                 "--probe-interval", str(probe_interval), "--probe-timeout", "1", *args]

@@ -203,3 +203,33 @@ def test_router_admin_is_read_only(stubs, pool_process):
     assert httpx.post(pool.url + "/c3/status", timeout=5).status_code == 405
     assert httpx.get(pool.url + "/c3/health", timeout=5).json() == {"routable_backends": 1}
     wait_until(lambda: pool.backend("a")["last_probe_rtt_ms"] is not None, what="a probe")
+
+
+def test_install_service_writes_a_verified_unit(tmp_path):
+    from tests.pool.conftest import register
+
+    register("a", "http://127.0.0.1:1")
+    out = subprocess.run([sys.executable, "-m", "c3", "pool", "install-service", "--nodes", "a", "--bind", "127.0.0.1:8124",
+                          "--unit-dir", str(tmp_path / "units")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    unit = tmp_path / "units" / "c3-pool-8124.service"
+    assert unit.exists() and "--bind 127.0.0.1:8124" in unit.read_text()
+    assert out.stdout.index("[Service]") < out.stdout.index(f"wrote {unit}")  # shown before written
+    assert "enable --now c3-pool-8124.service" in out.stdout
+
+
+def test_pins_survive_a_router_restart(stubs, pool_process):
+    backends = stubs("a", "b", extra=("--tokens", "1"))
+    nodes = {n: s.url for n, s in backends.items()}
+    pool = pool_process(nodes)
+    owners = {}
+    with httpx.Client(base_url=pool.url, timeout=10) as client:
+        for i in range(6):
+            owners[f"s{i}"] = client.get("/v1/models", headers={"X-Session-ID": f"s{i}"}).headers["x-c3-backend"]
+    assert pool.stop() == 0
+    again = pool_process(nodes, port=pool.port)  # pins are kept per port
+    assert "restored 6 pins" in again.log()
+    with httpx.Client(base_url=again.url, timeout=10) as client:
+        for session, owner in owners.items():
+            r = client.get("/v1/models", headers={"X-Session-ID": session})
+            assert (r.headers["x-c3-backend"], r.headers["x-c3-sticky"]) == (owner, "hit")
