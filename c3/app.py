@@ -42,8 +42,8 @@ class BootUpdate(Message):
 
 
 NAVIGATION = [
-    Binding("up,k", "nav", "Previous", tooltip="Previous pod / row"),
-    Binding("down,j", "nav", "Next", tooltip="Next pod / row"),
+    Binding("up,k", "nav_up", "Previous", tooltip="Previous pod / row"),
+    Binding("down,j", "nav_down", "Next", tooltip="Next pod / row"),
     Binding("enter", "nav_enter", "Open", tooltip="Details of the highlighted pod"),
     Binding("tab", "nav_tab", "Next field", tooltip="Move between panes and fields"),
     Binding("ctrl+p", "nav_palette", "Palette", tooltip="Every action by name, per pod too"),
@@ -71,8 +71,9 @@ class C3App(ServiceCalls, App[None]):
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id="quit_ctrl_q"),
     ]
 
-    def __init__(self, services: Services, *, readonly: bool = False, clock: Callable[[], datetime] | None = None, **kwargs) -> None:
+    def __init__(self, services: Services, *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.autopoll = autopoll
         self.services = services
         self.readonly = readonly or services.readonly
         self.clock = clock or _utc_now

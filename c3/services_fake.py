@@ -4,7 +4,7 @@ Scenarios (`FakeServices(scenario=…)`):
 - `empty`: a four-GPU rig, no pods;
 - `placed`: two pods, both serving and verified on exactly their GPUs;
 - `mismatch`: as `placed`, but `coder` really runs on GPU 3 instead of GPU 2;
-- `stale`: as `placed`, but the GPU source stopped answering;
+- `stale`: as `placed`, but the GPU source stops answering after its first reading;
 - `bench`: eight GPUs and sixteen pods.
 
 Writes change the in-memory estate, so a Pilot test can create, boot, stop and remove pods and see
@@ -113,7 +113,7 @@ class FakeServices:
     # -- reads -----------------------------------------------------------------------------------
     def gpu_snapshots(self) -> list[GpuSnapshot]:
         self._record("gpu_snapshots")
-        if self.scenario == "stale":
+        if self.scenario == "stale" and self.calls.count("gpu_snapshots") > 1:
             raise EnvironmentProblem("NVML did not answer within 2 s")
         holders = self._holders()
         snaps = []

@@ -114,8 +114,10 @@ class CockpitScreen(ServiceCalls, Screen):
         return poller
 
     def on_mount(self) -> None:
-        for poller in self.pollers:
-            poller.timer = self.set_interval(poller.period, poller.tick, name=f"poll-{poller.period}")
+        # `autopoll=False` (snapshots, screenshots): one poll at mount and after writes, no timers.
+        if getattr(self.app, "autopoll", True):
+            for poller in self.pollers:
+                poller.timer = self.set_interval(poller.period, poller.tick, name=f"poll-{poller.period}")
         self.call_after_refresh(self.poll_now)
 
     def poll_now(self) -> None:

@@ -169,7 +169,7 @@ class OrchestrationScreen(CockpitScreen):
             pod_list.show(self.pods, self.gpus)
             if not self._focused_pods:
                 self._focused_pods = True
-                pod_list.focus()  # the pods are what keys act on
+                self.call_after_refresh(pod_list.focus)  # the pods are what keys act on (once shown)
         claimed = sum(len(p.gpus) for p in self.pods)
         self.query_one("#pods-title", Static).update(
             Content.from_markup("[b]Pods[/] [$text-muted]($n · $c/$t GPUs claimed)[/]", n=str(len(self.pods)), c=str(claimed), t=str(len(self.gpus)))

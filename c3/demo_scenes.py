@@ -1,0 +1,112 @@
+"""Fixed scenes of the cockpit on the fake demo rig (fixed numbers, fixed clock, no timers).
+
+One list serves `scripts/screenshots.py` (SVGs for the README) and the snapshot tests, so the
+pictures in the README are exactly the screens the tests pin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from c3.app import C3App
+from c3.services_fake import FakeServices
+
+Step = Callable[..., Awaitable[None]]
+
+
+async def settle(pilot, rounds: int = 3) -> None:
+    """Let workers finish and their replies render."""
+    for _ in range(rounds):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll between frames until `predicate()` holds (bounded)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate() and loop.time() < deadline:
+        await pilot.pause(0.05)
+
+
+def press(*keys: str) -> Step:
+    async def step(pilot) -> None:
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+
+    return step
+
+
+def typed(text: str) -> Step:
+    async def step(pilot) -> None:
+        await pilot.press(*text)
+        await settle(pilot)
+
+    return step
+
+
+async def fit_ready(pilot) -> None:
+    """The new-pod modal has computed its verdicts and its breakdown."""
+    screen = pilot.app.screen
+    await wait_until(pilot, lambda: bool(getattr(screen, "verdicts", None)) and "KV" in str(screen.query_one("#fit").render()))
+    await settle(pilot)
+
+
+async def focus_pod(pilot, index: int = 1) -> None:
+    pods = pilot.app._orchestration().query_one("#pods")
+    pods.focus()
+    pods.highlighted = index
+    await settle(pilot)
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One picture: a fake scenario, a terminal size, and the steps that lead to it."""
+
+    name: str
+    title: str
+    scenario: str = "placed"
+    size: tuple[int, int] = (120, 40)
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+    readonly: bool = False
+
+
+SCENES: tuple[Scene, ...] = (
+    Scene("orchestration-empty", "Orchestration, empty rig", "empty"),
+    Scene("orchestration-placed", "Orchestration, two pods placed", "placed"),
+    Scene("orchestration-mismatch", "A placement mismatch explained", "mismatch", steps=(focus_pod,)),
+    Scene("orchestration-mismatch-80x24", "The same at 80×24", "mismatch", (80, 24)),
+    Scene("orchestration-stale", "A stale source (GPU readings stopped)", "stale", steps=(press("r"),)),
+    Scene("orchestration-8gpus", "Eight GPUs, sixteen pods", "bench"),
+    Scene("new-pod", "New pod: slug ranked by fit, live breakdown", "placed", steps=(press("N"), typed("chat2"), press("tab"), typed("gpt-oss"), fit_ready)),
+    Scene("new-pod-80x24", "New pod at 80×24", "empty", (80, 24), steps=(press("N"), typed("duo"), press("tab"), typed("tp2"), fit_ready)),
+    Scene("confirm-create", "Confirm gate: the exact plan, Cancel focused", "placed", steps=(press("N"), typed("chat2"), press("tab"), typed("gpt-oss"), fit_ready, press("ctrl+s"))),
+    Scene("confirm-stop-all", "Stop the whole estate: what will stop", "placed", steps=(press("o"),)),
+    Scene("details", "Pod details", "mismatch", steps=(focus_pod, press("i"))),
+    Scene("logs", "Pod logs (bounded, following)", "placed", steps=(press("l"),)),
+    Scene("help", "Help, generated from the bindings", "placed", steps=(press("question_mark"),)),
+    Scene("nodes", "Nodes", "placed", steps=(press("2"),)),
+    Scene("nodes-empty", "Nodes, none registered yet", "empty", steps=(press("2"),)),
+    Scene("recipes", "Recipes", "placed", steps=(press("3"),)),
+    Scene("recipes-empty", "Recipes, none yet", "empty", steps=(press("3"),)),
+    Scene("readonly-refused", "Read-only: a write refused, and why", "placed", steps=(press("d"),), readonly=True),
+)
+
+
+def scene_app(scene: Scene) -> C3App:
+    """The app for a scene: fake facade, fixed clock, no poll timers."""
+    svc = FakeServices(scene.scenario, readonly=scene.readonly)
+    return C3App(svc, readonly=scene.readonly, clock=svc.clock, autopoll=False)
+
+
+async def play(scene: Scene, pilot) -> None:
+    """Run a scene's steps on a started app."""
+    await settle(pilot, rounds=4)
+    for step in scene.steps:
+        await step(pilot)
+    await settle(pilot)

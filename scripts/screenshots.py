@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Regenerate screenshots/*.svg: every mode and modal of the cockpit on the fixed demo rig.
+
+    .venv/bin/python scripts/screenshots.py [--only NAME[,NAME]] [--png]
+
+Fixed numbers, fixed clock (12:00 UTC), no timers, no cursor blink: the same SVGs on every run.
+`--png` also writes PNGs next to them when cairosvg is installed (for looking, not for committing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ["TZ"] = "UTC"
+time.tzset()
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+from textual.widgets import Input  # noqa: E402
+
+from c3.demo_scenes import SCENES, play, scene_app  # noqa: E402
+
+Input._toggle_cursor = lambda self: None  # type: ignore[method-assign]  # no blink in pictures
+OUT = ROOT / "screenshots"
+
+
+async def shoot(scene, out: Path) -> Path:
+    app = scene_app(scene)
+    async with app.run_test(size=scene.size) as pilot:
+        await play(scene, pilot)
+        path = app.save_screenshot(filename=f"{scene.name}.svg", path=str(out))
+    return Path(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="comma-separated scene names")
+    parser.add_argument("--png", action="store_true", help="also write PNGs (needs cairosvg)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    wanted = {n for n in args.only.split(",") if n}
+    args.out.mkdir(parents=True, exist_ok=True)
+    for scene in SCENES:
+        if wanted and scene.name not in wanted:
+            continue
+        path = asyncio.run(shoot(scene, args.out))
+        print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}  {scene.title}")
+        if args.png:
+            import cairosvg
+
+            cairosvg.svg2png(url=str(path), write_to=str(path.with_suffix(".png")), output_width=scene.size[0] * 12)
+
+
+if __name__ == "__main__":
+    main()

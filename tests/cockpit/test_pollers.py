@@ -1,0 +1,70 @@
+"""Pollers: start at once, pause while their mode is hidden or a modal covers it, mark stale sources."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from c3.services_fake import FIXED_NOW
+from tests.cockpit.conftest import make_app, orchestration, screen_text, settle, wait_for
+
+
+async def test_pollers_pause_when_mode_hidden_and_resume_on_return():
+    app, svc = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        await wait_for(pilot, lambda: orch.gpu_poller.ticks >= 2, what="a second GPU poll")
+        await pilot.press("2")
+        await settle(pilot)
+        ticks = orch.gpu_poller.ticks
+        calls = svc.calls.count("gpu_snapshots")
+        assert all(p.timer._active.is_set() is False for p in orch.pollers)  # timers paused
+        nodes = app.screen
+        await wait_for(pilot, lambda: nodes.poller.ticks >= 1, what="the nodes poll")
+        for _ in range(3):  # time passes on the Nodes mode
+            await pilot.pause(0.5)
+        assert orch.gpu_poller.ticks == ticks and svc.calls.count("gpu_snapshots") == calls
+        await pilot.press("1")
+        await wait_for(pilot, lambda: orch.gpu_poller.ticks > ticks, what="polling to resume")
+
+
+async def test_pollers_pause_under_a_modal():
+    app, svc = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        calls = svc.calls.count("pod_states")
+        for _ in range(5):
+            await pilot.pause(0.5)
+        orch.gpu_poller.tick()  # even a tick that fires is a no-op while covered
+        assert svc.calls.count("pod_states") == calls
+        assert not orch.gpu_poller.in_flight
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: svc.calls.count("pod_states") > calls, what="polling after the modal closed")
+
+
+async def test_a_failing_source_keeps_last_good_values_marked_stale():
+    app, svc = make_app("stale")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        assert orch.gpus, "the first reading is kept"
+        orch.poll_now()
+        await wait_for(pilot, lambda: orch.gpu_error is not None, what="the failing poll")
+        orch.render_sources()
+        text = screen_text(app)
+        assert "GPUs ⚠ STALE as of 12:00:00" in text and "NVML did not answer" in text
+        assert "Pods ● as of" in text
+        assert "GPU0 RTX 3090" in text  # last-good panels still shown
+
+
+async def test_an_old_reading_goes_stale_without_an_error():
+    app, svc = make_app("placed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.clock = lambda: FIXED_NOW + timedelta(seconds=30)
+        orch = orchestration(app)
+        orch.render_sources()
+        assert "⚠ STALE as of 12:00:00 (no reading for 30s)" in screen_text(app)
