@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import json
 import os
 import re
@@ -52,6 +53,7 @@ NUMERIC = {"port": int, "startup_delay": float, "crash_after": int, "tokens": in
 WORDS = ("the", "quick", "stub", "engine", "streams", "tokens", "to", "a", "patient", "router",
          "over", "loopback", "while", "pods", "keep", "serving")
 TRUE = {"1", "true", "yes", "on"}
+SECRET_HEADERS = {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"}
 
 
 def parse_config(argv: list[str], env: dict[str, str]) -> dict:
@@ -277,7 +279,9 @@ class Engine:
         if path.startswith("/debug/"):
             return await self.debug(writer, method, path, keep)
         self.seq += 1
-        rec = {"n": self.seq, "method": method, "path": path, "headers": headers, "body_bytes": len(body),
+        shown = {k: (f"<redacted sha256:{hashlib.sha256(v.encode()).hexdigest()[:12]}>" if k in SECRET_HEADERS else v)
+                 for k, v in headers.items()}  # keys never reach logs or test output; the digest still compares
+        rec = {"n": self.seq, "method": method, "path": path, "headers": shown, "body_bytes": len(body),
                "peer": str(writer.get_extra_info("peername")), "t": time.time(), "status": 200}
         self.records.append(rec)
         self.counts["requests"] += 1

@@ -271,3 +271,14 @@ def test_expect_100_continue_and_unwritable_registry(stub_process, tmp_path):
         sock.sendall(body)
         assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK")
     assert "cannot write GPU registration" in stub.log()
+
+
+def test_debug_record_redacts_credentials(stub):
+    import hashlib
+
+    with httpx.Client(base_url=stub.url, timeout=10) as client:
+        client.post("/v1/chat/completions", json=CHAT, headers={"Authorization": "Bearer sk-secret"})
+        records = client.get("/debug/requests").json()["requests"]
+    shown = records[-1]["headers"]["authorization"]
+    assert "sk-secret" not in json.dumps(records)
+    assert shown == f"<redacted sha256:{hashlib.sha256(b'Bearer sk-secret').hexdigest()[:12]}>"
