@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import backend.estate.validate as validate_module
+import c3.cli.pod as pod_cli
+from backend.catalog import load_catalog
 from backend.estate import load_estate
 from tests.estate.cli import RIG_4, run_inproc, run_proc
 from tests.estate.fakes import fake_fit
@@ -65,6 +67,9 @@ def rig(tmp_path_factory, monkeypatch):
     path.write_text(RIG_4)
     monkeypatch.setenv("C3_RIG", str(path))
     monkeypatch.setattr(validate_module, "default_fit", lambda: fake_fit)
+    # The catalog is not what is fuzzed here: load it once instead of once per invocation.
+    catalog = load_catalog()  # here, after the autouse fixture pointed C3_HOME at a scratch folder
+    monkeypatch.setattr(pod_cli, "load_catalog", lambda: catalog)
     return path
 
 
