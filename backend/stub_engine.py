@@ -373,7 +373,10 @@ class Engine:
             self.running -= 1
             self.inflight_tokens -= usage["prompt_tokens"] + rec.get("chunks", 0)
         if self.cfg["crash_after"] and self.counts["inference"] >= self.cfg["crash_after"]:
-            await writer.drain()
+            try:
+                await writer.drain()  # the Nth reply goes out whole; then the engine "dies"
+            except ConnectionError:
+                pass
             print(f"ERROR {time.strftime('%m-%d %H:%M:%S')} [core.py:720] EngineCore encountered a fatal "
                   f"error (stub --crash-after {self.cfg['crash_after']}).", flush=True)
             self.exit_code = 1
@@ -453,20 +456,18 @@ class Engine:
         return "\n".join(out) + "\n"
 
     async def debug(self, writer, method, path, keep) -> bool:
+        status, body = 200, b'{"cleared":true}'
         if path == "/debug/requests" and method == "DELETE":
             self.records.clear()
             self.counts.clear()
-            body = b'{"cleared":true}'
         elif path == "/debug/requests" and method == "GET":
             body = json.dumps({"name": self.cfg["name"], "pid": os.getpid(), "count": self.counts["requests"],
                                "inference": self.counts["inference"], "running": self.running,
                                "disconnects": self.counts["disconnects"], "aborted": self.counts["aborted"],
                                "requests": list(self.records)}).encode()
         else:
-            self.send(writer, 404, b'{"detail":"Not Found"}', keep)
-            await writer.drain()
-            return keep
-        self.send(writer, 200, body, keep)
+            status, body = 404, b'{"detail":"Not Found"}'
+        self.send(writer, status, body, keep)
         await writer.drain()
         return keep
 
