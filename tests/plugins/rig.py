@@ -6,7 +6,6 @@ Everything a fixture starts is stopped by the pid or container id it created, ev
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal

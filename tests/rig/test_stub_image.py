@@ -70,3 +70,10 @@ def test_ship_image_pipes_save_into_load(docker_client, stub_image):
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     ship_image(stub_image, to_host=host, from_host=host)
     assert docker_client.images.get(stub_image)
+
+
+def test_docker_stop_during_boot_is_a_clean_exit(stub_container):
+    stub = stub_container("m", env={"C3_STUB_STARTUP_DELAY": "120"}, wait=False)
+    poll(lambda: "Starting to load model" in stub.logs())
+    stub.container.stop(timeout=20)  # SIGTERM to pid 1; a SIGKILL after the timeout would give 137
+    assert stub.container.wait(timeout=60)["StatusCode"] == 0
