@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,14 @@ def _file_errors(path: Path) -> Iterator[None]:
         raise UsageError(f"cannot write estate file {path}: {error.strerror or error}", hint="check the --file path and its folder's permissions") from None
 
 
+def _touched(estate: Estate) -> dict[str, Any]:
+    """The kept top-level keys, with club-3090's `updated` stamp refreshed when the file has one."""
+    extra = dict(estate.extra)
+    if "updated" in extra:
+        extra["updated"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return extra
+
+
 def check_name(name: str) -> None:
     """A usage error unless `name` is a valid pod name."""
     if not valid_pod_name(name):
@@ -111,7 +120,7 @@ def create_pod(
         if all(0 <= i < len(gpus) for i in gpu_indices):
             uuids = tuple(gpus[i].uuid for i in gpu_indices)
         pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids)
-        candidate = Estate(schema_version=estate.schema_version, pods=[*estate.pods, pod], extra=dict(estate.extra))
+        candidate = Estate(schema_version=estate.schema_version, pods=[*estate.pods, pod], extra=_touched(estate))
         check = check_estate(candidate, gpus, catalog, force=force, fit=fit, price={name})
         mine = check.about(name)
         errors = [p for p in mine if p.blocking]
@@ -157,6 +166,6 @@ def remove_pod(path: Path, name: str, *, is_running: IsRunning | None = None) ->
             raise Refused(f"pod `{pod.name}` is running — `c3 pod down {pod.name}` first")
         if running is None:
             warning = (warning or f"could not tell whether c3-{pod.name} runs") + f"; removed from the plan anyway — if it runs, stop it with `docker rm -f c3-{pod.name}`"
-        remaining = Estate(schema_version=estate.schema_version, pods=[p for p in estate.pods if p is not pod], extra=dict(estate.extra))
+        remaining = Estate(schema_version=estate.schema_version, pods=[p for p in estate.pods if p is not pod], extra=_touched(estate))
         save_estate(path, remaining)
     return RemoveResult(path=path, pod=pod, warning=warning)

@@ -51,7 +51,9 @@ def gpu_row(snap: GpuSnapshot) -> dict[str, Any]:
 
 
 def _or(value: Any, unit: str = "", missing: str = "–") -> str:
-    return missing if value is None else f"{value}{unit}"
+    if value is None:
+        return missing
+    return f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
 
 
 def _table(rows: list[dict[str, Any]], source: str) -> str:

@@ -131,3 +131,17 @@ def test_written_file_is_readable_by_others(tmp_path: Path):
     path = tmp_path / "estate.yml"
     save_estate(path, Estate())
     assert oct(os.stat(path).st_mode & 0o777) == "0o644"
+
+
+def test_create_on_a_club_file_keeps_its_keys_and_stamps_updated(tmp_path: Path):
+    from backend.estate import create_pod
+    from tests.estate.fakes import RTX3090, FakeCatalog, fake_fit, probe
+
+    path = tmp_path / "estate.yml"
+    path.write_text(CLUB_FILE.replace("created: 2026-05-14T00:00:00Z", "created: 2026-05-14T00:00:00Z\nupdated: 2026-05-14T00:00:00Z").replace("vllm/minimal", "vllm/qwen3-8b").replace("vllm/dual", "vllm/qwen3-32b-awq-tp2"))
+    create_pod(path, "new", [3], "vllm/qwen3-8b", gpus=probe(*[RTX3090] * 4).gpus(), catalog=FakeCatalog(), fit=fake_fit, is_bound=None)
+    doc = yaml.safe_load(path.read_text())
+    assert doc["rig"]["hardware_id"] == "rtx-3090"
+    assert str(doc["updated"]) != "2026-05-14 00:00:00+00:00" and str(doc["created"]).startswith("2026-05-14")
+    assert [p["name"] for p in doc["estate"]] == ["chat", "coder", "new"]
+    assert doc["estate"][0] == {"name": "chat", "slug": "vllm/qwen3-8b", "gpus": [0], "port": 8020}
