@@ -59,6 +59,8 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     seqs_default, batched_default = default_batching(smallest, known[0].sm if known else None)
     seqs = knobs.max_num_seqs or seqs_default
     batched = knobs.max_num_batched_tokens or batched_default
+    if knobs.max_num_seqs is None or knobs.max_num_batched_tokens is None:
+        notes.append(f"priced with vLLM's defaults for this GPU class: max_num_seqs {seqs}, max_num_batched_tokens {batched} (pass them explicitly)")
     length = knobs.max_model_len or spec.max_position_embeddings
     base = dict(
         engine="vllm",

@@ -25,7 +25,9 @@ HELP = """Price a launch with the engine's own memory rules before anything boot
 \b
 --vram-gib is what CUDA sees per GPU (NVML total − reserved), one value per rank or one for all.
 --weights-gib is what EACH RANK loads (vLLM's "Model loading took W GiB"); without it the weights
-come from the model's size (weights.csv, else params × dtype from config.json) split by TP.
+are params × dtype from config.json (MXFP4 experts at 4.25 bits) split by TP. --gpu-mem-util
+defaults to vLLM's 0.90 (0.92 with --engine-version ≥ 0.25), SGLang's 0.85; max_num_seqs and
+max_num_batched_tokens default to vLLM's per-GPU-class values (1024/8192 on ≥ 70 GiB, else 256/2048).
 
 \b
 Exit codes: 0 fits or tight; 1 wont-fit, incompatible-hw, unknown (could not be priced),
@@ -48,6 +50,13 @@ def _float_list(text: str, what: str) -> list[float]:
     if not values:
         raise UsageError(f"{what} needs at least one value, e.g. {what} 23.58")
     return values
+
+
+def default_util(engine: str, version: tuple[int, int] | None) -> float:
+    """The engine's own default fraction: SGLang ~0.85; vLLM 0.90, 0.92 from the v0.25 era on."""
+    if engine == "sglang":
+        return 0.85
+    return 0.92 if version is not None and version >= (0, 25) else 0.90
 
 
 def _gib(value: float | None) -> str:
@@ -159,7 +168,7 @@ def _fit_config(
         engine=engine,
         tp=tp,
         pp=pp,
-        util=util if util is not None else (0.85 if engine == "sglang" else 0.90),
+        util=util if util is not None else default_util(engine, version),
         max_model_len=max_model_len,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=batched,

@@ -143,3 +143,22 @@ def test_console_script_subprocess():
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["kv_bytes_per_token"] == 131072
+
+
+def test_gpus_without_any_probe_is_exit_3(capsys, monkeypatch):
+    import backend.gpu as gpu_module
+    from backend.errors import EnvironmentProblem
+
+    def no_probe(*_a, **_k):
+        raise EnvironmentProblem("no GPUs to read: NVML is not available and C3_RIG is not set")
+
+    monkeypatch.setattr(gpu_module, "get_probe", no_probe)
+    code, _, err = run(capsys, "fit", "vllm/llama-3.1-8b", "--gpus", "0")
+    assert code == 3 and "no GPUs" in assert_one_error(err)
+
+
+def test_defaults_are_named_in_the_output(capsys):
+    code, out, _ = run(capsys, "fit", "--config", LLAMA, "--vram-gib", "23.56", "--tp", "1", "--max-model-len", "8192")
+    assert code == 0 and "max_num_seqs 256" in out and "max_num_batched_tokens 2048" in out
+    code, out, _ = run(capsys, "fit", "--config", LLAMA, "--vram-gib", "79.2", "--tp", "1", "--engine-version", "0.27.1", "--json")
+    assert json.loads(out)["gpu_memory_utilization"] == 0.92
