@@ -1,0 +1,164 @@
+"""Launch a recipe across its nodes, all or nothing.
+
+Order: refuse bad overrides/node counts/unpinned images (nothing touched) → check every node
+concurrently (reachable, Docker answers, the image is there) → start rank by rank (stale container
+removed, secrets uploaded to a 0600 env file, `docker run`) → wait for rank 0 to answer. Any
+failure after the first container starts rolls back every node already touched, and the error names
+the node and the cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import time
+from collections.abc import Callable
+
+from backend.cluster.health import probe
+from backend.cluster.plan import LaunchPlan, RankPlan
+from backend.errors import Refused
+from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
+from backend.ssh import Fleet, NodeFailure, SshOptions
+
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+async def preflight(plan: LaunchPlan, fleet: Fleet) -> None:
+    """Every node reachable, Docker answering and the image present; raises the first NodeFailure."""
+    image = plan.image
+
+    async def check(rp: RankPlan) -> None:
+        shell = await fleet.shell(rp.node)
+        version = await shell.run("docker version --format '{{.Server.Version}}'", timeout=30)
+        if not version.ok:
+            raise NodeFailure(rp.node.name, "docker", f"docker does not answer: {version.last_line()}")
+        found = await shell.run(f"docker image inspect --format '{{{{.Id}}}}' {shlex.quote(image)}", timeout=30)
+        if not found.ok:
+            ship = f"docker save {image} | ssh {rp.node.ssh} docker load"
+            raise NodeFailure(rp.node.name, "image", f"image `{image}` is not on the node", hint=f"ship it: {ship}")
+
+    results = await asyncio.gather(*(check(rp) for rp in plan.ranks), return_exceptions=True)
+    for rp, result in zip(plan.ranks, results):
+        if isinstance(result, NodeFailure):
+            raise result
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def remove_containers(plan_or_ranks, fleet: Fleet, say: Say = _quiet) -> dict[str, str]:
+    """`docker rm -f` the profile's container (and its env file) on each node; errors per node, never raised."""
+    ranks = plan_or_ranks.ranks if isinstance(plan_or_ranks, LaunchPlan) else plan_or_ranks
+    problems: dict[str, str] = {}
+
+    async def one(rp: RankPlan) -> None:
+        try:
+            shell = await fleet.shell(rp.node)
+            env_rm = f" ; rm -f {shlex.quote(rp.env_file)}" if rp.env_file else ""
+            result = await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1{env_rm}; "
+                                     f"! docker container inspect {shlex.quote(rp.container)} >/dev/null 2>&1", timeout=60)
+            if not result.ok:
+                problems[rp.node.name] = result.last_line()
+            else:
+                say(f"{rp.node.name}: removed {rp.container}")
+        except NodeFailure as failure:
+            problems[rp.node.name] = failure.detail
+
+    await asyncio.gather(*(one(rp) for rp in ranks))
+    return problems
+
+
+async def start_rank(plan: LaunchPlan, rp: RankPlan, fleet: Fleet) -> None:
+    shell = await fleet.shell(rp.node)
+    await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1 || true", timeout=60)
+    if rp.env_file:
+        await shell.upload(plan.env_file_text(), rp.env_file, mode=0o600)
+    result = await shell.run(shlex.join(rp.run_argv), timeout=120)
+    if not result.ok:
+        raise NodeFailure(rp.node.name, "docker", f"docker run failed: {result.last_line()}")
+
+
+async def container_running(rp: RankPlan, fleet: Fleet) -> tuple[bool, str]:
+    shell = await fleet.shell(rp.node)
+    result = await shell.run(f"docker inspect --format '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {shlex.quote(rp.container)}", timeout=30)
+    if not result.ok:
+        return False, "container is gone"
+    status = result.stdout.strip()
+    return status.startswith("running"), status
+
+
+async def wait_ready(plan: LaunchPlan, fleet: Fleet, timeout_s: float, say: Say = _quiet) -> None:
+    """Poll rank 0's health until it answers; fail early when a rank's container exits."""
+    deadline = time.monotonic() + timeout_s
+    last_check = 0.0
+    while time.monotonic() < deadline:
+        ok, detail = await asyncio.to_thread(probe, plan.base_url, plan.recipe.health_path, 3.0)
+        if ok:
+            say(f"rank 0 answers: {detail}")
+            return
+        if time.monotonic() - last_check > 2.0:
+            last_check = time.monotonic()
+            for rp in plan.ranks:
+                running, status = await container_running(rp, fleet)
+                if not running:
+                    shell = await fleet.shell(rp.node)
+                    logs = await shell.run(f"docker logs --tail 5 {shlex.quote(rp.container)} 2>&1", timeout=30)
+                    tail = logs.last_line() if logs.stdout.strip() else status
+                    raise NodeFailure(rp.node.name, "engine", f"rank {rp.rank} container exited ({status}): {tail}")
+        await asyncio.sleep(0.5)
+    raise NodeFailure(plan.ranks[0].node.name, "timeout", f"rank 0 did not answer {plan.base_url} within {timeout_s:.0f}s")
+
+
+async def launch(
+    plan: LaunchPlan,
+    *,
+    options: SshOptions | None = None,
+    fleet: Fleet | None = None,
+    wait: bool = True,
+    wait_timeout_s: float | None = None,
+    say: Say = _quiet,
+    api_key_env: str | None = None,
+) -> Profile:
+    """Run the plan; on success write the profile, make it active and clear any deliberate stop."""
+    own = fleet is None
+    fleet = fleet or Fleet([rp.node for rp in plan.ranks], options)
+    touched: list[RankPlan] = []
+    try:
+        await preflight(plan, fleet)
+        say("preflight ok on " + ", ".join(rp.node.name for rp in plan.ranks))
+        try:
+            for rp in plan.ranks:
+                touched.append(rp)
+                await start_rank(plan, rp, fleet)
+                say(f"{rp.node.name}: rank {rp.rank} started ({rp.container})")
+            if wait:
+                await wait_ready(plan, fleet, wait_timeout_s or float(plan.recipe.startup_grace_s), say)
+        except NodeFailure as failure:
+            rolled = await remove_containers(touched, fleet, say)
+            done = [rp.node.name for rp in touched if rp.node.name not in rolled]
+            left = [f"{n} ({why})" for n, why in rolled.items()]
+            note = f"rolled back {', '.join(done) or 'nothing'}"
+            if left:
+                note += f"; could not clean {', '.join(left)}"
+            raise NodeFailure(failure.node, failure.kind, f"{failure.detail} — launch stopped, {note}", hint=failure.hint) from None
+    finally:
+        if own:
+            await fleet.close()
+    profile = Profile(
+        name=plan.profile, recipe=plan.recipe.id, recipe_digest=plan.recipe.digest(),
+        nodes=[rp.node.name for rp in plan.ranks], overrides=plan.overrides, base_url=plan.base_url,
+        model=plan.recipe.model_name, api_key_env=api_key_env if api_key_env is not None else plan.recipe.api_key_env,
+        launched_at=now_iso(),
+    )
+    save_profile(profile)
+    set_active(profile.name)
+    clear_stopped(profile.name)
+    return profile
+
+
+def refuse_if_running_elsewhere(active: str | None, target: str) -> None:
+    if active and active != target:
+        raise Refused(f"profile `{active}` is active", hint=f"`c3 profile switch {target}` stops it first")

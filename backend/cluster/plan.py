@@ -1,0 +1,190 @@
+"""Turn a recipe, its nodes and local overrides into the exact commands each node will run.
+
+The same plan is what `--dry-run` prints and what launch executes, so the preview cannot drift from
+the real thing. Secrets (the API key, HF_TOKEN, any secret-looking env) are never part of a command:
+they go into a 0600 env file uploaded on stdin and passed with `--env-file`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+from backend import paths
+from backend.errors import Refused, UsageError
+from backend.nodes.registry import Node
+from backend.recipes import ParamValue, Recipe, check_overrides
+
+SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
+LABEL_PROFILE = "io.c3.profile"
+
+
+@dataclass
+class RankPlan:
+    """What one node does."""
+
+    rank: int
+    """0 serves the API."""
+    node: Node
+    """The registered node."""
+    container: str
+    """Container name on that node."""
+    run_argv: list[str]
+    """`docker run …` (no secret in it)."""
+    env_file: str | None
+    """Path of the 0600 env file on the node, when there are secrets."""
+    secret_names: list[str] = field(default_factory=list)
+    """Names of the variables in the env file (values are never shown)."""
+
+    @property
+    def address(self) -> str:
+        return self.node.address or self.node.ssh_host
+
+
+@dataclass
+class LaunchPlan:
+    """Every node's commands, in rank order."""
+
+    recipe: Recipe
+    profile: str
+    params: dict[str, ParamValue]
+    image: str
+    overrides: dict[str, ParamValue]
+    ranks: list[RankPlan]
+    base_url: str
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    """Secret values by name; only ever written into env files."""
+
+    def env_file_text(self) -> str:
+        return "".join(f"{k}={v}\n" for k, v in self.secrets.items())
+
+    def preflight_commands(self) -> list[str]:
+        return ["docker version --format '{{.Server.Version}}'", f"docker image inspect --format '{{{{.Id}}}}' {shlex.quote(self.image)}"]
+
+    def describe(self) -> list[str]:
+        """Node by node, every command launch would run; secrets shown by name only."""
+        lines = [
+            f"recipe {self.recipe.id} → profile {self.profile}; rank 0 ({self.ranks[0].node.name}) serves {self.base_url}",
+        ]
+        if self.overrides:
+            lines.append("local overrides: " + ", ".join(f"{k}={v}" for k, v in self.overrides.items()) + " (recipe + local overrides: no verified numbers)")
+        for rp in self.ranks:
+            how = "local, no SSH" if rp.node.local else f"ssh {rp.node.ssh}"
+            lines.append(f"node {rp.node.name} (rank {rp.rank}, {how}):")
+            for cmd in self.preflight_commands():
+                lines.append(f"  $ {cmd}")
+            lines.append(f"  $ docker rm -f {rp.container}   # only if a previous one exists")
+            if rp.env_file:
+                names = ", ".join(f"{n}=<redacted>" for n in rp.secret_names)
+                lines.append(f"  write {rp.env_file} (mode 0600, sent on stdin): {names}")
+            lines.append("  $ " + shlex.join(rp.run_argv))
+        return lines
+
+
+def collect_secrets(recipe: Recipe, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Secret values from c3's own environment: the API key (as VLLM_API_KEY) and HF_TOKEN."""
+    env = os.environ if environ is None else environ
+    secrets: dict[str, str] = {}
+    if recipe.api_key_env and env.get(recipe.api_key_env):
+        secrets["VLLM_API_KEY"] = env[recipe.api_key_env]
+    if env.get("HF_TOKEN"):
+        secrets["HF_TOKEN"] = env["HF_TOKEN"]
+    return secrets
+
+
+def _fill(text: str, values: dict[str, object], where: str) -> str:
+    try:
+        return text.format_map(values)
+    except KeyError as exc:
+        raise UsageError(f"recipe {where}: unknown placeholder {{{exc.args[0]}}}") from None
+    except (ValueError, IndexError) as exc:
+        raise UsageError(f"recipe {where}: bad template `{text}`: {exc}") from None
+
+
+def env_file_path(node: Node, profile: str) -> str:
+    # Relative paths resolve in the SSH session's home on a remote node; test hosts share one file
+    # system (and one home), so the node name is part of the file name.
+    if node.local:
+        return str(paths.state_home() / "run" / f"{profile}-{node.name}.env")
+    return f".c3/run/{profile}-{node.name}.env"
+
+
+def container_name(profile: str) -> str:
+    return f"c3-{profile}"
+
+
+def render(
+    recipe: Recipe,
+    nodes: list[Node],
+    overrides: dict[str, ParamValue] | None = None,
+    *,
+    profile: str | None = None,
+    secrets: dict[str, str] | None = None,
+    allow_unpinned: bool = False,
+) -> LaunchPlan:
+    """The launch plan; refuses (before any node is touched) a known-abort override, a wrong node
+    count, or an image not pinned by digest (unless `allow_unpinned`)."""
+    overrides = dict(overrides or {})
+    check_overrides(recipe, overrides)
+    if len(nodes) != recipe.nodes:
+        raise Refused(
+            f"recipe `{recipe.id}` runs on {recipe.nodes} node(s); --nodes names {len(nodes)}",
+            hint=f"measured on {recipe.hardware.description}",
+        )
+    image = str(overrides.get("image", recipe.image))
+    pinned = bool(re.search(r"(@sha256:[0-9a-f]{64}$)|(^sha256:[0-9a-f]{64}$)", image))
+    if not pinned and not allow_unpinned:
+        raise Refused(
+            f"image `{image}` is not pinned by digest",
+            hint="pin it with --set image=REPO@sha256:… (docker images --digests), or pass --allow-unpinned",
+        )
+    profile = profile or recipe.id
+    params: dict[str, ParamValue] = {**recipe.defaults, **{k: v for k, v in overrides.items() if k != "image"}}
+    head = nodes[0].address or nodes[0].ssh_host
+    secrets = dict(secrets or {})
+    secret_env: dict[str, str] = {}
+    ranks: list[RankPlan] = []
+    for rank, node in enumerate(nodes):
+        values: dict[str, object] = {
+            **params, "model": recipe.model, "served_model_name": recipe.model_name, "rank": rank,
+            "nnodes": len(nodes), "head_address": head, "node_address": node.address or node.ssh_host,
+            "profile": profile,
+        }
+        template = recipe.command if rank == 0 or recipe.worker_command is None else recipe.worker_command
+        args = [_fill(part, values, f"{recipe.id} command") for part in template]
+        plain_env: dict[str, str] = {}
+        for key, val in recipe.env.items():
+            filled = _fill(val, values, f"{recipe.id} env {key}")
+            if SECRET_NAME.search(key):
+                secret_env[key] = filled
+            else:
+                plain_env[key] = filled
+        name = container_name(profile)
+        argv = ["docker", "run", "-d", "--name", name,
+                "--label", f"{LABEL_PROFILE}={profile}", "--label", f"io.c3.recipe={recipe.id}", "--label", f"io.c3.rank={rank}"]
+        d = recipe.docker
+        if d.network_host:
+            argv += ["--network", "host"]
+        if d.ipc_host:
+            argv += ["--ipc", "host"]
+        if d.gpus:
+            argv += ["--gpus", d.gpus]
+        if d.shm_size:
+            argv += ["--shm-size", d.shm_size]
+        for vol in d.volumes:
+            argv += ["-v", vol]
+        argv += list(d.extra_args)
+        all_secrets = {**secrets, **secret_env}
+        env_file = env_file_path(node, profile) if all_secrets else None
+        if env_file:
+            argv += ["--env-file", env_file]
+        for key, val in plain_env.items():
+            argv += ["-e", f"{key}={val}"]
+        argv += [image, *args]
+        ranks.append(RankPlan(rank, node, name, argv, env_file, sorted(all_secrets)))
+    scheme = urlparse(nodes[0].host).scheme or "http"
+    base_url = f"{scheme}://{head}:{params['port']}/v1"
+    return LaunchPlan(recipe, profile, params, image, overrides, ranks, base_url, {**secrets, **secret_env})

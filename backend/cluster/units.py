@@ -1,0 +1,142 @@
+"""systemd units for the active profile: `c3-cluster.service` runs it, a watchdog service + timer
+relaunch it when its endpoint stops answering.
+
+- Starting c3-cluster.service is a deliberate start: it relaunches whatever the active profile names
+  (and clears a remembered stop). `Conflicts=` stands down a native single-node unit (vllm.service by
+  default) that would compete for the GPUs.
+- Stopping it is a deliberate stop: ExecStop runs `c3 profile stop`, which writes the marker the
+  watchdog honours until the next launch.
+- The API key is not in any unit: put `C3_API_KEY=…` in `$C3_HOME/cluster.env` (0600), which the
+  units read with `EnvironmentFile=-`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend import paths
+from backend.atomic import write_atomic
+
+CLUSTER_UNIT = "c3-cluster.service"
+WATCHDOG_SERVICE = "c3-cluster-watchdog.service"
+WATCHDOG_TIMER = "c3-cluster-watchdog.timer"
+
+
+@dataclass(frozen=True)
+class UnitFile:
+    name: str
+    text: str
+
+
+def c3_executable() -> str:
+    """Absolute path of the `c3` entry point that units should run."""
+    found = shutil.which("c3")
+    if found:
+        return str(Path(found).resolve())
+    candidate = Path(sys.executable).parent / "c3"
+    return str(candidate)
+
+
+def render_units(
+    *,
+    c3: str | None = None,
+    native_unit: str = "vllm.service",
+    interval_s: int = 30,
+    failures: int = 3,
+    cooldown_s: int = 600,
+    user: str | None = None,
+) -> list[UnitFile]:
+    """The three unit files, exactly as they would be written."""
+    c3 = c3 or c3_executable()
+    home, state = paths.config_home(), paths.state_home()
+    env = [
+        f"Environment={shlex.quote(f'C3_HOME={home}')}",
+        f"Environment={shlex.quote(f'C3_STATE={state}')}",
+        f"EnvironmentFile=-{home / 'cluster.env'}",
+    ]
+    user_line = [f"User={user}"] if user else []
+    conflicts = [f"Conflicts={native_unit}", f"After=network-online.target {native_unit}"] if native_unit else ["After=network-online.target"]
+    cluster = "\n".join([
+        "[Unit]",
+        "Description=c3 cluster: the recipe the active c3 profile names",
+        "Wants=network-online.target",
+        *conflicts,
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        *user_line,
+        *env,
+        f"ExecStart={c3} profile restart --no-wait",
+        f"ExecStop={c3} profile stop --reason {CLUSTER_UNIT}",
+        "TimeoutStartSec=600",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ])
+    watchdog = "\n".join([
+        "[Unit]",
+        "Description=c3 cluster watchdog: relaunch the active profile when its endpoint stops answering",
+        f"After={CLUSTER_UNIT}",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        *user_line,
+        *env,
+        f"ExecStart={c3} profile watchdog-check --failures {failures} --cooldown {cooldown_s}",
+        "",
+    ])
+    timer = "\n".join([
+        "[Unit]",
+        "Description=c3 cluster watchdog timer",
+        "",
+        "[Timer]",
+        "OnBootSec=2min",
+        f"OnUnitActiveSec={interval_s}s",
+        "AccuracySec=5s",
+        f"Unit={WATCHDOG_SERVICE}",
+        "",
+        "[Install]",
+        "WantedBy=timers.target",
+        "",
+    ])
+    return [UnitFile(CLUSTER_UNIT, cluster), UnitFile(WATCHDOG_SERVICE, watchdog), UnitFile(WATCHDOG_TIMER, timer)]
+
+
+def write_units(units: list[UnitFile], unit_dir: Path) -> list[Path]:
+    written = []
+    for unit in units:
+        path = unit_dir / unit.name
+        write_atomic(path, unit.text, mode=0o644)
+        written.append(path)
+    return written
+
+
+def verify_units(files: list[Path]) -> tuple[bool, str] | None:
+    """`systemd-analyze verify` on the files; None when the tool is not installed."""
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        return None
+    result = subprocess.run([tool, "verify", *map(str, files)], capture_output=True, text=True, timeout=60)
+    text = (result.stdout + result.stderr).strip()
+    return result.returncode == 0, text
+
+
+def systemd_running() -> bool:
+    return Path("/run/systemd/system").is_dir() and shutil.which("systemctl") is not None
+
+
+def enable_units() -> list[str]:
+    """daemon-reload and enable the unit and timer (only where systemd runs)."""
+    commands = [["systemctl", "daemon-reload"], ["systemctl", "enable", CLUSTER_UNIT], ["systemctl", "enable", "--now", WATCHDOG_TIMER]]
+    done = []
+    for cmd in commands:
+        subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60)
+        done.append(shlex.join(cmd))
+    return done

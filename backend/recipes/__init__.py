@@ -1,0 +1,120 @@
+"""Recipes: built-ins shipped in backend/recipes/data/, with `$C3_HOME/recipes.d/*.yaml` merged over them.
+
+A file holds one recipe mapping or `recipes: [ … ]`. A user recipe with a built-in's id replaces it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from backend import paths
+from backend.errors import Refused, UsageError
+from backend.recipes.schema import (
+    DockerOptions,
+    Hardware,
+    KnownAbort,
+    Measured,
+    ParamValue,
+    Provenance,
+    Recipe,
+)
+
+BUILTIN_DIR = Path(__file__).parent / "data"
+
+__all__ = [
+    "DockerOptions", "Hardware", "KnownAbort", "Measured", "ParamValue", "Provenance", "Recipe",
+    "load_recipes", "get_recipe", "parse_overrides", "check_overrides",
+]
+
+
+def _read_file(path: Path) -> list[Recipe]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UsageError(f"recipe file {path} is not readable YAML: {str(exc).splitlines()[0]}") from exc
+    items = data.get("recipes") if isinstance(data, dict) and "recipes" in data else [data]
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise UsageError(f"recipe file {path} must hold a recipe mapping or `recipes: [...]`")
+    recipes = []
+    for item in items:
+        try:
+            recipes.append(Recipe.model_validate({**item, "source_file": str(path)}))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "recipe"
+            raise UsageError(f"recipe file {path}: {where}: {err['msg']}", hint="see `c3 recipes show ID` for a valid recipe") from exc
+    return recipes
+
+
+def load_recipes(user_dir: Path | None = None) -> dict[str, Recipe]:
+    """All recipes by id: built-ins, then the user's (which win)."""
+    found: dict[str, Recipe] = {}
+    for folder in (BUILTIN_DIR, user_dir or paths.user_recipes_dir()):
+        if not folder.is_dir():
+            continue
+        for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+            for recipe in _read_file(path):
+                found[recipe.id] = recipe
+    return found
+
+
+def get_recipe(recipe_id: str) -> Recipe:
+    """One recipe; Refused with the known ids for an unknown one."""
+    recipes = load_recipes()
+    if recipe_id not in recipes:
+        known = ", ".join(sorted(recipes)) or "none"
+        raise Refused(f"no recipe `{recipe_id}`", hint=f"known recipes: {known} (`c3 recipes list`)")
+    return recipes[recipe_id]
+
+
+def _coerce(text: str, like: ParamValue | None) -> ParamValue:
+    if isinstance(like, bool):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise UsageError(f"`{text}` is not a boolean")
+    if isinstance(like, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise UsageError(f"`{text}` is not an integer") from None
+    if isinstance(like, float):
+        try:
+            return float(text)
+        except ValueError:
+            raise UsageError(f"`{text}` is not a number") from None
+    return text
+
+
+def parse_overrides(recipe: Recipe, pairs: list[str] | tuple[str, ...]) -> dict[str, ParamValue]:
+    """`key=value` strings → typed overrides of the recipe's defaults (or `image`)."""
+    out: dict[str, ParamValue] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise UsageError(f"--set `{pair}` is not key=value")
+        if key != "image" and key not in recipe.defaults:
+            allowed = ", ".join(["image", *sorted(recipe.defaults)])
+            raise UsageError(f"--set {key}: recipe `{recipe.id}` has no parameter `{key}`", hint=f"parameters: {allowed}")
+        try:
+            out[key] = value if key == "image" else _coerce(value, recipe.defaults[key])
+        except UsageError as exc:
+            raise UsageError(f"--set {key}: {exc.message}") from None
+    return out
+
+
+def check_overrides(recipe: Recipe, overrides: dict[str, ParamValue]) -> None:
+    """Refuse an override known to abort on the recipe's hardware (before any node is touched)."""
+    for key, value in overrides.items():
+        rule = recipe.aborts_for(key, value)
+        if rule is not None:
+            src = f" ({rule.source})" if rule.source else ""
+            raise Refused(
+                f"{key}={value} is known to abort on {recipe.hardware.id}: {rule.why}{src}",
+                hint=f"recipe `{recipe.id}` refuses {key} {rule.op} {rule.value} on this hardware; nothing was started",
+            )

@@ -1,0 +1,206 @@
+"""The recipe schema: a configuration that was run and measured on named hardware.
+
+A recipe pins its image by digest, says which hardware it was measured on and by whom (provenance),
+carries the numbers measured there, and lists the overrides known to abort on that hardware. A
+recipe is `verified` only with a pinned image, provenance and numbers; any local override demotes a
+launched profile to "recipe + local overrides", which shows no verified numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+RECIPE_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+DIGEST_RE = re.compile(r"(@sha256:[0-9a-f]{64}$)|(^sha256:[0-9a-f]{64}$)")
+ParamValue = str | int | float | bool
+
+
+class Hardware(BaseModel):
+    """The hardware a recipe was measured on (and is meant for)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    """Short key known-abort rules refer to, e.g. `2x-gb10`."""
+    description: str
+    """Human description, e.g. `2× NVIDIA DGX Spark (GB10, 128 GB unified) over 200 GbE`."""
+    gpu: str
+    """GPU model per node, e.g. `NVIDIA GB10`."""
+    gpus_per_node: int = Field(default=1, ge=0)
+    """GPUs each node contributes (0 for CPU-only test hardware)."""
+    interconnect: str | None = None
+    """How the nodes talk (`200 GbE RoCE`, `loopback`), when more than one."""
+
+
+class Provenance(BaseModel):
+    """Who measured the recipe, when, on what, and where to read about it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    measured_by: str
+    """Person, project or publication that ran it."""
+    measured_on: str | None = None
+    """Date of the measurement (ISO `YYYY-MM-DD` or `YYYY-MM`), when known."""
+    hardware: str
+    """The hardware as the source describes it."""
+    source: str | None = None
+    """Link to the public source of the numbers."""
+    tool: str | None = None
+    """Benchmark tool and version, when the source names it."""
+    notes: str | None = None
+    """Anything a reader needs to judge the numbers (single run, what was not pinned, …)."""
+
+
+class Measured(BaseModel):
+    """Numbers measured with this recipe on its hardware."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens_per_s: float | None = None
+    """Decode throughput of one stream, tokens/s."""
+    aggregate_tokens_per_s: float | None = None
+    """Decode throughput summed over `concurrency` streams, tokens/s."""
+    concurrency: int | None = None
+    """Concurrent requests behind `aggregate_tokens_per_s`."""
+    ttft_ms: float | None = None
+    """Time to first token, milliseconds."""
+    startup_s: float | None = None
+    """Seconds from start to the first answered request."""
+
+
+class KnownAbort(BaseModel):
+    """An override value known to make the engine abort on given hardware."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    """The parameter (a key of `defaults`, or `image`)."""
+    op: Literal[">", ">=", "<", "<=", "==", "!="] = "=="
+    """How the override compares with `value` to be refused."""
+    value: ParamValue
+    """The threshold or the exact bad value."""
+    hardware: str
+    """Hardware id this applies to (`*` for any)."""
+    why: str
+    """What happens (the abort message or the mechanism), shown when refusing."""
+    source: str | None = None
+    """Where the abort was reported."""
+
+    def matches(self, value: ParamValue) -> bool:
+        """True when `value` falls in the refused range."""
+        try:
+            a, b = (float(value), float(self.value)) if self.op not in ("==", "!=") else (value, self.value)
+        except (TypeError, ValueError):
+            a, b = str(value), str(self.value)
+        if self.op in ("==", "!="):
+            same = str(a).lower() == str(b).lower()
+            return same if self.op == "==" else not same
+        return {">": a > b, ">=": a >= b, "<": a < b, "<=": a <= b}[self.op]  # type: ignore[operator]
+
+
+class DockerOptions(BaseModel):
+    """How each rank's container is run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    network_host: bool = True
+    """`--network host`: ranks find each other and rank 0 serves on the node's own address."""
+    ipc_host: bool = True
+    """`--ipc host` (NCCL shared memory)."""
+    gpus: str | None = "all"
+    """`--gpus` value; None for CPU-only hardware (the stub engine)."""
+    shm_size: str | None = None
+    """`--shm-size`, e.g. `16g`."""
+    volumes: list[str] = Field(default_factory=list)
+    """`-v` specs, e.g. `~/.cache/huggingface:/root/.cache/huggingface`."""
+    extra_args: list[str] = Field(default_factory=list)
+    """Other `docker run` flags, verbatim."""
+
+
+class Recipe(BaseModel):
+    """A launchable, measured configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=RECIPE_ID_PATTERN, max_length=60)
+    """Recipe id; also the default profile name and container name part."""
+    title: str = ""
+    """One line for lists."""
+    model: str
+    """HF repo id (or path) the engine serves."""
+    model_revision: str | None = None
+    """HF commit the numbers were measured with, when known."""
+    served_model_name: str | None = None
+    """Name clients use (OPENAI_MODEL); defaults to `model`."""
+    engine: Literal["vllm", "sglang", "llamacpp", "custom"] = "vllm"
+    """Engine family."""
+    image: str
+    """Container image, pinned `repo@sha256:…` (or a local image id `sha256:…`); a bare tag only in an unverified recipe."""
+    nodes: int = Field(ge=1)
+    """How many nodes the recipe runs on (rank 0, the first, serves the API)."""
+    hardware: Hardware
+    """What it was measured on."""
+    defaults: dict[str, ParamValue] = Field(default_factory=dict)
+    """Parameters substituted into the command (`{name}`); `--set name=value` overrides them. `port` is required."""
+    command: list[str]
+    """Rank 0's container arguments (after the image), with `{placeholders}`."""
+    worker_command: list[str] | None = None
+    """Ranks ≥ 1 (None: the same as `command`). Extra placeholders: rank, nnodes, head_address, node_address."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Non-secret environment for every rank (`{placeholders}` allowed)."""
+    api_key_env: str | None = "C3_API_KEY"
+    """Variable in c3's environment whose value becomes the engine's API key (VLLM_API_KEY), sent in a 0600 env file."""
+    health_path: str = "/health"
+    """Path the watchdog and status probe on rank 0 (vLLM, SGLang and llama.cpp answer /health without the API key)."""
+    startup_grace_s: int = Field(default=900, ge=0)
+    """Seconds a fresh launch may take to answer before the watchdog counts failures."""
+    docker: DockerOptions = Field(default_factory=DockerOptions)
+    """`docker run` options."""
+    provenance: Provenance | None = None
+    """Who measured it; None for an untested recipe."""
+    measured: Measured | None = None
+    """The numbers; None when nobody published any."""
+    known_aborts: list[KnownAbort] = Field(default_factory=list)
+    """Overrides refused before any node is touched."""
+    verified: bool = False
+    """True only with a pinned image, provenance and numbers."""
+    source_file: str | None = Field(default=None, exclude=True)
+    """Where the recipe was read from (not part of the recipe)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Recipe:
+        if "port" not in self.defaults:
+            raise ValueError("defaults must set `port` (rank 0 serves the API there)")
+        if self.verified:
+            if not self.image_pinned:
+                raise ValueError("a verified recipe must pin its image by digest (repo@sha256:… or sha256:…)")
+            if self.provenance is None or self.measured is None:
+                raise ValueError("a verified recipe needs provenance and measured numbers")
+        return self
+
+    @property
+    def image_pinned(self) -> bool:
+        """True when the image is referenced by digest."""
+        return bool(DIGEST_RE.search(self.image))
+
+    @property
+    def model_name(self) -> str:
+        """What clients put in `model`."""
+        return self.served_model_name or self.model
+
+    def digest(self) -> str:
+        """sha256 of the recipe's content: a profile records it to tell an edited recipe apart."""
+        body = self.model_dump(mode="json", exclude={"source_file"})
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+    def aborts_for(self, key: str, value: ParamValue) -> KnownAbort | None:
+        """The known abort an override would hit on this recipe's hardware, if any."""
+        for rule in self.known_aborts:
+            if rule.key == key and rule.hardware in ("*", self.hardware.id) and rule.matches(value):
+                return rule
+        return None

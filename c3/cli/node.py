@@ -1,0 +1,93 @@
+"""`c3 node add|ls|rm|trust`: the node registry and the host keys c3 trusts."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from c3.cli.common import emit_json, json_option
+
+
+@click.group("node")
+def node() -> None:
+    """Machines c3 drives: `--host` is where a node answers OpenAI requests, `--ssh` how c3 reaches it."""
+
+
+@node.command("add")
+@click.argument("name")
+@click.option("--host", "host", required=True, help="OpenAI endpoint base URL, e.g. http://10.0.0.5:8000")
+@click.option("--ssh", "ssh", required=True, help="USER@HOST[:PORT] this machine orchestrates it through")
+@click.option("--ssh-key", "ssh_key", default=None, help="Private key file (default: agent / ~/.ssh)")
+def add(name: str, host: str, ssh: str, ssh_key: str | None) -> None:
+    """Register a node."""
+    from backend.nodes.registry import add_node
+
+    node_ = add_node(name, host, ssh, ssh_key)
+    where = "this machine (run without SSH)" if node_.local else f"ssh {node_.ssh}"
+    click.echo(f"added node {node_.name}: {node_.host} via {where}")
+    if not node_.local:
+        click.echo(f"next: `c3 node trust {node_.name}` to check and trust its host key")
+
+
+@node.command("ls")
+@json_option
+def ls(as_json: bool) -> None:
+    """List registered nodes."""
+    from backend.nodes.registry import load_registry
+
+    nodes = load_registry().nodes
+    if as_json:
+        emit_json({"nodes": [{"name": n.name, "host": n.host, "ssh": n.ssh, "local": n.local, "ssh_key": n.ssh_key} for n in nodes]})
+        return
+    if not nodes:
+        click.echo("no nodes registered (c3 node add NAME --host URL --ssh USER@HOST)")
+        return
+    width = max(len(n.name) for n in nodes)
+    for n in nodes:
+        click.echo(f"{n.name:<{width}}  {n.host:<28}  {n.ssh}{'  (local)' if n.local else ''}")
+
+
+@node.command("rm")
+@click.argument("name")
+def rm(name: str) -> None:
+    """Unregister a node."""
+    from backend.nodes.registry import remove_node
+
+    remove_node(name)
+    click.echo(f"removed node {name}")
+
+
+@node.command("trust")
+@click.argument("name")
+@click.option("--fingerprint", default=None, help="Trust only if the node's key has this SHA256:… fingerprint.")
+@click.option("--yes", "-y", "yes", is_flag=True, help="Trust the key the node offers now without asking.")
+def trust(name: str, fingerprint: str | None, yes: bool) -> None:
+    """Show a node's SSH host key fingerprint and add it to $C3_HOME/known_hosts.
+
+    Compare the fingerprint with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the node
+    (or its console) before trusting it.
+    """
+    from backend.errors import Refused
+    from backend.nodes.registry import resolve_nodes
+    from backend.ssh import fetch_host_key, run_sync, trust_host_key
+
+    (target,) = resolve_nodes([name])
+    if target.local:
+        click.echo(f"node {name} is this machine: no SSH, nothing to trust")
+        return
+    offered = run_sync(fetch_host_key(target))
+    click.echo(f"node {name} ({target.ssh}) offers {offered.key_type} {offered.fingerprint}")
+    if offered.already_trusted:
+        click.echo("already trusted")
+        return
+    if fingerprint is not None:
+        if fingerprint.strip() != offered.fingerprint:
+            raise Refused(f"node `{name}` offers {offered.fingerprint}, not {fingerprint}", hint="nothing was trusted; check which machine answers at that address")
+    elif not yes:
+        if not sys.stdin.isatty():
+            raise Refused("not trusting a host key without confirmation", hint="pass --fingerprint SHA256:… (checked on the node) or --yes")
+        if not click.confirm("trust this key?", default=False):
+            raise Refused("host key not trusted")
+    path = trust_host_key(offered)
+    click.echo(f"trusted: added to {path}")

@@ -1,0 +1,188 @@
+"""`c3 recipes list|show|launch|stop|install-service`."""
+
+from __future__ import annotations
+
+import click
+
+from c3.cli.common import emit_json, json_option
+
+
+@click.group("recipes")
+def recipes() -> None:
+    """Configurations run and measured on named hardware, launched across nodes over SSH."""
+
+
+@recipes.command("list")
+@json_option
+def list_(as_json: bool) -> None:
+    """What is tested, and on what."""
+    from backend.recipes import load_recipes
+
+    items = list(load_recipes().values())
+    if as_json:
+        emit_json({"recipes": [{"id": r.id, "hardware": r.hardware.description, "hardware_id": r.hardware.id, "nodes": r.nodes,
+                                "image": r.image, "verified": r.verified, "model": r.model, "engine": r.engine} for r in items]})
+        return
+    if not items:
+        click.echo("no recipes")
+        return
+    width = max(len(r.id) for r in items)
+    for r in items:
+        mark = "verified" if r.verified else "unverified"
+        click.echo(f"{r.id:<{width}}  {r.nodes} node(s)  {mark:<10}  {r.hardware.description}")
+
+
+@recipes.command("show")
+@click.argument("recipe_id")
+@json_option
+def show(recipe_id: str, as_json: bool) -> None:
+    """Image, command, provenance, measured numbers and known aborts of one recipe."""
+    from backend.recipes import get_recipe
+
+    r = get_recipe(recipe_id)
+    if as_json:
+        emit_json(r.model_dump(mode="json"))
+        return
+    click.echo(f"{r.id}: {r.title}" if r.title else r.id)
+    click.echo(f"  model     {r.model}{'@' + r.model_revision if r.model_revision else ''} ({r.engine})")
+    click.echo(f"  image     {r.image}{'' if r.image_pinned else '   (not pinned by digest)'}")
+    click.echo(f"  nodes     {r.nodes}, rank 0 serves port {r.defaults.get('port')}")
+    click.echo(f"  hardware  {r.hardware.description} [{r.hardware.id}]")
+    click.echo(f"  command   {' '.join(r.command)}")
+    if r.worker_command:
+        click.echo(f"  workers   {' '.join(r.worker_command)}")
+    click.echo("  params    " + ", ".join(f"{k}={v}" for k, v in r.defaults.items()))
+    click.echo(f"  status    {'verified' if r.verified else 'unverified'}")
+    if r.provenance:
+        p = r.provenance
+        click.echo(f"  measured by {p.measured_by}{' on ' + p.measured_on if p.measured_on else ''}, hardware: {p.hardware}")
+        if p.source:
+            click.echo(f"  source    {p.source}")
+        if p.notes:
+            click.echo(f"  notes     {p.notes}")
+    if r.measured:
+        m = r.measured
+        parts = []
+        if m.tokens_per_s is not None:
+            parts.append(f"{m.tokens_per_s:g} tok/s single stream")
+        if m.aggregate_tokens_per_s is not None:
+            parts.append(f"{m.aggregate_tokens_per_s:g} tok/s aggregate at {m.concurrency or '?'} concurrent")
+        if m.ttft_ms is not None:
+            parts.append(f"TTFT {m.ttft_ms:g} ms")
+        if m.startup_s is not None:
+            parts.append(f"start-up {m.startup_s:g} s")
+        click.echo("  numbers   " + "; ".join(parts))
+    for rule in r.known_aborts:
+        click.echo(f"  refuses   {rule.key} {rule.op} {rule.value} on {rule.hardware}: {rule.why}")
+
+
+@recipes.command("launch")
+@click.argument("recipe_id")
+@click.option("--nodes", "nodes_arg", required=True, help="Registered nodes, rank 0 first: a,b")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a recipe parameter (demotes to recipe + local overrides).")
+@click.option("--name", "name", default=None, help="Profile name (default: the recipe id).")
+@click.option("--dry-run", is_flag=True, help="Print every command, node by node (secrets redacted); change nothing.")
+@click.option("--allow-unpinned", is_flag=True, help="Launch even though the image is not pinned by digest.")
+@click.option("--no-wait", is_flag=True, help="Return once the containers started; do not wait for rank 0 to answer.")
+@click.option("--timeout", "timeout", type=float, default=None, help="Seconds to wait for rank 0 (default: the recipe's start-up grace).")
+def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | None, dry_run: bool,
+           allow_unpinned: bool, no_wait: bool, timeout: float | None) -> None:
+    """Start the recipe's containers on the nodes; writes profile NAME and makes it active."""
+    from backend.cluster.launch import launch as do_launch
+    from backend.cluster.plan import collect_secrets, render
+    from backend.nodes.registry import resolve_nodes
+    from backend.recipes import get_recipe, parse_overrides
+    from backend.ssh import run_sync
+
+    recipe = get_recipe(recipe_id)
+    overrides = parse_overrides(recipe, list(sets))
+    nodes = resolve_nodes(nodes_arg)
+    plan = render(recipe, nodes, overrides, profile=name, secrets=collect_secrets(recipe), allow_unpinned=allow_unpinned or dry_run)
+    if dry_run:
+        click.echo("dry run: nothing will be changed")
+        for line in plan.describe():
+            click.echo(line)
+        return
+    profile = run_sync(do_launch(plan, wait=not no_wait, wait_timeout_s=timeout, say=click.echo))
+    click.echo(f"profile {profile.name} is active: {profile.base_url} (model {profile.model})")
+    click.echo("point clients at it: eval \"$(c3 profile env)\"")
+
+
+@recipes.command("stop")
+@click.argument("recipe_id")
+@click.option("--nodes", "nodes_arg", required=True, help="The nodes it runs on: a,b")
+@click.option("--name", "name", default=None, help="Profile name (default: the recipe id).")
+def stop(recipe_id: str, nodes_arg: str, name: str | None) -> None:
+    """Stop the recipe's containers on those nodes and remember the stop (the watchdog leaves it)."""
+    from backend.cluster.launch import remove_containers
+    from backend.cluster.plan import env_file_path, render
+    from backend.nodes.registry import resolve_nodes
+    from backend.profiles import mark_stopped
+    from backend.recipes import get_recipe
+    from backend.ssh import Fleet, NodeFailure, run_sync
+
+    recipe = get_recipe(recipe_id)
+    nodes = resolve_nodes(nodes_arg)
+    profile = name or recipe.id
+    plan = render(recipe.model_copy(update={"nodes": len(nodes)}), nodes, profile=profile, allow_unpinned=True)
+    for rp in plan.ranks:
+        rp.env_file = env_file_path(rp.node, profile)
+    mark_stopped(profile, "c3 recipes stop")
+
+    async def go() -> dict[str, str]:
+        async with Fleet(nodes) as fleet:
+            return await remove_containers(plan, fleet, click.echo)
+
+    problems = run_sync(go())
+    if problems:
+        node_name, why = next(iter(problems.items()))
+        raise NodeFailure(node_name, "stop", f"could not stop {profile}: {why}")
+    click.echo(f"stopped {profile} on {', '.join(n.name for n in nodes)} (remembered: the watchdog leaves it stopped)")
+
+
+@recipes.command("install-service")
+@click.option("--dry-run", is_flag=True, help="Show the unit files; write nothing.")
+@click.option("--yes", "-y", "yes", is_flag=True, help="Write without asking.")
+@click.option("--unit-dir", type=click.Path(file_okay=False), default="/etc/systemd/system", show_default=True)
+@click.option("--native-unit", default="vllm.service", show_default=True, help="Competing single-node unit to stand down ('' for none).")
+@click.option("--interval", type=int, default=30, show_default=True, help="Watchdog period, seconds.")
+@click.option("--failures", type=int, default=3, show_default=True, help="Consecutive failed probes before a relaunch.")
+@click.option("--cooldown", type=int, default=600, show_default=True, help="Seconds after a relaunch with no other relaunch.")
+@click.option("--user", default=None, help="Run the units as this user.")
+def install_service(dry_run: bool, yes: bool, unit_dir: str, native_unit: str, interval: int, failures: int,
+                    cooldown: int, user: str | None) -> None:
+    """Install c3-cluster.service (runs the active profile) and its watchdog timer."""
+    import sys
+    from pathlib import Path
+
+    from backend.cluster.units import enable_units, render_units, systemd_running, verify_units, write_units
+    from backend.errors import EnvironmentProblem, Refused
+
+    units = render_units(native_unit=native_unit, interval_s=interval, failures=failures, cooldown_s=cooldown, user=user)
+    folder = Path(unit_dir)
+    for unit in units:
+        click.echo(f"--- {folder / unit.name}")
+        click.echo(unit.text.rstrip("\n"))
+    if dry_run:
+        click.echo("dry run: nothing written")
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise Refused("not writing unit files without confirmation", hint="review the output above, then pass --yes")
+        if not click.confirm(f"write these {len(units)} files to {folder}?", default=False):
+            raise Refused("nothing written")
+    written = write_units(units, folder)
+    verdict = verify_units(written)
+    if verdict is None:
+        click.echo("systemd-analyze not installed: units not verified")
+    elif not verdict[0]:
+        raise EnvironmentProblem(f"systemd-analyze verify rejected the units: {verdict[1].splitlines()[0] if verdict[1] else '?'}")
+    else:
+        click.echo("systemd-analyze verify: ok")
+    for path in written:
+        click.echo(f"wrote {path}")
+    if systemd_running() and folder == Path("/etc/systemd/system"):
+        for line in enable_units():
+            click.echo(f"ran {line}")
+    else:
+        click.echo("systemd is not running here (or a custom --unit-dir): enable with `systemctl enable --now c3-cluster-watchdog.timer`")
