@@ -99,19 +99,21 @@ def kill_group_script(pgid: int, grace_s: float, *, settle_s: float = 0) -> str:
     ticks = max(1, int(grace_s * 10))
     settle = int(settle_s * 10)
     return (
-        f"i=0; while [ $i -lt {settle} ]; do kill -0 -- -{pgid} 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done\n"
-        f"kill -TERM -- -{pgid} 2>/dev/null || exit 0\n"
-        f"i=0; while [ $i -lt {ticks} ]; do kill -0 -- -{pgid} 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done\n"
-        f"kill -KILL -- -{pgid} 2>/dev/null; exit 0\n"
+        f"i=0; while [ $i -lt {settle} ]; do kill -0 -{pgid} 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done\n"
+        f"kill -TERM -{pgid} 2>/dev/null || exit 0\n"
+        f"i=0; while [ $i -lt {ticks} ]; do kill -0 -{pgid} 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done\n"
+        f"kill -KILL -{pgid} 2>/dev/null; exit 0\n"
     )
 
 
-def tagged_script(action: str, grace_s: float = 10) -> str:
-    """List (`list`) or stop (`stop`) every process whose environment has C3_SHARD.
+def tagged_script(action: str, grace_s: float = 10, *, tag: str | None = None) -> str:
+    """List (`list`) or stop (`stop`) every process whose environment has C3_SHARD (= `tag` when given).
 
     Found through /proc/PID/environ, so `stop` needs no state file and touches nothing c3 did not start.
     """
-    find = "c3_pids() { grep -lz '^C3_SHARD=' /proc/[0-9]*/environ 2>/dev/null | sed -n 's|^/proc/\\([0-9]*\\)/environ$|\\1|p' | grep -vx \"$$\"; }"
+    pattern = "^C3_SHARD=" + (tag + "$" if tag else "")  # tags are node names and a port: no regex characters
+    find = (f"c3_pids() {{ grep -lz {shlex.quote(pattern)} /proc/[0-9]*/environ 2>/dev/null "
+            "| sed -n 's|^/proc/\\([0-9]*\\)/environ$|\\1|p' | grep -vx \"$$\"; }")
     if action == "list":
         return find + "\nfor p in $(c3_pids); do printf 'proc=%s %s\\n' \"$p\" \"$(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; done\n"
     ticks = max(1, int(grace_s * 10))

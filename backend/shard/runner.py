@@ -209,7 +209,7 @@ class ShardRunner:
         settle = 5.0 if self.plan.backend == "ray" else 0.0
         await asyncio.gather(*(self._kill(r, grace, settle) for r in rest if r.proc.returncode is None), return_exceptions=True)
         results = await asyncio.gather(
-            *(self.execs[p.node].run(tagged_script("stop", grace_s=5), timeout=60) for p in self.plan.parts),
+            *(self.execs[p.node].run(tagged_script("stop", grace_s=5, tag=self.plan.tag), timeout=60) for p in self.plan.parts),
             return_exceptions=True,
         )
         for part, result in zip(self.plan.parts, results, strict=True):

@@ -248,3 +248,37 @@ def test_mp_shard_every_rank_gets_its_command_and_shard_stop_cleans_up(shard_rig
         wait_for("no process left in either host", lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30)
     finally:
         _stop_c3(proc)
+
+
+def test_refuses_to_start_when_the_head_is_not_this_machine_but_dry_run_works(shard_rig, ray_installed):
+    """Run from the machine's root namespace: neither host is local there."""
+    import subprocess
+    import sys
+
+    shard_rig.register()
+    argv = [sys.executable, "-m", "c3", "shard", "start", "--profile", "org/model", "--nodes", "a,b", "--gpus-per-node", "1",
+            "--ray", shard_rig.ray, "--vllm", standin(shard_rig)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=shard_rig.env())
+    err = refused(r)
+    assert "runs on the head node, and a is not this machine" in err
+    dry = subprocess.run(argv + ["--dry-run"], capture_output=True, text=True, timeout=120, env=shard_rig.env())
+    assert dry.returncode == 0, dry.stderr
+    assert "[a] head (rank 0), ssh root@" in dry.stdout and "route only: the head is not this machine" in dry.stdout
+    assert_nothing_running(shard_rig)
+
+
+def test_unreachable_node_is_one_line_exit_3(shard_rig):
+    from backend.nodes.registry import add_node
+
+    add_node("a", f"http://{shard_rig.head.address}:{API_PORT}", shard_rig.head.ssh_target, ssh_key=str(shard_rig.rig.client_key))
+    # h2's address on a port where nothing listens: connection refused, nothing leaves the test hosts.
+    add_node("b", f"http://{shard_rig.worker.address}:{API_PORT}", f"root@{shard_rig.worker.address}:2", ssh_key=str(shard_rig.rig.client_key))
+    r = shard_rig.c3("shard", "status", "--nodes", "a,b")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert r.stderr.startswith("c3: error: node `b`: unreachable") and "Traceback" not in r.stderr
+
+
+def test_ray_port_inside_the_worker_range_is_a_usage_error(shard_rig):
+    shard_rig.register()
+    r = shard_rig.c3("shard", "start", "--profile", "org/model", "--nodes", "a,b", "--ray-port", "10500", "--dry-run")
+    assert r.returncode == 2 and "worker port range" in r.stderr

@@ -1,0 +1,35 @@
+"""Helper for test_runner_local: run a two-node mp plan whose nodes are both this machine.
+
+    python -m tests.shard._local_runner VLLM_PATH MASTER_PORT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from backend.nodes.registry import Node
+from backend.shard.models import Interface, NodeFacts, Route
+from backend.shard.nodeexec import LocalExec
+from backend.shard.ops import collect_secrets
+from backend.shard.plan import ShardOptions, build_plan
+from backend.shard.runner import ShardRunner, Timing
+
+
+def main() -> int:
+    vllm, port = sys.argv[1], int(sys.argv[2])
+    nodes = [Node(name="a", host="http://127.0.0.1:8000", ssh="u@127.0.0.1"), Node(name="b", host="http://127.0.0.2:8000", ssh="u@127.0.0.2")]
+    facts = {
+        "a": NodeFacts(node="a", local=True, interfaces=[Interface(name="eth9", address="127.0.0.1", prefix=24)]),
+        "b": NodeFacts(node="b", local=True, interfaces=[Interface(name="eth9", address="127.0.0.2", prefix=24)]),
+    }
+    options = ShardOptions(backend="mp", model="org/m", vllm=vllm, gpus_per_node=1, master_port=port, api_port=port + 1)
+    plan = build_plan(nodes, facts, {"b": Route(node="b", interface="eth9", source="127.0.0.2")}, options, head_address="127.0.0.1")
+    secrets = collect_secrets(options)
+    runner = ShardRunner(plan=plan, execs={"a": LocalExec("a"), "b": LocalExec("b")}, echo=lambda s: print(s, flush=True),
+                         secrets=secrets, timing=Timing(kill_grace_s=5))
+    return asyncio.run(runner.run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

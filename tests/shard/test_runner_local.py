@@ -1,0 +1,119 @@
+"""The foreground runner with both nodes on this machine (no SSH, no netns): start order, secrets on
+stdin, Ctrl+C and a dying part each stop every part and leave no process behind."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "hf_local_runner_secret_987"
+
+FAKE = """#!/bin/sh
+echo "fake pid=$$ host=$VLLM_HOST_IP if=$NCCL_SOCKET_IFNAME tok=${HF_TOKEN:+set} args=$*"
+case "$*" in *--headless*) exec sleep 300;; esac
+[ -n "$FAKE_FAIL" ] && { sleep 0.5; exit 7; }
+exec sleep 300
+"""
+
+
+def start(tmp_path: Path, **env: str) -> tuple[subprocess.Popen, Path]:
+    fake = tmp_path / "vllm"
+    fake.write_text(FAKE)
+    fake.chmod(0o755)
+    log = tmp_path / "runner.log"
+    port = random.randint(30000, 39000)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.shard._local_runner", str(fake), str(port)], cwd=ROOT,
+                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, env={**os.environ, "HF_TOKEN": SECRET, **env},
+                            start_new_session=True)
+    return proc, log
+
+
+def pids_started(log: Path, count: int, proc: subprocess.Popen, deadline_s: float = 60) -> list[int]:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        pids = [int(p) for p in re.findall(r"fake pid=(\d+)", log.read_text(errors="replace"))]
+        if len(pids) >= count or proc.poll() is not None:
+            return pids
+        time.sleep(0.1)
+    return []
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_ctrl_c_stops_every_part(tmp_path):
+    proc, log = start(tmp_path)
+    try:
+        pids = pids_started(log, 2, proc)
+        assert len(pids) == 2, log.read_text()
+        text = log.read_text()
+        assert text.index("starting vllm serve (rank 0, API)") < text.index("starting vllm serve (rank 1, headless)")
+        assert "host=127.0.0.2 if=eth9 tok=set" in text and SECRET not in text
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        assert "every node's part is stopped" in log.read_text()
+        assert not any(alive(p) for p in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigterm_is_handled_like_ctrl_c(tmp_path):
+    proc, log = start(tmp_path)
+    try:
+        pids = pids_started(log, 2, proc)
+        assert len(pids) == 2, log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+        assert not any(alive(p) for p in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_dying_server_stops_the_rest_and_passes_its_status(tmp_path):
+    proc, log = start(tmp_path, FAKE_FAIL="1")
+    try:
+        rc = proc.wait(timeout=60)
+        text = log.read_text()
+        assert rc == 7, text
+        assert "vllm serve (rank 0, API) on a exited with status 7" in text
+        pids = [int(p) for p in re.findall(r"fake pid=(\d+)", text)]
+        assert len(pids) == 2 and not any(alive(p) for p in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_kill_group_script_stops_a_whole_group_under_posix_sh():
+    """dash (Debian's /bin/sh, also over SSH) has no `kill --`: the script must not rely on it."""
+    import asyncio
+
+    from backend.shard.nodeexec import LocalExec, kill_group_script
+
+    async def go() -> tuple[int, int]:
+        e = LocalExec("a")
+        p = await e.spawn('echo "c3-pgid $$"; sleep 300 & exec sleep 301')
+        await asyncio.sleep(0.3)
+        assert p.pgid is not None
+        await e.run(kill_group_script(p.pgid, 5))
+        rc = await asyncio.wait_for(p.wait(), 10)
+        left = subprocess.run(["/bin/sh", "-c", f"kill -0 -{p.pgid} 2>/dev/null && echo alive || echo gone"], capture_output=True, text=True)
+        return rc, left.stdout.strip() == "gone"
+
+    rc, gone = asyncio.run(go())
+    assert rc == -signal.SIGTERM and gone
