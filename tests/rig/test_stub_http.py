@@ -222,7 +222,7 @@ def test_api_key_is_enforced(stub_process):
 def test_sigterm_is_a_clean_exit_even_during_boot(stub_process):
     serving = stub_process()
     booting = stub_process("--startup-delay", "60", wait=False)
-    poll(lambda: "Starting to load model" in booting.log())
+    poll(lambda: "Automatically detected platform" in booting.log())
     assert serving.stop() == 0
     assert booting.stop() == 0
 

@@ -74,6 +74,6 @@ def test_ship_image_pipes_save_into_load(docker_client, stub_image):
 
 def test_docker_stop_during_boot_is_a_clean_exit(stub_container):
     stub = stub_container("m", env={"C3_STUB_STARTUP_DELAY": "120"}, wait=False)
-    poll(lambda: "Starting to load model" in stub.logs())
+    poll(lambda: "Automatically detected platform" in stub.logs())
     stub.container.stop(timeout=20)  # SIGTERM to pid 1; a SIGKILL after the timeout would give 137
     assert stub.container.wait(timeout=60)["StatusCode"] == 0
