@@ -22,6 +22,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from backend.catalog.configs import load_config_file  # noqa: E402
 from backend.catalog.specs import shipped_spec  # noqa: E402
 from backend.fit import fit_config  # noqa: E402
 from backend.fit.kvspec import kv_layout  # noqa: E402
@@ -29,6 +30,12 @@ from backend.fit.plan import Knobs, parse_version  # noqa: E402
 from backend.fit.weights import rank_weights_gib  # noqa: E402
 
 GIB = 1024**3
+
+
+def spec_of(point):
+    if point.get("config"):
+        return load_config_file(ROOT / point["config"])
+    return shipped_spec(point["model"])
 
 
 def variant(spec, name):
@@ -53,21 +60,25 @@ def knobs(point, spec, weights_gib=None):
 
 
 def kv_check(point, spec):
-    """(bytes/token, tokens predicted from the logged budget, concurrency predicted, tokens logged, conc logged)."""
+    """(bytes/token, tokens (old line), concurrency, tokens logged, conc logged, need GiB, need logged, block, block logged)."""
     tp, pp = point.get("tp", 1), point.get("pp", 1)
     layout = kv_layout(spec, tp=tp, pp=pp, kv_cache_dtype=point.get("kv_cache_dtype", "auto"))
     logged = point["logged"]
     length = point.get("max_model_len") or spec.max_position_embeddings
     batched = point.get("max_num_batched_tokens") or 2048
+    block = (layout.block_size, logged.get("block_size"))
     if "kv_needed_gib" in logged:
-        return layout.bytes_per_token, None, None, None, None, round(layout.bytes_per_token * length / GIB, 3), logged["kv_needed_gib"]
+        return (layout.bytes_per_token, None, None, None, None, round(layout.bytes_per_token * length / GIB, 3), logged["kv_needed_gib"], *block)
     avail = logged.get("available_kv_gib")
     if avail is None:
-        return layout.bytes_per_token, None, None, None, None, None, None
+        return (layout.bytes_per_token, None, None, None, None, None, None, *block)
     blocks = layout.num_blocks(avail * GIB)
-    legacy = blocks // len(layout.groups) * layout.block_size
     conc = blocks / layout.blocks_per_request(length, batched)
-    return layout.bytes_per_token, legacy, round(conc, 2), logged.get("kv_cache_tokens"), logged.get("max_concurrency"), None, None
+    if "kv_cache_tokens_new" in logged:
+        tokens, tokens_logged = int(conc * length), logged["kv_cache_tokens_new"]
+    else:
+        tokens, tokens_logged = blocks // len(layout.groups) * layout.block_size, logged.get("kv_cache_tokens")
+    return (layout.bytes_per_token, tokens, round(conc, 2), tokens_logged, logged.get("max_concurrency"), None, None, *block)
 
 
 def main() -> int:
@@ -111,17 +122,17 @@ def main() -> int:
             f"with logged weights: median |error| {statistics.median(abs(e) for e in errors_w):.2f} GiB · worst optimistic {max(errors_w):+.2f} GiB"
         )
 
-    print("\nKV arithmetic from the logged budget (bytes/token per rank; tokens = old log line num_blocks//groups × block)")
-    print(f"{'point':<30}{'bytes/tok':>10}{'tokens pred':>13}{'logged':>10}{'conc pred':>11}{'logged':>8}{'need GiB':>10}{'logged':>8}")
+    print("\nKV arithmetic from the logged budget (bytes/token per rank; tokens = the log's definition: old num_blocks//groups × block, new ⌊conc × L⌋)")
+    print(f"{'point':<30}{'bytes/tok':>10}{'tokens pred':>13}{'logged':>10}{'conc pred':>11}{'logged':>8}{'need GiB':>10}{'logged':>8}{'block':>7}{'logged':>7}")
     for p in points:
         if p["kind"] not in ("full", "kv"):
             continue
-        spec = shipped_spec(p["model"])
-        bpt, tokens, conc, tokens_logged, conc_logged, need, need_logged = kv_check(p, spec)
+        spec = spec_of(p)
+        bpt, tokens, conc, tokens_logged, conc_logged, need, need_logged, block, block_logged = kv_check(p, spec)
         def fmt(v, width, spec=","):
             return f"{'-':>{width}}" if v is None else f"{v:>{width}{spec}}"
         print(f"{p['id']:<30}{bpt:>10,}{fmt(tokens, 13)}{fmt(tokens_logged, 10)}{fmt(conc, 11, '.2f')}{fmt(conc_logged, 8, '.2f')}"
-              f"{fmt(need, 10, '.3f')}{fmt(need_logged, 8, '.2f')}")
+              f"{fmt(need, 10, '.3f')}{fmt(need_logged, 8, '.2f')}{block:>7}{fmt(block_logged, 7, '')}")
 
     print("\nWeights per rank (GiB): predicted vs `Model loading took`")
     for p in points:

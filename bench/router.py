@@ -75,8 +75,8 @@ REQUEST_TIMEOUT_S = 30.0
 
 
 async def _connection(index: int, targets: list[tuple[str, int]], warm_until: float, deadline: float, lat: list, errors: list, total: list) -> None:
-    """Closed loop: no new request after `deadline`, but the one in flight is waited for (slow routers
-    would otherwise show no completions at all)."""
+    """Closed loop: no new request after `deadline`, but the one in flight is waited for; every answer
+    completed after the warm-up counts (a slow router would otherwise show no completions at all)."""
     host, port = targets[index % len(targets)]
     request = build_request(f"bench-{index}", f"{host}:{port}")
     reader = writer = None
@@ -89,13 +89,13 @@ async def _connection(index: int, targets: list[tuple[str, int]], warm_until: fl
             status = await asyncio.wait_for(_read_response(reader), REQUEST_TIMEOUT_S)
             done = time.perf_counter()
             total[0] += 1
-            if started >= warm_until:
+            if done >= warm_until:  # completed inside the window (a slow router's first answers count too)
                 if status == b"200":
                     lat.append(done - started)
                 else:
                     errors.append(status.decode())
         except (OSError, asyncio.IncompleteReadError, ValueError, TimeoutError) as exc:
-            if started >= warm_until:
+            if time.perf_counter() >= warm_until:
                 errors.append(type(exc).__name__)
             if writer is not None:
                 writer.transport.abort()
@@ -316,7 +316,8 @@ def main() -> int:
     results: dict[str, dict] = {}
     notes: list[str] = []
     env = {"C3_HOME": str(work / "home"), "C3_STATE": str(work / "state"), "PYTHONPATH": str(ROOT)}
-    print(f"router on CPU {sorted(router_cpu)}, backends + load generator on CPU {sorted(other_cpu)}; work dir {work}", flush=True)
+    print(f"router on CPU {sorted(router_cpu)}, backends + load generator on CPU {sorted(other_cpu)}; "
+          f"load average {os.getloadavg()[0]:.2f} at start; work dir {work}", flush=True)
     try:
         ports = [free_port(), free_port()]
         for i, port in enumerate(ports):
@@ -409,6 +410,7 @@ def main() -> int:
                   f"{fmt(med['rps'], 0)} | {fmt(med['cpu_pct'], 0)} | {fmt(per_core, 0)} | {med['errors']} |")
     for note in notes:
         print(f"note: {note}")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end (other work on this machine skews everything above)")
     if args.json:
         args.json.write_text(json.dumps({"results": results, "notes": notes}, indent=2))
     shutil.rmtree(work, ignore_errors=True)

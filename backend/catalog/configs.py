@@ -88,6 +88,25 @@ def _layer_types(cfg: dict[str, Any], model_type: str, layers: int) -> tuple[str
     return None
 
 
+def _quant_bits(quant: dict[str, Any] | None) -> int | None:
+    if not quant:
+        return None
+    bits = _int(quant, "bits", "w_bit", "weight_bits")
+    if bits:
+        return bits
+    if quant.get("load_in_4bit"):
+        return 4
+    if quant.get("load_in_8bit"):
+        return 8
+    groups = quant.get("config_groups")
+    if isinstance(groups, dict):
+        for group in groups.values():
+            weights = group.get("weights") if isinstance(group, dict) else None
+            if isinstance(weights, dict) and isinstance(weights.get("num_bits"), int):
+                return weights["num_bits"]
+    return None
+
+
 def spec_from_config(raw: dict[str, Any], *, repo: str = "", source: str = "") -> ModelSpec:
     """Build a `ModelSpec` from a parsed config.json (text_config first)."""
     if not isinstance(raw, dict):
@@ -151,6 +170,7 @@ def spec_from_config(raw: dict[str, Any], *, repo: str = "", source: str = "") -
         attention_chunk_size=_int(cfg, "attention_chunk_size"),
         mamba_ssm_dtype=cfg.get("mamba_ssm_dtype") if isinstance(cfg.get("mamba_ssm_dtype"), str) else None,
         quant_method=str(quant.get("quant_method")) if quant and quant.get("quant_method") else None,
+        quant_bits=_quant_bits(quant),
         has_vision=bool(cfg.get("_has_vision")),
         source=source,
     )

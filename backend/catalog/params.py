@@ -19,6 +19,11 @@ def dtype_bytes(name: str | None) -> int:
     return _DTYPE_BYTES.get((name or "bfloat16").replace("torch.", "").lower(), 2)
 
 
+def served_dtype_bytes(name: str | None) -> int:
+    """Bytes per element vLLM serves a checkpoint in with `--dtype auto`: fp32 checkpoints run in fp16."""
+    return min(2, dtype_bytes(name))
+
+
 def _attention_params(spec: ModelSpec, cfg: dict[str, Any], kind: str) -> int:
     h, hd, nq, nkv = spec.hidden_size, spec.head_dim, spec.num_attention_heads, spec.num_kv_heads
     if kind == "linear_attention":
@@ -93,11 +98,16 @@ def expert_params(spec: ModelSpec) -> int:
 def estimated_weight_bytes(spec: ModelSpec) -> int:
     """Checkpoint bytes when no weights row is known: params × dtype, MXFP4 experts at 4.25 bits."""
     params = spec.param_count or count_params(spec)
+    embeddings = spec.vocab_size * spec.hidden_size * (1 if spec.tie_word_embeddings else 2)
     if spec.quant_method == "mxfp4":
         experts = expert_params(spec)
         return int(experts * 4.25 / 8) + (params - experts) * 2
-    if spec.quant_method in ("fp8", "fbgemm_fp8"):
-        return params + spec.vocab_size * spec.hidden_size * (1 if spec.tie_word_embeddings else 2)
-    if spec.quant_method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
-        return int(params * 0.52) + spec.vocab_size * spec.hidden_size * 3
-    return params * dtype_bytes(spec.dtype)
+    if spec.quant_method in ("fp8", "fbgemm_fp8", "modelopt") or (spec.quant_method and spec.quant_bits == 8):
+        # Linear weights at 1 byte (+ scales), embeddings and lm_head stay 16-bit.
+        return (params - embeddings) + embeddings * 2
+    if spec.quant_method:
+        # 4-bit families (awq, gptq, compressed-tensors W4A16, bitsandbytes): packed weights plus
+        # group scales/zeros ≈ 0.52 B/param; when the bit width is unknown assume 8 (the safe side).
+        per_param = 0.52 if (spec.quant_bits or 8) <= 4 else 1.02
+        return int((params - embeddings) * per_param) + embeddings * 2
+    return params * served_dtype_bytes(spec.dtype)

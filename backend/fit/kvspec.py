@@ -15,14 +15,20 @@ This is the exact part of the fit-check (research-fitcheck.md §1.4), mirroring 
   layers split into several groups, the last padded ("Add N padding layers"). All groups share one
   block pool: a block costs `page × group_size`.
 - Per request of length L, in blocks: full `cdiv(L, bs)`; sliding window
-  `cdiv(min(W − 1 + B, L), bs) + 1`; chunked local `cdiv(min(chunk + B, L), bs)`; a state group 1.
+  `cdiv(min(W − 1 + B, L), bs) + 1`; chunked local `cdiv(min(chunk + B, L), bs)`; a state group 2
+  with prefix caching ("align" mode), else 1.
+
+Checked against public logs of a Qwen3.6-27B-shaped hybrid (16 attention + 48 GDN layers, fp8 KV,
+fp32 SSM state): block size 1568 at TP 1 ("Setting attention block size to 1568 tokens … Padding
+mamba page size by 0.13%", club-3090#1047) and at TP 2, and 2.31× concurrency at 131,072 tokens
+from 4.99 GiB per rank with prefix caching (mitchross/talos-argocd-proxmox#1995).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from backend.catalog.params import dtype_bytes
+from backend.catalog.params import dtype_bytes, served_dtype_bytes
 from backend.errors import UsageError
 from backend.models import ModelSpec
 
@@ -41,7 +47,7 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
     """Bytes per KV element for vLLM's `--kv-cache-dtype` (`auto` follows the model dtype)."""
     name = (kv_cache_dtype or "auto").strip().lower()
     if name == "auto":
-        return dtype_bytes(model_dtype)
+        return served_dtype_bytes(model_dtype)
     if name not in _KV_BYTES:
         raise UsageError(f"unknown KV-cache dtype `{kv_cache_dtype}`", hint="use one of auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2")
     return _KV_BYTES[name]
@@ -71,6 +77,9 @@ class KvLayout:
     window: int | None = None
     chunk: int | None = None
     kinds: dict[str, int] = field(default_factory=dict)
+    state_blocks: int = 2
+    """Blocks a state (Mamba/GDN) group holds per request: 2 in vLLM's "align" mode (prefix caching
+    on hybrids, the recent default), 1 with prefix caching off."""
 
     @property
     def block_bytes(self) -> int:
@@ -93,7 +102,7 @@ class KvLayout:
             elif group.kind == "chunked_attention":
                 total += cdiv(min((self.chunk or max_model_len) + max_num_batched_tokens, max_model_len), bs)
             else:
-                total += 1
+                total += self.state_blocks
         return total
 
     def num_blocks(self, available_bytes: float) -> int:
@@ -112,8 +121,8 @@ def _gdn_state_bytes(spec: ModelSpec, tp: int) -> int:
     kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
     kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
     conv_dim = 2 * kh * kd + vh * vd
-    conv = (conv_dim // tp) * ((spec.linear_conv_kernel_dim or 4) - 1) * dtype_bytes(spec.dtype)
-    ssm = (vh // tp) * vd * kd * dtype_bytes(spec.mamba_ssm_dtype or spec.dtype)
+    conv = (conv_dim // tp) * ((spec.linear_conv_kernel_dim or 4) - 1) * served_dtype_bytes(spec.dtype)
+    ssm = (vh // tp) * vd * kd * (dtype_bytes(spec.mamba_ssm_dtype) if spec.mamba_ssm_dtype else served_dtype_bytes(spec.dtype))
     return conv + ssm
 
 
@@ -141,6 +150,7 @@ def kv_layout(
     kv_cache_dtype: str = "auto",
     block_size: int | None = None,
     hybrid_manager: bool = True,
+    prefix_caching: bool = True,
 ) -> KvLayout:
     """The KV geometry of the busiest rank (the first PP stage holds `cdiv(layers, pp)` layers)."""
     kinds = _layer_kinds(spec)
@@ -179,4 +189,5 @@ def kv_layout(
         window=spec.sliding_window,
         chunk=spec.attention_chunk_size,
         kinds=counts,
+        state_blocks=2 if prefix_caching else 1,
     )

@@ -136,6 +136,8 @@ class ModelSpec(BaseModel):
     """Dtype of the recurrent (SSM / GDN) state, when the config pins it; else the model dtype."""
     quant_method: str | None = None
     """`quantization_config.quant_method` (mxfp4, fp8, awq, gptq, compressed-tensors…)."""
+    quant_bits: int | None = None
+    """Weight bits from `quantization_config` (`bits`, or `num_bits` of compressed-tensors), when stated."""
     has_vision: bool = False
     """Checkpoint ships a vision tower (loaded unless disabled)."""
     param_count: int | None = None

@@ -104,7 +104,7 @@ def test_qwen3_next_gdn_state_enlarges_the_attention_block(tp, kv_heads_rank):
     assert layout.bytes_per_token == 12 * attn_token
     # 12 full-attention layers set the group size: one attention group and three state groups.
     assert layout.group_size == 12 and [g.kind for g in layout.groups].count("linear_attention") == 3
-    assert layout.blocks_per_request(65536, 8192) == cdiv(65536, layout.block_size) + 3
+    assert layout.blocks_per_request(65536, 8192) == cdiv(65536, layout.block_size) + 3 * 2  # "align" mode
 
 
 def test_qwen3_next_tp1_block_is_544_tokens():
@@ -117,3 +117,20 @@ def test_num_blocks_is_floor_of_budget_over_block_bytes():
     assert layout.block_bytes == 16 * 131072 // 32 * 32 * 1 and layout.page_bytes == 16 * 4096
     assert layout.num_blocks(1952 * 16 * 131072) == 1952  # vllm#10517: 3.81 GiB, 1952 blocks
     assert layout.num_blocks(-1) == 0
+
+
+def test_gdn_hybrid_matches_public_qwen36_27b_logs():
+    """club-3090#1047 (TP 1) and mitchross/talos-argocd-proxmox#1995 (TP 2): fp8 KV, fp32 SSM state."""
+    from pathlib import Path
+
+    from backend.catalog.configs import load_config_file
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "data" / "configs" / "qwen3.6-27b-shape.config.json"
+    spec = load_config_file(path)
+    one = kv_layout(spec, tp=1, kv_cache_dtype="fp8")
+    assert one.block_size == 1568  # "Setting attention block size to 1568 tokens"
+    assert round((one.page_bytes / one.state_bytes_per_layer - 1) * 100, 2) == 0.13  # "Padding mamba page size by 0.13%"
+    two = kv_layout(spec, tp=2, kv_cache_dtype="fp8")
+    assert two.block_size == 1568 and two.bytes_per_token == 16 * 2 * 2 * 256
+    blocks = two.num_blocks(4.99 * 2**30)
+    assert round(blocks / two.blocks_per_request(131072, 8192), 2) == 2.31  # "Maximum concurrency … 2.31x"
