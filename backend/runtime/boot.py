@@ -36,6 +36,7 @@ class BootOutcome:
     phase: str
     """ready | already-running | exited | timeout | absent | refused."""
     elapsed_s: float = 0.0
+    """From the start of this pod's boot (gates, launch, readiness) to serving or failure."""
     detail: str = ""
     log_tail: str = ""
     placement: Placement | None = None
@@ -111,6 +112,7 @@ def boot_pod(
 ) -> BootOutcome:
     """Boot one pod to serving and judge its placement. Raises C3Error for refusals before launch."""
     say = progress or (lambda _pod, _line: None)
+    begun = time.monotonic()
     current = ctx.runtime.workload(pod.name)
     if current.running:
         serving_place = placement_of(ctx, pod, current, serving=None)
@@ -157,7 +159,7 @@ def boot_pod(
             log.write(ctx.runtime.logs(pod.name, tail=2000))
             if result.phase == "timeout":
                 ctx.runtime.stop(pod.name, timeout=10)  # a hung boot must not keep holding its GPUs
-            return BootOutcome(pod=pod.name, ok=False, phase=result.phase, elapsed_s=result.elapsed_s, detail=result.detail, log_tail=result.log_tail, warnings=warnings, boot_log=log.path)
+            return BootOutcome(pod=pod.name, ok=False, phase=result.phase, elapsed_s=time.monotonic() - begun, detail=result.detail, log_tail=result.log_tail, warnings=warnings, boot_log=log.path)
         ctx.runtime.mark_healthy(pod.name)
         ready_at = time.monotonic()
         place, placed_at = _settle_placement(ctx, pod)
@@ -166,7 +168,7 @@ def boot_pod(
             pod=pod.name,
             ok=True,
             phase="ready",
-            elapsed_s=result.elapsed_s,
+            elapsed_s=ready_at - begun,
             placement=place,
             placement_s=(placed_at - started) if placed_at else None,
             verdict_after_ready_s=(placed_at - ready_at) if placed_at else None,
