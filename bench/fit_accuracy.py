@@ -45,6 +45,7 @@ def variant(spec, name):
 def knobs(point, spec, weights_gib=None):
     v = variant(spec, point.get("weights"))
     return Knobs(
+        engine=point.get("engine", "vllm"),
         tp=point.get("tp", 1),
         pp=point.get("pp", 1),
         util=point["util"],
@@ -100,7 +101,7 @@ def main() -> int:
         pred = report.available_kv_gib
         err = pred - logged
         errors.append(err)
-        line = f"{p['id']:<30}{p['gpu'][:15]:<16}{p.get('tp', 1):>3}{logged:>9.2f}{pred:>9.2f}{err:>+8.2f}"
+        line = f"{p['id'][:29]:<30}{p['gpu'][:15]:<16}{p.get('tp', 1):>3}{logged:>9.2f}{pred:>9.2f}{err:>+8.2f}"
         w_logged = p["logged"].get("weights_gib")
         if w_logged is not None:
             with_w = fit_config(spec, totals, knobs(p, spec, weights_gib=w_logged))

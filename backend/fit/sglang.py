@@ -1,8 +1,10 @@
 """SGLang by its own rule (research-fitcheck.md §2.3): a static pool of `total × mem_fraction_static`
 holds weights and KV; activations, CUDA graphs and the rest live in `(1 − mem_fraction_static)`.
 
-Per rank: `KV = total × mfs − weights − context` (context: CUDA context, NCCL and the torch
-allocator's first arena, 0.6 GiB at TP = 1, 1.0 GiB at TP ≥ 2); the token pool is
+Per rank: `KV = total × mfs − weights − context` (context: CUDA context, NCCL, custom all-reduce and
+the torch allocator's first arena, 1.0 GiB at TP = 1, 1.5 GiB at TP ≥ 2: a public 4× H100 log of
+Qwen3-235B-A22B-FP8 at mem_fraction_static 0.93 allocated 367,404 tokens = 16.47 GiB per rank,
+leaving about 2 GiB besides the weights, vllm#21348); the token pool is
 `KV // cell_size` with `cell_size = Σ layers 2 × Hkv_rank × head_dim × e` (MLA: the latent) —
 SWA layers are sized like full ones unless SGLang's hybrid SWA pool is enabled; Mamba/GDN state is
 one slot per running request. Every rank takes the minimum pool.
@@ -16,8 +18,8 @@ from backend.fit.plan import GIB, Knobs, Rank
 from backend.fit.weights import rank_weights_gib
 from backend.models import FitReport, GpuFit, ModelSpec
 
-CONTEXT_TP1_GIB = 0.6
-CONTEXT_TP_GIB = 1.0
+CONTEXT_TP1_GIB = 1.0
+CONTEXT_TP_GIB = 1.5
 
 
 def price_sglang(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:

@@ -30,8 +30,9 @@ def test_available_kv_is_close_and_never_optimistic_by_more_than_1_gib():
     for p in full:
         spec = shipped_spec(p["model"])
         v = next(v for v in spec.weights if v.name == p["weights"])
-        knobs = Knobs(tp=p.get("tp", 1), util=p["util"], max_model_len=p["max_model_len"], max_num_seqs=p.get("max_num_seqs"),
-                      max_num_batched_tokens=p.get("max_num_batched_tokens"), version=parse_version(p["version"]),
+        knobs = Knobs(engine=p.get("engine", "vllm"), tp=p.get("tp", 1), util=p["util"], max_model_len=p["max_model_len"],
+                      max_num_seqs=p.get("max_num_seqs"), max_num_batched_tokens=p.get("max_num_batched_tokens"),
+                      version=parse_version(p.get("version")),
                       weights_bytes=v.bytes, quantized=v.name != "bf16")
         report = fit_config(spec, [p["total_gib"]] * p.get("tp", 1), knobs)
         error = report.available_kv_gib - p["logged"]["available_kv_gib"]
