@@ -245,7 +245,7 @@ class PoolServer:
             if choice is None:
                 router.metrics.no_backend += 1
                 status = 502 if tried else 503
-                writer.write(_json_error(status, f"c3 pool: {last_failure}", "c3_no_backend", close=client_close, extra=[b"X-C3-Sticky: none", b"X-C3-Key-Source: " + source_b]))
+                writer.write(_json_error(status, f"c3 pool: {last_failure}", "c3_no_backend", close=client_close, extra=[b"X-C3-Sticky: none", b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"]))
                 return not client_close
             b, sticky = choice
             if not (sticky == "hit" and outcome in ("miss", "repin")):
@@ -283,10 +283,22 @@ class PoolServer:
                     up_w.write(head)
                     if expect:
                         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                    if framing == "chunked":
-                        await relay_chunked_exact(reader, up_w.write, up_w.drain)
-                    else:
-                        await relay_length(reader, up_w.write, length, up_w.drain)
+                    try:
+                        if framing == "chunked":
+                            await relay_chunked_exact(reader, up_w.write, up_w.drain)
+                        else:
+                            await relay_length(reader, up_w.write, length, up_w.drain)
+                    except BadMessage as exc:
+                        up_w.transport.abort()
+                        writer.write(_json_error(400, f"malformed request body: {exc}", "invalid_request_error", close=True))
+                        return False
+                    except (asyncio.IncompleteReadError, ConnectionError, OSError):
+                        up_w.transport.abort()
+                        if proto.lost or reader.at_eof():
+                            raise ClientGone from None
+                        router.passive_failure(b, "closed while receiving the request body", hard=False)
+                        writer.write(_json_error(502, f"c3 pool: backend {b.name} closed while receiving the request body", "c3_backend_failed", close=True))
+                        return False
 
                 # -- wait for the answer (still retryable) --
                 try:
