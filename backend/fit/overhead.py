@@ -14,6 +14,11 @@ forward pass over `B = max_num_batched_tokens` tokens, then a dummy sampler pass
   softmax/cumsum, the scatter back, the exponential draw. 38 B/logit is what public H100 logs of
   gpt-oss-120b imply (about 7.4 GiB of non-KV memory besides weights at S = 1024, V = 201,088,
   whatever B was: vllm#23278, vllm#27508); 46 B at TP = 4 for Qwen3-235B-A22B (vllm#21348);
+- Gated-DeltaNet hybrids add the chunked-prefill scratch of the linear layers,
+  `B × (2·kh·kd + 2·vh·vd)/TP × 8 B` (a 2× RTX 5090 log of a 27B GDN hybrid shows 1.59 GiB of peak
+  activation at B = 8192 where the dense terms alone give 0.7: club-3090#1087);
+- multimodal checkpoints (vision tower loaded): the encoder profile run, taken as 0.5 GiB inside the
+  max(), plus the encoder cache of 16,384 tokens × hidden × 2 B held through the profile;
 plus a 0.15 GiB floor (attention metadata, torch.compile scratch). At the 24 GB-card defaults
 (S = 256) the sampler term is 1.2–1.9 GiB for 128–200 K vocabularies.
 
@@ -53,6 +58,9 @@ SAMPLER_BYTES_PER_LOGIT = 38
 SAMPLER_TP_EXTRA_BYTES = 8
 V0_SAMPLER_BYTES_PER_LOGIT = 6
 V1_FROM = (0, 8)
+GDN_PREFILL_BYTES = 8
+ENCODER_PEAK_GIB = 0.5
+ENCODER_CACHE_TOKENS = 16384
 NON_TORCH_TP1_GIB = 0.25
 NON_TORCH_TP_GIB = 0.75
 GRAPH_BASE_GIB = 0.2
@@ -96,8 +104,14 @@ def activation_gib(
         tokens = length if length <= 32768 else 512
         per_logit = V0_SAMPLER_BYTES_PER_LOGIT
     forward = tokens * 2 * (4 * spec.hidden_size + _transient_width(spec, tp))
+    if spec.layer_types and "linear_attention" in spec.layer_types:
+        kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
+        kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
+        forward += tokens * (2 * kh * kd + 2 * vh * vd) / tp * GDN_PREFILL_BYTES
     sampler = min(max_num_seqs, tokens) * spec.vocab_size * per_logit
-    return ACTIVATION_FLOOR_GIB + max(forward, sampler) / GIB
+    peak = max(forward, sampler, ENCODER_PEAK_GIB * GIB if spec.has_vision else 0.0)
+    encoder_cache = ENCODER_CACHE_TOKENS * spec.hidden_size * 2 if spec.has_vision else 0
+    return ACTIVATION_FLOOR_GIB + (peak + encoder_cache) / GIB
 
 
 def non_torch_gib(*, tp: int, pp: int) -> float:
