@@ -28,7 +28,14 @@ def reserve_estimate_mib(sm: str | None) -> int:
 
 
 def cuda_total_gib(gpu: Gpu, profile: CardProfile | None) -> tuple[float | None, str]:
-    """(CUDA-visible total in GiB or None, how it was obtained)."""
+    """(CUDA-visible total in GiB or None, how it was obtained); None rather than a total ≤ 0."""
+    total, how = _cuda_total(gpu, profile)
+    if total is not None and total <= 0:
+        return None, f"implausible memory reading ({gpu.total_mib} MiB total, {gpu.reserved_mib} MiB reserved)"
+    return total, how
+
+
+def _cuda_total(gpu: Gpu, profile: CardProfile | None) -> tuple[float | None, str]:
     if gpu.total_mib is not None and gpu.reserved_mib is not None:
         return (gpu.total_mib - gpu.reserved_mib) / 1024, "NVML total − reserved"
     if profile is not None and profile.cuda_total_gib is not None:
