@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -164,3 +166,84 @@ def test_serve_picks_the_free_gpus_or_asks_for_them(sim):
     short = c3("serve", "custom/stub-tp4")
     assert short.returncode == 1 and "only 3 are free (0, 1, 3)" in one_error_line(short.stderr)
     assert c3("pod", "down", "serve-stub").returncode == 0
+
+
+def test_logs_follow_ends_when_the_pod_stops(sim):
+    write_catalog([stub_entry()])
+    create(sim, "tail", "0")
+    assert c3("pod", "up", "tail").returncode == 0
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    follower = subprocess.Popen([sys.executable, "-m", "c3", "pod", "logs", "tail", "--follow", "--tail", "5"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = follower.stdout.readline()
+        assert first.strip(), "history lines come first"
+        assert c3("pod", "down", "tail").returncode == 0
+        assert follower.wait(timeout=30) == 0
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+
+
+def test_whole_estate_up_reports_each_pod_and_fails_when_one_fails(sim):
+    write_catalog([stub_entry(), stub_entry("custom/crashy", env={"C3_STUB_CRASH_DURING_BOOT": "1"})])
+    create(sim, "good", "0")
+    create(sim, "bad", "1", slug="custom/crashy")
+    only = c3("up", "--only", "good,nope")
+    assert only.returncode == 1 and "nope" in one_error_line(only.stderr)
+    up = c3("up")
+    assert up.returncode == 1
+    assert "[good] ✓ serving" in up.stdout and "1/2 pods serving" in up.stdout
+    assert "1 pod(s) failed: bad" in one_error_line(up.stderr)
+    again = c3("up", "--only", "good")
+    assert again.returncode == 0 and "[good] already running" in again.stdout
+    down = c3("down", "--only", "good")
+    assert down.returncode == 0 and "[good] stopped" in down.stdout
+
+
+def test_serve_asks_on_a_terminal(sim):
+    import pty
+
+    write_catalog([stub_entry()])
+    sim.append("serve-stub")
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: c3 serve with a terminal on stdin
+        os.chdir(ROOT)
+        os.execvpe(sys.executable, [sys.executable, "-m", "c3", "serve", "custom/stub", "--port", str(port)], env)
+    output = b""
+
+    def read(until: bytes | None, deadline: float) -> bytes:
+        data = b""
+        while time.monotonic() < deadline and (until is None or until not in data):
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    try:
+        output = read(b"which 1 GPU(s)?", time.monotonic() + 60)
+        assert b"free GPUs: 0 (NVIDIA GeForce RTX 3090), 1" in output
+        os.write(fd, b"3\n")
+        output += read(None, time.monotonic() + 60)
+    finally:
+        os.close(fd)
+        deadline = time.monotonic() + 30
+        done, status = os.waitpid(pid, os.WNOHANG)
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.1)
+            done, status = os.waitpid(pid, os.WNOHANG)
+        if not done:  # never leave the child behind, even on failure
+            os.kill(pid, 9)
+            _, status = os.waitpid(pid, 0)
+    text = output.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "on GPU 3" in text and "placement ok" in text
