@@ -7,11 +7,12 @@ from datetime import datetime
 from textual.content import Content
 
 
-def source_badge(name: str, taken_at: datetime | None, now: datetime, *, stale_after_s: float, error: str | None = None) -> Content:
+def source_badge(name: str, taken_at: datetime | None, now: datetime, *, stale_after_s: float, error: str | None = None, paused: bool = False) -> Content:
     """Badge text for a source last read at `taken_at` (None: never read yet).
 
     Stale when the last read failed or is older than `stale_after_s`; the glyph and the word say so
-    (colour is never the only signal).
+    (colour is never the only signal). `paused`: the caller stopped polling on purpose (hidden mode,
+    a modal on top) — an old reading is then not a failure.
     """
     if taken_at is None:
         if error:
@@ -19,6 +20,8 @@ def source_badge(name: str, taken_at: datetime | None, now: datetime, *, stale_a
         return Content.from_markup("$n [$text-muted]… loading[/]", n=name)
     stamp = taken_at.astimezone().strftime("%H:%M:%S")
     age = (now - taken_at).total_seconds()
+    if paused and not error:
+        return Content.from_markup("$n [$text-muted]⏸ paused[/] as of $s", n=name, s=stamp)
     if error or age > stale_after_s:
         why = error or f"no reading for {age:.0f}s"
         return Content.from_markup("$n [$warning b]⚠ STALE[/] as of $s [$text-muted]($w)[/]", n=name, s=stamp, w=why)

@@ -134,7 +134,12 @@ def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int
             raise Refused(f"GPU {', '.join(map(str, missing))} is not on this machine (GPUs: {have})", hint="`c3 gpus` lists them")
         report = fit_on_gpus(entry, [measured[i] for i in indices], max_model_len=max_model_len, catalog=catalog)
         where = "GPU " + ",".join(map(str, indices))
-    title = f"{entry.slug} ({entry.engine}, tp {entry.tp} × pp {entry.pp}, util {entry.gpu_memory_utilization:.2f}) on {where}"
+    if entry.engine == "llamacpp":
+        setup = f"llama.cpp, layers split over {entry.gpu_count} GPU(s), --ctx-size {entry.max_model_len or 0:,}"
+    else:
+        fraction = "mem_fraction_static" if entry.engine == "sglang" else "util"
+        setup = f"{entry.engine}, tp {entry.tp} × pp {entry.pp}, {fraction} {entry.gpu_memory_utilization:.2f}"
+    title = f"{entry.slug} ({setup}) on {where}"
     if as_json:
         emit_json(_payload(report, slug=entry.slug, tp=entry.tp, pp=entry.pp))
     else:

@@ -19,6 +19,7 @@ from c3.services import WritePlan
 class ConfirmModal(ModalScreen[bool]):
     """Returns True only when the user pressed Confirm (or `y`) on a plan without problems."""
 
+    AUTO_FOCUS = "#cancel"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="confirm_cancel"),
         Binding("y", "confirm", "Confirm", id="confirm_yes"),
@@ -51,9 +52,6 @@ class ConfirmModal(ModalScreen[bool]):
             with Horizontal(classes="buttons"):
                 yield Button("Cancel  Esc", id="cancel", variant="default")
                 yield Button("Confirm  y", id="confirm", variant="error" if self.plan.kind in {"rm", "stop_all", "down"} else "primary", disabled=self.blocked is not None)
-
-    def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

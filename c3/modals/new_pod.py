@@ -53,6 +53,9 @@ def name_problem(name: str, taken: set[str]) -> str | None:
 class NewPodModal(CockpitModal):
     """Collects a `NewPod`; does not write anything itself."""
 
+    # Focus by AUTO_FOCUS, not focus() in on_mount: a deferred focus() would snatch focus back from
+    # a fast typist's Tab (seen in tmux).
+    AUTO_FOCUS = "#name"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="new_pod_cancel"),
         Binding("ctrl+s", "create", "Create", id="new_pod_create", priority=True),
@@ -73,6 +76,7 @@ class NewPodModal(CockpitModal):
         self.slug_picked = False
         self._generation = 0
         self._proposed_port = ""
+        self._verdicts_for: str | None = None
         self._refit_timer = None
 
     def compose(self) -> ComposeResult:
@@ -100,7 +104,6 @@ class NewPodModal(CockpitModal):
                 yield Button("Create  Ctrl+S", id="create", variant="primary", compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#name", Input).focus()
         self.query_one("#slugs", OptionList).add_option(Option("[dim]loading the catalog…[/]", id="", disabled=True))
         self.call(self.services.catalog, done=self._catalog_landed, failed=self._catalog_failed, group="catalog")
         self._check_name()
@@ -125,12 +128,14 @@ class NewPodModal(CockpitModal):
         return tuple(pool[: entry.gpu_count])
 
     def _refresh_verdicts(self) -> None:
+        gpus_text = self.query_one("#gpus", Input).value
         targets = [(slug, self.gpus_for(entry)) for slug, entry in self.entries.items()]
-        generation = self._generation
 
         def work() -> dict[str, str]:
             out = {}
             for slug, gpus in targets:
+                if self._verdicts_for != gpus_text:
+                    break  # the GPU set changed: a newer pass is coming
                 if len(gpus) < self.entries[slug].gpu_count:
                     out[slug] = "unknown"
                     continue
@@ -140,10 +145,12 @@ class NewPodModal(CockpitModal):
                     out[slug] = "unknown"
             return out
 
-        self.call(work, done=lambda v: self._verdicts_landed(v, generation), group="verdicts")
+        self._verdicts_for = gpus_text
+        self.call(work, done=lambda v: self._verdicts_landed(v, gpus_text), group="verdicts")
 
-    def _verdicts_landed(self, verdicts: dict[str, str], generation: int) -> None:
-        if generation != self._generation:
+    def _verdicts_landed(self, verdicts: dict[str, str], gpus_text: str) -> None:
+        # Verdicts depend only on the GPU field: keep them unless it changed meanwhile.
+        if gpus_text != self.query_one("#gpus", Input).value or len(verdicts) < len(self.entries):
             return
         self.verdicts = verdicts
         self._render_slugs()
@@ -243,7 +250,7 @@ class NewPodModal(CockpitModal):
         if self.slug:
             self.query_one("#fit", Static).update(Content.from_markup("[$text-muted]fit: checking…[/]"))
             self.call(self.services.fit, self.slug, gpus, done=lambda r: self._fit_landed(r, generation), failed=lambda e: self._fit_failed(e, generation), group="fit")
-        if verdicts and self.entries:
+        if self.entries and self.query_one("#gpus", Input).value != self._verdicts_for:
             self._refresh_verdicts()
 
     def _fit_landed(self, report: FitReport, generation: int) -> None:

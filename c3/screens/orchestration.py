@@ -180,8 +180,8 @@ class OrchestrationScreen(CockpitScreen):
     def render_sources(self) -> None:
         now = self.app.clock()  # type: ignore[attr-defined]
         parts = [
-            source_badge("GPUs", self.gpu_taken_at, now, stale_after_s=GPU_PERIOD_S * 5, error=self.gpu_error),
-            source_badge("Pods", self.pods_taken_at, now, stale_after_s=PODS_PERIOD_S * 5, error=self.pods_error),
+            source_badge("GPUs", self.gpu_taken_at, now, stale_after_s=GPU_PERIOD_S * 5, error=self.gpu_error, paused=not self.is_active),
+            source_badge("Pods", self.pods_taken_at, now, stale_after_s=PODS_PERIOD_S * 5, error=self.pods_error, paused=not self.is_active),
         ]
         self.query_one("#sources", Static).update(Content("  ·  ").join(parts))
 

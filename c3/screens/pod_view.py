@@ -85,7 +85,7 @@ class PodList(OptionList):
     ]
 
     DEFAULT_CSS = """
-    PodList { height: 1fr; border: none; padding: 0; }
+    PodList, PodList:focus { height: 1fr; border: none; padding: 0; background: transparent; }
     PodList > .option-list--option { padding: 0 0 1 0; }
     """
 
