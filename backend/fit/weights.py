@@ -25,7 +25,8 @@ def variant_bytes(spec: ModelSpec | None, entry: CatalogEntry | None) -> tuple[i
     wanted = entry.weights if entry is not None else None
     for variant in spec.weights:
         if wanted is None or variant.name == wanted:
-            return variant.bytes, f"weights.csv {variant.name}: {variant.source[:80]}"
+            source = variant.source if len(variant.source) <= 90 else variant.source[:89] + "…"
+            return variant.bytes, f"weights.csv {variant.name} ({variant.bytes / GIB:.2f} GiB): {source}"
     return estimated_weight_bytes(spec), "estimated from config.json shapes"
 
 
