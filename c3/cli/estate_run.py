@@ -51,6 +51,7 @@ def up(only: str | None, parallel: bool, jobs: int | None, stagger: float, force
         click.echo(f"no pods in {path}")
         return
     ctx = open_context(forced_mode=gpu_mode)
+    ctx.runtime.workloads()  # an unreachable daemon is one line and exit 3 here, not N failed pods
     check_plan(path, [p.name for p in pods], force=force, ctx=ctx)
     estate = str(path.resolve())
     started = time.monotonic()
