@@ -379,20 +379,24 @@ def main() -> int:
                 else:
                     notes.append("LiteLLM did not start: " + (work / "litellm.log").read_text(errors="replace")[-400:].replace("\n", " | "))
 
-        for name, tgt, pid, _ in targets:
-            results[name] = {}
-            for conc in levels:
-                runs = []
-                for _ in range(args.repeats):
-                    runs.append(run_load(tgt, conc, args.warmup, args.duration, other_cpu, pid))
-                med = {k: statistics.median([r[k] for r in runs if r[k] is not None]) if any(r[k] is not None for r in runs) else None
+        # Interleaved (each repeat runs every target in turn) so drifting load from other work on the
+        # machine hits all targets alike.
+        runs: dict[tuple[str, int], list[dict]] = {}
+        for conc in levels:
+            for _ in range(args.repeats):
+                for name, tgt, pid, _note in targets:
+                    runs.setdefault((name, conc), []).append(run_load(tgt, conc, args.warmup, args.duration, other_cpu, pid))
+            for name, _tgt, _pid, _note in targets:
+                got = runs[(name, conc)]
+                med = {k: statistics.median([r[k] for r in got if r[k] is not None]) if any(r[k] is not None for r in got) else None
                        for k in ("p50_ms", "p99_ms", "rps", "cpu_pct", "per_core")}
-                med["errors"] = sum(r["errors"] for r in runs)
-                med["error_kinds"] = sorted({k for r in runs for k in r["error_kinds"]})
-                med["spread_p50_ms"] = [round(r["p50_ms"], 3) if r["p50_ms"] else None for r in runs]
-                results[name][conc] = med
+                med["errors"] = sum(r["errors"] for r in got)
+                med["error_kinds"] = sorted({k for r in got for k in r["error_kinds"]})
+                med["spread_p50_ms"] = [round(r["p50_ms"], 3) if r["p50_ms"] else None for r in got]
+                results.setdefault(name, {})[conc] = med
                 print(f"  {name:<8} c={conc:<4} p50 {fmt(med['p50_ms'])} ms  p99 {fmt(med['p99_ms'])} ms  "
-                      f"{fmt(med['rps'], 0)} req/s  cpu {fmt(med['cpu_pct'], 0)}%  {fmt(med['per_core'], 0)} req/CPU-s  errors {med['errors']}", flush=True)
+                      f"{fmt(med['rps'], 0)} req/s  cpu {fmt(med['cpu_pct'], 0)}%  {fmt(med['per_core'], 0)} req/CPU-s  "
+                      f"errors {med['errors']}  (p50 runs {med['spread_p50_ms']})", flush=True)
     finally:
         procs.stop_all()
 

@@ -233,3 +233,30 @@ def test_pins_survive_a_router_restart(stubs, pool_process):
         for session, owner in owners.items():
             r = client.get("/v1/models", headers={"X-Session-ID": session})
             assert (r.headers["x-c3-backend"], r.headers["x-c3-sticky"]) == (owner, "hit")
+
+
+def test_no_routable_backend_is_a_clean_503(pool_process):
+    pool = pool_process({"dead": "http://127.0.0.1:1"})
+    r = httpx.get(pool.url + "/v1/models", timeout=10)
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert r.json()["error"]["type"] == "c3_no_backend"
+    assert httpx.get(pool.url + "/c3/health", timeout=5).status_code == 503
+    assert pool.backend("dead")["state"] == "down"
+
+
+def test_expect_100_continue_is_answered_by_the_router(stubs, pool_process):
+    backend = stubs("a", extra=("--tokens", "1"))["a"]
+    pool = pool_process({"a": backend.url})
+    body = json.dumps({"model": "stub/model", "messages": []}).encode()
+    import socket
+
+    with socket.create_connection(("127.0.0.1", pool.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body))
+        assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(body)
+        raw = b""
+        while piece := sock.recv(65536):
+            raw += piece
+    assert raw.startswith(b"HTTP/1.1 200") and b"chat.completion" in raw
+    assert not any("expect" in q["headers"] for q in stub_records(backend.url)["requests"])
