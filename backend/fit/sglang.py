@@ -38,6 +38,10 @@ def price_sglang(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     base = dict(engine="sglang", kv_bytes_per_token=cell, max_model_len=length, max_num_seqs=seqs, gpu_memory_utilization=knobs.util)
     if reasons:
         return FitReport(verdict="incompatible-hw", reasons=reasons, notes=notes, **base)
+    from backend.fit.vllm import shard_problem
+
+    if (problem := shard_problem(spec, knobs.tp)) is not None:
+        return FitReport(verdict="wont-fit", reasons=[f"SGLang cannot shard this model: {problem}"], notes=notes, **base)
     if any(r.total_gib is None for r in ranks):
         return FitReport(verdict="unknown", reasons=["a GPU reports no usable memory total"], notes=notes, **base)
     if knobs.weights_gib is not None:

@@ -48,6 +48,18 @@ def largest_fitting_len(layout: KvLayout, blocks: int, batched: int, cap: int) -
     return low
 
 
+def shard_problem(spec: ModelSpec, tp: int) -> str | None:
+    """Why the engine cannot split this model's heads over `tp` ranks, or None."""
+    if tp <= 1:
+        return None
+    if spec.num_attention_heads % tp:
+        return f"{spec.num_attention_heads} attention heads do not divide over tp {tp}"
+    kv = spec.num_kv_heads
+    if not spec.kv_lora_rank and kv % tp and tp % kv:
+        return f"{kv} KV heads neither divide over tp {tp} nor replicate evenly onto it"
+    return None
+
+
 def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     """Price a vLLM launch of `spec` on `ranks` (len(ranks) == tp × pp)."""
     notes = list(knobs.extra_notes)
@@ -77,6 +89,8 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     )
     if reasons:
         return FitReport(verdict="incompatible-hw", reasons=reasons, notes=notes, **base)
+    if (problem := shard_problem(spec, knobs.tp)) is not None:
+        return FitReport(verdict="wont-fit", reasons=[f"vLLM cannot shard this model: {problem}"], notes=notes, **base)
     if len(known) < len(ranks):
         missing = ", ".join(str(r.index if r.index is not None else r.card) for r in ranks if r.total_gib is None)
         return FitReport(verdict="unknown", reasons=[f"no usable memory total for GPU {missing}"], notes=notes, **base)

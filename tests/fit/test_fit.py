@@ -151,3 +151,12 @@ def test_llamacpp_and_sglang_rules(catalog):
     sg = fit_on_cards(catalog.get("sglang/llama-3.1-8b"), ["h100-sxm"])
     assert sg.engine == "sglang" and sg.gpus[0].budget_gib == pytest.approx(79.20 * 0.85, abs=1e-3)
     assert abs(sg.kv_cache_tokens - int(sg.available_kv_gib * GIB // 131072)) < 100  # GiB rounded to 3 decimals
+
+
+def test_heads_that_do_not_divide_over_tp_are_refused():
+    spec = shipped_spec("microsoft/phi-4")  # 40 heads, 10 KV heads
+    report = fit_config(spec, [79.2] * 4, Knobs(tp=4, util=0.9, max_model_len=8192))
+    assert report.verdict == "wont-fit" and "10 KV heads" in report.reasons[0]
+    assert fit_config(spec, [79.2] * 2, Knobs(tp=2, util=0.9, max_model_len=8192)).verdict in ("fits", "tight")
+    mla = shipped_spec("deepseek-ai/DeepSeek-V2-Lite-Chat")  # 16 heads, MLA: KV heads do not matter
+    assert fit_config(mla, [79.2] * 8, Knobs(tp=8, util=0.9, max_model_len=8192)).verdict in ("fits", "tight")
