@@ -150,6 +150,7 @@ def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int
 def _fit_config(
     config: Path, vram: str | None, tp: int | None, pp: int, weights_gib: float | None, util: float | None, max_model_len: int | None,
     max_num_seqs: int | None, batched: int | None, kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
+    *, enforce_eager: bool = False, block_size: int | None = None,
 ) -> int:
     from backend.catalog.configs import load_config_file
     from backend.fit import fit_config
@@ -178,6 +179,8 @@ def _fit_config(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=batched,
         kv_cache_dtype=kv_dtype,
+        block_size=block_size,
+        enforce_eager=enforce_eager,
         version=version,
         weights_gib=weights_gib,
         quantized=bool(spec.quant_method),
@@ -207,21 +210,25 @@ def _fit_config(
 @click.option("--kv-dtype", type=click.Choice(KV_CHOICES, case_sensitive=False), default="auto", show_default=True, help="KV-cache dtype (--config form).")
 @click.option("--engine", type=click.Choice(["vllm", "sglang", "llamacpp"]), default="vllm", show_default=True, help="Whose rules (--config form).")
 @click.option("--engine-version", help="Engine version the numbers should assume, e.g. 0.11.0 (--config form; default: current).")
+@click.option("--enforce-eager", is_flag=True, help="No CUDA graphs (--config form): no graph memory is priced.")
+@click.option("--block-size", type=click.IntRange(1, 4096), help="KV block size in tokens (--config form; default 16, enlarged for hybrids).")
 @json_option
 def fit(
     slug: str | None, gpus: str | None, cards: str | None, config: Path | None, vram: str | None, tp: int | None, pp: int,
     weights_gib: float | None, util: float | None, max_model_len: int | None, max_num_seqs: int | None, batched: int | None,
-    kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
+    kv_dtype: str, engine: str, engine_version: str | None, enforce_eager: bool, block_size: int | None, as_json: bool,
 ) -> None:
     if slug and config:
         raise UsageError("give a SLUG or --config, not both")
     if config is not None:
         if gpus or cards:
             raise UsageError("--config prices on --vram-gib; --gpus/--card go with a SLUG")
-        code = _fit_config(config, vram, tp, pp, weights_gib, util, max_model_len, max_num_seqs, batched, kv_dtype.lower(), engine, engine_version, as_json)
+        code = _fit_config(config, vram, tp, pp, weights_gib, util, max_model_len, max_num_seqs, batched, kv_dtype.lower(), engine, engine_version,
+                           as_json, enforce_eager=enforce_eager, block_size=block_size)
     elif slug:
         config_only = [n for n, v in (("--vram-gib", vram), ("--tp", tp), ("--weights-gib", weights_gib), ("--gpu-mem-util", util),
-                                      ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", batched), ("--engine-version", engine_version)) if v is not None]
+                                      ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", batched), ("--engine-version", engine_version),
+                                      ("--block-size", block_size), ("--enforce-eager", enforce_eager or None)) if v is not None]
         if config_only:
             raise UsageError(f"{', '.join(config_only)} only go with --config; a slug carries its own settings")
         code = _fit_slug(slug, gpus, cards, max_model_len, as_json)
