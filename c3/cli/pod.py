@@ -77,14 +77,26 @@ def pod() -> None:
 @click.option("--slug", required=True, help="Catalog entry, e.g. vllm/qwen3-8b (`c3 catalog` lists them).")
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="Host port (default: slug default + 20 × pods, first free).")
 @click.option("--force", is_flag=True, help="Allow experimental/deprecated slugs and a wont-fit verdict.")
+@json_option
 @file_option
-def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, file: Path | None) -> None:
+def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, as_json: bool, file: Path | None) -> None:
     """Plan pod NAME on --gpus with --slug: fit-checked and validated, then written to the estate file."""
     path = resolve_file(file)
     indices = parse_index_list(gpus_text)
     probe = get_probe()
     result = create_pod(path, name, indices, slug, gpus=probe.gpus(), catalog=load_catalog(), port=port, force=force)
     p = result.pod
+    if as_json:
+        emit_json(
+            {
+                "file": str(path),
+                "pod": {"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "uuids": list(p.uuids or ())},
+                "port_chosen": result.port_chosen,
+                "fit": result.fit.model_dump(mode="json") if result.fit is not None else None,
+                "warnings": [w.model_dump(mode="json") for w in result.warnings],
+            }
+        )
+        return
     how = "" if not result.port_chosen else " (first free)"
     click.echo(f"✓ created pod `{p.name}`: {p.slug} on GPU {list(p.gpus)} port {p.port}{how} — {describe_fit(result.fit)}")
     for problem in result.warnings:

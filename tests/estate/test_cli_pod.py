@@ -270,3 +270,16 @@ def test_unusable_file_paths_are_one_line_errors(rig, tmp_path, priced):
         r = run_inproc("pod", "rm", "chat", "--file", str(path))
         assert r.code == 1 and "no estate file" in one_error_line(r.err)
     assert blocker.read_text() == "x"
+
+
+def test_create_json(rig, estate, priced):
+    r = run_inproc("pod", "create", "het", "--gpus", "2,3", "--slug", "vllm/qwen3-32b-awq-tp2", "--json", "--file", str(estate))
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    from backend.catalog import load_catalog
+
+    default = load_catalog().get("vllm/qwen3-32b-awq-tp2").default_port
+    assert data["pod"]["name"] == "het" and data["pod"]["gpus"] == [2, 3] and data["pod"]["port"] >= default
+    assert len(data["pod"]["uuids"]) == 2 and data["port_chosen"] is True
+    assert data["fit"]["verdict"] == "fits" and data["fit"]["kv_bytes_per_token"] == 147456
+    assert {w["code"] for w in data["warnings"]} >= {"arch"}
