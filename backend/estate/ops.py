@@ -16,7 +16,8 @@ from typing import Any
 from backend.atomic import locked
 from backend.errors import C3Error, Refused, UsageError
 from backend.estate.io import NAME_RULE, estate_exists, load_estate, save_estate, valid_pod_name
-from backend.estate.ports import default_port, host_port_bound
+from backend.estate import ports
+from backend.estate.ports import default_port
 from backend.estate.validate import FitFunction, check_estate
 from backend.models.catalog import CatalogEntry
 from backend.models.estate import Estate, Pod, Problem
@@ -91,7 +92,7 @@ def create_pod(
     port: int | None = None,
     force: bool = False,
     fit: FitFunction | None | str = "default",
-    is_bound: Callable[[int], bool] | None = host_port_bound,
+    is_bound: Callable[[int], bool] | None | str = "host",
 ) -> CreateResult:
     """Plan a pod: validate it with the whole estate and append it, or raise and write nothing.
 
@@ -99,6 +100,8 @@ def create_pod(
     slug, any validation error).
     """
     path = Path(path)
+    if is_bound == "host":
+        is_bound = ports.host_port_bound  # looked up now, so a test can replace the host check
     if not gpu_indices:
         raise UsageError("--gpus must list at least one index, e.g. --gpus 1,2")
     if port is not None and not 1 <= port <= 65535:
