@@ -27,16 +27,21 @@ def _quiet(_: str) -> None:
     return None
 
 
+def _limit(fleet: Fleet, default: float) -> float:
+    """A command's time limit: the default, or less when the caller's SshOptions ask for less."""
+    return min(default, fleet.options.command_timeout) if fleet.options else default
+
+
 async def preflight(plan: LaunchPlan, fleet: Fleet) -> None:
     """Every node reachable, Docker answering and the image present; raises the first NodeFailure."""
     image = plan.image
 
     async def check(rp: RankPlan) -> None:
         shell = await fleet.shell(rp.node)
-        version = await shell.run("docker version --format '{{.Server.Version}}'", timeout=30)
+        version = await shell.run("docker version --format '{{.Server.Version}}'", timeout=_limit(fleet, 30))
         if not version.ok:
             raise NodeFailure(rp.node.name, "docker", f"docker does not answer: {version.last_line()}")
-        found = await shell.run(f"docker image inspect --format '{{{{.Id}}}}' {shlex.quote(image)}", timeout=30)
+        found = await shell.run(f"docker image inspect --format '{{{{.Id}}}}' {shlex.quote(image)}", timeout=_limit(fleet, 30))
         if not found.ok:
             ship = f"docker save {image} | ssh {rp.node.ssh} docker load"
             raise NodeFailure(rp.node.name, "image", f"image `{image}` is not on the node", hint=f"ship it: {ship}")
@@ -59,7 +64,7 @@ async def remove_containers(plan_or_ranks, fleet: Fleet, say: Say = _quiet) -> d
             shell = await fleet.shell(rp.node)
             env_rm = f" ; rm -f {shlex.quote(rp.env_file)}" if rp.env_file else ""
             result = await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1{env_rm}; "
-                                     f"! docker container inspect {shlex.quote(rp.container)} >/dev/null 2>&1", timeout=60)
+                                     f"! docker container inspect {shlex.quote(rp.container)} >/dev/null 2>&1", timeout=_limit(fleet, 60))
             if not result.ok:
                 problems[rp.node.name] = result.last_line()
             else:
@@ -73,10 +78,10 @@ async def remove_containers(plan_or_ranks, fleet: Fleet, say: Say = _quiet) -> d
 
 async def start_rank(plan: LaunchPlan, rp: RankPlan, fleet: Fleet) -> None:
     shell = await fleet.shell(rp.node)
-    await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1 || true", timeout=60)
+    await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1 || true", timeout=_limit(fleet, 60))
     if rp.env_file:
         await shell.upload(plan.env_file_text(), rp.env_file, mode=0o600)
-    result = await shell.run(shlex.join(rp.run_argv), timeout=120)
+    result = await shell.run(shlex.join(rp.run_argv), timeout=_limit(fleet, 120))
     if not result.ok:
         raise NodeFailure(rp.node.name, "docker", f"docker run failed: {result.last_line()}")
 

@@ -1,0 +1,44 @@
+"""Fixtures for the cluster tests: two test hosts with sshd + dockerd, the stub image shipped to each
+the way a user would (`docker save | ssh host docker load`), and a registry/recipes per test."""
+
+from __future__ import annotations
+
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+
+from backend.ssh import fingerprint
+from tests.nodes.cluster_helpers import PORT, C3Runner, ssh, write_recipes
+
+
+@pytest.fixture(scope="session")
+def shipped_hosts(docker_hosts, stub_image):
+    """The two docker hosts with the stub image loaded over SSH; its image id (pinned by id in recipes)."""
+    seconds = docker_hosts.ensure_image(stub_image)
+    image_id = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", stub_image],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    for host in docker_hosts.hosts:
+        assert ssh(docker_hosts, host, f"docker image inspect {image_id} >/dev/null").returncode == 0
+    return SimpleNamespace(rig=docker_hosts, image_id=image_id, ship_seconds=seconds)
+
+
+@pytest.fixture
+def cluster(shipped_hosts, monkeypatch, tmp_path):
+    """Nodes h1, h2 registered and trusted in this test's C3_HOME, the test recipes written; every
+    c3-* container removed from both hosts afterwards."""
+    import os
+    from pathlib import Path
+
+    rig = shipped_hosts.rig
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    c3 = C3Runner()
+    for host in rig.hosts:
+        c3.ok("node", "add", host.name, "--host", f"http://{host.address}:{PORT}", "--ssh", host.ssh_target,
+              "--ssh-key", str(rig.client_key))
+        pub = (host.folder / "ssh_host_ed25519_key.pub").read_text().split()[1]
+        c3.ok("node", "trust", host.name, "--fingerprint", fingerprint(pub))
+    write_recipes(Path(os.environ["C3_HOME"]), shipped_hosts.image_id)
+    yield SimpleNamespace(rig=rig, c3=c3, image_id=shipped_hosts.image_id, h1=rig.hosts[0], h2=rig.hosts[1])
+    for host in rig.hosts:
+        ssh(rig, host, "docker ps -aq --filter name=c3- | xargs -r docker rm -f >/dev/null 2>&1; true")
