@@ -46,9 +46,9 @@ class RigGpu(BaseModel):
     """Utilisation to report (default: 0 idle, 90 when a process runs)."""
     temp_c: int | None = None
     """Temperature to report (default: 34 idle, 61 busy)."""
-    power_w: float | None = None
+    power_w: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Power draw to report (default derived from the limit)."""
-    power_limit_w: float | None = None
+    power_limit_w: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Enforced power limit (default 350 W)."""
 
     @field_validator("sm", mode="before")
