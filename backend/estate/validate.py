@@ -116,7 +116,7 @@ def _check_cross(estate: Estate, gpus: list[Gpu] | None, out: list[Problem]) -> 
     by_gpu: dict[int, list[str]] = {}
     by_port: dict[int, list[str]] = {}
     for pod in estate.pods:
-        for index in pod.gpus:
+        for index in dict.fromkeys(pod.gpus):  # a GPU listed twice in one pod is its own problem
             by_gpu.setdefault(index, []).append(pod.name)
         by_port.setdefault(pod.port, []).append(pod.name)
     for index in sorted(by_gpu):
@@ -200,7 +200,7 @@ def _check_pod(
 
     required = sm_tuple(entry.required_sm)
     fallback = sm_tuple(entry.fallback_sm)
-    floor = fallback or required
+    floor = min(x for x in (required, fallback) if x is not None) if (required or fallback) else None
     if floor is not None:
         for gpu in chosen:
             have = sm_tuple(gpu.sm)

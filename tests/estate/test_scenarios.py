@@ -262,3 +262,9 @@ def test_explicit_port_bound_on_the_host_is_a_warning(estate_path):
     result = create_pod(estate_path, "a", [0], "vllm/qwen3-8b", gpus=probe(RTX3090).gpus(), catalog=CAT, port=9000, fit=fake_fit, is_bound={9000}.__contains__)
     assert result.pod.port == 9000
     assert any(w.code == "port" and "port 9000 is in use on this host" in w.message for w in result.warnings)
+
+
+def test_a_gpu_listed_twice_in_one_pod_is_not_a_collision_with_itself():
+    estate = Estate(pods=[Pod(name="a", slug="vllm/qwen3-32b-awq-tp2", gpus=(1, 1), port=1)])
+    msgs = [p.message for p in validate_estate(estate, probe(RTX3090, RTX3090).gpus(), CAT, fit=fake_fit) if p.blocking]
+    assert msgs == ["E1: pod `a` lists a GPU twice: [1, 1]"]
