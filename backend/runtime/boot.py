@@ -18,7 +18,7 @@ from backend.models import CatalogEntry, Gpu, Pod
 from backend.runtime import engines, gates
 from backend.runtime.bootlog import BootLog
 from backend.runtime.context import RuntimeContext
-from backend.runtime.models import GateResult, LaunchSpec, Placement, Workload
+from backend.runtime.models import GateResult, LaunchSpec, Placement
 from backend.runtime.readiness import wait_ready
 from backend.runtime.status import placement_of
 

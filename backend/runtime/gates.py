@@ -80,7 +80,7 @@ def port_gate(*, port: int, workloads: Iterable[Workload], in_use: Callable[[int
     if holder is not None:
         return GateResult(gate="port", ok=False, message=f"port {port} is held by running pod {holder}", hint=f"`c3 pod down {holder}`, or give this pod another port")
     if in_use(port):
-        return GateResult(gate="port", ok=False, message=f"port {port} is already in use on this host", hint="stop what listens there (`ss -ltnp sport = :%d`), or give the pod another port" % port)
+        return GateResult(gate="port", ok=False, message=f"port {port} is already in use on this host", hint=f"stop what listens there (`ss -ltnp sport = :{port}`), or give the pod another port")
     return GateResult(gate="port", ok=True)
 
 
