@@ -142,10 +142,19 @@ def register(pod_group: click.Group) -> None:
         pods = load_pods(path)
         ctx = open_context()
         rows = pod_rows(ctx, pods, health_path_of=lambda p: _health_path(ctx, p))
+        planned = {p.name for p in pods}
+        others = [
+            {"name": w.pod, "slug": w.slug, "port": w.host_port, "running": w.running, "estate": w.estate or None}
+            for w in ctx.runtime.workloads().values()
+            if w.pod not in planned
+        ]
         if as_json:
-            emit_json({"file": str(path), "pods": rows})
+            emit_json({"file": str(path), "pods": rows, "unplanned": others})
             return
         print_status(path, rows)
+        for w in others:
+            where = f" from {w['estate']}" if w["estate"] else ""
+            click.echo(f"also on this host (not in this file): {w['name']} {w['slug']} port {w['port']} {'running' if w['running'] else 'stopped'}{where}")
 
     @pod_group.command("logs")
     @click.argument("name")

@@ -162,6 +162,8 @@ def test_serve_picks_the_free_gpus_or_asks_for_them(sim):
     served = c3("serve", "custom/stub", "--gpus", "2", "--port", str(port))
     assert served.returncode == 0, served.stdout + served.stderr
     assert f"serving on http://127.0.0.1:{port}" in served.stdout and "placement ok" in served.stdout
+    status = c3_json("pod", "status")
+    assert status["pods"] == [] and [(u["name"], u["port"], u["running"]) for u in status["unplanned"]] == [("serve-stub", port, True)]
     # Three GPUs left free but the slug needs four: refused, naming what is free.
     short = c3("serve", "custom/stub-tp4")
     assert short.returncode == 1 and "only 3 are free (0, 1, 3)" in one_error_line(short.stderr)
