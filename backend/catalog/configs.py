@@ -174,9 +174,10 @@ def spec_from_config(raw: dict[str, Any], *, repo: str = "", source: str = "") -
         has_vision=bool(cfg.get("_has_vision")),
         source=source,
     )
-    from backend.catalog.params import count_params
+    from backend.catalog.params import count_params, count_vision_params
 
-    return spec.model_copy(update={"param_count": count_params(spec, cfg)})
+    vision = raw.get("vision_config") if isinstance(raw.get("vision_config"), dict) else None
+    return spec.model_copy(update={"param_count": count_params(spec, cfg), "vision_param_count": count_vision_params(vision, spec, raw) if vision else None})
 
 
 def load_config_file(path: str | Path, *, repo: str = "") -> ModelSpec:

@@ -142,6 +142,8 @@ class ModelSpec(BaseModel):
     """Checkpoint ships a vision tower (loaded unless disabled)."""
     param_count: int | None = None
     """Parameters of the language model computed from the config's shapes (no vision tower)."""
+    vision_param_count: int | None = None
+    """Vision tower + projector parameters estimated from `vision_config` (loaded unless disabled)."""
 
 
 class CatalogEntry(BaseModel):

@@ -77,3 +77,20 @@ def test_bad_config_files_are_usage_errors(tmp_path):
         load_config_file(tmp_path / "missing.json")
     with pytest.raises(UsageError):
         spec_from_config({"num_hidden_layers": "x", "hidden_size": 1, "num_attention_heads": 1, "vocab_size": 1})
+
+
+@pytest.mark.parametrize(
+    "repo, checkpoint_bytes",
+    [
+        ("google/gemma-3-27b-it", 54_864_813_280),
+        ("google/gemma-3-12b-it", 24_374_650_080),
+        ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", 48_022_722_560),
+        ("meta-llama/Llama-3.1-8B-Instruct", 16_060_522_496),
+        ("openai/gpt-oss-20b", 13_761_264_768),
+    ],
+)
+def test_weights_estimated_from_config_alone_match_the_checkpoints(repo, checkpoint_bytes):
+    """`c3 fit --config` without --weights-gib: text model + vision tower (+ MXFP4 experts) from shapes."""
+    from backend.catalog.params import estimated_weight_bytes
+
+    assert abs(estimated_weight_bytes(shipped_spec(repo)) - checkpoint_bytes) / checkpoint_bytes < 0.001
