@@ -175,3 +175,17 @@ def test_nvml_missing_gives_placement_unknown_and_nothing_crashes(rig, monkeypat
     assert row["running"] and row["serving"] and row["placement"]["verdict"] == "unknown"
     assert "NVML" in row["placement"]["reason"] or "GPU" in row["placement"]["reason"]
     assert c3("pod", "down", "blind").returncode == 0
+
+
+@pytest.mark.parametrize("mode,driver", [("nvidia", "nvidia"), ("cdi", "cdi")])
+def test_device_modes_reach_the_daemon_as_device_requests(rig, monkeypatch, mode, driver):
+    """This daemon has no NVIDIA runtime and no CDI: it must refuse the device request (proof that c3
+    pins by device, not by an environment mask), and c3 must say so in one line and leave nothing behind."""
+    monkeypatch.setenv("C3_GPU_MODE", mode)
+    create(rig, f"dev-{mode}", "0")
+    up = c3("pod", "up", f"dev-{mode}")
+    assert up.returncode == 1, up.stdout + up.stderr
+    line = one_error_line(up.stderr)
+    assert f"Docker refused to start pod dev-{mode}" in line and driver in line
+    assert "--gpu-mode" in up.stderr
+    assert not rig["docker"].containers.list(all=True, filters={"name": f"^/c3-dev-{mode}$"})
