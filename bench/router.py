@@ -261,7 +261,9 @@ http {{
     hash $http_x_session_id consistent;
 {servers}
     keepalive 512;
+    keepalive_requests 1000000;
   }}
+  keepalive_requests 1000000;
   server {{
     listen 127.0.0.1:{port} backlog=4096;
     location / {{

@@ -171,7 +171,8 @@ class Router:
             self._state_changed(b, before)
 
     def _state_changed(self, b: Backend, before: str) -> None:
-        log.warning("backend %s %s -> %s%s", b.name, before, b.health.state, f" ({b.health.last_error})" if b.health.last_error else "")
+        level = logging.INFO if b.health.routable else logging.WARNING
+        log.log(level, "backend %s %s -> %s%s", b.name, before, b.health.state, f" ({b.health.last_error})" if b.health.last_error else "")
         if not b.health.routable:
             b.close_idle()
 

@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 
 import httpx
@@ -111,10 +112,19 @@ def test_503_is_retried_on_another_backend(stubs, scripted, pool_process):
 
 def test_sse_is_relayed_byte_for_byte(scripted, pool_process):
     chunks = [b'data: {"n": %d, "text": "caf\xc3\xa9 \\u00e9"}\n\n' % i for i in range(5)] + [b"data: [DONE]\n\n"]
-    backend = scripted("sse", stream_chunks=chunks, chunk_delay=0.02)
+    backend = scripted("sse", stream_chunks=chunks, chunk_delay=0.05)
     pool = pool_process({"sse": backend.url})
     request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
-    raw = raw_request(pool.port, request)
+    import socket
+
+    arrivals = []
+    raw = b""
+    with socket.create_connection(("127.0.0.1", pool.port), timeout=10) as sock:
+        sock.sendall(request)
+        while piece := sock.recv(65536):
+            arrivals.append(time.monotonic())
+            raw += piece
+    assert arrivals[-1] - arrivals[0] > 0.06  # chunks came as they were produced, not all at the end
     head, _, body = raw.partition(b"\r\n\r\n")
     expected = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
     assert body == expected
@@ -260,3 +270,17 @@ def test_expect_100_continue_is_answered_by_the_router(stubs, pool_process):
             raw += piece
     assert raw.startswith(b"HTTP/1.1 200") and b"chat.completion" in raw
     assert not any("expect" in q["headers"] for q in stub_records(backend.url)["requests"])
+
+
+def test_probe_falls_back_to_models_and_503_means_loading_with_hysteresis(scripted, pool_process):
+    backend = scripted("x", health=404)
+    pool = pool_process({"x": backend.url}, probe_interval=0.1)
+    wait_until(lambda: pool.backend("x")["state"] == "up", what="x up through /v1/models")
+    backend.health, backend.status = 503, 503  # /health is 404 → /v1/models answers 503: loading
+    state = wait_until(lambda: (b := pool.backend("x"))["state"] == "loading" and b, timeout=10, what="x loading")
+    assert state["healthy"] is False and state["consecutive_failures"] >= 3
+    r = httpx.get(pool.url + "/v1/models", timeout=5)
+    assert r.status_code == 503 and r.json()["error"]["type"] == "c3_no_backend"
+    backend.status = 200
+    wait_until(lambda: pool.backend("x")["state"] == "up", timeout=10, what="x up again after 2 good probes")
+    assert httpx.get(pool.url + "/v1/models", timeout=5).headers["x-c3-backend"] == "x"
