@@ -174,13 +174,14 @@ class DockerRuntime:
         kwargs = create_kwargs(spec, self.gpu_mode(spec.gpu_mode), secret_env, hf, gpu_registry())
         try:
             container = self._call(self.client.containers.create, **kwargs)
+        except APIError as error:
+            # Nothing of ours to clean up: a name conflict means another `up` of this pod won the race.
+            raise _refusal(spec.pod, error) from None
+        try:
             self._call(container.start)
         except APIError as error:
-            explanation = getattr(error, "explanation", None) or str(error)
-            created = self._container(spec.pod)
-            if created is not None:
-                self._call(created.remove, force=True)
-            raise Refused(f"Docker refused to start pod {spec.pod}: {str(explanation)[:300]}", hint=_api_hint(str(explanation))) from None
+            self._call(container.remove, force=True)
+            raise _refusal(spec.pod, error) from None
         container.reload()
         return _workload(container)
 
@@ -278,10 +279,17 @@ def _workload(container: Any) -> Workload:
     )
 
 
+def _refusal(pod: str, error: Exception) -> Refused:
+    explanation = str(getattr(error, "explanation", None) or error)
+    return Refused(f"Docker refused to start pod {pod}: {explanation[:300]}", hint=_api_hint(explanation))
+
+
 def _api_hint(explanation: str) -> str | None:
     text = explanation.lower()
     if "port is already allocated" in text or "address already in use" in text:
         return "another process holds that host port; pick another with `c3 pod create … --port`"
+    if "conflict" in text and "already in use" in text:
+        return "another `c3 pod up` of this pod is starting it right now"
     if "could not select device driver" in text or "cdi" in text:
         return "the daemon cannot hand out GPUs this way; try --gpu-mode (nvidia|cdi) or install nvidia-container-toolkit"
     return None

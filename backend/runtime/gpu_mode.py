@@ -90,7 +90,10 @@ def detect_mode(
     `info` is the daemon's `docker info` dict. With real GPUs and neither an NVIDIA runtime/hook nor
     a CDI spec, there is no way to pin GPUs: refuse (exit 3) instead of starting an engine on none.
     """
-    names = frozenset(cdi_names if cdi_names is not None else cdi_gpu_names())
+    daemon_cdi_dirs = [Path(d) for d in ((info or {}).get("CDISpecDirs") or [])]
+    if cdi_names is None:
+        cdi_names = cdi_gpu_names(daemon_cdi_dirs or CDI_SPEC_DIRS)
+    names = frozenset(cdi_names)
     if forced:
         return ModeDecision(parse_mode(forced, source="--gpu-mode / C3_GPU_MODE"), "forced", names)
     if simulated:
@@ -98,13 +101,19 @@ def detect_mode(
     runtimes = (info or {}).get("Runtimes") or {}
     if "nvidia" in runtimes:
         return ModeDecision("nvidia", "daemon has the nvidia runtime", names)
-    if names:
+    if names and (info is None or daemon_cdi_dirs):
         return ModeDecision("cdi", "CDI specs declare nvidia.com/gpu devices", names)
     if hook_on_path is None:
         hook_on_path = shutil.which("nvidia-container-runtime-hook") is not None
     if hook_on_path:
         # Docker's built-in `--gpus` driver needs only the hook, not a registered runtime.
         return ModeDecision("nvidia", "nvidia-container-runtime-hook is installed", names)
+    if names:
+        # Docker reads CDI specs only from version 25 on, and only with the feature on (default from 28).
+        raise EnvironmentProblem(
+            "CDI specs for nvidia.com/gpu exist but this Docker daemon does not use CDI",
+            hint='set {"features": {"cdi": true}} in /etc/docker/daemon.json (Docker ≥ 25) and restart dockerd, or force a mode with --gpu-mode',
+        )
     raise EnvironmentProblem(
         "Docker cannot pin GPUs: no nvidia runtime, no nvidia-container-runtime-hook, no CDI spec for nvidia.com/gpu",
         hint="install nvidia-container-toolkit (`nvidia-ctk runtime configure` or `nvidia-ctk cdi generate`), or force a mode with --gpu-mode",

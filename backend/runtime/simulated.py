@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+from backend.atomic import locked
 from backend.errors import Refused
 from backend.paths import state_home
 from backend.runtime import cgroup
@@ -96,7 +97,8 @@ class SimRuntime:
         return ModeDecision("env", "simulated runtime")
 
     def launch(self, spec: LaunchSpec, secret_env: Mapping[str, str]) -> Workload:
-        with self._lock:
+        # Two `c3 pod up` of one pod from two terminals: the file lock lets only one start it.
+        with self._lock, locked(self._record_path(spec.pod)):
             current = self.workload(spec.pod)
             if current.running:
                 raise Refused(f"pod {spec.pod} is already running (pid {current.pids[0]})", hint=f"`c3 pod down {spec.pod}` first")

@@ -12,12 +12,13 @@ import os
 import re
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from scripts.rig.fake_nvml import FakeGpu
-from tests.runtime.helpers import c3, c3_json, free_port, one_error_line, stub_entry, write_catalog
+from tests.runtime.helpers import ROOT, c3, c3_json, free_port, one_error_line, stub_entry, write_catalog
 
 SECRET = "hf_c3_test_token_not_real"
 
@@ -189,3 +190,24 @@ def test_device_modes_reach_the_daemon_as_device_requests(rig, monkeypatch, mode
     assert f"Docker refused to start pod dev-{mode}" in line and driver in line
     assert "--gpu-mode" in up.stderr
     assert not rig["docker"].containers.list(all=True, filters={"name": f"^/c3-dev-{mode}$"})
+
+
+def test_two_concurrent_ups_of_one_pod_leave_one_serving_container(rig):
+    create(rig, "race", "0")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-m", "c3", "pod", "up", "race"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        results.append((proc.returncode, out, err))
+    assert 0 in [code for code, _, _ in results], results
+    for code, _, err in results:
+        assert code in (0, 1) and "Traceback" not in err
+    assert len(rig["docker"].containers.list(filters={"name": "^/c3-race$"})) == 1
+    (row,) = c3_json("pod", "status")["pods"]
+    assert row["serving"] and row["placement"]["verdict"] == "ok"

@@ -26,8 +26,15 @@ def test_cdi_is_detected_from_spec_files(tmp_path: Path):
     (tmp_path / "broken.yaml").write_text(": : :\n\t-")
     names = cdi_gpu_names([tmp_path, tmp_path / "missing"])
     assert names == {"0", U0, "all"}
-    d = detect_mode({"Runtimes": {"runc": {}}}, simulated=False, cdi_names=names, hook_on_path=False)
+    d = detect_mode({"Runtimes": {"runc": {}}, "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"]}, simulated=False, cdi_names=names, hook_on_path=False)
     assert d.mode == "cdi"
+    # The daemon reports where it reads specs; those folders are the ones scanned.
+    d = detect_mode({"Runtimes": {"runc": {}}, "CDISpecDirs": [str(tmp_path)]}, simulated=False, hook_on_path=False)
+    assert d.mode == "cdi" and U0 in d.cdi_names
+    # Specs on disk but a daemon without CDI (Docker < 25, or the feature off): say how to enable it.
+    with pytest.raises(EnvironmentProblem, match="does not use CDI") as error:
+        detect_mode({"Runtimes": {"runc": {}}}, simulated=False, cdi_names=names, hook_on_path=False)
+    assert "daemon.json" in error.value.hint
 
 
 def test_forced_and_simulated_win_and_bad_values_are_usage_errors(monkeypatch):
