@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend.ssh import fingerprint
 from tests.nodes.cluster_helpers import PORT, C3Runner, ssh, write_recipes
 
 
@@ -33,11 +32,14 @@ def cluster(shipped_hosts, monkeypatch, tmp_path):
     rig = shipped_hosts.rig
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     c3 = C3Runner()
+    # Registered through the backend (the CLI path of `node add`/`node trust` has its own test).
+    from backend.nodes.registry import add_node
+    from backend.ssh import managed_known_hosts
+
     for host in rig.hosts:
-        c3.ok("node", "add", host.name, "--host", f"http://{host.address}:{PORT}", "--ssh", host.ssh_target,
-              "--ssh-key", str(rig.client_key))
-        pub = (host.folder / "ssh_host_ed25519_key.pub").read_text().split()[1]
-        c3.ok("node", "trust", host.name, "--fingerprint", fingerprint(pub))
+        add_node(host.name, f"http://{host.address}:{PORT}", host.ssh_target, str(rig.client_key))
+    managed_known_hosts().parent.mkdir(parents=True, exist_ok=True)
+    managed_known_hosts().write_text(rig.known_hosts.read_text())
     write_recipes(Path(os.environ["C3_HOME"]), shipped_hosts.image_id)
     yield SimpleNamespace(rig=rig, c3=c3, image_id=shipped_hosts.image_id, h1=rig.hosts[0], h2=rig.hosts[1])
     for host in rig.hosts:

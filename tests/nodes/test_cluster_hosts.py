@@ -4,6 +4,7 @@ stub engine as the recipe's engine with host networking."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 from pathlib import Path
@@ -56,7 +57,7 @@ def test_launch_on_two_nodes_then_status_logs_env_restart_stop(cluster, monkeypa
 
     logs = c3.ok("profile", "logs", "--tail", "50")
     assert "Application startup complete" in logs
-    assert "stub-pair-rank1" in c3.ok("profile", "logs", "--node", "h2", "--tail", "50") or True
+    assert "Application startup complete" in c3.ok("profile", "logs", "--node", "h2", "--tail", "50")
 
     env = c3.ok("profile", "env")
     shell = subprocess.run(["bash", "-c", f'eval "$(cat)"; echo "$OPENAI_BASE_URL $OPENAI_MODEL"'], input=env,
@@ -88,7 +89,8 @@ def test_dry_run_prints_every_command_and_no_secret(cluster, monkeypatch):
     assert "VLLM_API_KEY=<redacted>" in out and "HF_TOKEN=<redacted>" in out and "--env-file" in out
     assert SECRET not in out and HF_SECRET not in out
     assert (_accepted(cluster.h1), _accepted(cluster.h2)) == seen  # no node was contacted
-    assert not (Path(cluster.c3.ok("node", "ls", "--json") and __import__("os").environ["C3_HOME"]) / "profiles" / "stub-pair.yaml").exists()
+    assert not (Path(os.environ["C3_HOME"]) / "profiles" / "stub-pair.yaml").exists()
+    assert containers(cluster.rig, cluster.h1) == {} and containers(cluster.rig, cluster.h2) == {}
     cluster.c3.assert_no_secret()
 
 
@@ -167,7 +169,7 @@ async def test_node_lost_mid_launch_rolls_back_started_nodes(cluster, monkeypatc
 
     recipe = get_recipe("stub-pair")
     plan = render(recipe, resolve_nodes("h1,h2"), secrets=collect_secrets(recipe))
-    fleet = Fleet([rp.node for rp in plan.ranks], SshOptions(command_timeout=6), opener=opener)
+    fleet = Fleet([rp.node for rp in plan.ranks], SshOptions(command_timeout=4), opener=opener)
     try:
         with pytest.raises(C3Error) as failure:
             await launch(plan, fleet=fleet, wait_timeout_s=30)

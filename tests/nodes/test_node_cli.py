@@ -1,0 +1,46 @@
+"""`c3 node add|ls|rm|trust` as a user runs them, against real sshd on the test hosts."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+from backend.ssh import fingerprint
+from tests.nodes.cluster_helpers import C3Runner
+
+
+def test_add_ls_trust_rm(ssh_hosts, monkeypatch, tmp_path):
+    import os
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    c3 = C3Runner()
+    h1 = ssh_hosts.hosts[0]
+    out = c3.ok("node", "add", "h1", "--host", f"http://{h1.address}:8000", "--ssh", h1.ssh_target, "--ssh-key", str(ssh_hosts.client_key))
+    assert "c3 node trust h1" in out
+    c3.ok("node", "add", "here", "--host", "http://127.0.0.1:8000", "--ssh", "root@localhost")
+    listed = json.loads(c3.ok("node", "ls", "--json"))["nodes"]
+    assert [(n["name"], n["host"], n["ssh"], n["local"]) for n in listed] == [
+        ("h1", f"http://{h1.address}:8000", h1.ssh_target, False), ("here", "http://127.0.0.1:8000", "root@localhost", True)]
+    registry = Path(os.environ["C3_HOME"]) / "nodes.json"
+    assert stat.S_IMODE(registry.stat().st_mode) == 0o600
+
+    # Not a TTY and no --fingerprint/--yes: refuse; a wrong fingerprint: refuse; the right one: trust.
+    refused = c3("node", "trust", "h1")
+    assert refused.returncode == 1 and "without confirmation" in refused.stderr
+    wrong = c3("node", "trust", "h1", "--fingerprint", "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+    assert wrong.returncode == 1 and "nothing was trusted" in wrong.stderr
+    pub = (h1.folder / "ssh_host_ed25519_key.pub").read_text().split()[1]
+    out = c3.ok("node", "trust", "h1", "--fingerprint", fingerprint(pub))
+    assert fingerprint(pub) in out and "trusted" in out
+    assert "already trusted" in c3.ok("node", "trust", "h1")
+    assert "this machine" in c3.ok("node", "trust", "here")
+
+    duplicate = c3("node", "add", "h1", "--host", "http://10.213.0.9:8000", "--ssh", "root@10.213.0.9")
+    assert duplicate.returncode == 1 and duplicate.stderr.startswith("c3: error: node `h1` is already registered")
+    bad = c3("node", "add", "x", "--host", "ftp://nope", "--ssh", "root@h")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    c3.ok("node", "rm", "here")
+    assert [n["name"] for n in json.loads(c3.ok("node", "ls", "--json"))["nodes"]] == ["h1"]
+    missing = c3("recipes", "launch", "nope", "--nodes", "h1")
+    assert missing.returncode == 1 and "no recipe `nope`" in missing.stderr

@@ -1,0 +1,83 @@
+"""The watchdog's decision logic (fake probe, fake relaunch) and the systemd units it ships with."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pytest
+
+from backend.cluster import watchdog
+from backend.cluster.units import render_units, verify_units, write_units
+from backend.profiles import Profile, mark_stopped, save_profile, set_active
+
+
+@pytest.fixture
+def profile(tmp_path):
+    p = Profile(name="p", recipe="gone", recipe_digest="d", nodes=["a"], base_url="http://127.0.0.1:1/v1", model="m",
+                launched_at=datetime.fromtimestamp(1000, timezone.utc).isoformat())
+    save_profile(p)
+    set_active("p")
+    return p
+
+
+def _round(answer: bool, now: float, relaunched: list, **kw):
+    return watchdog.check(probe_fn=lambda url, path, t: (answer, "probe"), relaunch=lambda p: relaunched.append(now),
+                          now=now, **kw)
+
+
+def test_consecutive_failures_grace_and_cooldown(profile):
+    relaunched: list[float] = []
+    kw = dict(failures=3, grace_s=100, cooldown_s=500)
+    assert _round(False, 1050, relaunched, **kw).action == "grace"       # 50 s after launch
+    assert _round(False, 1200, relaunched, **kw).action == "failing"
+    assert _round(True, 1210, relaunched, **kw).action == "ok"            # a success resets the count
+    assert [_round(False, 1220 + i, relaunched, **kw).action for i in range(3)] == ["failing", "failing", "relaunched"]
+    assert relaunched == [1222]
+    # Right after a relaunch: inside the grace period again, then the cooldown holds back another relaunch.
+    assert _round(False, 1250, relaunched, **kw).action == "grace"
+    assert [_round(False, 1400 + i, relaunched, **kw).action for i in range(3)] == ["failing", "failing", "cooldown"]
+    assert _round(False, 1800, relaunched, **kw).action == "relaunched"
+    assert relaunched == [1222, 1800]
+
+
+def test_deliberate_stop_is_left_alone(profile):
+    relaunched: list[float] = []
+    mark_stopped("p", "test")
+    for i in range(5):
+        assert _round(False, 5000 + i, relaunched, failures=1, grace_s=0, cooldown_s=0).action == "stopped"
+    assert relaunched == []
+
+
+def test_no_active_profile():
+    assert watchdog.check(probe_fn=lambda *a: (False, "x")).action == "no-profile"
+
+
+def test_units_render_verify_and_install_service_cli(tmp_path, require_service):
+    units = {u.name: u.text for u in render_units(c3="/usr/local/bin/c3", native_unit="vllm.service")}
+    cluster = units["c3-cluster.service"]
+    assert "Conflicts=vllm.service" in cluster and "ExecStart=/usr/local/bin/c3 profile restart --no-wait" in cluster
+    assert "ExecStop=/usr/local/bin/c3 profile stop" in cluster
+    assert "profile watchdog-check --failures 3 --cooldown 600" in units["c3-cluster-watchdog.service"]
+    assert "OnUnitActiveSec=30s" in units["c3-cluster-watchdog.timer"]
+    assert "KEY" not in cluster.upper().replace("C3_HOME", "")  # no key in a unit: EnvironmentFile only
+
+    require_service("systemd-analyze", shutil.which("systemd-analyze") is not None, "apt-get install systemd")
+    written = write_units(render_units(c3=sys.executable), tmp_path / "units")
+    verdict = verify_units(written)
+    assert verdict is not None and verdict[0], verdict
+
+    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", *a],  # noqa: E731
+                                          capture_output=True, text=True, **kw)
+    dry = run("--dry-run", "--unit-dir", str(tmp_path / "dry"))
+    assert dry.returncode == 0 and "[Service]" in dry.stdout and "nothing written" in dry.stdout
+    assert not (tmp_path / "dry").exists()
+    unconfirmed = run("--unit-dir", str(tmp_path / "u2"), stdin=subprocess.DEVNULL)
+    assert unconfirmed.returncode == 1 and not (tmp_path / "u2").exists()
+    done = run("--yes", "--unit-dir", str(tmp_path / "u3"))
+    assert done.returncode == 0, done.stderr
+    assert "systemd-analyze verify: ok" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "u3").iterdir()) == [
+        "c3-cluster-watchdog.service", "c3-cluster-watchdog.timer", "c3-cluster.service"]
