@@ -61,9 +61,13 @@ def status_argv(ray: str, *, head: str, port: int) -> list[str]:
     return [ray, "status", f"--address={head}:{port}"]
 
 
-def stop_argv(ray: str) -> list[str]:
-    """`ray stop` (gracefully, then forcefully after Ray's own grace period)."""
-    return [ray, "stop"]
+def stop_argv(ray: str, grace_s: int = 10) -> list[str]:
+    """`ray stop`: SIGTERM, then SIGKILL after `grace_s`.
+
+    By the time c3 runs it the server is gone, so nothing is left to drain; Ray 2.60's own default
+    (16 s, plus up to 30 s of node draining in `ray start --block`) only makes Ctrl+C feel hung.
+    """
+    return [ray, "stop", f"--grace-period={grace_s}"]
 
 
 def parse_status(text: str) -> tuple[int, float | None]:

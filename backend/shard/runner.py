@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import signal
 import time
 import urllib.request
@@ -151,7 +152,7 @@ class ShardRunner:
 
     async def _stop_services(self) -> None:
         step = self.plan.stop_services[0]
-        results = await asyncio.gather(*(self.execs[p.node].run(" ".join(step.argv), timeout=120) for p in self.plan.parts))
+        results = await asyncio.gather(*(self.execs[p.node].run(shlex.join(step.argv), timeout=120) for p in self.plan.parts))
         for part, result in zip(self.plan.parts, results, strict=True):
             if result.rc != 0:
                 raise Refused(f"{step.label} failed on {part.node}: {(result.err or result.out).strip().splitlines()[-1:] or result.rc}")
@@ -201,12 +202,20 @@ class ShardRunner:
         started = time.monotonic()
         grace = self.timing.kill_grace_s
         server = [r for r in self.running if "serve" in r.step.label and r.part.role == "head"]
-        await asyncio.gather(*(self._kill(r, grace) for r in server if r.proc.returncode is None), return_exceptions=True)
+        if any(r.proc.returncode is None for r in server):
+            await asyncio.gather(*(self._kill(r, grace) for r in server if r.proc.returncode is None), return_exceptions=True)
+            self.echo(f"c3: server stopped ({time.monotonic() - started:.1f}s)")
         if self.plan.backend == "ray":
-            stop = " ".join(ray_cmds.stop_argv(self.ray)) + " >/dev/null 2>&1; true"
+            stop = shlex.join(ray_cmds.stop_argv(self.ray)) + " >/dev/null 2>&1; true"
             await asyncio.gather(*(self.execs[p.node].run(stop, timeout=60) for p in self.plan.parts), return_exceptions=True)
+            self.echo(f"c3: `ray stop` done on every node ({time.monotonic() - started:.1f}s)")
         rest = [r for r in reversed(self.running) if r not in server]
-        settle = 5.0 if self.plan.backend == "ray" else 0.0
+        if self.plan.backend == "ray":
+            # `ray stop` already stopped each node's daemons; what is left is the `ray start --block`
+            # wrapper, which answers SIGTERM by "draining" an empty node for up to 30 s.
+            grace, settle = 1.0, 3.0
+        else:
+            settle = 0.0
         await asyncio.gather(*(self._kill(r, grace, settle) for r in rest if r.proc.returncode is None), return_exceptions=True)
         results = await asyncio.gather(
             *(self.execs[p.node].run(tagged_script("stop", grace_s=5, tag=self.plan.tag), timeout=60) for p in self.plan.parts),

@@ -103,12 +103,19 @@ class ShardRig:
         return found
 
     def leftovers(self) -> dict[str, list[tuple[int, str]]]:
-        """Processes in either namespace that are not the rig's own sshd."""
-        sshd = {h.pids.get("sshd") for h in (self.head, self.worker)}
-        return {
-            name: [(pid, cmd) for pid, cmd in procs if pid not in sshd and not cmd.startswith("sshd:") and "sshd" not in cmd.split(" ")[0]]
-            for name, procs in self.netns_pids().items()
-        }
+        """Processes in either namespace that a shard started: Ray's, the stand-ins, anything tagged
+        C3_SHARD. (Other tests share these hosts; what they run there is not ours to judge.)"""
+        mine = (str(RAY_VENV), str(self.folder), "raylet", "gcs_server", "ray::", "/ray/")
+
+        def ours(pid: int, cmd: str) -> bool:
+            if any(m in cmd for m in mine):
+                return True
+            try:
+                return b"C3_SHARD=" in Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                return False
+
+        return {name: [(pid, cmd) for pid, cmd in procs if ours(pid, cmd)] for name, procs in self.netns_pids().items()}
 
     def kill_leftovers(self) -> None:
         """Last resort after a failed test: stop what is still running inside the two namespaces."""

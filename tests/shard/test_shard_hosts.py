@@ -193,6 +193,7 @@ def test_ray_shard_starts_across_both_hosts_shows_in_status_and_ctrl_c_leaves_no
         assert any("raylet" in cmd for _, cmd in running[shard_rig.worker.name])
         assert not any(SECRET in cmd for procs in running.values() for _, cmd in procs)
 
+        t_status = time.monotonic()
         status = shard_rig.c3("shard", "status", "--nodes", "a,b", "--ray", shard_rig.ray, "--json")
         assert status.returncode == 0, status.stderr
         data = json.loads(status.stdout)
@@ -204,14 +205,17 @@ def test_ray_shard_starts_across_both_hosts_shows_in_status_and_ctrl_c_leaves_no
         text = shard_rig.c3("shard", "status", "--nodes", "a,b", "--ray", shard_rig.ray)
         assert "ray: 2 node(s) alive" in text.stdout and f"b: in the Ray cluster at {shard_rig.worker_link}" in text.stdout
 
+        status_s = time.monotonic() - t_status
+        t_stop = time.monotonic()
         proc.send_signal(signal.SIGINT)  # what Ctrl+C does
         rc = proc.wait(timeout=120)
+        stop_s = time.monotonic() - t_stop
         output = log.read_text(errors="replace")
         assert rc == 130, output[-3000:]
         assert "every node's part is stopped" in output
         assert SECRET not in output
         wait_for("no process left in either host", lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30)
-        print(f"ray shard: serving {ready_s:.1f}s after start")
+        print(f"ray shard: serving {ready_s:.1f}s after start; two status calls {status_s:.1f}s; Ctrl+C to all stopped {stop_s:.1f}s")
     finally:
         _stop_c3(proc)
 
@@ -246,6 +250,10 @@ def test_mp_shard_every_rank_gets_its_command_and_shard_stop_cleans_up(shard_rig
         output = log.read_text(errors="replace")
         assert "every node's part is stopped" in output and SECRET not in output
         wait_for("no process left in either host", lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30)
+        after = shard_rig.c3("shard", "status", "--nodes", "a,b", "--ray", shard_rig.ray)
+        assert after.returncode == 0, after.stderr
+        assert "a: not in a Ray cluster; 0 c3 shard process(es)" in after.stdout
+        assert "b: not in a Ray cluster; 0 c3 shard process(es)" in after.stdout
     finally:
         _stop_c3(proc)
 
