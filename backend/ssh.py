@@ -362,6 +362,21 @@ class SshShell(_ShellBase):
         finally:
             proc.close()
 
+    async def spawn(self, command: str | Sequence[str], *, input: str | None = None) -> Any:
+        """A long-running remote process (asyncssh SSHClientProcess, text mode): `input` is written to
+        its stdin (then EOF) so secrets stay off argv; read `.stdout`/`.stderr` line by line, then
+        `await .wait()` or `.wait_closed()` and `.exit_status`."""
+        import asyncssh
+
+        try:
+            proc = await self._conn.create_process(as_shell_command(command), encoding="utf-8", errors="replace")
+        except (OSError, asyncssh.Error) as exc:
+            raise map_ssh_error(self.node, exc, known=True) from None
+        if input:
+            proc.stdin.write(input)
+        proc.stdin.write_eof()
+        return proc
+
     async def close(self) -> None:
         self._conn.close()
         try:

@@ -48,6 +48,33 @@ def ls(as_json: bool) -> None:
         click.echo(f"{n.name:<{width}}  {n.host:<28}  {n.ssh}{'  (local)' if n.local else ''}")
 
 
+@node.command("status")
+@click.argument("names", required=False)
+@json_option
+def status(names: str | None, as_json: bool) -> None:
+    """Probe every node (or NAMES a,b): SSH reachability, endpoint health, GPUs."""
+    from backend.nodes.health import probe_nodes
+    from backend.nodes.registry import load_registry, resolve_nodes
+    from backend.ssh import run_sync
+
+    nodes = resolve_nodes(names) if names else load_registry().nodes
+    rows = run_sync(probe_nodes(nodes)) if nodes else []
+    if as_json:
+        emit_json({"nodes": [{
+            "name": r.name, "host": r.host, "ssh": r.ssh, "local": r.local, "reachable": r.reachable,
+            "ssh_error": r.ssh_error, "endpoint_ok": r.endpoint_ok, "endpoint": r.endpoint_detail,
+            "gpus": [{"index": g.index, "name": g.name, "total_mib": g.total_mib, "used_mib": g.used_mib} for g in r.gpus],
+            "gpu_error": r.gpu_error} for r in rows]})
+        return
+    if not rows:
+        click.echo("no nodes registered")
+        return
+    for r in rows:
+        reach = "local" if r.local else ("ssh ok" if r.reachable else f"ssh: {r.ssh_error}")
+        gpus = ", ".join(f"{g.index}:{g.name}" for g in r.gpus) or (r.gpu_error or "no GPUs")
+        click.echo(f"{r.name}  {reach}  endpoint {'serving' if r.endpoint_ok else 'down'}  GPUs: {gpus}")
+
+
 @node.command("rm")
 @click.argument("name")
 def rm(name: str) -> None:

@@ -44,3 +44,25 @@ def test_add_ls_trust_rm(ssh_hosts, monkeypatch, tmp_path):
     assert [n["name"] for n in json.loads(c3.ok("node", "ls", "--json"))["nodes"]] == ["h1"]
     missing = c3("recipes", "launch", "nope", "--nodes", "h1")
     assert missing.returncode == 1 and "no recipe `nope`" in missing.stderr
+
+
+def test_node_status_reports_each_node(ssh_hosts, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("C3_KNOWN_HOSTS", str(ssh_hosts.known_hosts))
+    c3 = C3Runner()
+    h1, h2 = ssh_hosts.hosts
+    c3.ok("node", "add", "h1", "--host", f"http://{h1.address}:8000", "--ssh", h1.ssh_target, "--ssh-key", str(ssh_hosts.client_key))
+    c3.ok("node", "add", "down", "--host", f"http://{h2.address}:8000", "--ssh", f"root@{h2.address}:2222",
+          "--ssh-key", str(ssh_hosts.client_key))
+    rows = {r["name"]: r for r in json.loads(c3.ok("node", "status", "--json"))["nodes"]}
+    assert rows["h1"]["reachable"] is True and rows["h1"]["gpu_error"] == "nvidia-smi not found"
+    assert rows["h1"]["endpoint_ok"] is False
+    assert rows["down"]["reachable"] is False and "unreachable" in rows["down"]["ssh_error"]
+
+
+def test_parse_gpus_handles_unified_memory():
+    from backend.nodes.health import parse_gpus
+
+    gpus = parse_gpus("0, NVIDIA GB10, [N/A], [N/A]\n1, NVIDIA GeForce RTX 3090, 24576, 512\n")
+    assert [(g.index, g.name, g.total_mib, g.used_mib) for g in gpus] == [
+        (0, "NVIDIA GB10", None, None), (1, "NVIDIA GeForce RTX 3090", 24576, 512)]

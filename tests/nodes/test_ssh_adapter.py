@@ -207,3 +207,15 @@ async def test_local_shell_runs_uploads_and_times_out(tmp_path):
         await shell.run("sleep 5", timeout=0.3)
     assert failure.value.kind == "timeout"
     assert [line async for line in shell.stream("echo x; echo y")] == ["x", "y"]
+
+
+async def test_spawn_feeds_stdin_and_reports_exit_status(server):
+    shell = await SshShell.connect(server.node(), server.options())
+    try:
+        proc = await shell.spawn("read x; echo got-$x; exit 4", input="secret-value\n")
+        line = await proc.stdout.readline()
+        await proc.wait()
+    finally:
+        await shell.close()
+    assert line.strip() == "got-secret-value" and proc.exit_status == 4
+    assert not any("secret-value" in c for c in server.commands)

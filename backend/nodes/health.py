@@ -1,0 +1,96 @@
+"""Live facts about registered nodes, for `c3 node status` and the cockpit's Nodes mode: is SSH
+reachable (or is it this machine), does the endpoint answer, which GPUs does `nvidia-smi` list.
+
+All nodes are probed concurrently with short timeouts; one node's failure is its own row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from backend.cluster.health import probe
+from backend.nodes.registry import Node
+from backend.ssh import Fleet, NodeFailure, SshOptions
+
+GPU_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv,noheader,nounits"
+QUICK = SshOptions(connect_timeout=4.0, command_timeout=8.0)
+
+
+@dataclass(frozen=True)
+class NodeGpu:
+    """One GPU as nvidia-smi reports it on the node."""
+
+    index: int
+    name: str
+    total_mib: int | None
+    used_mib: int | None
+
+
+@dataclass
+class NodeHealth:
+    """One node's row."""
+
+    name: str
+    host: str
+    ssh: str
+    local: bool
+    reachable: bool
+    """SSH answered (always True for the local node)."""
+    ssh_error: str | None = None
+    """The one-line reason when not reachable (unreachable, auth, host key, timeout)."""
+    ssh_kind: str | None = None
+    """NodeFailure.kind when not reachable."""
+    endpoint_ok: bool = False
+    """The node's `--host` URL answered /health (or /v1/models)."""
+    endpoint_detail: str = ""
+    gpus: list[NodeGpu] = field(default_factory=list)
+    gpu_error: str | None = None
+    """Why no GPU list (no nvidia-smi, node unreachable)."""
+
+
+def parse_gpus(text: str) -> list[NodeGpu]:
+    gpus = []
+    for line in text.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 4 or not parts[0].isdigit():
+            continue
+        num = lambda s: int(float(s)) if s.replace(".", "", 1).isdigit() else None  # noqa: E731 - "[N/A]" on GB10
+        gpus.append(NodeGpu(int(parts[0]), parts[1], num(parts[2]), num(parts[3])))
+    return gpus
+
+
+def _endpoint(host: str) -> tuple[bool, str]:
+    ok, detail = probe(host, "/health", 2.0)
+    if ok:
+        return ok, detail
+    ok2, detail2 = probe(host, "/v1/models", 2.0)
+    return (True, detail2) if ok2 else (False, detail)
+
+
+async def probe_nodes(nodes: list[Node], options: SshOptions | None = None) -> list[NodeHealth]:
+    """Reachability, endpoint health and GPUs of every node, concurrently."""
+    options = options or QUICK
+
+    async def one(fleet: Fleet, node: Node) -> NodeHealth:
+        row = NodeHealth(node.name, node.host, node.ssh, node.local, reachable=False)
+        endpoint = asyncio.create_task(asyncio.to_thread(_endpoint, node.host))
+        try:
+            shell = await fleet.shell(node)
+            row.reachable = True
+            result = await shell.run(GPU_QUERY, timeout=options.command_timeout)
+            if result.ok:
+                row.gpus = parse_gpus(result.stdout)
+            else:
+                row.gpu_error = "nvidia-smi not found" if result.exit_status == 127 else f"nvidia-smi: {result.last_line()}"
+        except NodeFailure as failure:
+            if not row.reachable:
+                row.ssh_error, row.ssh_kind = failure.detail, failure.kind
+                row.gpu_error = "node not reachable"
+            else:
+                row.gpu_error = failure.detail
+        row.endpoint_ok, row.endpoint_detail = await endpoint
+        return row
+
+    async with Fleet(nodes, options) as fleet:
+        return list(await asyncio.gather(*(one(fleet, n) for n in nodes)))
