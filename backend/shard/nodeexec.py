@@ -270,18 +270,7 @@ class SshExec:
         return Completed(result.exit_status, result.stdout, result.stderr)
 
     async def spawn(self, script: str, *, stdin: str | None = None) -> Spawned:
-        from backend.ssh import map_ssh_error
-
-        # backend.ssh has no long-running process with stdin and an exit status yet; the
-        # connection's own create_process gives all three (see /work/team/notes-shard.md).
-        conn = self._shell._conn  # type: ignore[attr-defined]
-        try:
-            proc = await conn.create_process(_sh(script), encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise map_ssh_error(self._shell.node, exc, known=True) from None  # type: ignore[attr-defined]
-        if stdin is not None:
-            proc.stdin.write(stdin)
-        proc.stdin.write_eof()
+        proc = await self._shell.spawn(_sh(script), input=stdin)  # type: ignore[attr-defined]
         remote = _RemoteProcess(proc)
         await remote.started()
         return remote

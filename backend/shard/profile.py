@@ -1,7 +1,8 @@
 """What `--profile` means for a shard.
 
 `--profile NAME` reads `$C3_HOME/profiles/NAME.yaml`. A shard uses these keys, either at the top
-level or under a `shard:` mapping (so one profile file can carry a recipe part and a shard part):
+level (`kind: shard` or no kind) or under a `shard:` mapping (so a recipe profile written by
+`c3 recipes launch`, `kind: recipe`, can carry a shard part too; its other keys are left alone):
 
     model: Qwen/Qwen3-235B-A22B-GPTQ-Int4   # what `vllm serve` gets (HF id or a local path)
     args: [--max-model-len, "32768"]        # extra `vllm serve` arguments (a list, or one string)
@@ -90,7 +91,16 @@ def _from_file(path: Path) -> ShardProfile:
         raise UsageError(f"profile {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
     if not isinstance(data, dict):
         raise UsageError(f"profile {path} must be a mapping")
-    section = data.get("shard") if isinstance(data.get("shard"), dict) else data
+    if isinstance(data.get("shard"), dict):
+        section = data["shard"]
+    elif data.get("kind", "shard") != "shard":
+        # A recipe profile's keys mean something else (overrides of a recipe, not vllm args).
+        raise Refused(
+            f"profile {path} is a {data.get('kind')} profile and has no `shard:` section",
+            hint="add `shard: {model: ORG/NAME, args: [...]}` to it, or write a separate shard profile",
+        )
+    else:
+        section = data
     known = {k: section[k] for k in ("model", "args", "env", "tp", "pp", "backend", "port") if k in section}
     if "model" not in known:
         raise Refused(f"profile {path} has no `model:` for a shard", hint="add `model: ORG/NAME` (top level or under `shard:`)")

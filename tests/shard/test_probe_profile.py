@@ -93,7 +93,7 @@ def test_profile_from_file_top_level_or_shard_section(tmp_path: Path):
     (tmp_path / "big.yaml").write_text("model: Qwen/Qwen3-235B\nargs: --max-model-len 32768\nenv: {NCCL_IB_DISABLE: 0}\ntp: 2\npp: 1\n")
     p = load_profile("big", tmp_path)
     assert (p.model, p.args, p.env, p.tp, p.pp) == ("Qwen/Qwen3-235B", ["--max-model-len", "32768"], {"NCCL_IB_DISABLE": "0"}, 2, 1)
-    (tmp_path / "mixed.yaml").write_text("recipe: r1\nshard:\n  model: org/m\n  args: [--enforce-eager]\n  backend: mp\n")
+    (tmp_path / "mixed.yaml").write_text("kind: recipe\nrecipe: r1\nmodel: served\nshard:\n  model: org/m\n  args: [--enforce-eager]\n  backend: mp\n")
     p = load_profile("mixed", tmp_path)
     assert (p.model, p.args, p.backend) == ("org/m", ["--enforce-eager"], "mp")
 
@@ -103,6 +103,9 @@ def test_profile_inline_model_args_and_refusals(tmp_path: Path):
     assert p.model == "Qwen/Qwen3-8B" and p.args == ["--max-model-len", "4096"]
     with pytest.raises(Refused, match="no profile `big`"):
         load_profile("big", tmp_path)
+    (tmp_path / "recipe.yaml").write_text("kind: recipe\nrecipe: r1\nmodel: served\n")
+    with pytest.raises(Refused, match="recipe profile"):
+        load_profile("recipe", tmp_path)
     (tmp_path / "nomodel.yaml").write_text("tp: 2\n")
     with pytest.raises(Refused, match="no `model:`"):
         load_profile("nomodel", tmp_path)
