@@ -103,6 +103,10 @@ def test_override_demotes_and_reaches_the_command_line(cluster):
     assert "recipe + local overrides" in text and "verified numbers" not in text
     assert "max_model_len=8192" in text
 
+    seen = (_accepted(cluster.h1), _accepted(cluster.h2))
+    refused = c3("profile", "set", "stub-pair", "max_model_len=100000")
+    assert refused.returncode == 1 and "known to abort on netns-stub" in refused.stderr
+    assert (_accepted(cluster.h1), _accepted(cluster.h2)) == seen
     c3.ok("profile", "set", "stub-pair", "max_model_len=2048")
     c3.ok("profile", "restart", "--timeout", "60")
     args = _args(cluster, cluster.h2)
@@ -115,9 +119,6 @@ def test_known_abort_is_refused_before_any_node_is_touched(cluster):
     assert result.returncode == 1
     assert "known to abort on netns-stub" in result.stderr and result.stderr.startswith("c3: error:")
     assert "Traceback" not in result.stderr
-    assert (_accepted(cluster.h1), _accepted(cluster.h2)) == seen
-    refused = cluster.c3("profile", "set", "stub-pair", "max_model_len=100000")
-    assert refused.returncode == 1  # no profile yet → refused either way; nothing touched
     assert (_accepted(cluster.h1), _accepted(cluster.h2)) == seen
 
 
