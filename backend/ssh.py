@@ -74,14 +74,16 @@ class CommandResult:
 
 class NodeFailure(EnvironmentProblem):
     """A node could not be driven: `kind` says why (unreachable, auth, hostkey-unknown,
-    hostkey-changed, timeout, keyfile, ssh, command). The message names the node."""
+    hostkey-changed, timeout, keyfile, ssh, docker, command, image, engine). The message names the node."""
 
     def __init__(self, node: str, kind: str, detail: str, hint: str | None = None) -> None:
         super().__init__(f"node `{node}`: {detail}", hint=hint)
         self.node = node
         self.kind = kind
         self.detail = detail
-        if kind == "command":
+        # The node answered but what ran there failed (a command, the engine, a missing image):
+        # exit 1 like any failed request; only reaching the node is an environment problem (3).
+        if kind in ("command", "engine", "image"):
             self.exit_code = Refused.exit_code
 
 

@@ -72,7 +72,8 @@ def stub_recipe(recipe_id: str, image_id: str, port: int) -> dict:
 def write_recipes(home: Path, image_id: str) -> None:
     folder = home / "recipes.d"
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"recipes": [stub_recipe("stub-pair", image_id, PORT), stub_recipe("stub-alt", image_id, ALT_PORT)]}
+    crash = {**stub_recipe("stub-crash", image_id, PORT), "env": {"C3_STUB_CRASH_DURING_BOOT": "1"}}
+    data = {"recipes": [stub_recipe("stub-pair", image_id, PORT), stub_recipe("stub-alt", image_id, ALT_PORT), crash]}
     (folder / "stub.yaml").write_text(yaml.safe_dump(data))
 
 

@@ -226,3 +226,24 @@ def test_switch_stops_the_active_profile_before_starting_another(cluster):
     listed = json.loads(c3.ok("profile", "ls", "--json"))
     assert listed["active"] == "stub-alt"
     assert {p["name"]: p["stopped"] for p in listed["profiles"]} == {"stub-alt": False, "stub-pair": True}
+
+
+def test_each_failing_node_kind_names_the_node_and_leaves_nothing_running(cluster, tmp_path):
+    c3, rig = cluster.c3, cluster.rig
+    # Docker error: the image is not on the nodes → refused at preflight, with how to ship it.
+    missing = c3("recipes", "launch", "stub-pair", "--nodes", "h1,h2", "--set", "image=sha256:" + "0" * 64)
+    assert missing.returncode == 1 and "node `h1`: image `sha256:000" in missing.stderr
+    assert "docker save" in missing.stderr and "docker load" in missing.stderr
+    # The engine dies while booting → both ranks rolled back, the node named.
+    crashed = c3("recipes", "launch", "stub-crash", "--nodes", "h1,h2", "--timeout", "60")
+    assert crashed.returncode == 1 and "container exited" in crashed.stderr and "rolled back h1, h2" in crashed.stderr
+    assert containers(rig, cluster.h1) == {} and containers(rig, cluster.h2) == {}
+    # Authentication refused: a key the node does not know.
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    c3.ok("node", "rm", "h2")
+    c3.ok("node", "add", "h2", "--host", f"http://{cluster.h2.address}:{PORT}", "--ssh", cluster.h2.ssh_target, "--ssh-key", str(other))
+    refused = c3("recipes", "launch", "stub-pair", "--nodes", "h1,h2", "--timeout", "30")
+    assert refused.returncode == 3 and "node `h2`: authentication refused" in refused.stderr
+    assert containers(rig, cluster.h1) == {}
+    assert all("Traceback" not in out for out in c3.outputs)
