@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from backend.cluster.health import probe
-from backend.cluster.plan import LaunchPlan, RankPlan
+from backend.cluster.plan import LaunchPlan, RankPlan, shell_join
 from backend.errors import Refused
 from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
 from backend.ssh import Fleet, NodeFailure, SshOptions
@@ -81,7 +81,7 @@ async def start_rank(plan: LaunchPlan, rp: RankPlan, fleet: Fleet) -> None:
     await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1 || true", timeout=_limit(fleet, 60))
     if rp.env_file:
         await shell.upload(plan.env_file_text(), rp.env_file, mode=0o600)
-    result = await shell.run(shlex.join(rp.run_argv), timeout=_limit(fleet, 120))
+    result = await shell.run(shell_join(rp.run_argv), timeout=_limit(fleet, 120))
     if not result.ok:
         raise NodeFailure(rp.node.name, "docker", f"docker run failed: {result.last_line()}")
 

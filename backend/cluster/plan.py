@@ -69,6 +69,8 @@ class LaunchPlan:
         lines = [
             f"recipe {self.recipe.id} → profile {self.profile}; rank 0 ({self.ranks[0].node.name}) serves {self.base_url}",
         ]
+        if not re.search(r"(@sha256:[0-9a-f]{64}$)|(^sha256:[0-9a-f]{64}$)", self.image):
+            lines.append(f"image {self.image} is not pinned by digest: a real launch needs --allow-unpinned or --set image=…@sha256:…")
         if self.overrides:
             lines.append("local overrides: " + ", ".join(f"{k}={v}" for k, v in self.overrides.items()) + " (recipe + local overrides: no verified numbers)")
         for rp in self.ranks:
@@ -80,8 +82,19 @@ class LaunchPlan:
             if rp.env_file:
                 names = ", ".join(f"{n}=<redacted>" for n in rp.secret_names)
                 lines.append(f"  write {rp.env_file} (mode 0600, sent on stdin): {names}")
-            lines.append("  $ " + shlex.join(rp.run_argv))
+            lines.append("  $ " + shell_join(rp.run_argv))
         return lines
+
+
+def shell_join(argv: list[str]) -> str:
+    """shlex.join, except that a leading `~/` stays the remote user's home (`"$HOME"/…`)."""
+    parts = []
+    for arg in argv:
+        if arg.startswith("~/"):
+            parts.append('"$HOME"/' + shlex.quote(arg[2:]))
+        else:
+            parts.append(shlex.quote(arg))
+    return " ".join(parts)
 
 
 def collect_secrets(recipe: Recipe, environ: dict[str, str] | None = None) -> dict[str, str]:

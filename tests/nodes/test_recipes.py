@@ -117,3 +117,12 @@ def test_profile_label():
     assert p.status_label(False, "d") == "recipe (unverified)"
     assert p.status_label(True, "changed") == "recipe + local overrides"
     assert p.model_copy(update={"overrides": {"k": 1}}).status_label(True, "d") == "recipe + local overrides"
+
+
+def test_home_relative_volumes_expand_on_the_node():
+    from backend.cluster.plan import shell_join
+
+    assert shell_join(["-v", "~/.cache/hf:/root/.cache/hf", "a b"]) == "-v \"$HOME\"/.cache/hf:/root/.cache/hf 'a b'"
+    builtin = next(r for r in load_recipes().values() if r.docker.volumes)
+    text = "\n".join(render(builtin, _nodes(builtin.nodes), allow_unpinned=True).describe())
+    assert '"$HOME"/.cache/huggingface' in text
