@@ -175,7 +175,7 @@ class LocalShell(_ShellBase):
         raw = input.encode() if isinstance(input, str) else input
         try:
             out, err = await asyncio.wait_for(proc.communicate(raw), timeout or COMMAND_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             _kill_group(proc.pid)
             await proc.wait()
             raise NodeFailure(self.node.name, "timeout", f"`{_short(text)}` timed out after {timeout or COMMAND_TIMEOUT_S:.0f}s") from None
@@ -314,7 +314,7 @@ class SshShell(_ShellBase):
             kwargs["agent_path"] = None
         try:
             conn = await asyncio.wait_for(asyncssh.connect(node.ssh_host, **kwargs), options.connect_timeout + 5)
-        except BaseException as exc:  # noqa: BLE001 - every failure becomes one line naming the node
+        except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
                 raise
             raise map_ssh_error(node, exc, known=known) from None
@@ -337,7 +337,7 @@ class SshShell(_ShellBase):
 
         try:
             result = await asyncio.wait_for(go(), limit)
-        except (asyncio.TimeoutError, asyncssh.TimeoutError):
+        except (TimeoutError, asyncssh.TimeoutError):
             raise NodeFailure(self.node.name, "timeout", f"`{_short(text)}` timed out after {limit:.0f}s") from None
         except (OSError, asyncssh.Error) as exc:
             raise map_ssh_error(self.node, exc, known=True) from None
@@ -383,7 +383,7 @@ class SshShell(_ShellBase):
         self._conn.close()
         try:
             await asyncio.wait_for(self._conn.wait_closed(), 5)
-        except (asyncio.TimeoutError, OSError):
+        except (TimeoutError, OSError):
             pass
 
 
@@ -476,7 +476,7 @@ async def fetch_host_key(node: Node, options: SshOptions | None = None) -> Offer
     options = options or SshOptions()
     try:
         key = await asyncio.wait_for(asyncssh.get_server_host_key(node.ssh_host, node.ssh_port), options.connect_timeout + 5)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         if isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
             raise
         raise map_ssh_error(node, exc, known=False) from None

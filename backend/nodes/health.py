@@ -55,7 +55,7 @@ def parse_gpus(text: str) -> list[NodeGpu]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 4 or not parts[0].isdigit():
             continue
-        num = lambda s: int(float(s)) if s.replace(".", "", 1).isdigit() else None  # noqa: E731 - "[N/A]" on GB10
+        num = lambda s: int(float(s)) if s.replace(".", "", 1).isdigit() else None
         gpus.append(NodeGpu(int(parts[0]), parts[1], num(parts[2]), num(parts[3])))
     return gpus
 

@@ -9,7 +9,7 @@ of the variable that holds the API key.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 
 import yaml
@@ -126,7 +126,7 @@ def resolve(name: str | None) -> Profile:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 # --- deliberate stops ---------------------------------------------------------------------------

@@ -25,8 +25,17 @@ from backend.recipes.schema import (
 BUILTIN_DIR = Path(__file__).parent / "data"
 
 __all__ = [
-    "DockerOptions", "Hardware", "KnownAbort", "Measured", "ParamValue", "Provenance", "Recipe",
-    "load_recipes", "get_recipe", "parse_overrides", "check_overrides",
+    "DockerOptions",
+    "Hardware",
+    "KnownAbort",
+    "Measured",
+    "ParamValue",
+    "Provenance",
+    "Recipe",
+    "check_overrides",
+    "get_recipe",
+    "load_recipes",
+    "parse_overrides",
 ]
 
 

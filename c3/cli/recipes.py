@@ -155,7 +155,13 @@ def install_service(dry_run: bool, yes: bool, unit_dir: str, native_unit: str, i
     import sys
     from pathlib import Path
 
-    from backend.cluster.units import enable_units, render_units, systemd_running, verify_units, write_units
+    from backend.cluster.units import (
+        enable_units,
+        render_units,
+        systemd_running,
+        verify_units,
+        write_units,
+    )
     from backend.errors import EnvironmentProblem, Refused
 
     units = render_units(native_unit=native_unit, interval_s=interval, failures=failures, cooldown_s=cooldown, user=user)

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.nodes.cluster_helpers import ALT_PORT, HF_SECRET, PORT, SECRET, containers, http_status, ssh, wait_until
+from tests.nodes.cluster_helpers import (
+    ALT_PORT,
+    HF_SECRET,
+    PORT,
+    SECRET,
+    containers,
+    http_status,
+    ssh,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.netns, pytest.mark.docker, pytest.mark.sshd]
 
@@ -60,7 +69,7 @@ def test_launch_on_two_nodes_then_status_logs_env_restart_stop(cluster, monkeypa
     assert "Application startup complete" in c3.ok("profile", "logs", "--node", "h2", "--tail", "50")
 
     env = c3.ok("profile", "env")
-    shell = subprocess.run(["bash", "-c", f'eval "$(cat)"; echo "$OPENAI_BASE_URL $OPENAI_MODEL"'], input=env,
+    shell = subprocess.run(["bash", "-c", 'eval "$(cat)"; echo "$OPENAI_BASE_URL $OPENAI_MODEL"'], input=env,
                            capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
     assert shell.stdout.strip() == f"{base}/v1 stub"
     assert "C3_API_KEY" in env

@@ -12,7 +12,13 @@ from pydantic import ValidationError
 from backend.cluster.plan import collect_secrets, render
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
-from backend.recipes import Recipe, check_overrides, get_recipe, load_recipes, parse_overrides
+from backend.recipes import (
+    Recipe,
+    check_overrides,
+    get_recipe,
+    load_recipes,
+    parse_overrides,
+)
 from tests.nodes.cluster_helpers import stub_recipe
 
 IMAGE_ID = "sha256:" + "ab" * 32

@@ -12,7 +12,16 @@ import asyncssh
 import pytest
 
 from backend.nodes.registry import Node
-from backend.ssh import Fleet, LocalShell, NodeFailure, SshOptions, SshShell, fetch_host_key, fingerprint, trust_host_key
+from backend.ssh import (
+    Fleet,
+    LocalShell,
+    NodeFailure,
+    SshOptions,
+    SshShell,
+    fetch_host_key,
+    fingerprint,
+    trust_host_key,
+)
 
 
 class _Server:

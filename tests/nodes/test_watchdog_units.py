@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -17,7 +17,7 @@ from backend.profiles import Profile, mark_stopped, save_profile, set_active
 @pytest.fixture
 def profile(tmp_path):
     p = Profile(name="p", recipe="gone", recipe_digest="d", nodes=["a"], base_url="http://127.0.0.1:1/v1", model="m",
-                launched_at=datetime.fromtimestamp(1000, timezone.utc).isoformat())
+                launched_at=datetime.fromtimestamp(1000, UTC).isoformat())
     save_profile(p)
     set_active("p")
     return p
@@ -69,7 +69,7 @@ def test_units_render_verify_and_install_service_cli(tmp_path, require_service):
     verdict = verify_units(written)
     assert verdict is not None and verdict[0], verdict
 
-    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", *a],  # noqa: E731
+    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", *a],
                                           capture_output=True, text=True, **kw)
     dry = run("--dry-run", "--unit-dir", str(tmp_path / "dry"))
     assert dry.returncode == 0 and "[Service]" in dry.stdout and "nothing written" in dry.stdout
