@@ -72,7 +72,7 @@ Runner = Callable[[list[str]], tuple[int, str]]
 
 def _run(argv: list[str]) -> tuple[int, str]:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError) as exc:
         return 127, str(exc)
     return done.returncode, done.stdout
@@ -146,7 +146,7 @@ def install(report: DoctorReport, echo: Callable[[str], None]) -> int:
             raise Refused("installing packages needs root or passwordless sudo", hint="run it as root, or `sudo c3 spark install-prereqs`")
     for argv in commands:
         echo("$ " + " ".join(argv))
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL)
+        done = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             return done.returncode
     return 0

@@ -167,7 +167,7 @@ class LocalExec:
             return Completed(-1, "", str(exc))
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
@@ -217,7 +217,7 @@ class _RemoteProcess:
                     self.pgid = int(text[len(PGID_MARK):])
                     continue
                 await self._queue.put(text)
-        except Exception:  # noqa: BLE001 - a dropped connection ends the stream, it does not crash the runner
+        except Exception:  # noqa: BLE001, S110 - a dropped connection ends the stream, it does not crash the runner
             pass
         finally:
             self._open -= 1

@@ -16,7 +16,6 @@ from pydantic import BaseModel, Field
 
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
-from backend.shard import ray_cmds
 from backend.shard.nodeexec import NodeExec, open_execs, tagged_script
 from backend.shard.plan import ShardOptions, split_env
 from backend.shard.prepare import Prepared, prepare

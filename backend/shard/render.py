@@ -12,8 +12,8 @@ def describe(plan: ShardPlan, *, checks: list[str] | None = None) -> list[str]:
     port_name = "Ray GCS" if plan.backend == "ray" else "rendezvous"
     lines = [
         f"shard {plan.model}: backend {plan.backend}, tp {plan.tp} × pp {plan.pp} = {plan.world_size} GPUs ({counts})",
-        f"head {plan.head} at {plan.head_address} ({port_name} port {plan.head_port}); "
-        f"API http://{plan.head_address}:{plan.api_port}/v1",
+        (f"head {plan.head} at {plan.head_address} ({port_name} port {plan.head_port}); "
+         f"API http://{plan.head_address}:{plan.api_port}/v1"),
     ]
     for check in checks or []:
         lines.append(f"  ✓ {check}")

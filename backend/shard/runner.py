@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from backend.errors import C3Error, Refused
 from backend.shard import ray_cmds
 from backend.shard.models import NodePart, ShardPlan, Step
-from backend.shard.nodeexec import NodeExec, Spawned, kill_group_script, launch_script, secrets_stdin, tagged_script
+from backend.shard.nodeexec import (
+    NodeExec,
+    Spawned,
+    kill_group_script,
+    launch_script,
+    secrets_stdin,
+    tagged_script,
+)
 from backend.shard.render import start_order
 
 Echo = Callable[[str], None]
@@ -243,7 +250,7 @@ class ShardRunner:
 
 def _get_models(url: str) -> list[str] | None:
     try:
-        with urllib.request.urlopen(url, timeout=3) as response:  # noqa: S310 - http to the shard's own head
+        with urllib.request.urlopen(url, timeout=3) as response:
             data = json.loads(response.read().decode())
         return [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
     except (OSError, ValueError):

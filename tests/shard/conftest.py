@@ -80,7 +80,7 @@ class ShardRig:
 
     def c3(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
         """Run `c3 ARGS` on the head (inside h1's namespace) and wait for it."""
-        return subprocess.run(self.argv(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=self.env(**env))
+        return subprocess.run(self.argv(*args), check=False, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=self.env(**env))
 
     def c3_background(self, *args: str, log: Path, **env: str) -> subprocess.Popen:
         """Start `c3 ARGS` on the head in the background, output to `log`."""
@@ -91,7 +91,7 @@ class ShardRig:
         """Every process inside each host's namespace, with its command line."""
         found: dict[str, list[tuple[int, str]]] = {}
         for host in (self.head, self.worker):
-            out = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True, timeout=30).stdout
+            out = subprocess.run(["ip", "netns", "pids", host.netns], check=False, capture_output=True, text=True, timeout=30).stdout
             procs = []
             for pid in out.split():
                 try:
@@ -134,7 +134,7 @@ def shard_rig(ssh_hosts, tmp_path_factory, require_service):
     used = {h1.subnet, h2.subnet}
     link = next(n for n in range(250, 200, -1) if n not in used)
     a, b = f"c3s{h1.subnet}l{h2.subnet}a", f"c3s{h1.subnet}l{h2.subnet}b"
-    subprocess.run(["ip", "link", "del", a], capture_output=True)
+    subprocess.run(["ip", "link", "del", a], check=False, capture_output=True)
     _ip("link", "add", a, "type", "veth", "peer", "name", b)
     try:
         _ip("link", "set", a, "netns", h1.netns)
@@ -146,7 +146,7 @@ def shard_rig(ssh_hosts, tmp_path_factory, require_service):
         # The head reaches the worker's sshd over the link (as a Spark reaches its twin over QSFP).
         _ip("-n", h1.netns, "route", "add", f"{h2.address}/32", "via", f"10.213.{link}.2")
     except BaseException:
-        subprocess.run(["ip", "-n", h1.netns, "link", "del", a], capture_output=True)
+        subprocess.run(["ip", "-n", h1.netns, "link", "del", a], check=False, capture_output=True)
         raise
     rig = ShardRig(rig=ssh_hosts, head=h1, worker=h2, link_subnet=link, link_names=(a, b), folder=tmp_path_factory.mktemp("shard"))
     rig.folder.chmod(0o755)
@@ -154,11 +154,11 @@ def shard_rig(ssh_hosts, tmp_path_factory, require_service):
         yield rig
     finally:
         rig.kill_leftovers()
-        subprocess.run(["ip", "-n", h1.netns, "link", "del", a], capture_output=True)
+        subprocess.run(["ip", "-n", h1.netns, "link", "del", a], check=False, capture_output=True)
 
 
 @pytest.fixture(scope="module")
-def ray_venv():
+def ray_venv(require_service):
     """A venv for Ray on the shared file system, kept under .rig/ between runs (≈ 400 MB), and the
     wheels to fill it (≈ 110 MB): the test hosts cannot reach PyPI, so this machine downloads them
     once and `install-ray --wheelhouse` installs from that folder, as on an air-gapped node."""
@@ -170,9 +170,8 @@ def ray_venv():
     if not stamp.exists():
         RAY_WHEELS.mkdir(parents=True, exist_ok=True)
         done = subprocess.run([str(python), "-m", "pip", "download", "-q", "-d", str(RAY_WHEELS), f"ray[default]=={RAY_VERSION}"],
-                              capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            pytest.fail(f"could not download ray[default]=={RAY_VERSION} wheels from PyPI: {done.stderr[-2000:]}")
+                              check=False, capture_output=True, text=True, timeout=900)
+        require_service("pypi", done.returncode == 0, f"could not download ray[default]=={RAY_VERSION} wheels: {done.stderr[-500:]}")
         stamp.write_text("ok\n")
     return RAY_VENV
 

@@ -16,7 +16,7 @@ from backend.shard.profile import load_profile
 
 
 def run_sh(script: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60, env=env).stdout
+    return subprocess.run(["/bin/sh", "-c", script], check=False, capture_output=True, text=True, timeout=60, env=env).stdout
 
 
 def test_facts_probe_runs_and_reads_interpreter_from_ray_shebang(tmp_path: Path):
@@ -27,7 +27,7 @@ def test_facts_probe_runs_and_reads_interpreter_from_ray_shebang(tmp_path: Path)
     facts = parse_facts("a", out)
     assert facts.ray_path == str(fake_ray) and facts.ray_version == "2.60.0"
     assert facts.python_path == sys.executable
-    assert facts.python_version == "%d.%d.%d" % sys.version_info[:3]
+    assert facts.python_version == ".".join(str(v) for v in sys.version_info[:3])
     assert facts.vllm_path is None and facts.sudo_ok is None
 
 

@@ -29,9 +29,10 @@ def start(tmp_path: Path, **env: str) -> tuple[subprocess.Popen, Path]:
     fake.chmod(0o755)
     log = tmp_path / "runner.log"
     port = random.randint(30000, 39000)
-    proc = subprocess.Popen([sys.executable, "-m", "tests.shard._local_runner", str(fake), str(port)], cwd=ROOT,
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, env={**os.environ, "HF_TOKEN": SECRET, **env},
-                            start_new_session=True)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tests.shard._local_runner", str(fake), str(port)], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "HF_TOKEN": SECRET, **env},
+                                start_new_session=True)
     return proc, log
 
 
@@ -112,8 +113,8 @@ def test_kill_group_script_stops_a_whole_group_under_posix_sh():
         assert p.pgid is not None
         await e.run(kill_group_script(p.pgid, 5))
         rc = await asyncio.wait_for(p.wait(), 10)
-        left = subprocess.run(["/bin/sh", "-c", f"kill -0 -{p.pgid} 2>/dev/null && echo alive || echo gone"], capture_output=True, text=True)
-        return rc, left.stdout.strip() == "gone"
+        left = await e.run(f"kill -0 -{p.pgid} 2>/dev/null && echo alive || echo gone")
+        return rc, left.out.strip() == "gone"
 
     rc, gone = asyncio.run(go())
     assert rc == -signal.SIGTERM and gone

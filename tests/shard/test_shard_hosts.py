@@ -86,7 +86,7 @@ def test_dry_run_shows_each_node_address_interface_and_hides_secrets(shard_rig, 
     assert f"VLLM_HOST_IP={shard_rig.worker_link} NCCL_SOCKET_IFNAME={b_if} GLOO_SOCKET_IFNAME={b_if}" in out
     assert f"--address={shard_rig.head_link}:{RAY_PORT}" in out
     assert "--tensor-parallel-size 1 --pipeline-parallel-size 2 --distributed-executor-backend ray" in out
-    assert f"Python" in out and "reachable from b" in out
+    assert "Python" in out and "reachable from b" in out
     assert SECRET not in out + r.stderr and "HF_TOKEN=<hidden>" in out
     assert str(shard_rig.rig.client_key) not in out
     assert_nothing_running(shard_rig)
@@ -266,10 +266,10 @@ def test_refuses_to_start_when_the_head_is_not_this_machine_but_dry_run_works(sh
     shard_rig.register()
     argv = [sys.executable, "-m", "c3", "shard", "start", "--profile", "org/model", "--nodes", "a,b", "--gpus-per-node", "1",
             "--ray", shard_rig.ray, "--vllm", standin(shard_rig)]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=shard_rig.env())
+    r = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=120, env=shard_rig.env())
     err = refused(r)
     assert "runs on the head node, and a is not this machine" in err
-    dry = subprocess.run(argv + ["--dry-run"], capture_output=True, text=True, timeout=120, env=shard_rig.env())
+    dry = subprocess.run(argv + ["--dry-run"], check=False, capture_output=True, text=True, timeout=120, env=shard_rig.env())
     assert dry.returncode == 0, dry.stderr
     assert "[a] head (rank 0), ssh root@" in dry.stdout and "route only: the head is not this machine" in dry.stdout
     assert_nothing_running(shard_rig)
