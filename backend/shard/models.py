@@ -43,6 +43,8 @@ class NodeFacts(BaseModel):
     """Version `ray --version` printed; None when Ray is missing."""
     vllm_path: str | None = None
     """Where `vllm` resolved on the node; None when not found."""
+    vllm_version: str | None = None
+    """vLLM's package version on the node; None when it cannot be read (a stand-in, no metadata)."""
     gpus: int | None = None
     """GPUs nvidia-smi lists; None when nvidia-smi is missing or failed."""
     gpu_names: list[str] = Field(default_factory=list)

@@ -110,7 +110,8 @@ def gpu_counts(ordered: list[Node], facts: dict[str, NodeFacts], options: ShardO
 
 
 def check_versions(ordered: list[Node], facts: dict[str, NodeFacts], backend: Backend) -> None:
-    """Refuse Ray or Python versions that differ between nodes (Ray refuses to join them later anyway)."""
+    """Refuse Ray, Python or vLLM versions that differ between nodes (Ray refuses to join them later
+    anyway; mixed vLLM builds fail at the first collective, far into a long boot)."""
     if backend == "ray":
         missing = [n.name for n in ordered if not facts[n.name].ray_version]
         if missing:
@@ -124,6 +125,9 @@ def check_versions(ordered: list[Node], facts: dict[str, NodeFacts], backend: Ba
     if missing:
         raise Refused(f"no Python found on {', '.join(missing)}", hint="name the interpreter with --python PATH")
     _same("Python", pythons, "use the same Python minor and patch version on every node (same image or venv recipe)")
+    # Both executors run vLLM's own code on every node (Ray actors import it there too).
+    _same("vLLM", {n.name: facts[n.name].vllm_version for n in ordered if facts[n.name].vllm_version},
+          "install the same vLLM on every node")
 
 
 def _same(what: str, versions: dict[str, str | None], hint: str) -> None:
@@ -245,6 +249,10 @@ def build_plan(
         }
         if options.backend == "mp":
             env["MASTER_ADDR"] = head_address
+        elif any("GB10" in name for name in facts[node.name].gpu_names):
+            # Unified memory: Ray's OOM monitor sees the model's weights as host memory pressure
+            # and kills vLLM's workers (NVIDIA's Spark playbook and eugr set this too).
+            env["RAY_memory_monitor_refresh_ms"] = "0"
         parts.append(
             NodePart(
                 node=node.name,

@@ -101,6 +101,8 @@ async def prepare(nodes: list[Node], execs: dict[str, NodeExec], options: planni
     if options.backend == "ray":
         checks.append(f"Ray {facts[head.name].ray_version} on every node")
     checks.append(f"Python {facts[head.name].python_version} on every node")
+    if facts[head.name].vllm_version:
+        checks.append(f"vLLM {facts[head.name].vllm_version} wherever its version could be read")
     if options.backend == "mp":
         missing = [n.name for n in ordered if not facts[n.name].vllm_path]
         if missing:

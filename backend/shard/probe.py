@@ -39,6 +39,9 @@ def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -
         "  fi",
         "fi",
         "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'",
+        # vLLM's own version, read from its interpreter's package metadata (no import of vllm: fast).
+        ('if [ -n "$vp" ]; then sb=$(head -n1 "$vp" 2>/dev/null); case "$sb" in "#!"*python*) vpy=${sb#\\#!}; vpy=${vpy%% *}; '
+         'echo "vllm_version=$("$vpy" -c "import importlib.metadata as m; print(m.version(\'vllm\'))" 2>/dev/null)";; esac; fi'),
     ]
     if check_sudo:
         lines.append('if e=$(sudo -n true 2>&1 </dev/null); then echo sudo=ok; else echo "sudo=no $(printf %s "$e" | head -n1)"; fi')
@@ -95,6 +98,7 @@ def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
         ray_path=values.get("ray_path") or None,
         ray_version=ray_version,
         vllm_path=values.get("vllm_path") or None,
+        vllm_version=values.get("vllm_version") or None,
         gpus=gpus,
         gpu_names=names,
         interfaces=parse_interfaces(addrs),

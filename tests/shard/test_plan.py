@@ -213,3 +213,22 @@ def test_dry_run_text_hides_secrets_and_shows_env_per_node():
 def test_bad_service_name_is_refused():
     with pytest.raises(UsageError):
         build_plan([A, B], two_sparks(), routes_b(), opts(tp=2, pp=1, stop_services=True, service_name="x; rm -rf /"), head_address="192.168.1.10")
+
+
+def test_vllm_versions_must_match_where_known():
+    f = two_sparks()
+    f["a"] = f["a"].model_copy(update={"vllm_version": "0.11.0"})
+    check_versions([A, B], f, "ray")  # b unknown (e.g. read failed): nothing to compare
+    f["b"] = f["b"].model_copy(update={"vllm_version": "0.10.2"})
+    with pytest.raises(Refused) as exc:
+        check_versions([A, B], f, "mp")
+    assert exc.value.message == "vLLM versions differ between nodes (a: 0.11.0, b: 0.10.2)"
+
+
+def test_gb10_nodes_get_ray_memory_monitor_off_for_ray_only():
+    f = two_sparks()
+    f = {k: v.model_copy(update={"gpu_names": ["NVIDIA GB10"]}) for k, v in f.items()}
+    plan = build_plan([A, B], f, routes_b(), opts(tp=2, pp=1), head_address="192.168.1.10")
+    assert all(p.env.get("RAY_memory_monitor_refresh_ms") == "0" for p in plan.parts)
+    mp = build_plan([A, B], f, routes_b(), opts(tp=2, pp=1, backend="mp"), head_address="192.168.1.10")
+    assert not any("RAY_memory_monitor_refresh_ms" in p.env for p in mp.parts)

@@ -45,6 +45,20 @@ def test_facts_probe_sudo_and_gpus_from_a_stand_in_nvidia_smi(tmp_path: Path):
     assert facts.sudo_ok is False and facts.sudo_error == "sudo: a password is required"
 
 
+def test_facts_probe_reads_vllm_version_from_its_interpreter_metadata(tmp_path: Path):
+    site = tmp_path / "site"
+    (site / "vllm-0.11.0.dist-info").mkdir(parents=True)
+    (site / "vllm-0.11.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
+    vllm = tmp_path / "vllm"
+    vllm.write_text(f"#!{sys.executable}\n")
+    vllm.chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    facts = parse_facts("a", run_sh(facts_script(ray="ray-missing", vllm=str(vllm), python=None, check_sudo=False), env))
+    assert facts.vllm_path == str(vllm) and facts.vllm_version == "0.11.0"
+    plain = parse_facts("a", run_sh(facts_script(ray="ray-missing", vllm=str(vllm), python=None, check_sudo=False)))
+    assert plain.vllm_version is None
+
+
 def test_interfaces_parser_drops_loopback_and_reads_prefix():
     lines = [
         "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever",
