@@ -289,6 +289,16 @@ async def open_execs(nodes: list, *, ssh_key: str | None = None) -> dict[str, No
 
     A node that cannot be reached raises its NodeFailure (exit 3) naming the node.
     """
+    execs, failures = await open_execs_partial(nodes, ssh_key=ssh_key)
+    if failures:
+        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+        raise next(iter(failures.values()))
+    return execs
+
+
+async def open_execs_partial(nodes: list, *, ssh_key: str | None = None) -> tuple[dict[str, NodeExec], dict[str, Exception]]:
+    """Like `open_execs`, but returns the nodes that could not be reached instead of raising
+    (status and stop do what they can on the others)."""
     from backend.ssh import SshShell
 
     async def one(node) -> NodeExec:
@@ -299,9 +309,13 @@ async def open_execs(nodes: list, *, ssh_key: str | None = None) -> dict[str, No
         return SshExec(await SshShell.connect(node))
 
     results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
-    execs = {n.name: r for n, r in zip(nodes, results, strict=True) if not isinstance(r, BaseException)}
-    failures = [r for r in results if isinstance(r, BaseException)]
-    if failures:
-        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
-        raise failures[0]
-    return execs
+    execs: dict[str, NodeExec] = {}
+    failures: dict[str, Exception] = {}
+    for node, result in zip(nodes, results, strict=True):
+        if isinstance(result, Exception):
+            failures[node.name] = result
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            execs[node.name] = result
+    return execs, failures

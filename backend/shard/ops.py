@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
-from backend.shard.nodeexec import NodeExec, open_execs, tagged_script
+from backend.shard.nodeexec import NodeExec, open_execs, open_execs_partial, tagged_script
 from backend.shard.plan import ShardOptions, split_env
 from backend.shard.prepare import Prepared, prepare
 from backend.shard.probe import parse_interfaces
@@ -105,17 +105,26 @@ _RAY_NODES = (
 
 async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None) -> ShardStatus:
     """Per node: c3's processes there and its Ray membership; the cluster as the first node's Ray sees it."""
-    execs = await open_execs(nodes, ssh_key=ssh_key)
+    execs, failures = await open_execs_partial(nodes, ssh_key=ssh_key)
     try:
         head = nodes[0]
         script = tagged_script("list") + "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
-        listing = await asyncio.gather(*(execs[n.name].run(script, timeout=30) for n in nodes), return_exceptions=True)
+
+        async def listing_of(node: Node):
+            if node.name in failures:
+                raise failures[node.name]
+            return await execs[node.name].run(script, timeout=30)
+
+        listing = await asyncio.gather(*(listing_of(n) for n in nodes), return_exceptions=True)
         result = ShardStatus(head=head.name, nodes=[])
-        ray_nodes, error = await _ray_nodes(execs[head.name], ray)
+        if head.name in execs:
+            ray_nodes, error = await _ray_nodes(execs[head.name], ray)
+        else:
+            ray_nodes, error = [], f"{head.name} is unreachable"
         result.ray_nodes, result.ray_error = ray_nodes, error
         for node, out in zip(nodes, listing, strict=True):
             if isinstance(out, BaseException):
-                result.nodes.append(NodeStatus(node=node.name, reachable=False, error=str(out)))
+                result.nodes.append(NodeStatus(node=node.name, reachable=False, error=getattr(out, "message", str(out))))
                 continue
             procs = []
             for line in out.out.splitlines():
@@ -172,9 +181,11 @@ class StopResult(BaseModel):
 
 async def stop(nodes: list[Node], *, ray: str = "ray", use_ray: bool = True, ssh_key: str | None = None) -> list[StopResult]:
     """On every node at once: TERM (then KILL) c3's processes, then `ray stop`, then sweep again."""
-    execs = await open_execs(nodes, ssh_key=ssh_key)
+    execs, failures = await open_execs_partial(nodes, ssh_key=ssh_key)
     try:
         async def one(node: Node) -> StopResult:
+            if node.name in failures:
+                return StopResult(node=node.name, error=getattr(failures[node.name], "message", str(failures[node.name])))
             e = execs[node.name]
             first = await e.run(tagged_script("stop", grace_s=15), timeout=60)
             out = StopResult(node=node.name)

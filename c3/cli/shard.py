@@ -103,13 +103,14 @@ def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str
 @ssh_key_option
 @json_option
 def status(nodes: str, ray: str, ssh_key: str | None, as_json: bool) -> None:
-    """The Ray cluster as the first node sees it, and c3's processes on every node."""
+    """The Ray cluster as the first node sees it, and c3's processes on every node (exit 3 if a node is unreachable)."""
     from backend.shard.ops import status as run
 
     result = asyncio.run(run(_nodes(nodes), ray=ray, ssh_key=ssh_key))
+    unreachable = [n for n in result.nodes if not n.reachable]
     if as_json:
         emit_json(result.model_dump())
-        return
+        sys.exit(3 if unreachable else 0)
     if result.ray_error:
         _echo(f"ray: {result.ray_error} (asked {result.head})")
     else:
@@ -123,6 +124,9 @@ def status(nodes: str, ray: str, ssh_key: str | None, as_json: bool) -> None:
         _echo(f"{node.node}: {member}; {len(node.processes)} c3 shard process(es)")
         for proc in node.processes:
             _echo(f"    {proc['pid']:>7} {proc['command']}")
+    if unreachable:
+        click.echo(f"c3: error: {len(unreachable)} of {len(result.nodes)} node(s) unreachable: {', '.join(n.node for n in unreachable)}", err=True)
+        sys.exit(3)
 
 
 @shard.command()
@@ -144,4 +148,6 @@ def stop(nodes: str, ray: str, backend: str, ssh_key: str | None) -> None:
         extra = f" ({r.killed} needed SIGKILL)" if r.killed else ""
         ray_said = f"; ray stop: {r.ray_stop}" if r.ray_stop else ""
         _echo(f"{r.node}: stopped {r.stopped} process(es){extra}{ray_said}")
-    sys.exit(1 if failed else 0)
+    if failed:
+        click.echo("c3: error: some nodes could not be stopped (see above); run `c3 shard stop` again once they answer", err=True)
+    sys.exit(3 if failed else 0)

@@ -282,8 +282,15 @@ def test_unreachable_node_is_one_line_exit_3(shard_rig):
     # h2's address on a port where nothing listens: connection refused, nothing leaves the test hosts.
     add_node("b", f"http://{shard_rig.worker.address}:{API_PORT}", f"root@{shard_rig.worker.address}:2", ssh_key=str(shard_rig.rig.client_key))
     r = shard_rig.c3("shard", "status", "--nodes", "a,b")
+    # What can be shown is shown; the unreachable node gets its own line, and the exit code says so.
     assert r.returncode == 3, r.stdout + r.stderr
-    assert r.stderr.startswith("c3: error: node `b`: unreachable") and "Traceback" not in r.stderr
+    assert "a: not in a Ray cluster; 0 c3 shard process(es)" in r.stdout
+    assert "b: unreachable: node `b`: unreachable" in r.stdout and "Traceback" not in r.stderr
+    assert r.stderr.startswith("c3: error: 1 of 2 node(s) unreachable: b")
+    stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "mp")
+    assert stop.returncode == 3 and "a: stopped 0 process(es)" in stop.stdout and "b: node `b`: unreachable" in stop.stdout
+    start = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1", "--dry-run")
+    assert start.returncode == 3 and start.stderr.startswith("c3: error: node `b`: unreachable")
 
 
 def test_ray_port_inside_the_worker_range_is_a_usage_error(shard_rig):
