@@ -16,7 +16,12 @@ from pydantic import BaseModel, Field
 
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
-from backend.shard.nodeexec import NodeExec, open_execs, open_execs_partial, tagged_script
+from backend.shard.nodeexec import (
+    NodeExec,
+    open_execs,
+    open_execs_partial,
+    tagged_script,
+)
 from backend.shard.plan import ShardOptions, split_env
 from backend.shard.prepare import Prepared, prepare
 from backend.shard.probe import parse_interfaces
