@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 from backend.nodes.registry import Node
@@ -23,7 +24,8 @@ def main() -> int:
         "a": NodeFacts(node="a", local=True, interfaces=[Interface(name="eth9", address="127.0.0.1", prefix=24)]),
         "b": NodeFacts(node="b", local=True, interfaces=[Interface(name="eth9", address="127.0.0.2", prefix=24)]),
     }
-    options = ShardOptions(backend="mp", model="org/m", vllm=vllm, gpus_per_node=1, master_port=port, api_port=port + 1)
+    options = ShardOptions(backend="mp", model="org/m", vllm=vllm, gpus_per_node=1, master_port=port, api_port=port + 1,
+                           stop_services=bool(os.environ.get("FAKE_STOP_SERVICES")), service_name="vllm-single.service")
     plan = build_plan(nodes, facts, {"b": Route(node="b", interface="eth9", source="127.0.0.2")}, options, head_address="127.0.0.1")
     secrets = collect_secrets(options)
     runner = ShardRunner(plan=plan, execs={"a": LocalExec("a"), "b": LocalExec("b")}, echo=lambda s: print(s, flush=True),

@@ -118,3 +118,25 @@ def test_kill_group_script_stops_a_whole_group_under_posix_sh():
 
     rc, gone = asyncio.run(go())
     assert rc == -signal.SIGTERM and gone
+
+
+def test_stop_services_runs_on_every_node_before_anything_starts(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sudo-calls"
+    sudo = bin_dir / "sudo"
+    sudo.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n")
+    sudo.chmod(0o755)
+    proc, log = start(tmp_path, FAKE_STOP_SERVICES="1", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    try:
+        pids = pids_started(log, 2, proc)
+        assert len(pids) == 2, log.read_text()
+        assert calls.read_text().splitlines() == ["-n systemctl stop vllm-single.service"] * 2
+        text = log.read_text()
+        assert text.index("[b] stop vllm-single.service: done") < text.index("starting vllm serve (rank 0, API)")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
