@@ -119,10 +119,17 @@ def as_shell_command(command: str | Sequence[str]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
+def shell_path(path: str) -> str:
+    """Quote a path for the node's shell; a leading `~/` stays the node user's home (`"$HOME"/…`)."""
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
 def _upload_command(remote_path: str, mode: int) -> str:
-    path = shlex.quote(remote_path)
-    folder = shlex.quote(os.path.dirname(remote_path) or ".")
-    tmp = shlex.quote(remote_path + ".c3tmp")
+    path = shell_path(remote_path)
+    folder = shell_path(os.path.dirname(remote_path) or ".")
+    tmp = shell_path(remote_path + ".c3tmp")
     return f"umask 077 && mkdir -p {folder} && cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {path}"
 
 

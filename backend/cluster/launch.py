@@ -18,7 +18,7 @@ from backend.cluster.health import probe
 from backend.cluster.plan import LaunchPlan, RankPlan, shell_join
 from backend.errors import Refused
 from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
-from backend.ssh import Fleet, NodeFailure, SshOptions
+from backend.ssh import Fleet, NodeFailure, SshOptions, shell_path
 
 Say = Callable[[str], None]
 
@@ -62,7 +62,7 @@ async def remove_containers(plan_or_ranks, fleet: Fleet, say: Say = _quiet) -> d
     async def one(rp: RankPlan) -> None:
         try:
             shell = await fleet.shell(rp.node)
-            env_rm = f" ; rm -f {shlex.quote(rp.env_file)}" if rp.env_file else ""
+            env_rm = f" ; rm -f {shell_path(rp.env_file)}" if rp.env_file else ""
             result = await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1{env_rm}; "
                                      f"! docker container inspect {shlex.quote(rp.container)} >/dev/null 2>&1", timeout=_limit(fleet, 60))
             if not result.ok:

@@ -17,6 +17,7 @@ from backend import paths
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
 from backend.recipes import ParamValue, Recipe, check_overrides
+from backend.ssh import shell_path
 
 SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
 LABEL_PROFILE = "io.c3.profile"
@@ -87,14 +88,8 @@ class LaunchPlan:
 
 
 def shell_join(argv: list[str]) -> str:
-    """shlex.join, except that a leading `~/` stays the remote user's home (`"$HOME"/…`)."""
-    parts = []
-    for arg in argv:
-        if arg.startswith("~/"):
-            parts.append('"$HOME"/' + shlex.quote(arg[2:]))
-        else:
-            parts.append(shlex.quote(arg))
-    return " ".join(parts)
+    """shlex.join, except that a leading `~/` stays the node user's home (`"$HOME"/…`)."""
+    return " ".join(shell_path(arg) for arg in argv)
 
 
 def collect_secrets(recipe: Recipe, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -118,11 +113,11 @@ def _fill(text: str, values: dict[str, object], where: str) -> str:
 
 
 def env_file_path(node: Node, profile: str) -> str:
-    # Relative paths resolve in the SSH session's home on a remote node; test hosts share one file
-    # system (and one home), so the node name is part of the file name.
+    # `~/` is the node user's $HOME (expanded by the node's shell); the node name is part of the file
+    # name in case several nodes share one home (NFS, or test hosts on one machine).
     if node.local:
         return str(paths.state_home() / "run" / f"{profile}-{node.name}.env")
-    return f".c3/run/{profile}-{node.name}.env"
+    return f"~/.c3/run/{profile}-{node.name}.env"
 
 
 def container_name(profile: str) -> str:

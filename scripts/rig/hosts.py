@@ -275,10 +275,12 @@ class HostRig:
             "MaxStartups 100:30:200",
             "MaxSessions 50",
             "LogLevel VERBOSE",
-            f"SetEnv DOCKER_HOST=unix://{docker_sock}",
+            # Its own $HOME too: hosts share this machine's file system, and /root is not theirs.
+            f"SetEnv DOCKER_HOST=unix://{docker_sock} HOME={d / 'home'}",
             "Subsystem sftp internal-sftp",
         ]
         (d / "sshd_config").write_text("\n".join(lines) + "\n")
+        (d / "home").mkdir(mode=0o700, exist_ok=True)
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         log = d / "sshd.log"
         proc = subprocess.Popen(

@@ -50,7 +50,7 @@ def test_launch_on_two_nodes_then_status_logs_env_restart_stop(cluster, monkeypa
     assert http_status(base + "/v1/models", {"Authorization": f"Bearer {SECRET}"}) == 200
     assert http_status(f"http://127.0.0.1:{PORT}/health", timeout=1) is None
     # The secret went through a 0600 env file, never argv.
-    env_file = Path("/root/.c3/run/stub-pair-h1.env")
+    env_file = h1.folder / "home" / ".c3" / "run" / "stub-pair-h1.env"
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     assert SECRET not in json.dumps(_args(cluster, h1))
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):

@@ -37,10 +37,10 @@ def test_wrong_host_key_is_refused(ssh_hosts, tmp_path):
 def test_each_host_has_its_own_dockerd(docker_hosts):
     roots = set()
     for host in docker_hosts.hosts:
-        result = _ssh(docker_hosts, host, "echo $DOCKER_HOST; docker info --format '{{.DockerRootDir}}'")
+        result = _ssh(docker_hosts, host, "echo $DOCKER_HOST; echo $HOME; docker info --format '{{.DockerRootDir}}'")
         assert result.returncode == 0, result.stderr
-        sock, root_dir = result.stdout.strip().splitlines()
-        assert sock == host.docker_host
+        sock, home, root_dir = result.stdout.strip().splitlines()
+        assert sock == host.docker_host and home == str(host.folder / "home")
         assert root_dir.startswith(str(host.folder))
         roots.add(root_dir)
     assert len(roots) == 2

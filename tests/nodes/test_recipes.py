@@ -96,7 +96,7 @@ def test_plan_renders_ranks_and_keeps_secrets_out_of_commands():
     assert "-e" in r1.run_argv and "A=10.213.99.2" in r1.run_argv
     assert r1.run_argv[r1.run_argv.index("--max-model-len") + 1] == "1024"
     assert r1.run_argv[r1.run_argv.index("--name", 5) + 1] == "x-rank1"
-    assert r0.env_file == ".c3/run/x-n1.env" and r0.secret_names == ["HF_TOKEN", "MY_TOKEN", "VLLM_API_KEY"]
+    assert r0.env_file == "~/.c3/run/x-n1.env" and r0.secret_names == ["HF_TOKEN", "MY_TOKEN", "VLLM_API_KEY"]
     text = "\n".join(plan.describe()) + " ".join(" ".join(rp.run_argv) for rp in plan.ranks)
     for secret in ("sk-shh", "hf_shh", "t0ps3cret"):
         assert secret not in text
