@@ -119,7 +119,14 @@ def boot_pod(
         return BootOutcome(pod=pod.name, ok=True, phase="already-running", placement=serving_place, detail="already running")
     entry = ctx.entry(pod.slug)
     gpus = pod_gpus(ctx, pod)
-    warnings = run_gates(ctx, pod, entry, gpus, force=force, vram_attempts=vram_attempts)
+    try:
+        warnings = run_gates(ctx, pod, entry, gpus, force=force, vram_attempts=vram_attempts)
+    except Refused:
+        # Another `up` of this very pod may have started it meanwhile: its port and GPUs are then "taken".
+        current = ctx.runtime.workload(pod.name)
+        if current.running:
+            return BootOutcome(pod=pod.name, ok=True, phase="already-running", placement=placement_of(ctx, pod, current, serving=None), detail="started by another `up` meanwhile")
+        raise
     log = BootLog(pod.name)
     try:
         for w in warnings:
