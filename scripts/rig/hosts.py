@@ -191,14 +191,16 @@ class HostRig:
         started = time.monotonic()
         folder = Path(tempfile.mkdtemp(prefix="c3h-", dir=str(base) if base else "/tmp"))
         folder.chmod(0o755)
-        tag = folder.name.removeprefix("c3h-")[:6].lower()
+        tag = folder.name.removeprefix("c3h-")
         key = folder / "client_ed25519"
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"c3-test-{tag}", "-f", str(key)])
         rig = cls(folder=folder, client_key=key, known_hosts=folder / "known_hosts", tag=tag)
         rig.known_hosts.write_text("")
+        reap_stale(folder.parent)
         try:
             for i in range(1, count + 1):
                 rig.hosts.append(rig._make_namespace(f"h{i}"))
+                rig._record()
             for host in rig.hosts:
                 rig._start_sshd(host)
                 if docker:
@@ -227,6 +229,13 @@ class HostRig:
         return rig
 
     # --- building -------------------------------------------------------------------------
+
+    def _record(self) -> None:
+        """What a later session needs to clean up after this one if it is killed (SIGKILL, OOM)."""
+        import json
+
+        record = {"owner": os.getpid(), "netns": [h.netns for h in self.hosts], "veth": [f"c3v{h.subnet}o" for h in self.hosts]}
+        (self.folder / "rig.json").write_text(json.dumps(record))
 
     def _make_namespace(self, name: str) -> TestHost:
         LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
@@ -403,6 +412,38 @@ class HostRig:
         _run(["rm", "-rf", "--one-file-system", str(self.folder)], check=False, timeout=300)
         shutil.rmtree(self.folder, ignore_errors=True)
         self.hosts = []
+
+
+def reap_stale(base: Path) -> list[Path]:
+    """Tear down rigs left by sessions that died without teardown (their owner pid is gone).
+
+    Only rigs this module recorded (`c3h-*/rig.json`) are touched, and only processes inside
+    their recorded namespaces are signalled.
+    """
+    import json
+
+    reaped = []
+    for record_file in base.glob("c3h-*/rig.json"):
+        try:
+            record = json.loads(record_file.read_text())
+            owner = int(record["owner"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if owner == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        folder = record_file.parent
+        for netns in record.get("netns", []):
+            for pid in _run(["ip", "netns", "pids", netns], check=False).stdout.split():
+                if _in_netns(int(pid), netns):
+                    _stop_pid(int(pid), grace_s=2)
+        _unmount_under(folder)
+        for veth in record.get("veth", []):
+            _run(["ip", "link", "del", veth], check=False)
+        for netns in record.get("netns", []):
+            _run(["ip", "netns", "del", netns], check=False)
+        _run(["rm", "-rf", "--one-file-system", str(folder)], check=False, timeout=300)
+        reaped.append(folder)
+    return reaped
 
 
 def _in_netns(pid: int, netns: str) -> bool:

@@ -44,3 +44,27 @@ def test_each_host_has_its_own_dockerd(docker_hosts):
         assert root_dir.startswith(str(host.folder))
         roots.add(root_dir)
     assert len(roots) == 2
+
+
+def test_a_rig_whose_session_died_is_reaped(require_service):
+    from scripts.rig.hosts import HostRig, missing_requirements, reap_stale
+
+    why = missing_requirements()
+    require_service("netns", why is None, why or "")
+    rig = HostRig.create(count=1)
+    try:
+        host = rig.hosts[0]
+        sshd = host.pids["sshd"]
+        record = rig.folder / "rig.json"
+        # Pretend the owning session was killed: a dead owner pid in its record.
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        record.write_text(record.read_text().replace(f'"owner": {__import__("os").getpid()}', f'"owner": {dead.pid}'))
+        assert rig.folder in reap_stale(rig.folder.parent)
+        assert not rig.folder.exists()
+        assert host.netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        from pathlib import Path
+
+        assert not Path(f"/proc/{sshd}").exists()  # its sshd (inside the namespace) was stopped
+    finally:
+        rig.teardown()
