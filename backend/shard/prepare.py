@@ -115,10 +115,12 @@ async def prepare(nodes: list[Node], execs: dict[str, NodeExec], options: planni
     address = planning.choose_head_address(head, facts, workers, options.head_address)
     port = options.ray_port if options.backend == "ray" else options.master_port
     what = "Ray GCS" if options.backend == "ray" else "rendezvous"
-    if execs[head.name].local:
+    if execs[head.name].local and not options.stop_services:
         # vLLM's API port must be free too, or the server dies after the whole cluster formed.
+        # (With --stop-services the single-node server about to be stopped usually holds it.)
         with head_listener("0.0.0.0", options.api_port, what="API"):
             pass
+        checks.append(f"API port {options.api_port} free on {head.name}")
     routes = await check_reach(head, workers, execs, facts, address, port, what=what)
     planning.check_routes(address, port, routes)
     how = "TCP connect" if execs[head.name].local else "route only: the head is not this machine"
