@@ -161,8 +161,13 @@ class ShardRunner:
         step = self.plan.stop_services[0]
         results = await asyncio.gather(*(self.execs[p.node].run(shlex.join(step.argv), timeout=120) for p in self.plan.parts))
         for part, result in zip(self.plan.parts, results, strict=True):
+            said = (result.err or result.out).strip().splitlines()
+            if result.rc == 5 or any("not loaded" in line for line in said):
+                # systemctl's "unit not loaded": there is no single-node server on this node to stop.
+                self.echo(f"c3: [{part.node}] {step.label}: no such unit there, nothing to stop")
+                continue
             if result.rc != 0:
-                raise Refused(f"{step.label} failed on {part.node}: {(result.err or result.out).strip().splitlines()[-1:] or result.rc}")
+                raise Refused(f"{step.label} failed on {part.node}: {said[-1] if said else f'exit {result.rc}'}")
             self.echo(f"c3: [{part.node}] {step.label}: done")
 
     async def _wait_ray(self, head: NodePart, *, nodes: int, deadline_s: float) -> None:
