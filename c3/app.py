@@ -22,16 +22,24 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 
-from c3.modals.confirm import ConfirmModal
-from c3.modals.details import DetailsModal
-from c3.modals.help import HelpModal
-from c3.modals.logs import LogsModal
-from c3.modals.new_pod import NewPodModal
 from c3.screens.base import ServiceCalls, describe_error
-from c3.screens.nodes import NodesScreen
 from c3.screens.orchestration import OrchestrationScreen
-from c3.screens.recipes import RecipesScreen
 from c3.services import BootProgress, NewPod, Services, WriteKind, WritePlan, WriteResult
+
+# Only what the first frame needs is imported up front; the other modes and the modals (DataTable,
+# Input, Log…) load when first opened, and the facade (pydantic, SDK adapters) is built in a worker.
+
+
+def _nodes_screen() -> Screen:
+    from c3.screens.nodes import NodesScreen
+
+    return NodesScreen()
+
+
+def _recipes_screen() -> Screen:
+    from c3.screens.recipes import RecipesScreen
+
+    return RecipesScreen()
 
 
 @dataclass
@@ -50,6 +58,15 @@ NAVIGATION = [
 ]
 
 
+def _warm_imports() -> None:
+    """Import the modes and modals in a thread after the first frame, so opening one later does not
+    pay its imports on the event loop."""
+    import importlib
+
+    for name in ("c3.modals.new_pod", "c3.modals.confirm", "c3.modals.logs", "c3.modals.details", "c3.modals.help", "c3.screens.nodes", "c3.screens.recipes"):
+        importlib.import_module(name)
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -59,7 +76,7 @@ class C3App(ServiceCalls, App[None]):
 
     CSS_PATH = Path(__file__).with_name("c3.tcss")
     TITLE = "c3"
-    MODES = {"orchestration": OrchestrationScreen, "nodes": NodesScreen, "recipes": RecipesScreen}
+    MODES = {"orchestration": OrchestrationScreen, "nodes": _nodes_screen, "recipes": _recipes_screen}
     DEFAULT_MODE = "orchestration"
     BINDINGS = [
         Binding("1", "switch_mode('orchestration')", "Orchestration", id="mode_orchestration", tooltip="GPUs and pods", show=False),
@@ -71,23 +88,59 @@ class C3App(ServiceCalls, App[None]):
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id="quit_ctrl_q"),
     ]
 
-    def __init__(self, services: Services, *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True, **kwargs) -> None:
+    def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True, **kwargs) -> None:
+        """`services` is the facade, or a factory for it: then it is built in a worker after the first frame."""
         super().__init__(**kwargs)
         self.autopoll = autopoll
-        self.services = services
-        self.readonly = readonly or services.readonly
+        self._factory: Callable[[], Services] | None = None
+        self.services: Services | None
+        if hasattr(services, "pod_states"):
+            self.services = services  # type: ignore[assignment]
+        else:
+            self.services, self._factory = None, services  # type: ignore[assignment]
+        self.startup_error: BaseException | None = None
+        self.readonly = readonly or bool(getattr(self.services, "readonly", False))
         self.clock = clock or _utc_now
         self.boots: dict[str, BootProgress] = {}
         self.last_result: WriteResult | None = None
         self.results: list[WriteResult] = []
 
     def on_mount(self) -> None:
+        # Background work starts after the first frame: threads importing pydantic would otherwise
+        # hold the GIL while the first frame renders.
+        self.call_after_refresh(self._start_background)
         # The terminal went away (SSH dropped, window closed): exit cleanly instead of spinning.
         if not self.is_headless:
             try:
                 asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+
+    def _start_background(self) -> None:
+        if self._factory is not None:
+            self.call(self._factory, done=self._services_ready, failed=self._services_failed, group="startup")
+        self.run_worker(_warm_imports, thread=True, group="warm-up", exit_on_error=False)
+
+    def _services_ready(self, services: Services) -> None:
+        self.services = services
+        self.readonly = self.readonly or services.readonly
+        for stack in self._screen_stacks.values():
+            for screen in stack:
+                ready = getattr(screen, "services_ready", None)
+                if ready is not None and screen.is_mounted:
+                    ready()
+
+    def _services_failed(self, error: BaseException) -> None:
+        # Startup failed (bad rig file, unreadable estate…): leave, and let the CLI print it.
+        self.startup_error = error
+        self.exit(return_code=getattr(error, "exit_code", 1))
+
+    def ready(self) -> bool:
+        """True once the facade exists; otherwise says so."""
+        if self.services is None:
+            self.notify("Still connecting to the rig…", timeout=3)
+            return False
+        return True
 
     def on_unmount(self) -> None:
         if not self.is_headless:
@@ -107,6 +160,8 @@ class C3App(ServiceCalls, App[None]):
         own = [b for b in getattr(type(screen), "BINDINGS", []) if isinstance(b, Binding)]
         title = {"orchestration": "Orchestration", "nodes": "Nodes", "recipes": "Recipes"}.get(self.current_mode, "This screen")
         sections = [(title, own), ("Lists", NAVIGATION), ("Everywhere", [b for b in self.BINDINGS if isinstance(b, Binding)])]
+        from c3.modals.help import HelpModal
+
         self.push_screen(HelpModal(sections))
 
     # -- palette ---------------------------------------------------------------------------------
@@ -139,12 +194,22 @@ class C3App(ServiceCalls, App[None]):
 
     # -- modals ----------------------------------------------------------------------------------
     def open_logs(self, pod: str) -> None:
-        self.push_screen(LogsModal(pod))
+        from c3.modals.logs import LogsModal
+
+        if self.ready():
+            self.push_screen(LogsModal(pod))
 
     def open_details(self, pod: str) -> None:
-        self.push_screen(DetailsModal(pod))
+        from c3.modals.details import DetailsModal
+
+        if self.ready():
+            self.push_screen(DetailsModal(pod))
 
     def action_new_pod(self) -> None:
+        from c3.modals.new_pod import NewPodModal
+
+        if not self.ready():
+            return
         orch = self._orchestration()
         gpus = sorted(orch.gpus) if orch else []
         pods = orch.pods if orch else []
@@ -164,9 +229,13 @@ class C3App(ServiceCalls, App[None]):
             what = {"create": "create a pod", "up": f"boot {pod}", "down": f"stop {pod}", "rm": f"remove {pod}", "stop_all": "stop the estate"}[kind]
             self.show_result(WriteResult(False, f"read-only cockpit: refused to {what}", "restart c3 without --readonly"))
             return
+        if not self.ready():
+            return
         self.call(self.services.make_plan, kind, pod, request, done=self._plan_ready, failed=self._write_failed, group="plan")
 
     def _plan_ready(self, plan: WritePlan) -> None:
+        from c3.modals.confirm import ConfirmModal
+
         self.push_screen(ConfirmModal(plan, readonly=self.readonly), callback=lambda ok: self._confirmed(plan, ok))
 
     def _confirmed(self, plan: WritePlan, ok: bool | None) -> None:
@@ -184,6 +253,9 @@ class C3App(ServiceCalls, App[None]):
             return self.services.execute(plan, lambda progress: self.post_message(BootUpdate(progress)))
 
         def finished(result: WriteResult) -> None:
+            orch = self._orchestration()
+            if plan.kind == "create" and result.ok and plan.request is not None and orch is not None:
+                orch.select_next = plan.request.name  # the new pod is what the next key acts on
             if plan.kind == "up" and plan.pod and not result.ok and plan.pod in self.boots and not self.boots[plan.pod].done:
                 self.boots[plan.pod] = BootProgress(plan.pod, "failed", self.boots[plan.pod].elapsed_s, self.boots[plan.pod].log_tail, done=True, ok=False)
             if plan.kind in {"down", "rm", "stop_all"}:

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-from backend.models import CatalogEntry, FitReport, GpuSnapshot
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first frame
+    from backend.models import CatalogEntry, FitReport, GpuSnapshot
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
 PlacementVerdict = Literal["ok", "mismatch", "unknown"]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from backend.models import FitReport
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.models import FitReport
 
 VERDICT_GLYPH = {
     "fits": ("✓", "$success"),

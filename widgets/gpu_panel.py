@@ -5,7 +5,10 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widget import Widget
 
-from backend.models import GpuSnapshot
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.models import GpuSnapshot
 from widgets.meters import bar, gib, sparkline
 
 

@@ -26,17 +26,24 @@ def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = Fa
     """Build the facade (real backend; the simulated rig and runtime for `demo`) and run the app."""
     configure_terminal(color)
     from c3.app import C3App
-    from c3.services_real import build_services
 
-    services = build_services(readonly=readonly, demo=demo)
-    app = C3App(services, readonly=readonly)
+    def build_services():  # runs in a worker thread
+        from c3.services_real import build_services as build
+
+        return build(readonly=readonly, demo=demo)
+
+    # The facade (pydantic models, SDK adapters, the runtime) is built in a worker after the first
+    # frame, so the cockpit shows up about as fast as a bare Textual app.
+    app = C3App(build_services, readonly=readonly)
 
     try:
         app.run(mouse=not no_mouse)
     finally:
-        closer = getattr(services, "close", None)
+        closer = getattr(app.services, "close", None)
         if closer:
             closer()
+    if app.startup_error is not None:
+        raise app.startup_error
 
 
 @click.command()

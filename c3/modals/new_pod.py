@@ -16,12 +16,17 @@ from textual.content import Content
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from backend.models import CatalogEntry, FitReport
-from backend.models.estate import POD_NAME_PATTERN
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.models import CatalogEntry, FitReport
 from c3.screens.base import CockpitModal, describe_error
 from c3.services import NewPod, PodState
 from widgets.fit_breakdown import fit_lines, verdict_markup
 
+# The same rule as backend.models.estate.POD_NAME_PATTERN (a test keeps them equal); copied so the
+# modal does not import pydantic on the event loop.
+POD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 VERDICT_RANK = {"fits": 0, "tight": 1, "unknown": 2, "wont-fit": 3, "incompatible-hw": 4}
 REFIT_DELAY_S = 0.25
 

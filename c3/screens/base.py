@@ -86,7 +86,7 @@ class Poller:
         self.ticks = 0
 
     def tick(self) -> None:
-        if self.in_flight or not self.screen.is_active:
+        if self.in_flight or not self.screen.is_active or getattr(self.screen.app, "services", None) is None:
             return
         self.in_flight = True
         self.ticks += 1
@@ -120,6 +120,17 @@ class CockpitScreen(ServiceCalls, Screen):
                 poller.timer = self.set_interval(poller.period, poller.tick, name=f"poll-{poller.period}")
         self.call_after_refresh(self.poll_now)
 
+    def services_ready(self) -> None:
+        """The app's facade was just built (see C3App): refresh the chrome and poll at once."""
+        self.refresh_chrome()
+        self.poll_now()
+
+    def refresh_chrome(self) -> None:
+        """Redraw what depends on the facade's label / read-only flag (screens override)."""
+
+    def refresh_badges(self) -> None:
+        """Redraw the sources' freshness badges (screens override)."""
+
     def poll_now(self) -> None:
         """Start every poller at once (first frame, coming back to this mode, after a write)."""
         for poller in self.pollers:
@@ -129,13 +140,17 @@ class CockpitScreen(ServiceCalls, Screen):
         for poller in self.pollers:
             if poller.timer is not None:
                 poller.timer.pause()
+        self.refresh_badges()  # "paused", at once rather than on the next as-of tick
 
     def on_screen_resume(self, event: events.ScreenResume) -> None:
+        for bar in self.query("KeyBar"):
+            bar.refresh_keys()  # type: ignore[attr-defined]
         for poller in self.pollers:
             if poller.timer is not None:
                 poller.timer.resume()
         if self.is_mounted:
             self.call_after_refresh(self.poll_now)
+            self.call_after_refresh(self.refresh_badges)
 
 
 class CockpitModal(ServiceCalls, ModalScreen):

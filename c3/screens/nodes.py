@@ -7,11 +7,12 @@ from datetime import datetime
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import mode_bar
 from c3.services import NodeRow
+from widgets.key_bar import KeyBar
 from widgets.source_badge import source_badge
 
 NODES_PERIOD_S = 10.0
@@ -42,10 +43,15 @@ class NodesScreen(CockpitScreen):
         yield Static(id="sources")
         yield Static("", id="nodes-empty", classes="empty")
         yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeyBar()
+
+    def refresh_chrome(self) -> None:
+        app = self.app
+        label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
+        self.query_one("#modebar", Static).update(mode_bar("nodes", label, app.readonly))  # type: ignore[attr-defined]
 
     def on_mount(self) -> None:
-        self.query_one("#modebar", Static).update(mode_bar("nodes", self.app.services.label, self.app.readonly))  # type: ignore[attr-defined]
+        self.refresh_chrome()
         table = self.query_one("#nodes", DataTable)
         table.add_columns("name", "endpoint", "ssh", "where", "reachable", "detail")
         self.render_rows()
@@ -68,8 +74,11 @@ class NodesScreen(CockpitScreen):
     def action_refresh_now(self) -> None:
         self.poll_now()
 
+    def refresh_badges(self) -> None:
+        self.render_sources()
+
     def render_sources(self) -> None:
-        badge = source_badge("Nodes", self.taken_at, self.app.clock(), stale_after_s=NODES_PERIOD_S * 3, error=self.error)  # type: ignore[attr-defined]
+        badge = source_badge("Nodes", self.taken_at, self.app.clock(), stale_after_s=NODES_PERIOD_S * 3, error=self.error, paused=not self.is_active)  # type: ignore[attr-defined]
         self.query_one("#sources", Static).update(badge)
 
     def render_rows(self) -> None:

@@ -12,15 +12,19 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 
-from backend.models import GpuSnapshot
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.models import GpuSnapshot
 from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.boot_panel import boot_text
 from c3.screens.chrome import mode_bar
 from c3.screens.pod_view import PodList, free_line
 from c3.services import History, PodState
 from widgets.gpu_panel import GpuPanel
+from widgets.key_bar import KeyBar
 from widgets.source_badge import source_badge
 
 GPU_PERIOD_S = 1.0
@@ -52,6 +56,8 @@ class OrchestrationScreen(CockpitScreen):
         self.history = History()
         self._seeded = False
         self._focused_pods = False
+        self.select_next: str | None = None
+        """A pod to highlight as soon as it is listed (the one just created)."""
         self.gpu_poller = self.add_poller(GPU_PERIOD_S, self._poll_gpus)
         self.pods_poller = self.add_poller(PODS_PERIOD_S, self._poll_pods)
 
@@ -67,11 +73,15 @@ class OrchestrationScreen(CockpitScreen):
                 yield Static("", id="free")
         yield Static("", id="boot")
         yield Static("", id="result")
-        yield Footer()
+        yield KeyBar()
+
+    def refresh_chrome(self) -> None:
+        app = self.app
+        label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
+        self.query_one("#modebar", Static).update(mode_bar("orchestration", label, app.readonly))  # type: ignore[attr-defined]
 
     def on_mount(self) -> None:
-        app = self.app
-        self.query_one("#modebar", Static).update(mode_bar("orchestration", app.services.label, app.readonly))  # type: ignore[attr-defined]
+        self.refresh_chrome()
         self.query_one("#boot").display = False
         self.render_pods()
         self.render_sources()
@@ -167,6 +177,10 @@ class OrchestrationScreen(CockpitScreen):
             empty.display = False
             pod_list.display = True
             pod_list.show(self.pods, self.gpus)
+            names = [p.name for p in self.pods]
+            if self.select_next in names:
+                pod_list.highlighted = names.index(self.select_next)
+                self.select_next = None
             if not self._focused_pods:
                 self._focused_pods = True
                 self.call_after_refresh(pod_list.focus)  # the pods are what keys act on (once shown)
@@ -176,6 +190,9 @@ class OrchestrationScreen(CockpitScreen):
         )
         self.query_one("#free", Static).update(free_line(self.pods, self.gpus, {i: self.holder_of(i) for i in self.gpus}))
         self.render_boots()
+
+    def refresh_badges(self) -> None:
+        self.render_sources()
 
     def render_sources(self) -> None:
         now = self.app.clock()  # type: ignore[attr-defined]
@@ -196,7 +213,7 @@ class OrchestrationScreen(CockpitScreen):
         result = self.app.last_result  # type: ignore[attr-defined]
         line = self.query_one("#result", Static)
         if result is None:
-            line.update("[$text-muted]N new pod · u up · d down · x remove · l logs · ⏎ details · o stop all · ? help[/]")
+            line.update("[$text-muted]the result of every write shows here · ⏎ details · ? all keys · ^p every action[/]")
         elif result.ok:
             line.update(Content.from_markup("[$success]✓[/] $m", m=result.message + (f" — {result.hint}" if result.hint else "")))
         else:

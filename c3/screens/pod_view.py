@@ -12,7 +12,10 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from backend.models import GpuSnapshot
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.models import GpuSnapshot
 from c3.services import PodState
 from widgets.gpu_panel import short_name
 from widgets.meters import gib

@@ -9,11 +9,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import mode_bar
 from c3.services import RecipeRow
+from widgets.key_bar import KeyBar
 from widgets.source_badge import source_badge
 
 NO_BACKEND = (
@@ -51,10 +52,15 @@ class RecipesScreen(CockpitScreen):
         with Horizontal(id="recipes-pane"):
             yield DataTable(id="recipes", cursor_type="row", zebra_stripes=True)
             yield Static("", id="recipe-detail")
-        yield Footer()
+        yield KeyBar()
+
+    def refresh_chrome(self) -> None:
+        app = self.app
+        label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
+        self.query_one("#modebar", Static).update(mode_bar("recipes", label, app.readonly))  # type: ignore[attr-defined]
 
     def on_mount(self) -> None:
-        self.query_one("#modebar", Static).update(mode_bar("recipes", self.app.services.label, self.app.readonly))  # type: ignore[attr-defined]
+        self.refresh_chrome()
         self.query_one("#recipes", DataTable).add_columns("id", "hardware", "nodes", "verified")
         self.render_rows()
         super().on_mount()

@@ -117,7 +117,8 @@ def test_demo_in_tmux(size, tmp_path, require_service):
         term.wait_for(r"Create pod odd")
         term.keys("y")
         term.wait_for(r"created pod odd")
-        term.keys("j", "u")
+        term.wait_for(r"odd\s+custom/demo")  # listed, and selected: the pod just created
+        term.keys("u")
         term.wait_for(r"Boot pod odd")
         term.keys("y")
         term.wait_for(r"PLACEMENT\s+MISMATCH", timeout=60)

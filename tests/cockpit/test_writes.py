@@ -244,3 +244,10 @@ def test_parse_gpus_and_names():
     assert isinstance(parse_gpus("0,0"), str) and isinstance(parse_gpus("a"), str) and isinstance(parse_gpus(""), str)
     assert name_problem("chat", set()) is None
     assert name_problem("Chat", set()) and name_problem("-x", set()) and name_problem("a", {"a"})
+
+
+def test_modal_name_rule_is_the_estate_rule():
+    from backend.models.estate import POD_NAME_PATTERN as ESTATE_RULE
+    from c3.modals.new_pod import POD_NAME_PATTERN
+
+    assert POD_NAME_PATTERN == ESTATE_RULE

@@ -1,0 +1,37 @@
+"""A one-line key bar: the shown bindings of the screen, as `key Description` pairs.
+
+Textual's Footer builds one widget per key (a dozen widgets, each styled at start-up); a key bar
+that never changes while a screen is up is a single Static — a third of the cockpit's first frame.
+"""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+KEY_NAMES = {"question_mark": "?", "escape": "Esc", "enter": "⏎", "ctrl+p": "^p", "ctrl+s": "^s"}
+
+
+class KeyBar(Static):
+    """Renders the screen's active, shown bindings (plus the palette key) on mount and on resume."""
+
+    DEFAULT_CSS = """
+    KeyBar { dock: bottom; height: 1; background: $panel; color: $text-muted; padding: 0 1; }
+    """
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self.refresh_keys)
+
+    def refresh_keys(self) -> None:
+        parts: list[Content] = []
+        seen: set[str] = set()
+        for key, active in self.screen.active_bindings.items():
+            binding = active.binding
+            if not binding.show or not binding.description or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            label = KEY_NAMES.get(key, key)
+            style = "b $accent" if active.enabled else "$text-disabled"
+            parts.append(Content.from_markup(f"[{style}]$k[/] $d", k=label, d=binding.description))
+        parts.append(Content.from_markup("[b $accent]^p[/] palette"))
+        self.update(Content("  ").join(parts))
