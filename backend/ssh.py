@@ -279,8 +279,12 @@ def map_ssh_error(node: Node, exc: BaseException, *, known: bool) -> NodeFailure
                            hint="check the user and that the key is in the node's authorized_keys")
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return NodeFailure(node.name, "timeout", f"timed out reaching {where}", hint="is the node up and the address right?")
+    if isinstance(exc, asyncssh.KeyEncryptionError):
+        return NodeFailure(node.name, "keyfile", f"key file {node.ssh_key} is passphrase-protected",
+                           hint="load it into ssh-agent (ssh-add) and register the node without --ssh-key")
     if isinstance(exc, asyncssh.KeyImportError) or (isinstance(exc, OSError) and node.ssh_key and str(node.ssh_key) in str(exc)):
-        return NodeFailure(node.name, "keyfile", f"cannot use key file {node.ssh_key}: {exc}")
+        hint = "load it into ssh-agent (ssh-add) and register the node without --ssh-key" if "assphrase" in str(exc) else None
+        return NodeFailure(node.name, "keyfile", f"cannot use key file {node.ssh_key}: {exc}", hint=hint)
     if isinstance(exc, ConnectionRefusedError):
         return NodeFailure(node.name, "unreachable", f"unreachable: {where} refused the connection", hint="is sshd running on that port?")
     if isinstance(exc, OSError):

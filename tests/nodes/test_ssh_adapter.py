@@ -228,3 +228,16 @@ async def test_spawn_feeds_stdin_and_reports_exit_status(server):
         await shell.close()
     assert line.strip() == "got-secret-value" and proc.exit_status == 4
     assert not any("secret-value" in c for c in server.commands)
+
+
+async def test_key_file_problems_are_named(server, tmp_path):
+    import subprocess
+
+    locked_key = tmp_path / "locked"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "a passphrase", "-f", str(locked_key)], check=True)
+    with pytest.raises(NodeFailure) as failure:
+        await SshShell.connect(server.node(key=locked_key), server.options())
+    assert failure.value.kind == "keyfile" and str(locked_key) in failure.value.message
+    with pytest.raises(NodeFailure) as missing:
+        await SshShell.connect(server.node(key=tmp_path / "absent"), server.options())
+    assert missing.value.kind == "keyfile" and "absent" in missing.value.message
