@@ -69,30 +69,33 @@ def _up_lines(svc: Any, pod: Any) -> list[str]:
 
 
 def recipes_rows() -> list[RecipeRow] | None:
-    """The recipe catalogue as rows, or None when this build has no recipes backend."""
+    """The recipe catalogue (built-ins + `$C3_HOME/recipes.d/`) as rows; None without a recipes backend."""
     try:
-        import backend.recipes as recipes  # noqa: F401 - NODES' package; absent in early builds
-    except ImportError:
-        return None
-    loader = getattr(recipes, "load_recipes", None) or getattr(recipes, "list_recipes", None)
-    if loader is None:
+        from backend.recipes import load_recipes
+    except ImportError:  # a build without NODES' recipes package
         return None
     rows = []
-    for recipe in loader():
-        data = recipe.model_dump() if hasattr(recipe, "model_dump") else dict(recipe)
-        measured = data.get("measured") or {}
-        measured_lines = tuple(f"{k} {v}" for k, v in measured.items()) if isinstance(measured, dict) else tuple(map(str, measured))
-        nodes = data.get("nodes")
+    for recipe in load_recipes().values():
+        measured = getattr(recipe, "measured", None)
+        numbers: list[str] = []
+        if measured is not None:
+            labels = (("tokens_per_s", "decode {} tok/s (1 stream)"), ("aggregate_tokens_per_s", "aggregate {} tok/s"), ("concurrency", "at concurrency {}"),
+                      ("ttft_ms", "TTFT {} ms"), ("startup_s", "start-up {} s"))
+            numbers = [text.format(getattr(measured, key)) for key, text in labels if getattr(measured, key, None) is not None]
+        prov = recipe.provenance
+        provenance = ""
+        if prov is not None:
+            provenance = f"{prov.measured_by}" + (f", {prov.measured_on}" if prov.measured_on else "") + f" on {prov.hardware}" + (f" — {prov.source}" if prov.source else "")
         rows.append(
             RecipeRow(
-                id=str(data.get("id", "?")),
-                hardware=str(data.get("hardware", "")),
-                nodes=nodes if isinstance(nodes, int) else len(nodes or []),
-                image=str(data.get("image", "")),
-                verified=bool(data.get("verified", False)),
-                summary=str(data.get("summary") or data.get("description") or data.get("model") or ""),
-                provenance=str(data.get("provenance", "")),
-                measured=measured_lines,
+                id=recipe.id,
+                hardware=recipe.hardware.description,
+                nodes=recipe.nodes,
+                image=recipe.image,
+                verified=bool(getattr(recipe, "verified", False)),
+                summary=recipe.title or f"{recipe.model} ({recipe.engine})",
+                provenance=provenance,
+                measured=tuple(numbers),
             )
         )
     return rows

@@ -61,7 +61,7 @@ class RecipesScreen(CockpitScreen):
 
     def on_mount(self) -> None:
         self.refresh_chrome()
-        self.query_one("#recipes", DataTable).add_columns("id", "hardware", "nodes", "verified")
+        self.query_one("#recipes", DataTable).add_columns("id", "nodes", "verified", "hardware")
         self.render_rows()
         super().on_mount()
 
@@ -94,7 +94,7 @@ class RecipesScreen(CockpitScreen):
         table.clear()
         for row in rows:
             verified = Content.from_markup("[$success]✓ verified[/]") if row.verified else Content.from_markup("[$warning]? unverified[/]")
-            table.add_row(row.id, row.hardware, str(row.nodes), verified, key=row.id)
+            table.add_row(row.id, str(row.nodes), verified, row.hardware, key=row.id)
         if rows:
             self.show_detail(rows[0])
 
@@ -107,6 +107,7 @@ class RecipesScreen(CockpitScreen):
         lines = [
             Content.from_markup("[b]$i[/]", i=row.id),
             Content(row.summary),
+            Content.from_markup("[$text-muted]hardware[/]  $v", v=row.hardware),
             Content.from_markup("[$text-muted]image[/]  $v", v=row.image),
             Content.from_markup("[$text-muted]nodes[/]  $v", v=str(row.nodes)),
             Content.from_markup("[$text-muted]provenance[/]  $v", v=row.provenance or "—"),
