@@ -45,6 +45,8 @@ class RealServices:
         self._catalog: Any = None
         self._lock = threading.Lock()
         self._history: dict[int, deque[tuple[float, float]]] = {}
+        self._hub: Any = None
+        self._hub_failed = False
         source = getattr(self.ctx.probe, "source", None) or f"no GPUs ({self.ctx.probe_problem})"
         where = "demo rig" if demo else socket.gethostname()
         self.label = f"{where} · {source} · runtime {self.ctx.runtime.kind}"
@@ -55,8 +57,34 @@ class RealServices:
             raise EnvironmentProblem(self.ctx.probe_problem or "no GPU probe", hint="c3 needs NVML, or C3_RIG=rig.yaml for a simulated rig")
         return self.ctx.probe
 
+    def _live(self) -> Any:
+        """RUNTIME's live hub (GPU poller, workload events, health, placement in its own threads),
+        started on first use; None if it cannot start (then every read goes to the source directly)."""
+        if self._hub is None and not self._hub_failed:
+            try:
+                from backend.live import LiveState
+
+                hub = LiveState(self.ctx, pods=self._estate_pods, health_path_of=self._health_path)
+                hub.start()
+                self._hub = hub
+            except Exception:  # noqa: BLE001 - the direct reads still work
+                self._hub_failed = True
+        return self._hub
+
+    def _read_gpus(self) -> list[GpuSnapshot]:
+        hub = self._live()
+        if hub is None:
+            return list(self._probe().snapshots())
+        snap = hub.latest()
+        status = snap.source("gpus")
+        if status is not None and status.stale:
+            raise EnvironmentProblem(f"GPU readings stopped: {status.error or 'no answer'}")
+        if not snap.gpus:  # the hub's first reading is not in yet
+            return list(self._probe().snapshots())
+        return list(snap.gpus)
+
     def gpu_snapshots(self) -> list[GpuSnapshot]:
-        snapshots = list(self._probe().snapshots())
+        snapshots = self._read_gpus()
         with self._lock:
             for snap in snapshots:
                 total = snap.gpu.total_mib or 0
@@ -107,8 +135,41 @@ class RealServices:
         pods = self._estate_pods()
         if not pods:
             return []
-        rows = pod_rows(self.ctx, pods, health_path_of=self._health_path)
-        return [self._state_of(row) for row in rows]
+        hub = self._live()
+        if hub is None:
+            rows = pod_rows(self.ctx, pods, health_path_of=self._health_path)
+            return [self._state_of(row) for row in rows]
+        return [self._state_of(row) for row in self._live_rows(hub, pods)]
+
+    def _live_rows(self, hub: Any, pods: list[Pod]) -> list[dict[str, Any]]:
+        """`pod status` rows from the hub's latest snapshot; a pod the hub has not seen yet (just
+        created) is listed at once, as down."""
+        from backend.runtime.status import placement_json
+
+        snap = hub.latest()
+        status = snap.source("workloads")
+        if status is not None and status.stale:
+            raise EnvironmentProblem(f"the runtime stopped answering: {status.error or 'no answer'}")
+        live = {p.name: p for p in snap.pods}
+        workloads = {w.pod: w for w in snap.workloads}
+        rows = []
+        for pod in pods:
+            entry = live.get(pod.name)
+            workload = (entry.workload if entry else None) or workloads.get(pod.name)
+            running = bool(workload and workload.running)
+            serving = running and bool(entry and entry.health and entry.health.healthy)
+            place = entry.placement if entry else None
+            if place is not None and running and place.verdict == "unknown" and "not running" in place.reason:
+                place = None  # from before it started; the next placement read will judge it
+            placement = placement_json(place) if place is not None else {
+                "verdict": "unknown", "requested": [], "actual": [], "requested_indices": list(pod.gpus), "actual_indices": [],
+                "missing": [], "extra": [], "foreign": [], "reason": "verifying placement…" if running else "the pod is not running",
+            }
+            rows.append({
+                "name": pod.name, "slug": pod.slug, "gpus": list(pod.gpus), "port": pod.port, "running": running, "serving": serving,
+                "state": workload.status if workload else "absent", "placement": placement,
+            })
+        return rows
 
     @staticmethod
     def _state_of(row: dict[str, Any]) -> PodState:
@@ -268,6 +329,13 @@ class RealServices:
         return self._problems(plan.kind, plan.pod if plan.kind != "create" else None, plan.request)
 
     def execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
+        try:
+            return self._execute(plan, progress)
+        finally:
+            if self._hub is not None:
+                self._hub.refresh()  # the live view catches up with the write at once
+
+    def _execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
         if self.readonly:
             raise Refused("read-only cockpit: writes are refused", hint="restart c3 without --readonly")
         if plan.kind == "create" and plan.request is not None:
@@ -329,6 +397,8 @@ class RealServices:
 
     def close(self) -> None:
         """A normal cockpit leaves pods running; the demo stops its stub processes."""
+        if self._hub is not None:
+            self._hub.stop()
         if self.demo:
             from c3.demo import stop_demo_pods
 
