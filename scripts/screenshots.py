@@ -4,7 +4,8 @@
     .venv/bin/python scripts/screenshots.py [--only NAME[,NAME]] [--png]
 
 Fixed numbers, fixed clock (12:00 UTC), no timers, no cursor blink: the same SVGs on every run.
-`--png` also writes PNGs next to them when cairosvg is installed (for looking, not for committing).
+`--png` also writes PNGs (for looking, not for committing) into /tmp/c3-screenshots-png/ when
+cairosvg is installed.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def main() -> None:
         if args.png:
             import cairosvg
 
-            cairosvg.svg2png(url=str(path), write_to=str(path.with_suffix(".png")), output_width=scene.size[0] * 12)
+            png_dir = Path("/tmp/c3-screenshots-png")
+            png_dir.mkdir(exist_ok=True)
+            cairosvg.svg2png(url=str(path), write_to=str(png_dir / f"{scene.name}.png"), output_width=scene.size[0] * 12)
 
 
 if __name__ == "__main__":
