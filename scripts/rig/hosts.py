@@ -9,8 +9,8 @@ reachable at 10.213.N.2 and not at this machine's 127.0.0.1.
 
 All hosts share the file system; each gets its own folder. Names (namespace, veth, subnet N) are
 chosen under a machine-wide lock from what is free, so parallel test sessions never collide.
-Teardown stops only the processes this rig started (by pid) plus whatever still lives inside the
-namespaces it created, then deletes those namespaces and folders.
+Teardown stops only the processes this rig started (through their Popen) plus whatever provably lives
+inside the namespaces it created (netns_cleanup.py), then deletes those namespaces and folders.
 
 Usage from Python (the pytest plugin tests/plugins/hosts.py wraps this):
 
@@ -39,9 +39,29 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+try:
+    from scripts.rig.netns_cleanup import (
+        NETNS_DIR,
+        reap_stale,
+        remove_folder,
+        stop_child,
+        stop_netns,
+        unmount_under,
+    )
+except ModuleNotFoundError:  # run as a file: `python3 scripts/rig/hosts.py up`
+    from netns_cleanup import (
+        NETNS_DIR,
+        reap_stale,
+        remove_folder,
+        stop_child,
+        stop_netns,
+        unmount_under,
+    )
+
+__all__ = ["HostRig", "HostRigError", "TestHost", "missing_requirements", "reap_stale"]
+
 SUBNET_PREFIX = "10.213"
 LOCK_FILE = Path("/run/c3-test-hosts.lock")
-NETNS_DIR = Path("/var/run/netns")
 SSHD = "/usr/sbin/sshd"
 
 
@@ -387,7 +407,11 @@ class HostRig:
     # --- tearing down ---------------------------------------------------------------------
 
     def teardown(self) -> None:
-        """Stop what this rig started (by pid), delete its namespaces and its folder. Never raises."""
+        """Stop what this rig started, delete its namespaces and its folder. Never raises.
+
+        Children are stopped through their Popen (never by a bare pid), everything else only when
+        it provably sits inside one of this rig's namespaces (see netns_cleanup).
+        """
         for host in self.hosts:
             if host.docker_sock is not None and "dockerd" in host.pids:
                 # Remove containers first: dockerd's own shutdown waits out each stop timeout.
@@ -396,66 +420,19 @@ class HostRig:
                     if ids:
                         _run(["docker", "-H", f"unix://{host.docker_sock}", "rm", "-f", *ids], check=False, timeout=60)
             for what in ("dockerd", "sshd"):
-                pid = host.pids.pop(what, None)
-                if pid is not None:
-                    _stop_pid(pid, grace_s=20 if what == "dockerd" else 5)
-            # Anything still inside the namespace was started by us (containers, ssh sessions).
-            with contextlib.suppress(Exception):
-                for pid in _run(["ip", "netns", "pids", host.netns], check=False).stdout.split():
-                    if _in_netns(int(pid), host.netns):
-                        _stop_pid(int(pid), grace_s=2)
-            _unmount_under(host.folder)
+                host.pids.pop(what, None)
+                proc = self._procs.pop((host.name, what), None)
+                if proc is not None:
+                    stop_child(proc, grace_s=20 if what == "dockerd" else 5)
+            # Anything still inside the namespace was started there by us (containers, ssh sessions).
+            stop_netns(host.netns)
+            unmount_under(host.folder)
             _run(["ip", "link", "del", f"c3v{host.subnet}o"], check=False)
             _run(["ip", "netns", "del", host.netns], check=False)
-        _unmount_under(self.folder)
-        # `rm -rf` is several times faster than shutil.rmtree on a docker data root's many small files.
-        _run(["rm", "-rf", "--one-file-system", str(self.folder)], check=False, timeout=300)
+        unmount_under(self.folder)
+        remove_folder(self.folder)
         shutil.rmtree(self.folder, ignore_errors=True)
         self.hosts = []
-
-
-def reap_stale(base: Path) -> list[Path]:
-    """Tear down rigs left by sessions that died without teardown (their owner pid is gone).
-
-    Only rigs this module recorded (`c3h-*/rig.json`) are touched, and only processes inside
-    their recorded namespaces are signalled.
-    """
-    import json
-
-    reaped = []
-    for record_file in base.glob("c3h-*/rig.json"):
-        try:
-            record = json.loads(record_file.read_text())
-            owner = int(record["owner"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if owner == os.getpid() or Path(f"/proc/{owner}").exists():
-            continue
-        folder = record_file.parent
-        for netns in record.get("netns", []):
-            for pid in _run(["ip", "netns", "pids", netns], check=False).stdout.split():
-                if _in_netns(int(pid), netns):
-                    _stop_pid(int(pid), grace_s=2)
-        _unmount_under(folder)
-        for veth in record.get("veth", []):
-            _run(["ip", "link", "del", veth], check=False)
-        for netns in record.get("netns", []):
-            _run(["ip", "netns", "del", netns], check=False)
-        _run(["rm", "-rf", "--one-file-system", str(folder)], check=False, timeout=300)
-        reaped.append(folder)
-    return reaped
-
-
-def _in_netns(pid: int, netns: str) -> bool:
-    """Double-check before signalling: the process's network namespace is the one we created."""
-    if pid <= 1 or pid == os.getpid():
-        return False
-    try:
-        mine = os.stat(NETNS_DIR / netns)
-        theirs = os.stat(f"/proc/{pid}/ns/net")
-    except OSError:
-        return False
-    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def _root_locked() -> bool:
@@ -466,35 +443,6 @@ def _root_locked() -> bool:
     except OSError:
         pass
     return False
-
-
-def _stop_pid(pid: int, grace_s: float) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return
-        except ChildProcessError:  # not our child: poll for existence instead
-            if not Path(f"/proc/{pid}").exists():
-                return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
-
-
-def _unmount_under(folder: Path) -> None:
-    prefix = str(folder.resolve()) + "/"
-    try:
-        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
-    except OSError:
-        return
-    for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
-        _run(["umount", "-l", point], check=False)
 
 
 def main(argv: list[str]) -> int:
