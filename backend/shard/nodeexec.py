@@ -96,6 +96,9 @@ def kill_group_script(pgid: int, grace_s: float, *, settle_s: float = 0) -> str:
     With `settle_s`, first give the group that long to end by itself (a `ray start --block` exits on
     its own once `ray stop` took its daemons; a SIGTERM would make it drain for up to 30 s instead).
     """
+    if pgid <= 1:
+        # `kill -TERM -1` means every process the user may signal, `-0` the caller's own group.
+        raise ValueError(f"refusing to signal process group {pgid}")
     ticks = max(1, int(grace_s * 10))
     settle = int(settle_s * 10)
     return (
@@ -131,7 +134,11 @@ class _LocalProcess:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self._proc = proc
         self.pgid: int | None = proc.pid
-        self.returncode: int | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        # asyncio's, set the moment the child is reaped: from then on its pgid may belong to someone else.
+        return self._proc.returncode
 
     async def lines(self) -> AsyncIterator[str]:
         assert self._proc.stdout is not None
@@ -145,8 +152,7 @@ class _LocalProcess:
             yield line
 
     async def wait(self) -> int:
-        self.returncode = await self._proc.wait()
-        return self.returncode
+        return await self._proc.wait()
 
 
 class LocalExec:
@@ -213,7 +219,7 @@ class _RemoteProcess:
                 if not line:
                     break
                 text = line.rstrip("\r\n")
-                if self.pgid is None and text.startswith(PGID_MARK) and text[len(PGID_MARK):].isdigit():
+                if self.pgid is None and text.startswith(PGID_MARK) and text[len(PGID_MARK):].isdigit() and int(text[len(PGID_MARK):]) > 1:
                     self.pgid = int(text[len(PGID_MARK):])
                     continue
                 await self._queue.put(text)

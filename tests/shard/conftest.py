@@ -13,8 +13,8 @@ address, just as on a real head node.
 
 from __future__ import annotations
 
+import fcntl
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -118,17 +118,43 @@ class ShardRig:
         return {name: [(pid, cmd) for pid, cmd in procs if ours(pid, cmd)] for name, procs in self.netns_pids().items()}
 
     def kill_leftovers(self) -> None:
-        """Last resort after a failed test: stop what is still running inside the two namespaces."""
-        for procs in self.leftovers().values():
+        """Last resort after a failed test: stop what is still running inside the two namespaces
+        (each pid pinned by a pidfd and checked to be inside that namespace before any signal)."""
+        from scripts.rig.netns_cleanup import stop_in_netns
+
+        netns = {h.name: h.netns for h in (self.head, self.worker)}
+        for name, procs in self.leftovers().items():
             for pid, _ in procs:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                stop_in_netns(pid, netns[name], grace_s=1)
+
+
+SHARD_LOCK = Path("/run/c3-test-shard.lock")
 
 
 @pytest.fixture(scope="module")
-def shard_rig(ssh_hosts, tmp_path_factory, require_service):
+def machine_wide_shard_lock():
+    """One shard module at a time on this machine. Test hosts share one pid namespace, so `ray stop`
+    and `shard stop` (which finds c3's processes through /proc/*/environ) on a test host reach every
+    test session's Ray and shard processes, not only this one's."""
+    SHARD_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(SHARD_LOCK, "a+") as lock:
+        deadline = time.monotonic() + 1800
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"another test session held {SHARD_LOCK} for 30 min")
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def shard_rig(ssh_hosts, tmp_path_factory, require_service, machine_wide_shard_lock):
     """NODES' two ssh test hosts plus a cluster link between them (removed again afterwards)."""
     h1, h2 = ssh_hosts.hosts[:2]
     used = {h1.subnet, h2.subnet}

@@ -140,3 +140,16 @@ def test_stop_services_runs_on_every_node_before_anything_starts(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_kill_group_script_refuses_groups_that_mean_everyone():
+    """`kill -TERM -1` would signal every process on the node; `-0` the caller's own group."""
+    from backend.shard.nodeexec import kill_group_script
+
+    for pgid in (0, 1, -5):
+        try:
+            kill_group_script(pgid, 1)
+        except ValueError:
+            continue
+        raise AssertionError(f"kill_group_script accepted process group {pgid}")
+    assert "kill -TERM -4242 " in kill_group_script(4242, 1)
