@@ -7,6 +7,7 @@ half-loaded.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import yaml
@@ -19,6 +20,9 @@ from backend.models import CatalogEntry, ModelSpec, WeightsVariant
 from backend.paths import user_catalog_dir
 
 BUILTIN_DIR = Path(__file__).with_name("builtin")
+
+# libyaml's loader parses the built-in catalog ~10x faster than the pure-Python one; same safety.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 __all__ = ["Catalog", "load_catalog", "parse_catalog_file"]
 
@@ -71,7 +75,7 @@ class Catalog:
 def parse_catalog_file(path: Path, *, user: bool) -> list[CatalogEntry]:
     """Entries of one YAML file; UsageError naming the file and the problem."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)  # noqa: S506 - a safe loader
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read ({error.__class__.__name__})") from None
     except yaml.YAMLError as error:
@@ -105,18 +109,51 @@ def parse_catalog_file(path: Path, *, user: bool) -> list[CatalogEntry]:
     return entries
 
 
+# The last catalog built per user folder, with the stamp (path, inode, mtime, size) of every file it
+# was read from: the TUI, `c3 catalog --fits-on` and estate validation ask for it once per slug/pod.
+_cache: dict[Path, tuple[tuple[tuple[str, int, int, int], ...], Catalog]] = {}
+_cache_lock = threading.Lock()
+
+
+def _catalog_files(folder: Path) -> list[tuple[Path, bool]]:
+    files = [(path, False) for path in sorted(BUILTIN_DIR.glob("*.yaml"))]
+    if folder.is_dir():
+        files += [(path, True) for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])]
+    return files
+
+
+def _stamp(files: list[tuple[Path, bool]]) -> tuple[tuple[str, int, int, int], ...] | None:
+    stamps = []
+    for path, _ in files:
+        try:
+            st = path.stat()
+        except OSError:
+            return None  # parse_catalog_file reports it
+        stamps.append((str(path), st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(stamps)
+
+
 def load_catalog(user_dir: Path | None = None) -> Catalog:
-    """Built-in entries with `$C3_HOME/catalog.d/*.yaml` merged over them (same slug replaces)."""
+    """Built-in entries with `$C3_HOME/catalog.d/*.yaml` merged over them (same slug replaces).
+
+    Re-read only when a file was added, removed or changed since the last call for the same folder.
+    """
+    folder = user_dir if user_dir is not None else user_catalog_dir()
+    files = _catalog_files(folder)
+    stamp = _stamp(files)
+    key = folder.absolute()
+    with _cache_lock:
+        cached = _cache.get(key)
+    if stamp is not None and cached is not None and cached[0] == stamp:
+        return Catalog(list(cached[1].entries), dict(cached[1]._origins))
     merged: dict[str, CatalogEntry] = {}
     origins: dict[str, Path] = {}
-    for path in sorted(BUILTIN_DIR.glob("*.yaml")):
-        for entry in parse_catalog_file(path, user=False):
+    for path, user in files:
+        for entry in parse_catalog_file(path, user=user):
             merged[entry.slug.lower()] = entry
             origins[entry.slug.lower()] = path
-    folder = user_dir if user_dir is not None else user_catalog_dir()
-    if folder.is_dir():
-        for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
-            for entry in parse_catalog_file(path, user=True):
-                merged[entry.slug.lower()] = entry
-                origins[entry.slug.lower()] = path
-    return Catalog(list(merged.values()), origins)
+    catalog = Catalog(list(merged.values()), origins)
+    if stamp is not None:
+        with _cache_lock:
+            _cache[key] = (stamp, Catalog(list(catalog.entries), dict(origins)))
+    return catalog

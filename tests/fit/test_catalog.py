@@ -103,3 +103,27 @@ def test_malformed_user_file_is_a_usage_error_naming_it(tmp_path, monkeypatch, t
     with pytest.raises(UsageError) as info:
         load_catalog()
     assert "broken.yaml" in info.value.message and problem in info.value.message
+
+
+def test_catalog_is_reread_only_when_catalog_d_changes(tmp_path, monkeypatch):
+    folder = tmp_path / "home" / "catalog.d"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("C3_HOME", str(tmp_path / "home"))
+    first = load_catalog()
+    assert first.find("vllm/mine") is None
+    first.entries.clear()  # a caller mangling its copy must not reach the next caller
+    assert len(load_catalog().entries) >= 25
+    entry = "entries:\n  - slug: vllm/mine\n    engine: vllm\n    image: vllm/vllm-openai:v0.11.0\n    model: Qwen/Qwen3-8B\n    max_model_len: {n}\n"
+    (folder / "mine.yaml").write_text(entry.format(n=4096))
+    assert load_catalog().get("vllm/mine").max_model_len == 4096
+    (folder / "mine.yaml").write_text(entry.format(n=40960))  # same size class, new content: stamp differs
+    assert load_catalog().get("vllm/mine").max_model_len == 40960
+    tmp = folder / "mine.yaml.tmp"
+    tmp.write_text(entry.format(n=8192))
+    tmp.replace(folder / "mine.yaml")  # an atomic replace (new inode) is seen too
+    assert load_catalog().get("vllm/mine").max_model_len == 8192
+    (folder / "mine.yaml").unlink()
+    assert load_catalog().find("vllm/mine") is None
+    (folder / "broken.yaml").write_text("entries: [unclosed\n")
+    with pytest.raises(UsageError):
+        load_catalog()
