@@ -99,8 +99,13 @@ def render(report: FitReport, title: str) -> str:
     return "\n".join(lines)
 
 
-def _exit_for(report: FitReport) -> int:
-    return 0 if report.verdict in ("fits", "tight") else 1
+def _exit_for(report: FitReport, what: str) -> int:
+    """0 for fits/tight; otherwise the one `c3: error:` line every failing command ends with, and 1."""
+    if report.verdict in ("fits", "tight"):
+        return 0
+    reason = report.reasons[0] if report.reasons else "see the report above"
+    click.echo(f"c3: error: {what}: {report.verdict}: {reason}", err=True)
+    return 1
 
 
 def _payload(report: FitReport, **extra: object) -> dict:
@@ -144,7 +149,7 @@ def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int
         emit_json(_payload(report, slug=entry.slug, tp=entry.tp, pp=entry.pp))
     else:
         click.echo(render(report, title))
-    return _exit_for(report)
+    return _exit_for(report, f"{entry.slug} on {where}")
 
 
 def _fit_config(
@@ -191,7 +196,7 @@ def _fit_config(
         emit_json(_payload(report, config=str(config), tp=tp, pp=pp))
     else:
         click.echo(render(report, title))
-    return _exit_for(report)
+    return _exit_for(report, config.name)
 
 
 @click.command("fit", help=HELP)

@@ -227,6 +227,8 @@ def validate(as_json: bool, file: Path | None, force: bool) -> None:
         for name, report in check.fits.items():
             click.echo(f"  · pod `{name}`: {describe_fit(report)}")
     if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        click.echo(f"c3: error: {path} is not a valid estate: {errors[0].message}{more}", err=True)
         raise SystemExit(1)
 
 

@@ -190,6 +190,7 @@ def test_validate_hand_written_files(rig, estate, priced):
     before = estate.read_bytes()
     r = run_inproc("pod", "validate", "--file", str(estate))
     assert r.code == 1
+    assert "is not a valid estate: " in one_error_line(r.err) and "more)" in r.err
     for expected in ("E1: GPU 0 (RTX 3090) claimed by qwen-left, qwen-right", "E4: port 8110 claimed by qwen-left, qwen-right",
                      "tp=2 * pp=1 = 2 != 1 cards selected", "unknown slug `vllm/not-real`", "pod name `Bad` is not valid"):
         assert expected in r.out

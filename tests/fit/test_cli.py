@@ -66,8 +66,10 @@ def test_gpus_form_uses_the_probe(capsys, monkeypatch):
 
 
 def test_exit_codes(capsys):
-    assert run(capsys, "fit", "vllm/gpt-oss-120b", "--card", "rtx-3090")[0] == 1  # wont-fit
-    assert run(capsys, "fit", "vllm/qwen3-next-80b-fp8-tp2", "--card", "rtx-3090,rtx-3090")[0] == 1  # incompatible-hw
+    code, out, err = run(capsys, "fit", "vllm/gpt-oss-120b", "--card", "rtx-3090")
+    assert code == 1 and "× wont-fit" in out and "wont-fit: rtx-3090: no memory left" in assert_one_error(err)
+    code, _, err = run(capsys, "fit", "vllm/qwen3-next-80b-fp8-tp2", "--card", "rtx-3090,rtx-3090")
+    assert code == 1 and ": incompatible-hw: " in assert_one_error(err)
     code, _, err = run(capsys, "fit", "vllm/nope", "--card", "rtx-3090")
     assert code == 1 and "unknown slug" in assert_one_error(err)
     code, _, err = run(capsys, "fit", "vllm/llama-3.1-8b", "--card", "rtx-9999")
