@@ -195,3 +195,6 @@ class Services(Protocol):
 
     def recipes(self) -> list[RecipeRow] | None:
         """The recipe catalogue; None when this build has no recipes backend."""
+
+    def set_live(self, active: bool) -> None:
+        """Pause (False) or resume (True) background live sources while nobody looks at them."""

@@ -236,6 +236,9 @@ class FakeServices:
             RecipeRow("gpt-oss-120b-2xspark", "2× DGX Spark", 2, "vllm/vllm-openai@sha256:91ac…", False, "gpt-oss-120b, TP=2 over Ray", "unverified", ()),
         ]
 
+    def set_live(self, active: bool) -> None:
+        self._record(f"set_live:{active}")
+
     # -- writes ----------------------------------------------------------------------------------
     def _get(self, name: str) -> PodState:
         with self._lock:

@@ -251,6 +251,18 @@ class RealServices:
             facts.append(("catalog", error.message))
         return PodDetails(pod=state, facts=tuple(facts), fit=report)
 
+    def set_live(self, active: bool) -> None:
+        hub = self._hub
+        if hub is None:
+            return
+        for name in hub.sources:
+            if active:
+                hub.resume(name)
+            else:
+                hub.pause(name)
+        if active:
+            hub.refresh()
+
     def nodes(self) -> list[NodeRow]:
         from backend.nodes.registry import load_registry
         from backend.runtime.readiness import probe_health

@@ -100,6 +100,9 @@ class Poller:
 class CockpitScreen(ServiceCalls, Screen):
     """A mode screen with pollers that stop while it is hidden or covered by a modal."""
 
+    LIVE = False
+    """Reads the facade's live hub: pause the hub's own threads while this screen is not shown."""
+
     @property
     def services(self) -> Any:
         return self.app.services  # type: ignore[attr-defined]
@@ -125,6 +128,11 @@ class CockpitScreen(ServiceCalls, Screen):
         self.refresh_chrome()
         self.poll_now()
 
+    def _set_live(self, active: bool) -> None:
+        services = getattr(self.app, "services", None)
+        if self.LIVE and services is not None and hasattr(services, "set_live"):
+            self.call(services.set_live, active, group="live", failed=lambda _e: None)
+
     def refresh_chrome(self) -> None:
         """Redraw what depends on the facade's label / read-only flag (screens override)."""
 
@@ -141,6 +149,7 @@ class CockpitScreen(ServiceCalls, Screen):
             if poller.timer is not None:
                 poller.timer.pause()
         self.refresh_badges()  # "paused", at once rather than on the next as-of tick
+        self._set_live(False)
 
     def on_screen_resume(self, event: events.ScreenResume) -> None:
         for bar in self.query("KeyBar"):
@@ -148,6 +157,7 @@ class CockpitScreen(ServiceCalls, Screen):
         for poller in self.pollers:
             if poller.timer is not None:
                 poller.timer.resume()
+        self._set_live(True)
         if self.is_mounted:
             self.call_after_refresh(self.poll_now)
             self.call_after_refresh(self.refresh_badges)

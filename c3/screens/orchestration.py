@@ -34,6 +34,8 @@ PODS_PERIOD_S = 2.0
 class OrchestrationScreen(CockpitScreen):
     """GPUs, pods, per-pod actions."""
 
+    LIVE = True
+
     BINDINGS = [
         Binding("n,N", "app.new_pod", "New pod", id="new_pod", tooltip="Create a pod: name, slug, GPUs, port, live fit"),
         Binding("u", "pod('up')", "Up", id="pod_up", tooltip="Boot the selected pod"),

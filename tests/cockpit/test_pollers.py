@@ -24,8 +24,10 @@ async def test_pollers_pause_when_mode_hidden_and_resume_on_return():
         for _ in range(3):  # time passes on the Nodes mode
             await pilot.pause(0.5)
         assert orch.gpu_poller.ticks == ticks and svc.calls.count("gpu_snapshots") == calls
+        assert "set_live:False" in svc.calls  # the facade's own live threads pause too
         await pilot.press("1")
         await wait_for(pilot, lambda: orch.gpu_poller.ticks > ticks, what="polling to resume")
+        await wait_for(pilot, lambda: svc.calls.count("set_live:True") >= 1, what="the live sources to resume")
 
 
 async def test_pollers_pause_under_a_modal():
