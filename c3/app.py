@@ -24,7 +24,14 @@ from textual.screen import Screen
 
 from c3.screens.base import ServiceCalls, describe_error
 from c3.screens.orchestration import OrchestrationScreen
-from c3.services import BootProgress, NewPod, Services, WriteKind, WritePlan, WriteResult
+from c3.services import (
+    BootProgress,
+    NewPod,
+    Services,
+    WriteKind,
+    WritePlan,
+    WriteResult,
+)
 
 # Only what the first frame needs is imported up front; the other modes and the modals (DataTable,
 # Input, Log…) load when first opened, and the facade (pydantic, SDK adapters) is built in a worker.

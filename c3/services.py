@@ -13,10 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Literal, Protocol
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first frame
     from backend.models import CatalogEntry, FitReport, GpuSnapshot

@@ -18,7 +18,14 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from backend.errors import EnvironmentProblem, Refused
-from backend.models import CatalogEntry, ComputeProcess, FitReport, Gpu, GpuFit, GpuSnapshot
+from backend.models import (
+    CatalogEntry,
+    ComputeProcess,
+    FitReport,
+    Gpu,
+    GpuFit,
+    GpuSnapshot,
+)
 from c3.services import (
     BootProgress,
     NewPod,

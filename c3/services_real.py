@@ -403,7 +403,7 @@ class RealServices:
             return WriteResult(False, f"pod {name} failed to boot: {outcome.detail}{where}", "press l for the engine's log")
         place = outcome.placement
         if place is not None and place.verdict == "mismatch":
-            return WriteResult(False, f"pod {name} serves, but not on exactly its GPUs: {place.reason}", f"it is left running; d stops it")
+            return WriteResult(False, f"pod {name} serves, but not on exactly its GPUs: {place.reason}", "it is left running; d stops it")
         summary = place.summary() if place is not None else "placement not verified"
         return WriteResult(True, f"pod {name} is serving on http://127.0.0.1:{pod.port}/v1 after {outcome.elapsed_s:.0f} s — {summary}")
 

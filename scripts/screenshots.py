@@ -23,9 +23,9 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-from textual.widgets import Input  # noqa: E402
+from textual.widgets import Input
 
-from c3.demo_scenes import SCENES, play, scene_app  # noqa: E402
+from c3.demo_scenes import SCENES, play, scene_app
 
 Input._toggle_cursor = lambda self: None  # type: ignore[method-assign]  # no blink in pictures
 OUT = ROOT / "screenshots"

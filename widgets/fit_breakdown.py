@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from textual.content import Content
-
 from typing import TYPE_CHECKING
+
+from textual.content import Content
 
 if TYPE_CHECKING:
     from backend.models import FitReport

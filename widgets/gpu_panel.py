@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.content import Content
 from textual.widget import Widget
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from backend.models import GpuSnapshot

@@ -8,6 +8,7 @@ worker; a generation counter drops answers that arrive after the inputs have cha
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,8 +16,6 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from backend.models import CatalogEntry, FitReport

@@ -7,14 +7,13 @@ modal covers it. Every facade call runs in a thread worker; handlers only render
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import OptionList, Static
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from backend.models import GpuSnapshot

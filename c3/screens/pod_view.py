@@ -7,12 +7,12 @@ scrolling for free; each pod is one multi-line option keyed by its name.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.binding import Binding
 from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from backend.models import GpuSnapshot

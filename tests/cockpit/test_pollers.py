@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from c3.services_fake import FIXED_NOW
-from tests.cockpit.conftest import make_app, orchestration, screen_text, settle, wait_for
+from tests.cockpit.conftest import (
+    make_app,
+    orchestration,
+    screen_text,
+    settle,
+    wait_for,
+)
 
 
 async def test_pollers_pause_when_mode_hidden_and_resume_on_return():

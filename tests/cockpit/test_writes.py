@@ -6,7 +6,13 @@ from c3.modals.confirm import ConfirmModal
 from c3.modals.new_pod import NewPodModal, name_problem, parse_gpus
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import WritePlan
-from tests.cockpit.conftest import make_app, orchestration, screen_text, settle, wait_for
+from tests.cockpit.conftest import (
+    make_app,
+    orchestration,
+    screen_text,
+    settle,
+    wait_for,
+)
 
 
 async def _open_new_pod(pilot):
