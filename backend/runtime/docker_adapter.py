@@ -12,8 +12,11 @@ after a crash or a reboot, and `pod down` (which removes the container) is never
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,8 @@ LABEL_SLUG = "io.c3.slug"
 LABEL_ESTATE = "io.c3.estate"
 LABEL_GPUS = "io.c3.gpus"
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+# A container created this recently and never started belongs to an `up` still in progress.
+STARTING_GRACE_S = 120.0
 CONTAINER_GPU_REGISTRY = "/c3-registry"
 
 
@@ -164,7 +169,14 @@ class DockerRuntime:
         if old is not None:
             if old.status == "running":
                 raise Refused(f"pod {spec.pod} is already running (container {old.name})", hint=f"`c3 pod down {spec.pod}` first")
-            self._call(old.remove, force=True)
+            if old.status == "created" and _age_s(old) < STARTING_GRACE_S:
+                # Created but not yet started: another `up` of this pod is between its create and its start.
+                raise Refused(f"pod {spec.pod} is being started by another `c3 pod up`", hint=_api_hint("conflict already in use"))
+            try:
+                self._call(old.remove, force=True)
+            except APIError as error:  # NotFound included: another `up` removed it first
+                if getattr(error, "status_code", None) != 404:
+                    raise _refusal(spec.pod, error) from None
         try:
             self._call(self.client.images.get, spec.image)
         except ImageNotFound:
@@ -179,10 +191,11 @@ class DockerRuntime:
             raise _refusal(spec.pod, error) from None
         try:
             self._call(container.start)
+            container.reload()
         except APIError as error:
-            self._call(container.remove, force=True)
+            with contextlib.suppress(APIError):
+                self._call(container.remove, force=True)
             raise _refusal(spec.pod, error) from None
-        container.reload()
         return _workload(container)
 
     def _pull(self, image: str) -> None:
@@ -277,6 +290,17 @@ def _workload(container: Any) -> Workload:
         pids=(pid,) if pid else (),
         gpu_uuids=tuple(u for u in labels.get(LABEL_GPUS, "").split(",") if u),
     )
+
+
+def _age_s(container: Any) -> float:
+    """Seconds since the container was created (0 when the daemon's timestamp cannot be read)."""
+    created = str(container.attrs.get("Created") or "")
+    try:
+        # Docker gives nanoseconds ("2026-11-29T19:05:30.305055639Z"); fromisoformat takes microseconds.
+        stamp = datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", created).replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return max(0.0, (datetime.now(UTC) - stamp).total_seconds())
 
 
 def _refusal(pod: str, error: Exception) -> Refused:
