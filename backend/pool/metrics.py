@@ -16,9 +16,9 @@ BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 class BackendMetrics:
     """Counters for one backend."""
 
-    __slots__ = ("requests", "errors", "retries", "repins", "in_flight", "buckets", "latency_sum", "latency_count", "recent")
+    __slots__ = ("requests", "errors", "retries", "repins", "in_flight", "buckets", "latency_sum", "latency_count", "recent", "keys")
 
-    def __init__(self) -> None:
+    def __init__(self, key_window: int = 200) -> None:
         self.requests = 0
         self.errors = 0
         self.retries = 0
@@ -28,6 +28,7 @@ class BackendMetrics:
         self.latency_sum = 0.0
         self.latency_count = 0
         self.recent: deque[float] = deque(maxlen=2048)
+        self.keys: deque[str | None] = deque(maxlen=key_window)  # hashed sticky key per recent request (hot keys)
 
     def observe(self, seconds: float) -> None:
         """Record one time-to-response-head."""
@@ -47,8 +48,8 @@ class BackendMetrics:
 class PoolMetrics:
     """Counters for the whole router."""
 
-    def __init__(self, names: list[str]) -> None:
-        self.backends = {name: BackendMetrics() for name in names}
+    def __init__(self, names: list[str], key_window: int = 200) -> None:
+        self.backends = {name: BackendMetrics(key_window) for name in names}
         self.sticky = {"hit": 0, "miss": 0, "repin": 0, "none": 0}
         self.no_backend = 0
         self.client_disconnects = 0

@@ -30,9 +30,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 
+from backend.pool.admin import handle_admin, is_admin_path, json_error
 from backend.pool.http1 import (
     BadMessage,
     Head,
@@ -45,7 +45,6 @@ from backend.pool.http1 import (
     relay_chunked_exact,
     relay_eof,
     relay_length,
-    simple_response,
     wants_close,
 )
 from backend.pool.keys import extract_key
@@ -63,11 +62,6 @@ _READ_ERRORS = (asyncio.IncompleteReadError, ConnectionError, BadMessage, OSErro
 
 class ClientGone(Exception):
     """The client closed its connection."""
-
-
-def _json_error(status: int, message: str, kind: str, close: bool = False, extra: list[bytes] | None = None) -> bytes:
-    body = json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
-    return simple_response(status, body, extra=extra, close=close)
 
 
 def _sse_error(backend: str) -> bytes:
@@ -171,7 +165,7 @@ class PoolServer:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     break
                 except BadMessage:
-                    writer.write(_json_error(431, "request head too large", "invalid_request_error", close=True))
+                    writer.write(json_error(431, "request head too large", "invalid_request_error", close=True))
                     break
                 finally:
                     timer.cancel()
@@ -179,7 +173,7 @@ class PoolServer:
                 try:
                     req = parse_request(raw)
                 except BadMessage as exc:
-                    writer.write(_json_error(400, f"malformed request: {exc}", "invalid_request_error", close=True))
+                    writer.write(json_error(400, f"malformed request: {exc}", "invalid_request_error", close=True))
                     break
                 try:
                     keep = await self.handle(proto, req, reader, writer)
@@ -188,7 +182,7 @@ class PoolServer:
                 except Exception:  # one bad request must not take the router down
                     log.exception("internal error while proxying %s", req.a.decode("latin-1"))
                     if not proto.lost:
-                        writer.write(_json_error(500, "internal router error", "c3_router_error", close=True))
+                        writer.write(json_error(500, "internal router error", "c3_router_error", close=True))
                     keep = False
                 proto.busy = False
                 if self.closing:
@@ -211,13 +205,13 @@ class PoolServer:
     async def handle(self, proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Serve one request; True when the client connection may carry another."""
         target = req.b
-        if target == b"/metrics" or target.startswith(b"/c3/") or target.startswith(b"/metrics?"):
-            return await self._admin(req, reader, writer)
+        if is_admin_path(target):
+            return await handle_admin(self, req, reader, writer)
         client_close = wants_close(req) or self.closing
         try:
             framing, length = body_framing(req.headers)
         except BadMessage as exc:
-            writer.write(_json_error(400, f"malformed request: {exc}", "invalid_request_error", close=True))
+            writer.write(json_error(400, f"malformed request: {exc}", "invalid_request_error", close=True))
             return False
         expect = req.headers.get(b"expect", b"").lower().startswith(b"100-continue")
         streamed = framing == "chunked" or (framing == "length" and length > self.config.retry_body_limit)
@@ -234,18 +228,40 @@ class PoolServer:
         tail = b"\r\n".join(forward_lines(req, UPSTREAM_DROP))
         tail = (b"\r\n" + tail if tail else b"") + b"\r\n\r\n"
         source_b = source.encode("latin-1")
+        first = (router.choose(key),)  # decided before counting this request as the key's own in-flight
+        if key is None:
+            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, framing, length, streamed, expect, client_close)
+        busy = router.key_busy
+        busy[key] = busy.get(key, 0) + 1  # holds a pin on a draining backend while the key is mid-request
+        try:
+            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, framing, length, streamed, expect, client_close)
+        finally:
+            left = busy.get(key, 1) - 1
+            if left > 0:
+                busy[key] = left
+            else:
+                busy.pop(key, None)
 
+    async def _forward(self, proto, req: Head, reader, writer, first: tuple, key: str | None, tail: bytes, source_b: bytes, body: bytes,
+                       framing: str, length: int, streamed: bool, expect: bool, client_close: bool) -> bool:
+        """Send the request to a backend (retrying before the first byte) and relay its answer."""
+        router = self.router
+        target = req.b
         tried: set[str] = set()
         attempts = 0
         stale_retry_used = False
         outcome = "none"
         last_failure = "no backend is routable"
+        fail_status = 502
         while True:
-            choice = router.choose(key, tried)
+            if first:
+                choice, first = first[0], ()
+            else:
+                choice = router.choose(key, tried)
             if choice is None:
                 router.metrics.no_backend += 1
-                status = 502 if tried else 503
-                writer.write(_json_error(status, f"c3 pool: {last_failure}", "c3_no_backend", close=client_close, extra=[b"X-C3-Sticky: none", b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"]))
+                status = fail_status if tried else 503
+                writer.write(json_error(status, f"c3 pool: {last_failure}", "c3_no_backend", close=client_close, extra=[b"X-C3-Sticky: none", b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"]))
                 return not client_close
             b, sticky = choice
             if not (sticky == "hit" and outcome in ("miss", "repin")):
@@ -268,7 +284,7 @@ class PoolServer:
                         attempts += 1
                         if attempts >= self.config.max_attempts:
                             router.metrics.no_backend += 1
-                            writer.write(_json_error(502, f"c3 pool: {last_failure}", "c3_no_backend", close=client_close))
+                            writer.write(json_error(502, f"c3 pool: {last_failure}", "c3_no_backend", close=client_close))
                             return not client_close
                         continue
                 up_r, up_w = conn
@@ -290,14 +306,14 @@ class PoolServer:
                             await relay_length(reader, up_w.write, length, up_w.drain)
                     except BadMessage as exc:
                         up_w.transport.abort()
-                        writer.write(_json_error(400, f"malformed request body: {exc}", "invalid_request_error", close=True))
+                        writer.write(json_error(400, f"malformed request body: {exc}", "invalid_request_error", close=True))
                         return False
                     except (asyncio.IncompleteReadError, ConnectionError, OSError):
                         up_w.transport.abort()
                         if proto.lost or reader.at_eof():
                             raise ClientGone from None
                         router.passive_failure(b, "closed while receiving the request body", hard=False)
-                        writer.write(_json_error(502, f"c3 pool: backend {b.name} closed while receiving the request body", "c3_backend_failed", close=True))
+                        writer.write(json_error(502, f"c3 pool: backend {b.name} closed while receiving the request body", "c3_backend_failed", close=True))
                         return False
 
                 # -- wait for the answer (still retryable) --
@@ -315,7 +331,7 @@ class PoolServer:
                         raise ClientGone from None
                     if streamed:
                         router.passive_failure(b, "closed before answering", hard=False)
-                        writer.write(_json_error(502, f"c3 pool: backend {b.name} closed before answering", "c3_backend_failed", close=True))
+                        writer.write(json_error(502, f"c3 pool: backend {b.name} closed before answering", "c3_backend_failed", close=True))
                         return False
                     if reused and not stale_retry_used:
                         stale_retry_used = True  # an idle keep-alive connection the backend had closed
@@ -326,7 +342,7 @@ class PoolServer:
                     tried.add(b.name)
                     attempts += 1
                     if attempts >= self.config.max_attempts:
-                        writer.write(_json_error(502, f"c3 pool: {last_failure}", "c3_backend_failed", close=client_close))
+                        writer.write(json_error(502, f"c3 pool: {last_failure}", "c3_backend_failed", close=client_close))
                         return not client_close
                     continue
                 status = int(resp.a)
@@ -407,7 +423,7 @@ class PoolServer:
                 raise ClientGone from None
             self.router.passive_failure(b, "response cut off mid-body", hard=False)
             if not head_sent:  # the client has seen nothing yet: a plain error answer is still possible
-                writer.write(_json_error(502, f"c3 pool: backend {b.name} failed while answering", "c3_backend_failed", close=True))
+                writer.write(json_error(502, f"c3 pool: backend {b.name} failed while answering", "c3_backend_failed", close=True))
                 return False
             self.router.metrics.midstream_failures += 1
             if framing == "chunked" and resp.headers.get(b"content-type", b"").lower().startswith(b"text/event-stream"):
@@ -425,33 +441,4 @@ class PoolServer:
             b.put_idle(up_r, up_w)
         else:
             up_w.transport.abort()
-        return not close
-
-    # -- admin --------------------------------------------------------------------------------------------
-
-    async def _admin(self, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        close = wants_close(req) or self.closing
-        try:
-            framing, length = body_framing(req.headers)
-        except BadMessage:
-            framing, length = "chunked", 0
-        if framing == "chunked":
-            close = True
-        elif length:
-            await reader.readexactly(length)
-        path = req.b.split(b"?", 1)[0]
-        if req.a not in (b"GET", b"HEAD"):
-            writer.write(_json_error(405, "router admin endpoints are read-only", "invalid_request_error", close=close))
-        elif path == b"/metrics":
-            body = self.router.render_metrics().encode()
-            writer.write(simple_response(200, body, b"text/plain; version=0.0.4; charset=utf-8", close=close))
-        elif path == b"/c3/status":
-            doc = {"pid": os.getpid(), "bind": f"{self.config.host}:{self.port}", **self.router.status()}
-            writer.write(simple_response(200, json.dumps(doc).encode(), close=close))
-        elif path == b"/c3/health":
-            routable = sum(1 for b in self.router.order if b.health.routable)
-            body = json.dumps({"routable_backends": routable}).encode()
-            writer.write(simple_response(200 if routable else 503, body, close=close))
-        else:
-            writer.write(_json_error(404, "unknown router admin path (try /c3/status, /c3/health, /metrics)", "invalid_request_error", close=close))
         return not close

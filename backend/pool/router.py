@@ -9,6 +9,15 @@ Choice for a keyed request:
 Unkeyed requests (and `--sticky none`) go to the routable backend with the fewest requests in flight
 (ties broken at random).
 
+Drain (`c3 pool drain NODE`): the backend takes no new keys and no unkeyed requests. A key pinned to it
+keeps going there only while that key has a request in flight (a conversation mid-turn finishes where
+its cache is); its next request once idle re-pins elsewhere (`repin`). Undrain clears the flag; keys
+that moved stay where they are now (no bounce-back).
+
+Hot keys: each backend remembers the keys of its last `hot_key_window` requests (one deque append per
+request); `status()` flags a key holding more than `hot_key_share` of them (and at least
+`hot_key_min` requests). Only salted hashes are kept, so only hashes are shown.
+
 Retries pass `exclude`: the failed backend is skipped for this request; the pin moves only if that
 backend is no longer routable.
 """
@@ -73,6 +82,16 @@ class PoolConfig(BaseModel):
     """Request bodies up to this size are buffered so they can be retried; larger ones are streamed."""
     drain_timeout_s: float = Field(default=30.0, ge=0)
     """On SIGTERM/SIGINT: how long open requests may finish before the router exits."""
+    upstream_timeout_s: float = Field(default=300.0, gt=0)
+    """Longest wait for a backend's response head once the request is sent; then the backend counts as
+    failing (a held request is retried elsewhere, otherwise the client gets 504). Non-streaming requests
+    only get their head when generation ends, so raise it for very long non-streamed generations."""
+    hot_key_share: float = Field(default=0.5, gt=0, le=1)
+    """Flag a key holding more than this share of a backend's recent requests."""
+    hot_key_window: int = Field(default=200, ge=1)
+    """Recent requests per backend the hot-key share is computed over."""
+    hot_key_min: int = Field(default=20, ge=1)
+    """A key must have at least this many of those requests to be flagged."""
     state_dir: Path | None = None
     """Where the salt, pins and the status file live (`$C3_STATE/pool`); None keeps everything in memory."""
 
@@ -91,7 +110,9 @@ class Router:
         self.ring = HashRing(list(self.backends), vnodes=config.vnodes)
         self.pins = PinTable(cap=config.pin_cap, ttl_s=config.pin_ttl_s)
         self.hasher = KeyHasher(salt or os.urandom(32))
-        self.metrics = PoolMetrics(list(self.backends))
+        self.metrics = PoolMetrics(list(self.backends), key_window=config.hot_key_window)
+        self.key_busy: dict[str, int] = {}
+        """Requests in flight per key (the proxy keeps it): a pin on a draining backend holds while > 0."""
         for b in self.order:
             b.metrics = self.metrics.backends[b.name]
         self.started_at = time.time()
@@ -123,7 +144,7 @@ class Router:
         pinned = self.pins.get(key)
         if pinned is not None:
             pb = self.backends.get(pinned)
-            if pb is not None and pb.health.routable:
+            if pb is not None and pb.health.routable and (not pb.health.draining or self.key_busy.get(key)):
                 if pinned not in exclude:
                     return pb, "hit"
                 # A retry away from a backend that is still routable: serve elsewhere, keep the pin.
@@ -135,7 +156,8 @@ class Router:
         self.pins.set(key, chosen.name)
         if pinned is not None and pinned != chosen.name:
             chosen.metrics.repins += 1
-            log.info("repin key=%s %s -> %s (%s not routable)", key, pinned, chosen.name, pinned)
+            why = "draining" if pinned in self.backends and self.backends[pinned].health.draining else "not routable"
+            log.info("repin key=%s %s -> %s (%s %s)", key, pinned, chosen.name, pinned, why)
             return chosen, "repin"
         return chosen, "miss"
 
@@ -152,6 +174,34 @@ class Router:
             if name in allowed and self.pins.counts[name] < cap:
                 return self.backends[name]
         return min(candidates, key=lambda b: self.pins.counts[b.name])
+
+    def set_draining(self, name: str, draining: bool) -> Backend | None:
+        """Drain or undrain backend `name`; None when there is no such backend."""
+        b = self.backends.get(name)
+        if b is None:
+            return None
+        if b.health.draining != draining:
+            b.health.draining = draining
+            log.warning("backend %s %s", name, "draining: no new sessions; idle pinned sessions move" if draining else "undrained: takes new sessions again")
+        return b
+
+    def hot_keys(self) -> list[dict]:
+        """Keys carrying more than `hot_key_share` of a backend's recent requests (hashes only)."""
+        from collections import Counter
+
+        found = []
+        for b in self.order:
+            recent = b.metrics.keys
+            if not recent:
+                continue
+            counts = Counter(k for k in recent if k is not None)
+            if not counts:
+                continue
+            key, count = counts.most_common(1)[0]
+            share = count / len(recent)
+            if count >= self.config.hot_key_min and share > self.config.hot_key_share:
+                found.append({"key_hash": key, "backend": b.name, "share": round(share, 3), "requests": count, "window": len(recent)})
+        return found
 
     # -- background -----------------------------------------------------------------------------------
 
@@ -258,6 +308,7 @@ class Router:
                     "healthy": h.routable,
                     "state": h.state,
                     "draining": h.draining,
+                    "suspect": h.routable and h.fails > 0,
                     "in_flight": m.in_flight,
                     "requests": m.requests,
                     "errors": m.errors,
@@ -278,6 +329,7 @@ class Router:
             "sticky_hit_ratio": ratio,
             "uptime_s": round(time.time() - self.started_at, 1),
             "backends": backends,
+            "hot_keys": self.hot_keys(),
         }
 
     def render_metrics(self) -> str:

@@ -37,7 +37,9 @@ class BackendStatus(BaseModel):
     state: str = "unknown"
     """`unknown`, `up`, `loading` (alive, not ready) or `down`."""
     draining: bool = False
-    """Takes no new keys."""
+    """Takes no new keys (`c3 pool drain`)."""
+    suspect: bool = False
+    """Routable, but recent requests failed (timeouts, 5xx, cut streams); `consecutive_failures` counts them."""
     in_flight: int = 0
     """Requests in progress."""
     requests: int = 0

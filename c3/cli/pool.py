@@ -95,16 +95,98 @@ def status(as_json: bool) -> None:
         if not p.reachable:
             click.echo(f"  ⚠ router does not answer on {p.admin_url}: {p.error}")
             continue
-        click.echo(f"  {'node':<14} {'state':<9} {'in-flight':>9} {'requests':>9} {'errors':>7} {'retries':>7} {'repins':>6} {'pins':>6} {'p50 ms':>7} {'p99 ms':>7}  url")
+        click.echo(f"  {'node':<14} {'state':<13} {'in-flight':>9} {'requests':>9} {'errors':>7} {'retries':>7} {'repins':>6} {'pins':>6} {'p50 ms':>7} {'p99 ms':>7}  url")
         for b in p.backends:
-            state = b.state + ("/drain" if b.draining else "")
+            state = b.state if not b.draining else ("draining" if b.healthy else b.state + "/draining")
+            if b.suspect and not b.draining:
+                state += "?"  # up, but failing lately (see last error)
             mark = "✓" if b.healthy else "×"
             click.echo(
-                f"{mark} {b.node:<14} {state:<9} {b.in_flight:>9} {b.requests:>9} {b.errors:>7} {b.retries:>7} {b.repins:>6} {b.pins:>6} "
+                f"{mark} {b.node:<14} {state:<13} {b.in_flight:>9} {b.requests:>9} {b.errors:>7} {b.retries:>7} {b.repins:>6} {b.pins:>6} "
                 f"{_fmt_ms(b.latency_ms.get('p50')):>7} {_fmt_ms(b.latency_ms.get('p99')):>7}  {b.url}"
             )
-            if not b.healthy and b.last_error:
+            if (not b.healthy or b.suspect) and b.last_error:
                 click.echo(f"    last error: {b.last_error}")
+
+
+def _pick_router(bind: str | None, port: int | None) -> tuple[str, str]:
+    """(admin URL, bind) of the router `--bind`/`--port` names, or of the only one running."""
+    from backend.pool.status import admin_host, running_routers
+
+    if bind is not None and port is not None:
+        raise UsageError("give --bind or --port, not both")
+    if bind is not None:
+        host, port = parse_bind(bind)
+    routers = running_routers()
+    if port is not None:
+        for doc in routers:
+            if str(doc.get("bind", "")).rsplit(":", 1)[-1] == str(port):
+                return str(doc.get("admin_url")), str(doc.get("bind"))
+        # No status file (another C3_STATE, or a router started elsewhere on this machine): try the port.
+        host = admin_host(host) if bind is not None else "127.0.0.1"
+        return f"http://{host}:{port}", f"{host}:{port}"
+    if not routers:
+        raise Refused("no pool router is running", hint="start one: c3 pool serve --nodes a,b --bind :8011")
+    if len(routers) > 1:
+        binds = ", ".join(str(d.get("bind")) for d in routers)
+        raise UsageError(f"{len(routers)} pool routers are running ({binds}); say which with --port", hint="e.g. c3 pool drain NODE --port 8011")
+    return str(routers[0].get("admin_url")), str(routers[0].get("bind"))
+
+
+def _post_drain(admin_url: str, path: str, node: str) -> dict:
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    url = f"{admin_url.rstrip('/')}/c3/{path}?node={urllib.parse.quote(node)}"
+    request = urllib.request.Request(url, data=b"", method="POST")  # noqa: S310 - our own router's admin URL
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:  # noqa: S310
+            return json.loads(resp.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read().decode("utf-8"))["error"]["message"]
+        except (ValueError, KeyError, TypeError, OSError):
+            message = f"HTTP {exc.code}"
+        raise Refused(f"the router refused: {message}") from None
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise EnvironmentProblem(f"the router at {admin_url} does not answer: {reason}", hint="is it running? see c3 pool status") from None
+
+
+def _drain_options(func):
+    func = click.option("--port", type=click.IntRange(1, 65535), default=None, help="The router listening on this port.")(func)
+    func = click.option("--bind", default=None, help="The router started with this --bind ([HOST]:PORT).")(func)
+    return click.argument("node")(func)
+
+
+@pool.command("drain")
+@_drain_options
+@json_option
+def drain(node: str, bind: str | None, port: int | None, as_json: bool) -> None:
+    """Stop new sessions and unkeyed requests going to NODE; its sessions move once idle."""
+    admin_url, where = _pick_router(bind, port)
+    doc = _post_drain(admin_url, "drain", node)
+    if as_json:
+        emit_json({"pool": where, **doc})
+        return
+    click.echo(f"draining {doc['node']} in pool {where}: {doc['in_flight']} in flight, {doc['pins']} pinned sessions "
+               "(each moves on its next request once it has nothing in flight)")
+    click.echo(f"undo: c3 pool undrain {doc['node']}" + (f" --port {where.rsplit(':', 1)[-1]}" if bind or port else ""))
+
+
+@pool.command("undrain")
+@_drain_options
+@json_option
+def undrain(node: str, bind: str | None, port: int | None, as_json: bool) -> None:
+    """Let NODE take new sessions again (sessions that moved away stay where they are)."""
+    admin_url, where = _pick_router(bind, port)
+    doc = _post_drain(admin_url, "undrain", node)
+    if as_json:
+        emit_json({"pool": where, **doc})
+        return
+    click.echo(f"{doc['node']} takes new sessions again in pool {where} (state {doc['state']})")
 
 
 @pool.command("install-service")

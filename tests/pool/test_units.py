@@ -275,3 +275,20 @@ async def test_relay_chunked_holds_back_a_partial_chunk_and_reports_extra_bytes(
     reader.feed_data(b"ld!\r\n0\r\n\r\nSTRAY")
     assert await asyncio.wait_for(task, 5) is False  # bytes after the body: connection not reusable
     assert b"".join(out) == b"HEAD|5\r\nhello\r\n6\r\nworld!\r\n0\r\n\r\n"
+
+
+def test_drain_keeps_a_busy_pin_and_moves_an_idle_one():
+    router = make_router()
+    key = router.hasher.digest(b"session-drain")
+    first, _ = router.choose(key)
+    assert router.set_draining(first.name, True) is first and router.set_draining("ghost", True) is None
+    router.key_busy[key] = 1  # a request of this session is still in flight on `first`
+    assert router.choose(key) == (first, "hit")
+    for i in range(50):  # new keys and unkeyed requests avoid the draining backend
+        assert router.choose(router.hasher.digest(b"new-%d" % i))[0] is not first
+        assert router.choose(None)[0] is not first
+    del router.key_busy[key]
+    moved, outcome = router.choose(key)
+    assert outcome == "repin" and moved is not first
+    router.set_draining(first.name, False)
+    assert router.choose(key) == (moved, "hit")  # undrain does not pull it back

@@ -1,0 +1,101 @@
+"""`c3 pool drain` / `undrain` against a running router: no new sessions or unkeyed requests reach the
+drained node, a stream in progress there finishes, its session re-pins on its next request once idle,
+and undrain does not pull moved sessions back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import httpx
+
+from tests.pool.conftest import ROOT, wait_until
+from tests.pool.test_failover import QUICK, STREAM, pin_sessions
+
+
+def c3_pool(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "c3", "pool", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_drain_moves_new_work_away_and_lets_the_stream_finish(stubs, pool_process):
+    # 100 tokens x 0.1 s: a 10 s stream, far longer than the steps that must happen while it runs.
+    backends = stubs("a", "b", extra=("--tokens", "100", "--token-delay", "0.1"))
+    pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "header:X-Session-ID")
+    owners = pin_sessions(pool, 16)
+    on_a = [s for s, b in owners.items() if b == "a"]
+    assert on_a and len(on_a) < 16, owners
+    session = on_a[0]
+    box: dict = {}
+
+    def read() -> None:
+        with httpx.stream("POST", pool.url + "/v1/chat/completions", json=STREAM, headers={"X-Session-ID": session}, timeout=60) as r:
+            box["backend"] = r.headers["x-c3-backend"]
+            box["first"] = True
+            box["body"] = "".join(r.iter_text())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        wait_until(lambda: box.get("first"), timeout=20, what="the stream to start")
+        assert box["backend"] == "a"
+        out = c3_pool("drain", "a", "--port", str(pool.port))
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("draining a in pool ") and "1 in flight" in out.stdout
+        assert pool.backend("a")["draining"] is True
+
+        with httpx.Client(base_url=pool.url, timeout=20) as client:
+            # The session with a stream in flight on a still goes to a (its cache is there).
+            mid = client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": session})
+            assert mid.status_code == 200 and (mid.headers["x-c3-backend"], mid.headers["x-c3-sticky"]) == ("a", "hit")
+            assert reader.is_alive(), "the 10 s stream ended before the checks it must outlast"
+            # New keys and unkeyed requests never reach a.
+            fresh = [client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": f"new{i}"}) for i in range(30)]
+            unkeyed = [client.post("/v1/chat/completions", json=QUICK) for _ in range(10)]
+            assert {r.headers["x-c3-backend"] for r in fresh + unkeyed} == {"b"}
+            # An idle session pinned to a moves at once.
+            idle = client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": on_a[1]}) if len(on_a) > 1 else None
+            if idle is not None:
+                assert (idle.headers["x-c3-backend"], idle.headers["x-c3-sticky"]) == ("b", "repin")
+
+            human = c3_pool("status")
+            assert human.returncode == 0 and any(line.split()[1:3] == ["a", "draining"] for line in human.stdout.splitlines() if line.strip()), human.stdout
+
+            reader.join(timeout=60)
+            assert not reader.is_alive()
+            assert box["body"].endswith("data: [DONE]\n\n") and "event: error" not in box["body"]
+
+            # The stream is over: the session re-pins on its next request, then stays.
+            after = client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": session})
+            assert (after.headers["x-c3-backend"], after.headers["x-c3-sticky"]) == ("b", "repin")
+            again = client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": session})
+            assert (again.headers["x-c3-backend"], again.headers["x-c3-sticky"]) == ("b", "hit")
+
+            back = c3_pool("undrain", "a", "--json")  # the only router running: no --port needed
+            assert back.returncode == 0, back.stderr
+            assert json.loads(back.stdout)["draining"] is False
+            assert pool.backend("a")["draining"] is False
+            stays = client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": session})
+            assert (stays.headers["x-c3-backend"], stays.headers["x-c3-sticky"]) == ("b", "hit")  # no bounce-back
+            later = [client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": f"later{i}"}) for i in range(30)]
+            assert "a" in {r.headers["x-c3-backend"] for r in later}
+    finally:
+        reader.join(timeout=60)
+    assert "Traceback" not in pool.log()
+
+
+def test_drain_errors(stubs, pool_process):
+    backend = stubs("a")["a"]
+    pool = pool_process({"a": backend.url})
+    unknown = c3_pool("drain", "ghost", "--port", str(pool.port))
+    assert unknown.returncode == 1 and unknown.stderr.startswith("c3: error: the router refused: no backend `ghost`")
+    assert httpx.get(pool.url + "/c3/drain?node=a", timeout=5).status_code == 405
+    assert httpx.post(pool.url + "/c3/drain", timeout=5).status_code == 400
+    assert pool.backend("a")["draining"] is False
+    both = c3_pool("drain", "a", "--port", "1", "--bind", ":2")
+    assert both.returncode == 2 and "not both" in both.stderr
+    from tests.plugins.rig import free_port
+
+    nobody = c3_pool("drain", "a", "--port", str(free_port()))
+    assert nobody.returncode == 3 and nobody.stderr.startswith("c3: error: the router at ") and "Traceback" not in nobody.stderr
