@@ -360,6 +360,7 @@ class PoolServer:
                 # -- committed: from here on the client sees this backend's answer --
                 m.requests += 1
                 m.observe(time.perf_counter() - started)
+                m.keys.append(key)
                 router.metrics.sticky[outcome] += 1
                 if status >= 500:
                     router.passive_failure(b, f"HTTP {status}", hard=False)

@@ -62,6 +62,23 @@ class BackendStatus(BaseModel):
     """Why the last probe or request failed (never contains request data)."""
 
 
+class HotKey(BaseModel):
+    """A sticky key carrying most of one backend's recent traffic (shown only as its salted hash)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    key_hash: str
+    """Salted hash of the key (the raw API key or session id is never kept)."""
+    backend: str
+    """Node the key is pinned to."""
+    share: float
+    """Its share of that backend's recent requests (0-1)."""
+    requests: int = 0
+    """Its requests among them."""
+    window: int = 0
+    """How many recent requests of the backend the share is over."""
+
+
 class PoolStatus(BaseModel):
     """One running router."""
 
@@ -87,6 +104,8 @@ class PoolStatus(BaseModel):
     """Why it was not reachable."""
     backends: list[BackendStatus] = Field(default_factory=list)
     """Per-backend health and counters."""
+    hot_keys: list[HotKey] = Field(default_factory=list)
+    """Keys that carry more than the hot-key share of a backend's recent requests."""
 
 
 def pool_dir() -> Path:

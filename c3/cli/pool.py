@@ -52,7 +52,14 @@ def pool() -> None:
 @click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish.")
 @click.option("--load-factor", type=click.FloatRange(min=1.0), default=1.25, show_default=True, help="Bounded load for new sessions (× average).")
 @click.option("--pin-ttl", type=click.FloatRange(min=1), default=6 * 3600.0, show_default=True, help="Seconds an idle session stays pinned.")
-def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float) -> None:
+@click.option("--upstream-timeout", type=click.FloatRange(min=0.05), default=300.0, show_default=True,
+              help="Seconds to wait for a backend's response head; then retry elsewhere (body held) or answer 504.")
+@click.option("--hot-key-share", type=click.FloatRange(min=0.01, max=1.0), default=0.5, show_default=True,
+              help="Flag a key with more than this share of a backend's recent requests.")
+@click.option("--hot-key-window", type=click.IntRange(min=1), default=200, show_default=True, help="Recent requests per backend for the hot-key share.")
+@click.option("--hot-key-min", type=click.IntRange(min=1), default=20, show_default=True, help="Fewest requests of one key before it can be flagged.")
+def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
+          upstream_timeout: float, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
     """Run the router in the foreground (SIGTERM/SIGINT: drain, then exit 0)."""
     from backend.pool.router import PoolConfig
     from backend.pool.serve import run_pool
@@ -64,7 +71,8 @@ def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeo
     config = PoolConfig(
         backends=[(n.name, n.host) for n in resolved], host=host, port=port, sticky=mode,
         probe_interval_s=probe_interval, probe_timeout_s=probe_timeout, drain_timeout_s=drain_timeout,
-        load_factor=load_factor, pin_ttl_s=pin_ttl, state_dir=pool_dir(),
+        load_factor=load_factor, pin_ttl_s=pin_ttl, upstream_timeout_s=upstream_timeout,
+        hot_key_share=hot_key_share, hot_key_window=hot_key_window, hot_key_min=hot_key_min, state_dir=pool_dir(),
     )
     run_pool(config)
 
@@ -85,7 +93,8 @@ def status(as_json: bool) -> None:
         for p in pools:
             for b in p.backends:
                 backends.append({"pool": p.bind, **b.model_dump()})
-        emit_json({"pools": [p.model_dump(exclude={"backends"}) for p in pools], "backends": backends})
+        hot = [{"pool": p.bind, **h.model_dump()} for p in pools for h in p.hot_keys]
+        emit_json({"pools": [p.model_dump(exclude={"backends", "hot_keys"}) for p in pools], "backends": backends, "hot_keys": hot})
         return
     if not pools:
         raise Refused("no pool router is running", hint="start one: c3 pool serve --nodes a,b --bind :8011")
@@ -107,6 +116,9 @@ def status(as_json: bool) -> None:
             )
             if (not b.healthy or b.suspect) and b.last_error:
                 click.echo(f"    last error: {b.last_error}")
+        for h in p.hot_keys:
+            click.echo(f"  ⚠ hot key {h.key_hash} on {h.backend}: {h.share:.0%} of its last {h.window} requests "
+                       "(one API key or session is most of this node's load; stickiness keeps it there)")
 
 
 def _pick_router(bind: str | None, port: int | None) -> tuple[str, str]:
@@ -140,9 +152,9 @@ def _post_drain(admin_url: str, path: str, node: str) -> dict:
     import urllib.request
 
     url = f"{admin_url.rstrip('/')}/c3/{path}?node={urllib.parse.quote(node)}"
-    request = urllib.request.Request(url, data=b"", method="POST")  # noqa: S310 - our own router's admin URL
+    request = urllib.request.Request(url, data=b"", method="POST")  # our own router's admin URL, from its status file
     try:
-        with urllib.request.urlopen(request, timeout=5) as resp:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=5) as resp:
             return json.loads(resp.read().decode("utf-8"))
     except urllib.error.HTTPError as exc:
         try:
