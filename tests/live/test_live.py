@@ -15,16 +15,7 @@ from backend.models import ComputeProcess, Pod
 from backend.runtime.context import RuntimeContext
 from backend.runtime.models import Workload
 from tests.live.fakes import FakeProbe, FakeRuntime
-
-
-def wait_for(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met before the deadline")
+from tests.support import wait_until
 
 
 def test_source_marks_stale_keeps_last_value_and_recovers():
@@ -63,17 +54,17 @@ def test_hub_snapshots_are_stamped_and_sources_fail_independently(hub):
     unsubscribe = live.subscribe(seen.append)
     changes = live.changes()
     live.start()
-    snap = wait_for(lambda: (s := live.latest()).gpus and s.source("workloads").ok and s)
+    snap = wait_until(lambda: (s := live.latest()).gpus and s.source("workloads").ok and s)
     assert snap.version > 0 and snap.taken_at.tzinfo is not None
     assert [g.gpu.index for g in snap.gpus] == [0, 1]
     assert changes.get(timeout=5).version >= 1
     probe.fail = True
-    stale = wait_for(lambda: (s := live.latest()).source("gpus").stale and s)
+    stale = wait_until(lambda: (s := live.latest()).source("gpus").stale and s)
     assert "GPU_IS_LOST" in stale.source("gpus").error
     assert stale.gpus, "the last good GPU reading stays on screen, marked stale"
     assert stale.source("workloads").ok
     probe.fail = False
-    wait_for(lambda: not live.latest().source("gpus").stale)
+    wait_until(lambda: not live.latest().source("gpus").stale)
     unsubscribe()
     count = len(seen)
     time.sleep(0.2)
@@ -83,21 +74,21 @@ def test_hub_snapshots_are_stamped_and_sources_fail_independently(hub):
 def test_hub_follows_container_events_and_judges_placement(hub):
     live, probe, runtime = hub
     live.start()
-    wait_for(lambda: live.latest().source("workloads").ok)
+    wait_until(lambda: live.latest().source("workloads").ok)
     runtime.state["chat"] = Workload(pod="chat", status="running", gpu_uuids=("GPU-1",))
     probe.procs = [ComputeProcess(pid=500, gpu_uuid="GPU-0")]
     runtime.owner_map = {500: "chat"}
     runtime.events_q.put({"status": "start"})
-    snap = wait_for(lambda: (s := live.latest()).pods and s.pods[0].placement and s.pods[0].placement.verdict == "mismatch" and s)
+    snap = wait_until(lambda: (s := live.latest()).pods and s.pods[0].placement and s.pods[0].placement.verdict == "mismatch" and s)
     assert snap.pods[0].workload.running
     assert snap.pods[0].placement.extra == ("GPU-0",) and snap.pods[0].placement.missing == ("GPU-1",)
     # The stream breaks (daemon restart): the source re-lists and reconnects.
     opened = runtime.streams_opened
     runtime.events_q.put(ConnectionError("stream closed"))
-    wait_for(lambda: runtime.streams_opened > opened)
+    wait_until(lambda: runtime.streams_opened > opened)
     del runtime.state["chat"]
     runtime.events_q.put({"status": "destroy"})
-    wait_for(lambda: (p := live.latest().pods) and p[0].workload is None)
+    wait_until(lambda: (p := live.latest().pods) and p[0].workload is None)
     live.pause("gpus")
     assert live.latest().source("gpus").paused
     live.resume("gpus")

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 from backend.live import LiveState
 from backend.models import CatalogEntry, Gpu, Pod
 from backend.runtime.boot import launch_spec
 from backend.runtime.context import RuntimeContext
 from backend.runtime.docker_adapter import DockerRuntime
-from tests.runtime.helpers import free_port
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met before the deadline")
+from tests.support import free_port, wait_until
 
 
 def test_events_drive_workloads_and_health(docker_client, stub_image, monkeypatch, tmp_path):
@@ -33,16 +21,16 @@ def test_events_drive_workloads_and_health(docker_client, stub_image, monkeypatc
     live = LiveState(ctx, pods=lambda: [pod], health_interval_s=0.2, placement_interval_s=0.2)
     live.start()
     try:
-        wait_for(lambda: live.latest().source("workloads") and live.latest().source("workloads").ok)
+        wait_until(lambda: live.latest().source("workloads") and live.latest().source("workloads").ok)
         assert live.latest().pods[0].workload is None
         runtime.launch(spec, {})
-        snap = wait_for(lambda: (s := live.latest()).pods[0].health and s.pods[0].health.healthy and s)
+        snap = wait_until(lambda: (s := live.latest()).pods[0].health and s.pods[0].health.healthy and s)
         assert snap.pods[0].workload.running
         assert snap.pods[0].placement.verdict == "unknown" and "NVML" in snap.pods[0].placement.reason
         assert snap.source("gpus").stale  # no probe: stale, retried, nothing crashed
         assert live.sources["workloads"].events_seen > 0
         runtime.stop("livetest", timeout=5)
-        wait_for(lambda: live.latest().pods[0].workload is None)
+        wait_until(lambda: live.latest().pods[0].workload is None)
     finally:
         live.stop()
         try:

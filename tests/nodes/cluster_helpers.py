@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from tests.support import http_status, wait_until  # noqa: F401 - shared with the tests that import them from here
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-c3test-Zq81xVerySecretKey"
@@ -87,20 +88,3 @@ def containers(rig, host) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in out.strip().splitlines() if line.strip())
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def http_status(url: str, headers: dict | None = None, timeout: float = 3.0) -> int | None:
-    import httpx
-
-    try:
-        return httpx.get(url, headers=headers or {}, timeout=timeout, trust_env=False).status_code
-    except httpx.HTTPError:
-        return None

@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
 
 import yaml
 
 from tests.nodes.cluster_helpers import SECRET, C3Runner, http_status, stub_recipe
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support import free_port
 
 
 def test_local_node_launch_and_stop_without_ssh(docker_client, stub_image, monkeypatch):
     monkeypatch.setenv("C3_API_KEY", SECRET)
     monkeypatch.setenv("HOME", os.environ["C3_HOME"])  # no ~/.ssh: SSH could not work even if tried
-    port = _free_port()
+    port = free_port()
     image_id = docker_client.images.get(stub_image).id
     recipe = {**stub_recipe("stub-local", image_id, port), "nodes": 1}
     home = Path(os.environ["C3_HOME"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import stat
 
 import asyncssh
@@ -22,6 +21,7 @@ from backend.ssh import (
     fingerprint,
     trust_host_key,
 )
+from tests.support import free_port
 
 
 class _Server:
@@ -78,12 +78,6 @@ async def server(tmp_path):
     await srv.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_run_returns_status_and_output(server):
     shell = await SshShell.connect(server.node(), server.options())
     try:
@@ -130,7 +124,7 @@ async def test_command_timeout_is_its_own_error(server):
 
 
 async def test_unreachable(server):
-    node = Node(name="gone", host="http://127.0.0.1:8000", ssh=f"root@127.0.0.1:{_free_port()}", ssh_key=str(server.key_file))
+    node = Node(name="gone", host="http://127.0.0.1:8000", ssh=f"root@127.0.0.1:{free_port()}", ssh_key=str(server.key_file))
     with pytest.raises(NodeFailure) as failure:
         await SshShell.connect(node, server.options())
     assert failure.value.kind == "unreachable"
@@ -181,7 +175,7 @@ async def test_connect_timeout_when_server_never_speaks():
 
 async def test_fleet_runs_concurrently_with_errors_per_node(server):
     good = server.node("good")
-    bad = Node(name="bad", host="http://127.0.0.1:8000", ssh=f"root@127.0.0.1:{_free_port()}", ssh_key=str(server.key_file))
+    bad = Node(name="bad", host="http://127.0.0.1:8000", ssh=f"root@127.0.0.1:{free_port()}", ssh_key=str(server.key_file))
     async with Fleet([good, bad], server.options(), opener=SshShell.connect) as fleet:
         results = await fleet.run_all("sleep 0.3; echo hi")
     assert results["good"].stdout.strip() == "hi"

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
+from tests.support import free_port, wait_until  # noqa: F401 - shared with the tests that import them from here
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def c3(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -54,16 +48,6 @@ def stub_entry(slug: str = "custom/stub", *, env: dict[str, str] | None = None, 
     if engine != "custom":
         entry.update(model="stub/model", command=None, container_port=None)
     return entry
-
-
-def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met before the deadline")
 
 
 def one_error_line(stderr: str) -> str:

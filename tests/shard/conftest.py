@@ -219,16 +219,3 @@ def write_script(path: Path, text: str) -> str:
     return str(path)
 
 
-def wait_for(what: str, check, deadline_s: float, proc: subprocess.Popen | None = None, log: Path | None = None):
-    """Poll `check()` until it returns something truthy; fail with the log's tail."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            break
-        time.sleep(0.25)
-    tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
-    state = f"c3 exited {proc.returncode}" if proc is not None and proc.poll() is not None else f"not within {deadline_s:.0f}s"
-    pytest.fail(f"{what}: {state}\n{tail}")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.shard.conftest import API_PORT, RAY_PORT, RAY_VERSION, wait_for, write_script
+from tests.shard.conftest import API_PORT, RAY_PORT, RAY_VERSION, write_script
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.netns, pytest.mark.sshd]
 
@@ -174,7 +175,7 @@ def test_ray_shard_starts_across_both_hosts_shows_in_status_and_ctrl_c_leaves_no
     )
     try:
         started = time.monotonic()
-        models = wait_for("stand-in vllm serving", lambda: get_models(shard_rig.head.address), 240, proc, log)
+        models = wait_until(lambda: get_models(shard_rig.head.address), 240, "stand-in vllm serving", interval=0.25, proc=proc, log=log)
         ready_s = time.monotonic() - started
         info = models["c3_standin"]
         assert models["data"][0]["id"] == "org/tiny-model"
@@ -214,7 +215,7 @@ def test_ray_shard_starts_across_both_hosts_shows_in_status_and_ctrl_c_leaves_no
         assert rc == 130, output[-3000:]
         assert "every node's part is stopped" in output
         assert SECRET not in output
-        wait_for("no process left in either host", lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30)
+        wait_until(lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30, "no process left in either host", interval=0.25)
         print(f"ray shard: serving {ready_s:.1f}s after start; two status calls {status_s:.1f}s; Ctrl+C to all stopped {stop_s:.1f}s")
     finally:
         _stop_c3(proc)
@@ -230,7 +231,7 @@ def test_mp_shard_every_rank_gets_its_command_and_shard_stop_cleans_up(shard_rig
         log=log, HF_TOKEN=SECRET,
     )
     try:
-        models = wait_for("stand-in vllm (mp) serving", lambda: get_models(shard_rig.head.address), 120, proc, log)
+        models = wait_until(lambda: get_models(shard_rig.head.address), 120, "stand-in vllm (mp) serving", interval=0.25, proc=proc, log=log)
         info = models["c3_standin"]
         head_argv = info["argv"]
         common = ["serve", "org/tiny-model", "--tensor-parallel-size", "1", "--pipeline-parallel-size", "2",
@@ -249,7 +250,7 @@ def test_mp_shard_every_rank_gets_its_command_and_shard_stop_cleans_up(shard_rig
         proc.wait(timeout=120)
         output = log.read_text(errors="replace")
         assert "every node's part is stopped" in output and SECRET not in output
-        wait_for("no process left in either host", lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30)
+        wait_until(lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30, "no process left in either host", interval=0.25)
         after = shard_rig.c3("shard", "status", "--nodes", "a,b", "--ray", shard_rig.ray)
         assert after.returncode == 0, after.stderr
         assert "a: not in a Ray cluster; 0 c3 shard process(es)" in after.stdout
