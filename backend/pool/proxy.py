@@ -18,6 +18,8 @@ Request life:
 2. Pick a backend (`router.py`), send, wait for the response head. A connect error, a connection that
    closes before answering, or 429/502/503/504 retries on another backend, at most `max_attempts` in
    all. Retries happen only before the client has seen a single byte.
+   A backend that sends no response head within `upstream_timeout_s` fails the same way (504 when
+   the body was streamed through and cannot be resent).
 3. Forward the head (plus `X-C3-Backend`, `X-C3-Sticky`, `X-C3-Key-Source`) and relay the body.
    If the backend dies midway through an SSE stream, the client gets one final
    `event: error` with an OpenAI-style error object and the response ends; nothing is replayed.
@@ -72,6 +74,11 @@ def _sse_error(backend: str) -> bytes:
     return b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event)
 
 
+def _expire(transport: asyncio.Transport, expired: list[bool]) -> None:
+    expired.append(True)
+    transport.abort()
+
+
 class ClientProtocol(asyncio.StreamReaderProtocol):
     """Stream protocol that notices a client leaving even while nobody reads from it."""
 
@@ -119,11 +126,12 @@ class PoolServer:
         self.force = False  # a second signal: stop waiting for requests in progress
         self.connections: set[ClientProtocol] = set()
         self._idle = asyncio.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
         """Probe the backends, then listen."""
         await self.router.start()
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
             lambda: ClientProtocol(self), self.config.host, self.config.port, backlog=4096, reuse_address=True
         )
@@ -317,6 +325,9 @@ class PoolServer:
                         return False
 
                 # -- wait for the answer (still retryable) --
+                # A timer, not wait_for: arming and cancelling one handle is far cheaper than a task.
+                expired: list[bool] = []
+                timer = self.loop.call_later(self.config.upstream_timeout_s, _expire, up_w.transport, expired)
                 try:
                     raw = await read_head(up_r)
                     resp = parse_response(raw)
@@ -329,6 +340,23 @@ class PoolServer:
                     if proto.lost:
                         router.metrics.client_disconnects += 1
                         raise ClientGone from None
+                    if expired:
+                        # Accepted but silent: a wedged engine. Count it against the backend (suspect;
+                        # enough of them take it down) and move on while the client has seen nothing.
+                        last_failure = f"backend {b.name} sent no response head within {self.config.upstream_timeout_s:g}s"
+                        log.warning("%s%s", last_failure, "" if streamed else "; retrying elsewhere")
+                        router.passive_failure(b, last_failure, hard=False)
+                        fail_status = 504
+                        if streamed:  # the body was streamed through, not held: it cannot be resent
+                            writer.write(json_error(504, f"c3 pool: {last_failure}", "c3_backend_timeout", close=True))
+                            return False
+                        m.retries += 1
+                        tried.add(b.name)
+                        attempts += 1
+                        if attempts >= self.config.max_attempts:
+                            writer.write(json_error(504, f"c3 pool: {last_failure}", "c3_backend_timeout", close=client_close))
+                            return not client_close
+                        continue
                     if streamed:
                         router.passive_failure(b, "closed before answering", hard=False)
                         writer.write(json_error(502, f"c3 pool: backend {b.name} closed before answering", "c3_backend_failed", close=True))
@@ -345,6 +373,8 @@ class PoolServer:
                         writer.write(json_error(502, f"c3 pool: {last_failure}", "c3_backend_failed", close=client_close))
                         return not client_close
                     continue
+                finally:
+                    timer.cancel()
                 status = int(resp.a)
                 if status in RETRY_STATUSES and not streamed and attempts + 1 < self.config.max_attempts and self._has_other(tried | {b.name}):
                     up_w.transport.abort()
