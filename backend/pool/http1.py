@@ -294,3 +294,36 @@ async def relay_eof(src: asyncio.StreamReader, write, drain=None) -> None:
         write(data)
         if drain is not None:
             await drain()
+
+
+async def relay_dechunked(src: asyncio.StreamReader, write, drain=None, prefix: bytes = b"") -> bool:
+    """Copy a chunked body's data without its framing, for an HTTP/1.0 client (which cannot parse
+    chunked encoding; the response is then close-delimited). Each chunk's data goes out as it arrives,
+    so SSE stays unbuffered. Never reads past the body; returns True (the connection stays reusable).
+    """
+    if prefix:
+        write(prefix)
+    try:
+        while True:
+            line = await src.readuntil(b"\r\n")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError as exc:
+                raise BadMessage("bad chunk size") from exc
+            if size == 0:
+                while await src.readuntil(b"\r\n") != b"\r\n":  # trailers: not forwarded to a 1.0 client
+                    pass
+                return True
+            remaining = size
+            while remaining:
+                data = await src.read(min(remaining, 256 * 1024))
+                if not data:
+                    raise asyncio.IncompleteReadError(b"", remaining)
+                remaining -= len(data)
+                write(data)
+            if await src.readexactly(2) != b"\r\n":
+                raise BadMessage("chunk not followed by CRLF")
+            if drain is not None:
+                await drain()
+    except asyncio.LimitOverrunError as exc:
+        raise BadMessage("chunk size line too long") from exc

@@ -45,6 +45,7 @@ from backend.pool.http1 import (
     read_head,
     relay_chunked,
     relay_chunked_exact,
+    relay_dechunked,
     relay_eof,
     relay_length,
     wants_close,
@@ -59,6 +60,7 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 SMALL_BODY = 64 * 1024
 UPSTREAM_DROP = frozenset({b"host", b"expect"})
 NO_DROP: frozenset[bytes] = frozenset()
+DROP_TE = frozenset({b"transfer-encoding"})
 _READ_ERRORS = (asyncio.IncompleteReadError, ConnectionError, BadMessage, OSError)
 
 
@@ -66,12 +68,12 @@ class ClientGone(Exception):
     """The client closed its connection."""
 
 
-def _sse_error(backend: str) -> bytes:
+def _sse_error(backend: str, chunked: bool = True) -> bytes:
     payload = json.dumps(
         {"error": {"message": f"backend {backend} failed mid-stream; the response is incomplete", "type": "c3_backend_failed", "code": 502}}
     )
     event = f"event: error\ndata: {payload}\n\n".encode()
-    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event)
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event) if chunked else event
 
 
 def _expire(transport: asyncio.Transport, expired: list[bool]) -> None:
@@ -417,9 +419,15 @@ class PoolServer:
                 framing = "eof"
         close = client_close or framing == "eof" or self.closing
         reusable = framing != "eof" and not wants_close(resp)
-        lines = [resp.first, *forward_lines(resp, NO_DROP), b"X-C3-Backend: " + b.name.encode(), b"X-C3-Sticky: " + sticky.encode(), b"X-C3-Key-Source: " + source_b]
+        old_client = req.version == b"HTTP/1.0"
+        dechunk = old_client and framing == "chunked"  # HTTP/1.0 has no chunked encoding: close-delimit instead
+        if dechunk:
+            close = True
+        lines = [resp.first, *forward_lines(resp, DROP_TE if dechunk else NO_DROP), b"X-C3-Backend: " + b.name.encode(), b"X-C3-Sticky: " + sticky.encode(), b"X-C3-Key-Source: " + source_b]
         if close:
             lines.append(b"Connection: close")
+        elif old_client:
+            lines.append(b"Connection: keep-alive")  # a 1.0 client assumes close unless told otherwise
         out_head = b"\r\n".join(lines) + b"\r\n\r\n"
 
         head_sent = False
@@ -438,6 +446,8 @@ class PoolServer:
             elif framing == "length" and length <= SMALL_BODY:
                 body = await up_r.readexactly(length) if length else b""
                 write(out_head + body)
+            elif dechunk:
+                reusable = await relay_dechunked(up_r, write, writer.drain, prefix=out_head) and reusable
             elif framing == "chunked":
                 reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head) and reusable
             else:
@@ -460,7 +470,7 @@ class PoolServer:
             if framing == "chunked" and resp.headers.get(b"content-type", b"").lower().startswith(b"text/event-stream"):
                 # The error event and the last chunk end the response cleanly, so the client connection
                 # stays usable (closing it now would race the client's next request on it).
-                writer.write(_sse_error(b.name))
+                writer.write(_sse_error(b.name, chunked=not dechunk))
                 log.warning("backend %s cut off a stream; the client got an error event", b.name)
                 return not close
             log.warning("backend %s cut off a response mid-body; client connection closed", b.name)
