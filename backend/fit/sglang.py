@@ -15,7 +15,7 @@ from __future__ import annotations
 from backend.fit.compat import hardware_problems
 from backend.fit.kvspec import attention_bytes_per_token_layer, kv_layout
 from backend.fit.plan import GIB, Knobs, Rank
-from backend.fit.weights import rank_weights_gib
+from backend.fit.weights import stage_weights_gib
 from backend.models import FitReport, GpuFit, ModelSpec
 
 CONTEXT_TP1_GIB = 1.0
@@ -44,11 +44,8 @@ def price_sglang(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         return FitReport(verdict="wont-fit", reasons=[f"SGLang cannot shard this model: {problem}"], notes=notes, **base)
     if any(r.total_gib is None for r in ranks):
         return FitReport(verdict="unknown", reasons=["a GPU reports no usable memory total"], notes=notes, **base)
-    if knobs.weights_gib is not None:
-        stage_weights = [knobs.weights_gib] * knobs.pp
-    elif knobs.weights_bytes is not None:
-        stage_weights = rank_weights_gib(spec, knobs.weights_bytes, tp=knobs.tp, pp=knobs.pp, quantized=knobs.quantized)
-    else:
+    stage_weights = stage_weights_gib(spec, knobs)
+    if stage_weights is None:
         return FitReport(verdict="unknown", reasons=["weight size unknown"], notes=notes, **base)
     context = CONTEXT_TP1_GIB if knobs.tp * knobs.pp == 1 else CONTEXT_TP_GIB
     gpus = []

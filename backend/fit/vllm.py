@@ -13,7 +13,7 @@ from backend.fit.compat import hardware_problems
 from backend.fit.kvspec import KvLayout, kv_layout
 from backend.fit.overhead import overheads
 from backend.fit.plan import GIB, Knobs, Rank
-from backend.fit.weights import rank_weights_gib
+from backend.fit.weights import stage_weights_gib
 from backend.models import FitReport, GpuFit, ModelSpec
 
 # Margin for "tight": the estimated (non-KV) terms are within about this much of what vLLM measures.
@@ -94,11 +94,8 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     if len(known) < len(ranks):
         missing = ", ".join(str(r.index if r.index is not None else r.card) for r in ranks if r.total_gib is None)
         return FitReport(verdict="unknown", reasons=[f"no usable memory total for GPU {missing}"], notes=notes, **base)
-    if knobs.weights_gib is not None:
-        stage_weights = [knobs.weights_gib] * knobs.pp
-    elif knobs.weights_bytes is not None:
-        stage_weights = rank_weights_gib(spec, knobs.weights_bytes, tp=knobs.tp, pp=knobs.pp, quantized=knobs.quantized)
-    else:
+    stage_weights = stage_weights_gib(spec, knobs)
+    if stage_weights is None:
         return FitReport(verdict="unknown", reasons=["weight size unknown"], notes=notes, **base)
     over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager, version=knobs.version, max_model_len=length)
     gpus: list[GpuFit] = []

@@ -8,8 +8,13 @@ Load factors over the checkpoint size: see `load_factor`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from backend.catalog.params import dtype_bytes, estimated_weight_bytes
 from backend.models import CatalogEntry, ModelSpec
+
+if TYPE_CHECKING:
+    from backend.fit.plan import Knobs
 
 GIB = 1024**3
 _TP_REPLICATED_GIB = 0.07
@@ -38,6 +43,16 @@ def load_factor(spec: ModelSpec | None, quantized: bool) -> float:
     if spec is not None and spec.quant_method == "mxfp4":
         return _MXFP4_LOAD
     return _REPACK if quantized else _BF16_LOAD
+
+
+def stage_weights_gib(spec: ModelSpec, knobs: Knobs) -> list[float] | None:
+    """GiB one rank loads per pipeline stage: the measured `--weights-gib` for every stage, else the
+    weight bytes split by TP/PP; None when neither is known (the pricers then answer `unknown`)."""
+    if knobs.weights_gib is not None:
+        return [knobs.weights_gib] * knobs.pp
+    if knobs.weights_bytes is not None:
+        return rank_weights_gib(spec, knobs.weights_bytes, tp=knobs.tp, pp=knobs.pp, quantized=knobs.quantized)
+    return None
 
 
 def rank_weights_gib(spec: ModelSpec | None, total_bytes: int, *, tp: int, pp: int, quantized: bool = False) -> list[float]:
