@@ -75,7 +75,7 @@ class Catalog:
 def parse_catalog_file(path: Path, *, user: bool) -> list[CatalogEntry]:
     """Entries of one YAML file; UsageError naming the file and the problem."""
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)  # noqa: S506 - a safe loader
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read ({error.__class__.__name__})") from None
     except yaml.YAMLError as error:
