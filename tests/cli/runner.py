@@ -1,0 +1,40 @@
+"""Run sweep cases concurrently (each in its own fresh home) and keep their outcomes."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.cli.cases import BROKEN_HOMES, Case
+from tests.cli.harness import Outcome, base_env, fresh_dirs, run_c3
+
+WORKERS = max(2, min(6, (os.cpu_count() or 2) * 2))
+_counter = itertools.count()
+
+
+def prepare(case: Case, base: Path) -> dict[str, Path]:
+    dirs = fresh_dirs(base)
+    for rel, content in BROKEN_HOMES.get(case.variant, {}).items():
+        target = dirs["home"] / rel
+        if content is None:
+            target.unlink(missing_ok=True)
+            continue
+        if target.parent.is_file():
+            target.parent.unlink()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    return dirs
+
+
+def run_case(case: Case, root: Path) -> Outcome:
+    dirs = prepare(case, root / f"case{next(_counter)}")
+    env = base_env(dirs, rig=case.rig, extra=dict(case.extra_env))
+    return run_c3(list(case.argv), dirs, env=env, timeout=60.0)
+
+
+def run_cases(cases: list[Case], root: Path) -> dict[str, Outcome]:
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        outcomes = list(pool.map(lambda c: run_case(c, root), cases))
+    return {case.id: outcome for case, outcome in zip(cases, outcomes, strict=True)}
