@@ -4,7 +4,7 @@ Every node is reached through one small Protocol, `Shell`: a remote node through
 lazily, only here), a local node (`Node.local`, see backend.nodes.registry) through a local
 subprocess, so callers never branch on where a node is.
 
-Host keys are checked strictly. The keys trusted are the union of `$C3_HOME/known_hosts` (the file
+Host keys are checked strictly (the files and trust live in backend.ssh_known_hosts). The keys trusted are the union of `$C3_HOME/known_hosts` (the file
 c3 manages: `c3 node trust NAME` shows a new host's fingerprint and adds it there, after the user
 confirms it or passes `--fingerprint SHA256:…` to match), `~/.ssh/known_hosts` and any files in
 `$C3_KNOWN_HOSTS` (os.pathsep-separated). An unknown host and a changed key are refused, each with
@@ -17,8 +17,6 @@ Secrets never travel on a command line: `Shell.upload` sends bytes on the comman
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import os
 import shlex
 import signal
@@ -27,9 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from backend import paths
-from backend.atomic import locked, write_atomic
 from backend.errors import EnvironmentProblem, Refused
+from backend.ssh_known_hosts import (  # noqa: F401 - part of this adapter's public surface
+    OfferedKey,
+    default_known_hosts_files,
+    fingerprint,
+    known_hosts_pattern,
+    known_hosts_text,
+    managed_known_hosts,
+    trust_host_key,
+)
 
 if TYPE_CHECKING:
     from backend.nodes.registry import Node
@@ -226,37 +231,6 @@ class SshOptions:
     """Files of trusted host keys; None means the default set (see module docstring)."""
 
 
-def managed_known_hosts() -> Path:
-    """`$C3_HOME/known_hosts`: the host keys c3 was told to trust (`c3 node trust`)."""
-    return paths.config_home() / "known_hosts"
-
-
-def default_known_hosts_files() -> tuple[Path, ...]:
-    files = [managed_known_hosts(), Path.home() / ".ssh" / "known_hosts"]
-    files += [Path(p) for p in os.environ.get("C3_KNOWN_HOSTS", "").split(os.pathsep) if p]
-    return tuple(files)
-
-
-def _known_hosts_text(options: SshOptions) -> str:
-    chunks = []
-    for file in options.known_hosts_files or default_known_hosts_files():
-        try:
-            chunks.append(Path(file).read_text(encoding="utf-8", errors="replace"))
-        except OSError:
-            continue
-    return "\n".join(chunks) + "\n"
-
-
-def fingerprint(public_key_b64: str) -> str:
-    """OpenSSH-style `SHA256:…` fingerprint of a base64 public key blob."""
-    digest = hashlib.sha256(base64.b64decode(public_key_b64)).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def _known_hosts_pattern(node: Node) -> str:
-    return node.ssh_host if node.ssh_port == 22 else f"[{node.ssh_host}]:{node.ssh_port}"
-
-
 def map_ssh_error(node: Node, exc: BaseException, *, known: bool) -> NodeFailure:
     """Turn whatever asyncssh or the socket layer raised into one NodeFailure naming the node."""
     import asyncssh  # lazily: only the SSH paths pay for it
@@ -308,7 +282,7 @@ class SshShell(_ShellBase):
         import asyncssh
 
         options = options or SshOptions()
-        text = _known_hosts_text(options)
+        text = known_hosts_text(options.known_hosts_files)
         known_hosts = asyncssh.import_known_hosts(text)
         port = node.ssh_port
         known = any(known_hosts.match(node.ssh_host, node.ssh_host, port)[0:2])
@@ -462,24 +436,6 @@ class Fleet:
 # --- trusting a new host ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OfferedKey:
-    """The host key a node presents, for the user to check before trusting it."""
-
-    node: str
-    """Registry name."""
-    pattern: str
-    """known_hosts host pattern (`host` or `[host]:port`)."""
-    key_type: str
-    """e.g. ssh-ed25519."""
-    key_b64: str
-    """Base64 public key blob."""
-    fingerprint: str
-    """`SHA256:…`, as `ssh-keygen -lf` prints it."""
-    already_trusted: bool
-    """True when this exact key is already in a trusted file."""
-
-
 async def fetch_host_key(node: Node, options: SshOptions | None = None) -> OfferedKey:
     """Connect without trusting anything and return the key the node offers."""
     import asyncssh
@@ -494,21 +450,10 @@ async def fetch_host_key(node: Node, options: SshOptions | None = None) -> Offer
     if key is None:
         raise NodeFailure(node.name, "ssh", f"ssh {node.ssh} offered no host key")
     line = key.export_public_key("openssh").decode().split()
-    trusted = asyncssh.import_known_hosts(_known_hosts_text(options))
+    trusted = asyncssh.import_known_hosts(known_hosts_text(options.known_hosts_files))
     keys = trusted.match(node.ssh_host, node.ssh_host, node.ssh_port)[0]
     already = any(k.public_data == key.public_data for k in keys)
-    return OfferedKey(node.name, _known_hosts_pattern(node), line[0], line[1], fingerprint(line[1]), already)
-
-
-def trust_host_key(offered: OfferedKey) -> Path:
-    """Append the offered key to `$C3_HOME/known_hosts` (0600, atomic, locked)."""
-    path = managed_known_hosts()
-    with locked(path):
-        current = path.read_text(encoding="utf-8") if path.exists() else ""
-        entry = f"{offered.pattern} {offered.key_type} {offered.key_b64}"
-        if entry not in current.splitlines():
-            write_atomic(path, current + ("" if current.endswith("\n") or not current else "\n") + entry + "\n", mode=0o600)
-    return path
+    return OfferedKey(node.name, known_hosts_pattern(node), line[0], line[1], fingerprint(line[1]), already)
 
 
 def run_sync(coro: Awaitable[T]) -> T:

@@ -1,0 +1,84 @@
+"""Trusted SSH host keys: which files count, fingerprints, and adding a node's key after the user checked it.
+
+No SSH library here (backend.ssh fetches the key a node offers); only files and hashes, so the CLI
+and the cockpit can show and record trust without a connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from backend import paths
+from backend.atomic import locked, write_atomic
+
+if TYPE_CHECKING:
+    from backend.nodes.registry import Node
+
+
+def managed_known_hosts() -> Path:
+    """`$C3_HOME/known_hosts`: the host keys c3 was told to trust (`c3 node trust`)."""
+    return paths.config_home() / "known_hosts"
+
+
+def default_known_hosts_files() -> tuple[Path, ...]:
+    """c3's own file, ~/.ssh/known_hosts, then whatever $C3_KNOWN_HOSTS lists (os.pathsep-separated)."""
+    files = [managed_known_hosts(), Path.home() / ".ssh" / "known_hosts"]
+    files += [Path(p) for p in os.environ.get("C3_KNOWN_HOSTS", "").split(os.pathsep) if p]
+    return tuple(files)
+
+
+def known_hosts_text(files: Iterable[Path] | None = None) -> str:
+    """Every trusted host key line from `files` (default: `default_known_hosts_files()`); unreadable files are skipped."""
+    chunks = []
+    for file in files or default_known_hosts_files():
+        try:
+            chunks.append(Path(file).read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+    return "\n".join(chunks) + "\n"
+
+
+def fingerprint(public_key_b64: str) -> str:
+    """OpenSSH-style `SHA256:…` fingerprint of a base64 public key blob."""
+    digest = hashlib.sha256(base64.b64decode(public_key_b64)).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_pattern(node: Node) -> str:
+    """How known_hosts names this node's SSH endpoint (`host`, or `[host]:port` off port 22)."""
+    return node.ssh_host if node.ssh_port == 22 else f"[{node.ssh_host}]:{node.ssh_port}"
+
+
+@dataclass(frozen=True)
+class OfferedKey:
+    """The host key a node presents, for the user to check before trusting it."""
+
+    node: str
+    """Registry name."""
+    pattern: str
+    """known_hosts host pattern (`host` or `[host]:port`)."""
+    key_type: str
+    """e.g. ssh-ed25519."""
+    key_b64: str
+    """Base64 public key blob."""
+    fingerprint: str
+    """`SHA256:…`, as `ssh-keygen -lf` prints it."""
+    already_trusted: bool
+    """True when this exact key is already in a trusted file."""
+
+
+def trust_host_key(offered: OfferedKey) -> Path:
+    """Append the offered key to `$C3_HOME/known_hosts` (0600, atomic, locked)."""
+    path = managed_known_hosts()
+    with locked(path):
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        entry = f"{offered.pattern} {offered.key_type} {offered.key_b64}"
+        if entry not in current.splitlines():
+            write_atomic(path, current + ("" if current.endswith("\n") or not current else "\n") + entry + "\n", mode=0o600)
+    return path
