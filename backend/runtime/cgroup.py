@@ -33,8 +33,8 @@ def container_id_of_pid(pid: int, proc: Path = Path("/proc")) -> str | None:
     return container_id_from_cgroup(text)
 
 
-def parent_pid(pid: int, proc: Path = Path("/proc")) -> int | None:
-    """The parent of a host pid (None when gone); used to attribute an engine's worker processes."""
+def _stat_field(pid: int, index: int, proc: Path) -> int | None:
+    """Numeric field `index` of /proc/PID/stat, counted from the state field (0) after `(comm)`."""
     try:
         stat = (proc / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -42,19 +42,16 @@ def parent_pid(pid: int, proc: Path = Path("/proc")) -> int | None:
     # comm may contain spaces and parentheses: the fields after the last `)` are fixed.
     fields = stat.rsplit(")", 1)[-1].split()
     try:
-        return int(fields[1])
+        return int(fields[index])
     except (IndexError, ValueError):
         return None
+
+
+def parent_pid(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The parent of a host pid (None when gone); used to attribute an engine's worker processes."""
+    return _stat_field(pid, 1, proc)
 
 
 def start_time(pid: int, proc: Path = Path("/proc")) -> int | None:
     """The process start time in clock ticks since boot (guards pid files against pid reuse)."""
-    try:
-        stat = (proc / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
+    return _stat_field(pid, 19, proc)
