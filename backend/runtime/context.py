@@ -7,7 +7,6 @@ gets the simulated runtime and a real one gets Docker. No NVML is not fatal here
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,20 +66,10 @@ class RuntimeContext:
 
     def reserve(self, entry: CatalogEntry, gpu: Gpu) -> int | None:
         if self.reservation is None:
-            try:
-                from backend.fit import reservation_mib
-            except ImportError:
-                reservation_mib = fallback_reservation_mib
+            from backend.fit import reservation_mib
+
             self.reservation = reservation_mib
         return self.reservation(entry, gpu)
-
-
-def fallback_reservation_mib(entry: CatalogEntry, gpu: Gpu) -> int | None:
-    """vLLM/SGLang claim `util × CUDA total` at start-up; other engines: unknown (gate skipped)."""
-    total = gpu.cuda_total_mib
-    if entry.engine not in {"vllm", "sglang"} or total is None:
-        return None
-    return math.ceil(total * entry.gpu_memory_utilization)
 
 
 def runtime_kind(simulated_probe: bool) -> str:

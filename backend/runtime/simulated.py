@@ -37,12 +37,9 @@ def sim_dir() -> Path:
 
 def registry_dir() -> Path:
     """Where stub engines register their GPUs (shared with the simulated probe)."""
-    try:
-        from backend.gpu.registry import default_registry_dir
+    from backend.gpu.registry import default_registry_dir
 
-        return default_registry_dir()
-    except ImportError:  # pragma: no cover - the GPU package ships with c3
-        return sim_dir() / "gpu-registry"
+    return default_registry_dir()
 
 
 def _state(pid: int) -> str | None:

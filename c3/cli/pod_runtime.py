@@ -40,13 +40,9 @@ def check_plan(path: Path, names: list[str], *, force: bool, ctx: Any) -> None:
     from backend.estate import load_estate, validate_estate
 
     estate = load_estate(path)
-    catalog = None
-    try:
-        from backend.catalog import load_catalog
+    from backend.catalog import load_catalog
 
-        catalog = load_catalog()
-    except ImportError:
-        pass
+    catalog = load_catalog()
     gpus = ctx.gpus() if ctx.probe is not None else None
     wanted = {n.casefold() for n in names}
     for problem in validate_estate(estate, gpus, catalog, force=force):
