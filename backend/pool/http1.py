@@ -28,27 +28,31 @@ class BadMessage(Exception):
 class Head:
     """A parsed request or response head: first line, raw header lines and a lower-cased lookup."""
 
-    __slots__ = ("first", "lines", "headers", "a", "b", "version")
+    __slots__ = ("first", "lines", "names", "headers", "a", "b", "version")
 
-    def __init__(self, first: bytes, lines: list[bytes], headers: dict[bytes, bytes], a: bytes, b: bytes, version: bytes) -> None:
+    def __init__(self, first: bytes, lines: list[bytes], headers: dict[bytes, bytes], a: bytes, b: bytes, version: bytes,
+                 names: list[bytes] | None = None) -> None:
         self.first = first
         self.lines = lines  # raw "Name: value" lines, order and case kept
+        self.names = names  # lower-cased name of each line (parsed once, reused when forwarding)
         self.headers = headers  # lower-cased name -> stripped value (last one wins; enough for framing)
         self.a = a  # method, or status code
         self.b = b  # target, or reason phrase
         self.version = version
 
 
-def _parse(raw: bytes) -> tuple[bytes, list[bytes], dict[bytes, bytes]]:
+def _parse(raw: bytes) -> tuple[bytes, list[bytes], dict[bytes, bytes], list[bytes]]:
     parts = raw[:-4].split(b"\r\n") if raw.endswith(b"\r\n\r\n") else raw.rstrip(b"\r\n").split(b"\r\n")
     first = parts[0]
     lines = parts[1:]
     headers: dict[bytes, bytes] = {}
+    names: list[bytes] = []
     for line in lines:
         colon = line.find(b":")
         if colon <= 0 or line[0] in b" \t":
             raise BadMessage("malformed header line")
         name = line[:colon].strip().lower()
+        names.append(name)
         value = line[colon + 1 :].strip()
         if name in headers and name in (b"content-length", b"transfer-encoding"):
             if name == b"content-length" and headers[name] != value:
@@ -56,25 +60,25 @@ def _parse(raw: bytes) -> tuple[bytes, list[bytes], dict[bytes, bytes]]:
             if name == b"transfer-encoding":
                 value = headers[name] + b", " + value
         headers[name] = value
-    return first, lines, headers
+    return first, lines, headers, names
 
 
 def parse_request(raw: bytes) -> Head:
     """Parse a request head (`raw` ends with CRLFCRLF)."""
-    first, lines, headers = _parse(raw)
+    first, lines, headers, names = _parse(raw)
     pieces = first.split(b" ")
     if len(pieces) != 3 or not pieces[2].startswith(b"HTTP/1.") or not pieces[1]:
         raise BadMessage("malformed request line")
-    return Head(first, lines, headers, pieces[0], pieces[1], pieces[2])
+    return Head(first, lines, headers, pieces[0], pieces[1], pieces[2], names)
 
 
 def parse_response(raw: bytes) -> Head:
     """Parse a response head."""
-    first, lines, headers = _parse(raw)
+    first, lines, headers, names = _parse(raw)
     pieces = first.split(b" ", 2)
     if len(pieces) < 2 or not pieces[0].startswith(b"HTTP/1.") or not pieces[1].isdigit():
         raise BadMessage("malformed status line")
-    return Head(first, lines, headers, pieces[1], pieces[2] if len(pieces) > 2 else b"", pieces[0])
+    return Head(first, lines, headers, pieces[1], pieces[2] if len(pieces) > 2 else b"", pieces[0], names)
 
 
 def body_framing(headers: dict[bytes, bytes]) -> tuple[str, int]:
@@ -111,13 +115,12 @@ def connection_tokens(head: Head) -> set[bytes]:
 def forward_lines(head: Head, drop: frozenset[bytes] | set[bytes]) -> list[bytes]:
     """Header lines minus hop-by-hop ones and any in `drop` (lower-cased names)."""
     extra = connection_tokens(head)
-    out = []
-    for line in head.lines:
-        name = line[: line.find(b":")].strip().lower()
-        if name in HOP_BY_HOP or name in drop or name in extra:
-            continue
-        out.append(line)
-    return out
+    names = head.names
+    if names is None:
+        names = [line[: line.find(b":")].strip().lower() for line in head.lines]
+    if extra:
+        return [line for name, line in zip(names, head.lines, strict=True) if name not in HOP_BY_HOP and name not in drop and name not in extra]
+    return [line for name, line in zip(names, head.lines, strict=True) if name not in HOP_BY_HOP and name not in drop]
 
 
 def simple_response(status: int, body: bytes, content_type: bytes = b"application/json", extra: list[bytes] | None = None, close: bool = False) -> bytes:

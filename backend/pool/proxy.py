@@ -76,11 +76,6 @@ def _sse_error(backend: str, chunked: bool = True) -> bytes:
     return b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event) if chunked else event
 
 
-def _expire(transport: asyncio.Transport, expired: list[bool]) -> None:
-    expired.append(True)
-    transport.abort()
-
-
 class ClientProtocol(asyncio.StreamReaderProtocol):
     """Stream protocol that notices a client leaving even while nobody reads from it."""
 
@@ -93,6 +88,10 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
         self.on_lost = None  # set to the backend transport's abort() while a request is in progress
         self.writer: asyncio.StreamWriter | None = None
         self.transport: asyncio.Transport | None = None
+        self.idle_since = time.monotonic()  # when the last request ended (the reaper closes long-idle ones)
+        self.wait_deadline = 0.0  # while waiting for a backend's response head: when to give up; else 0
+        self.wait_transport: asyncio.Transport | None = None
+        self.wait_expired = False
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -128,21 +127,44 @@ class PoolServer:
         self.force = False  # a second signal: stop waiting for requests in progress
         self.connections: set[ClientProtocol] = set()
         self._idle = asyncio.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self._reaper: asyncio.Task | None = None
 
     async def start(self) -> None:
         """Probe the backends, then listen."""
         await self.router.start()
-        loop = self.loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
             lambda: ClientProtocol(self), self.config.host, self.config.port, backlog=4096, reuse_address=True
         )
         self.port = self.server.sockets[0].getsockname()[1]
+        self._reaper = loop.create_task(self._reap())
+
+    async def _reap(self) -> None:
+        """Idle keep-alive connections and backends silent past `upstream_timeout_s`, checked on a tick.
+
+        One sweep over the connections replaces two timers per request (idle + upstream timeout): under
+        load, arming and cancelling those left a cancelled handle per request in the event loop's heap.
+        Deadlines are met to within one tick (at most 1 s, a quarter of the upstream timeout when shorter).
+        """
+        tick = max(0.05, min(1.0, self.config.upstream_timeout_s / 4, IDLE_TIMEOUT_S / 4))
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            for proto in list(self.connections):
+                if proto.wait_deadline and now >= proto.wait_deadline and proto.wait_transport is not None:
+                    proto.wait_expired = True
+                    proto.wait_deadline = 0.0
+                    proto.wait_transport.abort()
+                elif not proto.busy and now - proto.idle_since > IDLE_TIMEOUT_S and proto.transport is not None:
+                    proto.transport.close()
 
     async def shutdown(self, timeout_s: float | None = None) -> None:
         """Stop accepting, let requests in progress finish (up to the drain timeout), then close."""
         timeout_s = self.config.drain_timeout_s if timeout_s is None else timeout_s
         self.closing = True
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.cancel()
         if self.server is not None:
             self.server.close()
         for proto in list(self.connections):
@@ -164,12 +186,9 @@ class PoolServer:
 
     async def serve_client(self, proto: ClientProtocol, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections.add(proto)
-        loop = asyncio.get_running_loop()
         try:
             while not self.closing:
-                # An idle keep-alive connection is closed after IDLE_TIMEOUT_S (a timer, not wait_for:
-                # re-arming a timer per request is far cheaper than a task per request).
-                timer = loop.call_later(IDLE_TIMEOUT_S, writer.transport.close)
+                # An idle keep-alive connection is closed after IDLE_TIMEOUT_S by the reaper (`_reap`).
                 try:
                     raw = await read_head(reader)
                 except (asyncio.IncompleteReadError, ConnectionError):
@@ -177,8 +196,6 @@ class PoolServer:
                 except BadMessage:
                     writer.write(json_error(431, "request head too large", "invalid_request_error", close=True))
                     break
-                finally:
-                    timer.cancel()
                 proto.busy = True
                 try:
                     req = parse_request(raw)
@@ -195,6 +212,7 @@ class PoolServer:
                         writer.write(json_error(500, "internal router error", "c3_router_error", close=True))
                     keep = False
                 proto.busy = False
+                proto.idle_since = time.monotonic()
                 if self.closing:
                     self._idle.set()
                 if not keep or proto.lost:
@@ -327,9 +345,10 @@ class PoolServer:
                         return False
 
                 # -- wait for the answer (still retryable) --
-                # A timer, not wait_for: arming and cancelling one handle is far cheaper than a task.
-                expired: list[bool] = []
-                timer = self.loop.call_later(self.config.upstream_timeout_s, _expire, up_w.transport, expired)
+                # The reaper aborts the backend connection when the deadline passes (no per-request timer).
+                proto.wait_expired = False
+                proto.wait_transport = up_w.transport
+                proto.wait_deadline = time.monotonic() + self.config.upstream_timeout_s
                 try:
                     raw = await read_head(up_r)
                     resp = parse_response(raw)
@@ -342,7 +361,7 @@ class PoolServer:
                     if proto.lost:
                         router.metrics.client_disconnects += 1
                         raise ClientGone from None
-                    if expired:
+                    if proto.wait_expired:
                         # Accepted but silent: a wedged engine. Count it against the backend (suspect;
                         # enough of them take it down) and move on while the client has seen nothing.
                         last_failure = f"backend {b.name} sent no response head within {self.config.upstream_timeout_s:g}s"
@@ -376,7 +395,8 @@ class PoolServer:
                         return not client_close
                     continue
                 finally:
-                    timer.cancel()
+                    proto.wait_deadline = 0.0
+                    proto.wait_transport = None
                 status = int(resp.a)
                 if status in RETRY_STATUSES and not streamed and attempts + 1 < self.config.max_attempts and self._has_other(tried | {b.name}):
                     up_w.transport.abort()
