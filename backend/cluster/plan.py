@@ -121,7 +121,9 @@ def env_file_path(node: Node, profile: str) -> str:
 
 
 def container_name(profile: str) -> str:
-    return f"c3-{profile}"
+    """`c3-profile_<profile>`: never a pod's `c3-<pod>` (pod names have no `_`), so on a local node
+    launching or stopping a profile cannot remove a pod's container of the same name."""
+    return f"c3-profile_{profile}"
 
 
 def render(

@@ -31,7 +31,7 @@ def _accepted(host) -> int:
 
 
 def _args(cluster, host) -> list[str]:
-    out = ssh(cluster.rig, host, "docker inspect --format '{{json .Args}}' c3-stub-pair").stdout
+    out = ssh(cluster.rig, host, "docker inspect --format '{{json .Args}}' c3-profile_stub-pair").stdout
     return json.loads(out)
 
 
@@ -42,8 +42,8 @@ def test_launch_on_two_nodes_then_status_logs_env_restart_stop(cluster, monkeypa
 
     out = c3.ok("recipes", "launch", "stub-pair", "--nodes", "h1,h2", "--timeout", "60")
     assert "profile stub-pair is active" in out
-    assert containers(cluster.rig, h1) == {"c3-stub-pair": "running"}
-    assert containers(cluster.rig, h2) == {"c3-stub-pair": "running"}
+    assert containers(cluster.rig, h1) == {"c3-profile_stub-pair": "running"}
+    assert containers(cluster.rig, h2) == {"c3-profile_stub-pair": "running"}
     # Rank 0 serves on h1's own address (host networking inside h1's namespace), with the key.
     base = f"http://{h1.address}:{PORT}"
     assert http_status(base + "/v1/models") == 401
@@ -74,9 +74,9 @@ def test_launch_on_two_nodes_then_status_logs_env_restart_stop(cluster, monkeypa
     assert shell.stdout.strip() == f"{base}/v1 stub"
     assert "C3_API_KEY" in env
 
-    before = ssh(cluster.rig, h1, "docker inspect --format '{{.Id}}' c3-stub-pair").stdout.strip()
+    before = ssh(cluster.rig, h1, "docker inspect --format '{{.Id}}' c3-profile_stub-pair").stdout.strip()
     c3.ok("profile", "restart", "--timeout", "60")
-    after = ssh(cluster.rig, h1, "docker inspect --format '{{.Id}}' c3-stub-pair").stdout.strip()
+    after = ssh(cluster.rig, h1, "docker inspect --format '{{.Id}}' c3-profile_stub-pair").stdout.strip()
     assert before and after and before != after
     assert http_status(base + "/health") == 200
 
@@ -94,7 +94,7 @@ def test_dry_run_prints_every_command_and_no_secret(cluster, monkeypatch):
     seen = (_accepted(cluster.h1), _accepted(cluster.h2))
     out = cluster.c3.ok("recipes", "launch", "stub-pair", "--nodes", "h1,h2", "--dry-run")
     assert "node h1 (rank 0, ssh root@" in out and "node h2 (rank 1, ssh root@" in out
-    assert out.count("docker run -d --name c3-stub-pair") == 2
+    assert out.count("docker run -d --name c3-profile_stub-pair") == 2
     assert "VLLM_API_KEY=<redacted>" in out and "HF_TOKEN=<redacted>" in out and "--env-file" in out
     assert SECRET not in out and HF_SECRET not in out
     assert (_accepted(cluster.h1), _accepted(cluster.h2)) == seen  # no node was contacted
@@ -200,14 +200,14 @@ def test_watchdog_relaunches_a_dead_endpoint_but_not_after_a_deliberate_stop(clu
     check = ["profile", "watchdog-check", "--json", "--grace", "0", "--failures", "2", "--cooldown", "0"]
     assert json.loads(c3.ok(*check))["action"] == "ok"
 
-    ssh(cluster.rig, h1, "docker kill c3-stub-pair")
+    ssh(cluster.rig, h1, "docker kill c3-profile_stub-pair")
     wait_until(lambda: http_status(base + "/health", timeout=1) is None, 30, "rank 0 to stop answering")
     first = json.loads(c3.ok(*check))
     assert first["action"] == "failing" and first["failures"] == 1
     second = json.loads(c3.ok(*check))
     assert second["action"] == "relaunched"
     wait_until(lambda: http_status(base + "/health", timeout=1) == 200, 60, "the relaunched rank 0")
-    assert containers(cluster.rig, h1) == {"c3-stub-pair": "running"}
+    assert containers(cluster.rig, h1) == {"c3-profile_stub-pair": "running"}
     assert json.loads(c3.ok(*check))["action"] == "ok"
 
     c3.ok("recipes", "stop", "stub-pair", "--nodes", "h1,h2")
@@ -226,10 +226,10 @@ def test_switch_stops_the_active_profile_before_starting_another(cluster):
     c3.ok("recipes", "launch", "stub-alt", "--nodes", "h1,h2", "--timeout", "60")
     c3.ok("profile", "stop")
     c3.ok("recipes", "launch", "stub-pair", "--nodes", "h1,h2", "--timeout", "60")
-    assert containers(cluster.rig, h1) == {"c3-stub-pair": "running"}
+    assert containers(cluster.rig, h1) == {"c3-profile_stub-pair": "running"}
 
     c3.ok("profile", "switch", "stub-alt", "--timeout", "60")
-    assert containers(cluster.rig, h1) == {"c3-stub-alt": "running"}
+    assert containers(cluster.rig, h1) == {"c3-profile_stub-alt": "running"}
     assert http_status(f"http://{h1.address}:{ALT_PORT}/health") == 200
     assert http_status(f"http://{h1.address}:{PORT}/health", timeout=1) is None
     listed = json.loads(c3.ok("profile", "ls", "--json"))

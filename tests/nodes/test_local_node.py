@@ -36,5 +36,5 @@ def test_local_node_launch_and_stop_without_ssh(docker_client, stub_image, monke
         assert not env_file.exists()
         assert http_status(f"http://127.0.0.1:{port}/health", timeout=1) is None
     finally:
-        subprocess.run(["docker", "rm", "-f", f"c3-{name}"], capture_output=True, check=False)
+        subprocess.run(["docker", "rm", "-f", f"c3-profile_{name}"], capture_output=True, check=False)
     c3.assert_no_secret()

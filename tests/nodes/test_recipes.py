@@ -92,7 +92,7 @@ def test_plan_renders_ranks_and_keeps_secrets_out_of_commands():
     plan = render(recipe, _nodes(), {"max_model_len": 1024}, secrets=secrets)
     assert plan.base_url == "http://10.213.99.1:8000/v1"
     r0, r1 = plan.ranks
-    assert r0.run_argv[:4] == ["docker", "run", "-d", "--name"] and "c3-x" in r0.run_argv
+    assert r0.run_argv[:4] == ["docker", "run", "-d", "--name"] and "c3-profile_x" in r0.run_argv
     assert "-e" in r1.run_argv and "A=10.213.99.2" in r1.run_argv
     assert r1.run_argv[r1.run_argv.index("--max-model-len") + 1] == "1024"
     assert r1.run_argv[r1.run_argv.index("--name", 5) + 1] == "x-rank1"
@@ -132,3 +132,13 @@ def test_home_relative_volumes_expand_on_the_node():
     builtin = next(r for r in load_recipes().values() if r.docker.volumes)
     text = "\n".join(render(builtin, _nodes(builtin.nodes), allow_unpinned=True).describe())
     assert '"$HOME"/.cache/huggingface' in text
+
+
+def test_profile_containers_never_take_a_pods_container_name():
+    """On a local node a profile and a pod share one daemon: `docker rm -f` of one must not hit the other."""
+    from backend.cluster.plan import container_name as profile_container
+    from backend.runtime.docker_adapter import container_name as pod_container
+
+    for name in ("chat", "stub-pair", "a1"):
+        assert profile_container(name) != pod_container(name)
+        assert "_" in profile_container(name)  # pod names cannot contain `_` (POD_NAME_PATTERN)
