@@ -30,7 +30,6 @@ Request life:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 
@@ -43,37 +42,19 @@ from backend.pool.http1 import (
     parse_request,
     parse_response,
     read_head,
-    relay_chunked,
     relay_chunked_exact,
-    relay_dechunked,
-    relay_eof,
     relay_length,
     wants_close,
 )
 from backend.pool.keys import extract_key
+from backend.pool.respond import READ_ERRORS, ClientGone, relay_response
 from backend.pool.router import Router
 
 log = logging.getLogger("c3.pool")
 
 IDLE_TIMEOUT_S = 75.0
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-SMALL_BODY = 64 * 1024
 UPSTREAM_DROP = frozenset({b"host", b"expect"})
-NO_DROP: frozenset[bytes] = frozenset()
-DROP_TE = frozenset({b"transfer-encoding"})
-_READ_ERRORS = (asyncio.IncompleteReadError, ConnectionError, BadMessage, OSError)
-
-
-class ClientGone(Exception):
-    """The client closed its connection."""
-
-
-def _sse_error(backend: str, chunked: bool = True) -> bytes:
-    payload = json.dumps(
-        {"error": {"message": f"backend {backend} failed mid-stream; the response is incomplete", "type": "c3_backend_failed", "code": 502}}
-    )
-    event = f"event: error\ndata: {payload}\n\n".encode()
-    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event) if chunked else event
 
 
 class ClientProtocol(asyncio.StreamReaderProtocol):
@@ -355,7 +336,7 @@ class PoolServer:
                     while resp.a[:1] == b"1" and resp.a != b"101":
                         raw = await read_head(up_r)
                         resp = parse_response(raw)
-                except _READ_ERRORS as exc:
+                except READ_ERRORS as exc:
                     up_w.transport.abort()
                     proto.on_lost = None
                     if proto.lost:
@@ -418,88 +399,10 @@ class PoolServer:
                     router.passive_failure(b, f"HTTP {status}", hard=False)
                 else:
                     b.health.passive_success()
-                return await self._relay_response(proto, req, resp, b, outcome, source_b, up_r, up_w, writer, client_close)
+                return await relay_response(self, proto, req, resp, b, outcome, source_b, up_r, up_w, writer, client_close)
             finally:
                 m.in_flight -= 1
                 proto.on_lost = None
 
     def _has_other(self, exclude: set[str]) -> bool:
         return any(x.health.routable and x.name not in exclude for x in self.router.order)
-
-    async def _relay_response(self, proto, req: Head, resp: Head, b, sticky: str, source_b: bytes, up_r, up_w, writer, client_close: bool) -> bool:
-        status = int(resp.a)
-        if req.a == b"HEAD" or status in (204, 304):
-            framing, length = "none", 0
-        else:
-            try:
-                framing, length = body_framing(resp.headers)
-            except BadMessage:
-                framing, length = "eof", 0
-            if framing == "none":
-                framing = "eof"
-        close = client_close or framing == "eof" or self.closing
-        reusable = framing != "eof" and not wants_close(resp)
-        old_client = req.version == b"HTTP/1.0"
-        dechunk = old_client and framing == "chunked"  # HTTP/1.0 has no chunked encoding: close-delimit instead
-        if dechunk:
-            close = True
-        lines = [resp.first, *forward_lines(resp, DROP_TE if dechunk else NO_DROP), b"X-C3-Backend: " + b.name.encode(), b"X-C3-Sticky: " + sticky.encode(), b"X-C3-Key-Source: " + source_b]
-        if close:
-            lines.append(b"Connection: close")
-        elif old_client:
-            lines.append(b"Connection: keep-alive")  # a 1.0 client assumes close unless told otherwise
-        out_head = b"\r\n".join(lines) + b"\r\n\r\n"
-
-        head_sent = False
-
-        def write(data: bytes) -> None:
-            nonlocal head_sent
-            if proto.lost:
-                raise ClientGone
-            writer.write(data)
-            head_sent = True
-
-        proto.on_lost = up_w.transport.abort
-        try:
-            if framing == "none":
-                write(out_head)
-            elif framing == "length" and length <= SMALL_BODY:
-                body = await up_r.readexactly(length) if length else b""
-                write(out_head + body)
-            elif dechunk:
-                reusable = await relay_dechunked(up_r, write, writer.drain, prefix=out_head) and reusable
-            elif framing == "chunked":
-                reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head) and reusable
-            else:
-                write(out_head)
-                if framing == "length":
-                    await relay_length(up_r, write, length, writer.drain)
-                else:
-                    await relay_eof(up_r, write, writer.drain)
-        except (ClientGone, *_READ_ERRORS):
-            up_w.transport.abort()
-            proto.on_lost = None
-            if proto.lost:
-                self.router.metrics.client_disconnects += 1
-                raise ClientGone from None
-            self.router.passive_failure(b, "response cut off mid-body", hard=False)
-            if not head_sent:  # the client has seen nothing yet: a plain error answer is still possible
-                writer.write(json_error(502, f"c3 pool: backend {b.name} failed while answering", "c3_backend_failed", close=True))
-                return False
-            self.router.metrics.midstream_failures += 1
-            if framing == "chunked" and resp.headers.get(b"content-type", b"").lower().startswith(b"text/event-stream"):
-                # The error event and the last chunk end the response cleanly, so the client connection
-                # stays usable (closing it now would race the client's next request on it).
-                writer.write(_sse_error(b.name, chunked=not dechunk))
-                log.warning("backend %s cut off a stream; the client got an error event", b.name)
-                return not close
-            log.warning("backend %s cut off a response mid-body; client connection closed", b.name)
-            if proto.transport is not None:
-                proto.transport.abort()  # an incomplete body must never look complete
-            return False
-        proto.on_lost = None
-        if reusable:
-            b.put_idle(up_r, up_w)
-        else:
-            up_w.transport.abort()
-        return not close

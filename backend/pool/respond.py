@@ -1,0 +1,128 @@
+"""Relaying a backend's answer to the client once the proxy has committed to it (see `proxy.py`).
+
+Bodies go through as raw bytes: chunked framing verbatim (SSE byte-identical and unbuffered), or
+de-chunked and close-delimited for an HTTP/1.0 client, which cannot parse chunked encoding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from backend.pool.admin import json_error
+from backend.pool.http1 import (
+    BadMessage,
+    Head,
+    body_framing,
+    forward_lines,
+    relay_chunked,
+    relay_dechunked,
+    relay_eof,
+    relay_length,
+    wants_close,
+)
+
+log = logging.getLogger("c3.pool")
+
+SMALL_BODY = 64 * 1024
+NO_DROP: frozenset[bytes] = frozenset()
+DROP_TE = frozenset({b"transfer-encoding"})
+READ_ERRORS = (asyncio.IncompleteReadError, ConnectionError, BadMessage, OSError)
+
+
+class ClientGone(Exception):
+    """The client closed its connection."""
+
+
+def sse_error(backend: str, chunked: bool = True) -> bytes:
+    payload = json.dumps(
+        {"error": {"message": f"backend {backend} failed mid-stream; the response is incomplete", "type": "c3_backend_failed", "code": 502}}
+    )
+    event = f"event: error\ndata: {payload}\n\n".encode()
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event) if chunked else event
+
+
+
+async def relay_response(server, proto, req: Head, resp: Head, b, sticky: str, source_b: bytes, up_r, up_w, writer, client_close: bool) -> bool:
+    """Forward the response head (plus the X-C3-* headers) and relay the body to the client.
+
+    True when the client connection may carry another request. A backend failing midway: an SSE
+    stream ends with an `event: error`; any other body is cut off (the client connection closes).
+    """
+    status = int(resp.a)
+    if req.a == b"HEAD" or status in (204, 304):
+        framing, length = "none", 0
+    else:
+        try:
+            framing, length = body_framing(resp.headers)
+        except BadMessage:
+            framing, length = "eof", 0
+        if framing == "none":
+            framing = "eof"
+    close = client_close or framing == "eof" or server.closing
+    reusable = framing != "eof" and not wants_close(resp)
+    old_client = req.version == b"HTTP/1.0"
+    dechunk = old_client and framing == "chunked"  # HTTP/1.0 has no chunked encoding: close-delimit instead
+    if dechunk:
+        close = True
+    lines = [resp.first, *forward_lines(resp, DROP_TE if dechunk else NO_DROP), b"X-C3-Backend: " + b.name.encode(), b"X-C3-Sticky: " + sticky.encode(), b"X-C3-Key-Source: " + source_b]
+    if close:
+        lines.append(b"Connection: close")
+    elif old_client:
+        lines.append(b"Connection: keep-alive")  # a 1.0 client assumes close unless told otherwise
+    out_head = b"\r\n".join(lines) + b"\r\n\r\n"
+
+    head_sent = False
+
+    def write(data: bytes) -> None:
+        nonlocal head_sent
+        if proto.lost:
+            raise ClientGone
+        writer.write(data)
+        head_sent = True
+
+    proto.on_lost = up_w.transport.abort
+    try:
+        if framing == "none":
+            write(out_head)
+        elif framing == "length" and length <= SMALL_BODY:
+            body = await up_r.readexactly(length) if length else b""
+            write(out_head + body)
+        elif dechunk:
+            reusable = await relay_dechunked(up_r, write, writer.drain, prefix=out_head) and reusable
+        elif framing == "chunked":
+            reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head) and reusable
+        else:
+            write(out_head)
+            if framing == "length":
+                await relay_length(up_r, write, length, writer.drain)
+            else:
+                await relay_eof(up_r, write, writer.drain)
+    except (ClientGone, *READ_ERRORS):
+        up_w.transport.abort()
+        proto.on_lost = None
+        if proto.lost:
+            server.router.metrics.client_disconnects += 1
+            raise ClientGone from None
+        server.router.passive_failure(b, "response cut off mid-body", hard=False)
+        if not head_sent:  # the client has seen nothing yet: a plain error answer is still possible
+            writer.write(json_error(502, f"c3 pool: backend {b.name} failed while answering", "c3_backend_failed", close=True))
+            return False
+        server.router.metrics.midstream_failures += 1
+        if framing == "chunked" and resp.headers.get(b"content-type", b"").lower().startswith(b"text/event-stream"):
+            # The error event and the last chunk end the response cleanly, so the client connection
+            # stays usable (closing it now would race the client's next request on it).
+            writer.write(sse_error(b.name, chunked=not dechunk))
+            log.warning("backend %s cut off a stream; the client got an error event", b.name)
+            return not close
+        log.warning("backend %s cut off a response mid-body; client connection closed", b.name)
+        if proto.transport is not None:
+            proto.transport.abort()  # an incomplete body must never look complete
+        return False
+    proto.on_lost = None
+    if reusable:
+        b.put_idle(up_r, up_w)
+    else:
+        up_w.transport.abort()
+    return not close
