@@ -19,9 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from backend import paths
 from backend.atomic import locked, write_atomic
-from backend.errors import Refused, UsageError
+from backend.errors import EnvironmentProblem, Refused, UsageError
 
 NODE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+NODE_NAME_MAX = 63
 
 
 class Node(BaseModel):
@@ -29,7 +30,7 @@ class Node(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(pattern=NODE_NAME_PATTERN, max_length=63)
+    name: str = Field(pattern=NODE_NAME_PATTERN, max_length=NODE_NAME_MAX)
     """Registry key, `[a-z0-9][a-z0-9_-]*`."""
     host: str
     """Base URL of the node's OpenAI-compatible endpoint, e.g. `http://10.0.0.5:8000`."""
@@ -140,15 +141,20 @@ def _save(registry: NodeRegistry, path: Path) -> None:
 def add_node(name: str, host: str, ssh: str, ssh_key: str | None = None, path: Path | None = None) -> Node:
     """Register a node; refuses a name already taken (case-insensitively)."""
     path = path or paths.nodes_file()
-    if not re.fullmatch(NODE_NAME_PATTERN, name):
-        raise UsageError(f"node name `{name}` must match [a-z0-9][a-z0-9_-]*")
+    if not re.fullmatch(NODE_NAME_PATTERN, name) or len(name) > NODE_NAME_MAX:
+        raise UsageError(f"node name `{name[:40]}{'…' if len(name) > 40 else ''}` must match [a-z0-9][a-z0-9_-]* "
+                         f"and have at most {NODE_NAME_MAX} characters")
     node = Node(name=name, host=_validate_url(host), ssh=_validate_ssh(ssh), ssh_key=ssh_key)
-    with locked(path):
-        registry = load_registry(path)
-        if any(n.name.lower() == name.lower() for n in registry.nodes):
-            raise Refused(f"node `{name}` is already registered", hint=f"`c3 node rm {name}` first")
-        registry.nodes.append(node)
-        _save(registry, path)
+    try:
+        with locked(path):
+            registry = load_registry(path)
+            if any(n.name.lower() == name.lower() for n in registry.nodes):
+                raise Refused(f"node `{name}` is already registered", hint=f"`c3 node rm {name}` first")
+            registry.nodes.append(node)
+            _save(registry, path)
+    except OSError as error:
+        raise EnvironmentProblem(f"cannot write the node registry {path}: {error.strerror or error}",
+                                 hint="check C3_HOME and its folder's permissions") from None
     return node
 
 

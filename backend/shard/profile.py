@@ -72,13 +72,18 @@ def load_profile(value: str, directory: Path | None = None) -> ShardProfile:
     if PROFILE_NAME.match(text):
         for suffix in (".yaml", ".yml"):
             path = directory / f"{text}{suffix}"
-            if path.is_file():
+            if _quietly(path.is_file):
                 return _from_file(path)
-    words = shlex.split(text)
+    try:
+        words = shlex.split(text)
+    except ValueError as error:  # an unbalanced quote
+        raise UsageError(f"--profile {_short(text)!r}: {error}", hint="quote it as a shell would, e.g. --profile 'ORG/MODEL --max-model-len 8192'") from None
+    if not words:
+        raise UsageError("--profile is empty", hint="name a profile in $C3_HOME/profiles/ or give a model, e.g. --profile Qwen/Qwen3-8B")
     model = words[0]
-    if "/" not in model and not Path(model).exists():
+    if "/" not in model and not _quietly(Path(model).exists):
         raise Refused(
-            f"no profile `{model}` in {directory} and `{model}` does not look like a model (HF id or path)",
+            f"no profile `{_short(model)}` in {directory} and it does not look like a model (HF id or path)",
             hint="write profiles/NAME.yaml with `model:` (and `args:`), or pass --profile 'ORG/MODEL [vllm args]'",
         )
     return ShardProfile(model=model, args=words[1:], source="--profile")
@@ -110,3 +115,15 @@ def _from_file(path: Path) -> ShardProfile:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"profile {path}: {where}: {first['msg']}") from exc
+
+
+def _quietly(check) -> bool:
+    """A file-system yes/no that treats an unusable name (too long, bad bytes) as no."""
+    try:
+        return bool(check())
+    except (OSError, ValueError):
+        return False
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -66,3 +66,23 @@ def test_parse_gpus_handles_unified_memory():
     gpus = parse_gpus("0, NVIDIA GB10, [N/A], [N/A]\n1, NVIDIA GeForce RTX 3090, 24576, 512\n")
     assert [(g.index, g.name, g.total_mib, g.used_mib) for g in gpus] == [
         (0, "NVIDIA GB10", None, None), (1, "NVIDIA GeForce RTX 3090", 24576, 512)]
+
+
+def test_add_node_refuses_overlong_names_and_reports_an_unwritable_registry(tmp_path):
+    from backend.errors import EnvironmentProblem, UsageError
+    from backend.nodes.registry import add_node
+
+    try:
+        add_node("n" * 64, "http://127.0.0.1:9", "u@127.0.0.1:9", path=tmp_path / "nodes.json")
+    except UsageError as error:
+        assert "at most 63 characters" in error.message
+    else:
+        raise AssertionError("a 64-character node name was accepted")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    try:
+        add_node("n1", "http://127.0.0.1:9", "u@127.0.0.1:9", path=blocker / "nodes.json")
+    except EnvironmentProblem as error:
+        assert str(blocker / "nodes.json") in error.message
+    else:
+        raise AssertionError("a registry under a plain file was written")

@@ -128,3 +128,18 @@ def test_profile_inline_model_args_and_refusals(tmp_path: Path):
         load_profile("bad", tmp_path)
     with pytest.raises(UsageError):
         load_profile("  ", tmp_path)
+
+
+def test_profile_text_that_is_not_a_command_line_is_a_clean_error(tmp_path):
+    """An unbalanced quote or a name too long for the file system: one-line errors, never a traceback."""
+    from backend.errors import Refused, UsageError
+    from backend.shard.profile import load_profile
+
+    for text, kind in (("'org/model --x", UsageError), ("x" * 400, Refused), ("x" * 400 + "/" + "y" * 300, None)):
+        try:
+            load_profile(text, directory=tmp_path)
+        except (UsageError, Refused) as error:
+            assert kind is not None and isinstance(error, kind), (text[:20], error)
+            assert len(error.message) < 300
+        else:
+            assert kind is None  # an `ORG/MODEL` id is taken as given, however long
