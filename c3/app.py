@@ -26,7 +26,9 @@ from c3.screens.base import ServiceCalls, describe_error
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import (
     BootProgress,
+    NewNode,
     NewPod,
+    RecipeLaunch,
     Services,
     WriteKind,
     WritePlan,
@@ -52,6 +54,13 @@ def _recipes_screen() -> Screen:
 @dataclass
 class BootUpdate(Message):
     """Progress of a boot, posted from the worker thread that runs it."""
+
+    progress: BootProgress
+
+
+@dataclass
+class LaunchUpdate(Message):
+    """A step of a recipe launch (`progress.pod` is the profile), posted from its worker thread."""
 
     progress: BootProgress
 
@@ -111,6 +120,8 @@ class C3App(ServiceCalls, App[None]):
         self.boots: dict[str, BootProgress] = {}
         self.last_result: WriteResult | None = None
         self.results: list[WriteResult] = []
+        self.launch_progress: BootProgress | None = None
+        """The last step of the running (or last) recipe launch."""
 
     def on_mount(self) -> None:
         # Background work starts after the first frame: threads importing pydantic would otherwise
@@ -178,6 +189,10 @@ class C3App(ServiceCalls, App[None]):
         yield SystemCommand("Mode: Recipes", "The recipe catalogue (3)", lambda: self.switch_mode("recipes"))
         yield SystemCommand("New pod", "Name, slug, GPUs, port, live fit (N)", self.action_new_pod)
         yield SystemCommand("Stop the whole estate", "List what will stop, then confirm (o)", self.action_stop_all)
+        yield SystemCommand("Add node", "Register a node: name, endpoint, SSH target, key (Nodes mode: a)", lambda: self._in_mode("nodes", "action_add_node"))
+        yield SystemCommand("Remove node", "Unregister the highlighted node (Nodes mode: x)", lambda: self._in_mode("nodes", "action_remove_node"))
+        yield SystemCommand("Launch recipe", "Pick nodes, preview the dry-run, confirm (Recipes mode: u)", lambda: self._in_mode("recipes", "action_launch"))
+        yield SystemCommand("Stop the active profile", "Its containers on every node (Recipes mode: d)", lambda: self._in_mode("recipes", "action_stop_profile"))
         yield SystemCommand("Refresh", "Poll every source of this mode now (r)", self._refresh_current)
         yield SystemCommand("Help", "Every key of this screen (?)", self.action_help)
         orchestration = self._orchestration()
@@ -187,6 +202,12 @@ class C3App(ServiceCalls, App[None]):
             yield SystemCommand(f"Logs of pod {pod.name}", "Engine log, follows (l)", lambda n=pod.name: self.open_logs(n))
             yield SystemCommand(f"Details of pod {pod.name}", "Placement, GPUs, fit (Enter)", lambda n=pod.name: self.open_details(n))
         yield SystemCommand("Quit", "Leave the cockpit; pods keep running (q)", self.action_quit)
+
+    def _in_mode(self, mode: str, action: str) -> None:
+        """Switch to `mode` (if not there) and run one of its screen's actions once it is shown."""
+        if self.current_mode != mode:
+            self.switch_mode(mode)
+        self.call_after_refresh(lambda: getattr(self.screen, action, lambda: None)())
 
     def _refresh_current(self) -> None:
         poll = getattr(self.screen, "poll_now", None)
@@ -230,10 +251,13 @@ class C3App(ServiceCalls, App[None]):
         self.request_write("stop_all")
 
     # -- the write flow --------------------------------------------------------------------------
-    def request_write(self, kind: WriteKind, *, pod: str | None = None, request: NewPod | None = None) -> None:
+    def request_write(self, kind: WriteKind, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> None:
         """Plan (worker) → confirm gate → re-validate and execute (worker) → show the result."""
         if self.readonly:
-            what = {"create": "create a pod", "up": f"boot {pod}", "down": f"stop {pod}", "rm": f"remove {pod}", "stop_all": "stop the estate"}[kind]
+            what = {
+                "create": "create a pod", "up": f"boot {pod}", "down": f"stop {pod}", "rm": f"remove {pod}", "stop_all": "stop the estate",
+                "node_add": "add a node", "node_rm": f"remove node {pod}", "recipe_launch": "launch a recipe", "recipe_stop": f"stop profile {pod}",
+            }[kind]
             self.show_result(WriteResult(False, f"read-only cockpit: refused to {what}", "restart c3 without --readonly"))
             return
         if not self.ready():
@@ -257,11 +281,13 @@ class C3App(ServiceCalls, App[None]):
             problems = self.services.check(plan)
             if problems:
                 return WriteResult(False, f"{plan.title}: {problems[0]}", "; ".join(problems[1:]) or None)
+            if plan.kind == "recipe_launch":
+                return self.services.execute(plan, lambda progress: self.post_message(LaunchUpdate(progress)))
             return self.services.execute(plan, lambda progress: self.post_message(BootUpdate(progress)))
 
         def finished(result: WriteResult) -> None:
             orch = self._orchestration()
-            if plan.kind == "create" and result.ok and plan.request is not None and orch is not None:
+            if plan.kind == "create" and result.ok and isinstance(plan.request, NewPod) and orch is not None:
                 orch.select_next = plan.request.name  # the new pod is what the next key acts on
             if plan.kind == "up" and plan.pod and not result.ok and plan.pod in self.boots and not self.boots[plan.pod].done:
                 self.boots[plan.pod] = BootProgress(plan.pod, "failed", self.boots[plan.pod].elapsed_s, self.boots[plan.pod].log_tail, done=True, ok=False)
@@ -284,6 +310,13 @@ class C3App(ServiceCalls, App[None]):
         message = describe_error(error)
         text, _, hint = message.partition(" — hint: ")
         self.show_result(WriteResult(False, text, hint or None))
+
+    def on_launch_update(self, message: LaunchUpdate) -> None:
+        self.launch_progress = message.progress
+        for screen in self._screen_stacks.get("recipes", []):
+            shown = getattr(screen, "show_launch", None)
+            if shown is not None and screen.is_mounted:
+                shown(message.progress)
 
     def on_boot_update(self, message: BootUpdate) -> None:
         progress = message.progress
@@ -310,3 +343,9 @@ class C3App(ServiceCalls, App[None]):
         if orch is not None and orch.is_mounted:
             orch.show_result()
             orch.poll_now()
+        for mode in ("nodes", "recipes"):
+            for screen in self._screen_stacks.get(mode, []):
+                shown = getattr(screen, "show_result", None)
+                if shown is not None and screen.is_mounted:
+                    shown(result)
+                    screen.poll_now()  # type: ignore[attr-defined]

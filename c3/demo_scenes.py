@@ -64,6 +64,22 @@ async def focus_pod(pilot, index: int = 1) -> None:
     await settle(pilot)
 
 
+def highlight(table_id: str, row: int) -> Step:
+    async def step(pilot) -> None:
+        table = pilot.app.screen.query_one(f"#{table_id}")
+        table.focus()
+        table.move_cursor(row=row)
+        await settle(pilot)
+
+    return step
+
+
+async def nodes_picked(pilot) -> None:
+    """The launch modal has read the registry."""
+    await wait_until(pilot, lambda: getattr(pilot.app.screen, "nodes", None) is not None)
+    await settle(pilot)
+
+
 @dataclass(frozen=True)
 class Scene:
     """One picture: a fake scenario, a terminal size, and the steps that lead to it."""
@@ -92,7 +108,12 @@ SCENES: tuple[Scene, ...] = (
     Scene("help", "Help, generated from the bindings", "placed", steps=(press("question_mark"),)),
     Scene("nodes", "Nodes", "placed", steps=(press("2"),)),
     Scene("nodes-empty", "Nodes, none registered yet", "empty", steps=(press("2"),)),
+    Scene("nodes-pool", "Nodes with a running pool: per-backend health, load, latency", "cluster", steps=(press("2"),)),
+    Scene("nodes-pool-80x24", "Nodes and pool at 80×24", "cluster", (80, 24), steps=(press("2"),)),
+    Scene("add-node", "Add node: validated as typed", "placed", steps=(press("2", "a"), typed("spark-3"), press("tab"), typed("http://10.213.0.13:8000"), press("tab"), typed("ubuntu@"))),
     Scene("recipes", "Recipes", "placed", steps=(press("3"),)),
+    Scene("recipe-launch", "Launch a recipe: nodes in rank order", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked)),
+    Scene("recipe-launch-preview", "Launch preview: the dry-run in the confirm gate", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked, press("ctrl+s"))),
     Scene("recipes-empty", "Recipes, none yet", "empty", steps=(press("3"),)),
     Scene("readonly-refused", "Read-only: a write refused, and why", "placed", steps=(press("d"),), readonly=True),
 )

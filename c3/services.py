@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
 PlacementVerdict = Literal["ok", "mismatch", "unknown"]
-WriteKind = Literal["create", "up", "down", "rm", "stop_all"]
+WriteKind = Literal["create", "up", "down", "rm", "stop_all", "node_add", "node_rm", "recipe_launch", "recipe_stop"]
+"""Pod writes, then the Nodes mode's (`pod` names the node for `node_rm`) and the Recipes mode's
+(`pod` names the profile for `recipe_stop`)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,26 @@ class NewPod:
 
 
 @dataclass(frozen=True)
+class NewNode:
+    """What the add-node modal asks for (`c3 node add NAME --host URL --ssh USER@HOST [--ssh-key PATH]`)."""
+
+    name: str
+    host: str
+    ssh: str
+    ssh_key: str | None = None
+
+
+@dataclass(frozen=True)
+class RecipeLaunch:
+    """What the launch modal asks for: the recipe and its nodes in rank order (rank 0 = first)."""
+
+    recipe: str
+    nodes: tuple[str, ...]
+    allow_unpinned: bool = False
+    """Launch even though the image is not pinned by digest (`--allow-unpinned`)."""
+
+
+@dataclass(frozen=True)
 class WritePlan:
     """The exact plan a confirm gate shows before any write."""
 
@@ -58,7 +80,8 @@ class WritePlan:
     lines: tuple[str, ...]
     """The plan, line by line, exactly as it will be executed."""
     pod: str | None = None
-    request: NewPod | None = None
+    """The pod — or the node (`node_rm`), or the profile (`recipe_stop`) — the write acts on."""
+    request: NewPod | NewNode | RecipeLaunch | None = None
     pods: tuple[str, ...] = ()
     """Pods a stop-all will stop."""
     problems: tuple[str, ...] = ()
@@ -87,6 +110,16 @@ class BootProgress:
 
 
 @dataclass(frozen=True)
+class NodeGpuRow:
+    """One GPU of a node as its `nvidia-smi` (or, in the demo, the simulated rig) reports it."""
+
+    index: int
+    name: str
+    total_mib: int | None = None
+    used_mib: int | None = None
+
+
+@dataclass(frozen=True)
 class NodeRow:
     """One registered node as the Nodes mode lists it."""
 
@@ -95,8 +128,63 @@ class NodeRow:
     ssh: str
     local: bool
     reachable: bool | None = None
-    """None: not probed (yet)."""
+    """SSH answered (always True for this machine); None: not probed (yet)."""
     detail: str = ""
+    """Why not reachable, or what kind of node it is."""
+    endpoint_ok: bool | None = None
+    """The node's `--host` URL answered /health or /v1/models; None: not probed."""
+    endpoint_detail: str = ""
+    gpus: tuple[NodeGpuRow, ...] = ()
+    gpu_error: str | None = None
+    """Why there is no GPU list (no nvidia-smi, node unreachable)."""
+    ssh_key: str | None = None
+
+
+@dataclass(frozen=True)
+class PoolBackendRow:
+    """One backend of a running pool router."""
+
+    node: str
+    url: str
+    state: str
+    """`up`, `loading`, `down` or `unknown`."""
+    healthy: bool
+    draining: bool = False
+    suspect: bool = False
+    in_flight: int = 0
+    requests: int = 0
+    errors: int = 0
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """One running `c3 pool serve` router."""
+
+    bind: str
+    sticky: str
+    pid: int
+    reachable: bool = True
+    error: str | None = None
+    pins: int = 0
+    hit_ratio: float | None = None
+    """Sticky hits over keyed requests (None before any keyed request)."""
+    uptime_s: float = 0.0
+    backends: tuple[PoolBackendRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    """The active recipe profile (what `c3 profile status` acts on)."""
+
+    name: str
+    recipe: str
+    nodes: tuple[str, ...]
+    base_url: str
+    stopped: bool = False
+    """Deliberately stopped (the watchdog leaves it)."""
 
 
 @dataclass(frozen=True)
@@ -172,14 +260,16 @@ class Services(Protocol):
     def propose_port(self, slug: str) -> int:
         """A free host port for a new pod of this slug."""
 
-    def make_plan(self, kind: WriteKind, pod: str | None = None, request: NewPod | None = None) -> WritePlan:
-        """The exact plan of a write, with the problems that would refuse it now."""
+    def make_plan(self, kind: WriteKind, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> WritePlan:
+        """The exact plan of a write, with the problems that would refuse it now (a recipe launch's
+        plan is its dry-run, secrets by name only)."""
 
     def check(self, plan: WritePlan) -> list[str]:
         """Re-validate a plan just before executing it; empty means go."""
 
     def execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
-        """Run a confirmed plan (raises `backend.errors.C3Error` on refusal)."""
+        """Run a confirmed plan (raises `backend.errors.C3Error` on refusal). A recipe launch reports
+        each step as a `BootProgress` whose `pod` is the profile and `phase` the step."""
 
     def pod_logs(self, name: str, tail: int) -> list[str]:
         """The last `tail` lines of a pod's engine log."""
@@ -192,6 +282,15 @@ class Services(Protocol):
 
     def recipes(self) -> list[RecipeRow] | None:
         """The recipe catalogue; None when this build has no recipes backend."""
+
+    def registered_nodes(self) -> list[NodeRow]:
+        """The node registry alone (no probing: fast), for the launch modal's node picker."""
+
+    def pools(self) -> list[PoolRow]:
+        """Running pool routers on this machine with per-backend health and counters."""
+
+    def active_profile(self) -> ProfileRow | None:
+        """The active recipe profile, if any."""
 
     def set_live(self, active: bool) -> None:
         """Pause (False) or resume (True) background live sources while nobody looks at them."""

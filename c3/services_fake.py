@@ -5,7 +5,8 @@ Scenarios (`FakeServices(scenario=…)`):
 - `placed`: two pods, both serving and verified on exactly their GPUs;
 - `mismatch`: as `placed`, but `coder` really runs on GPU 3 instead of GPU 2;
 - `stale`: as `placed`, but the GPU source stops answering after its first reading;
-- `bench`: eight GPUs and sixteen pods.
+- `bench`: eight GPUs and sixteen pods;
+- `cluster`: as `placed`, plus three nodes, a running pool and an active recipe profile.
 
 Writes change the in-memory estate, so a Pilot test can create, boot, stop and remove pods and see
 every result. `boot_step_s` paces a simulated boot (0 in tests).
@@ -29,15 +30,14 @@ from backend.models import (
 from c3.services import (
     BootProgress,
     NewPod,
-    NodeRow,
     PodDetails,
     PodState,
     ProgressCallback,
-    RecipeRow,
     WriteKind,
     WritePlan,
     WriteResult,
 )
+from c3.services_fake_cluster import CLUSTER_KINDS, FakeCluster
 
 FIXED_NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -73,7 +73,7 @@ def _gpu(index: int) -> Gpu:
     return Gpu(index=index, uuid=f"GPU-{index:08x}-c3de-0000-0000-demo{index:08d}", name=name, total_mib=total, sm=sm)
 
 
-class FakeServices:
+class FakeServices(FakeCluster):
     """Fixed-number `Services`; thread-safe because workers call it from threads."""
 
     def __init__(self, scenario: str = "placed", *, readonly: bool = False, gpu_count: int | None = None, boot_step_s: float = 0.0, fail_boot: bool = False) -> None:
@@ -93,10 +93,11 @@ class FakeServices:
         self._weights = {slug: gib for slug, *_, gib in _CATALOG}
         self._pods: dict[str, PodState] = {}
         self._seed(scenario)
+        self._init_cluster(scenario)
 
     # -- scenario set-up -------------------------------------------------------------------------
     def _seed(self, scenario: str) -> None:
-        if scenario in {"placed", "mismatch", "stale"}:
+        if scenario in {"placed", "mismatch", "stale", "cluster"}:
             self._pods["chat"] = PodState("chat", "vllm/qwen3-8b", 8000, (0,), "serving", "ok", "", (0,))
             if scenario == "mismatch":
                 detail = "asked for GPU 1,2 but runs on GPU 1,3: GPU 3 was not requested, GPU 2 is unused"
@@ -225,24 +226,6 @@ class FakeServices:
         )
         return PodDetails(pod=pod, facts=facts, fit=self.fit(pod.slug, pod.gpus))
 
-    def nodes(self) -> list[NodeRow]:
-        self._record("nodes")
-        if self.scenario == "empty":
-            return []
-        return [
-            NodeRow("box", "http://127.0.0.1:8000", "me@127.0.0.1", True, True, "this machine"),
-            NodeRow("spark-2", "http://10.213.0.12:8000", "ubuntu@10.213.0.12", False, False, "ssh: connection timed out"),
-        ]
-
-    def recipes(self) -> list[RecipeRow] | None:
-        self._record("recipes")
-        if self.scenario == "empty":
-            return []
-        return [
-            RecipeRow("qwen3-32b-2x3090", "2× RTX 3090", 1, "vllm/vllm-openai@sha256:4be1…", True, "Qwen3-32B AWQ, TP=2", "measured 2026-04-30 on box", ("decode 41.7 tok/s", "TTFT 180 ms @ 2k")),
-            RecipeRow("gpt-oss-120b-2xspark", "2× DGX Spark", 2, "vllm/vllm-openai@sha256:91ac…", False, "gpt-oss-120b, TP=2 over Ray", "unverified", ()),
-        ]
-
     def set_live(self, active: bool) -> None:
         self._record(f"set_live:{active}")
 
@@ -278,8 +261,10 @@ class FakeServices:
                 return [f"pod `{pod}` is not running"]
         return []
 
-    def make_plan(self, kind: WriteKind, pod: str | None = None, request: NewPod | None = None) -> WritePlan:
+    def make_plan(self, kind: WriteKind, pod: str | None = None, request: object = None) -> WritePlan:
         self._record("make_plan")
+        if kind in CLUSTER_KINDS:
+            return self.cluster_plan(kind, pod, request)
         problems = tuple(self._problems(kind, pod, request))
         if kind == "create" and request is not None:
             lines = (
@@ -308,12 +293,16 @@ class FakeServices:
         self._record("check")
         if self.readonly:
             return ["read-only cockpit: writes are refused"]
+        if plan.kind in CLUSTER_KINDS:
+            return self.cluster_problems(plan.kind, plan.pod, plan.request)
         return self._problems(plan.kind, plan.pod, plan.request)
 
     def execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
         self._record(f"execute:{plan.kind}")
         if self.readonly:
             raise Refused("read-only cockpit: writes are refused", hint="restart c3 without --readonly")
+        if plan.kind in CLUSTER_KINDS:
+            return self.cluster_execute(plan, progress)
         problems = self._problems(plan.kind, plan.pod, plan.request)
         if problems:
             raise Refused(problems[0])

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,22 @@ from c3.services import (
     NodeRow,
     PodDetails,
     PodState,
+    PoolRow,
+    ProfileRow,
     ProgressCallback,
     RecipeRow,
     WriteKind,
     WritePlan,
     WriteResult,
+)
+from c3.services_cluster import (
+    CLUSTER_KINDS,
+    active_profile_row,
+    cluster_execute,
+    cluster_plan,
+    cluster_problems,
+    node_rows,
+    pool_rows,
 )
 from c3.services_plans import plan_lines, recipes_rows
 
@@ -264,16 +276,18 @@ class RealServices:
             hub.refresh()
 
     def nodes(self) -> list[NodeRow]:
-        from backend.nodes.registry import load_registry
-        from backend.runtime.readiness import probe_health
+        return node_rows(self)
 
-        rows = []
-        for node in load_registry().nodes:
-            answer = probe_health(node.host.rstrip("/") + "/v1/models", timeout=1.5)
-            reachable = answer == "ready"
-            detail = {"ready": "endpoint answers /v1/models", "loading": "endpoint answers, model not ready", "starting": "endpoint does not answer"}.get(answer, answer)
-            rows.append(NodeRow(node.name, node.host, node.ssh, node.local, reachable, ("this machine · " if node.local else "") + detail))
-        return rows
+    def registered_nodes(self) -> list[NodeRow]:
+        from backend.nodes.registry import load_registry
+
+        return [NodeRow(n.name, n.host, n.ssh, n.local, ssh_key=n.ssh_key) for n in load_registry().nodes]
+
+    def pools(self) -> list[PoolRow]:
+        return pool_rows()
+
+    def active_profile(self) -> ProfileRow | None:
+        return active_profile_row()
 
     def recipes(self) -> list[RecipeRow] | None:
         return recipes_rows()
@@ -330,7 +344,10 @@ class RealServices:
         workloads = self.ctx.runtime.workloads()
         return [p.name for p in self._estate_pods() if workloads.get(p.name) and workloads[p.name].status != "absent"]
 
-    def make_plan(self, kind: WriteKind, pod: str | None = None, request: NewPod | None = None) -> WritePlan:
+    def make_plan(self, kind: WriteKind, pod: str | None = None, request: Any = None) -> WritePlan:
+        if kind in CLUSTER_KINDS:
+            plan = cluster_plan(kind, pod, request)
+            return replace(plan, problems=("read-only cockpit: writes are refused", *plan.problems)) if self.readonly else plan
         problems = tuple(self._problems(kind, pod, request))
         running = tuple(self._running_pods()) if kind == "stop_all" else ()
         lines = plan_lines(self, kind, pod, request, running)
@@ -338,6 +355,8 @@ class RealServices:
         return WritePlan(kind, titles[kind], tuple(lines), pod or (request.name if request else None), request, running, problems)
 
     def check(self, plan: WritePlan) -> list[str]:
+        if plan.kind in CLUSTER_KINDS:
+            return ["read-only cockpit: writes are refused"] if self.readonly else cluster_problems(plan.kind, plan.pod, plan.request)
         return self._problems(plan.kind, plan.pod if plan.kind != "create" else None, plan.request)
 
     def execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
@@ -350,7 +369,9 @@ class RealServices:
     def _execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
         if self.readonly:
             raise Refused("read-only cockpit: writes are refused", hint="restart c3 without --readonly")
-        if plan.kind == "create" and plan.request is not None:
+        if plan.kind in CLUSTER_KINDS:
+            return cluster_execute(plan, progress)
+        if plan.kind == "create" and isinstance(plan.request, NewPod):
             return self._create(plan.request)
         if plan.kind == "up" and plan.pod:
             return self._up(plan.pod, progress)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
@@ -41,9 +41,11 @@ class ConfirmModal(ModalScreen[bool]):
         return None
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="confirm"):
+        # A recipe launch's plan is its dry-run (long docker run lines): a wider dialog that scrolls.
+        with Vertical(id="dialog", classes="confirm wide" if self.plan.kind == "recipe_launch" else "confirm"):
             yield Static(Content.from_markup("[b]$t[/]", t=self.plan.title), id="confirm-title")
-            yield Static(Content("\n").join(Content(line) for line in self.plan.lines), id="confirm-plan")
+            with VerticalScroll(id="confirm-scroll"):
+                yield Static(Content("\n").join(Content(line) for line in self.plan.lines), id="confirm-plan")
             if self.plan.problems:
                 text = Content("\n").join(Content.from_markup("[$error]✗ $p[/]", p=p) for p in self.plan.problems)
                 yield Static(text, id="confirm-problems")
@@ -51,7 +53,7 @@ class ConfirmModal(ModalScreen[bool]):
                 yield Static(Content.from_markup("[$warning b]READ-ONLY[/] — restart c3 without --readonly to write"), id="confirm-readonly")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel  Esc", id="cancel", variant="default")
-                yield Button("Confirm  y", id="confirm", variant="error" if self.plan.kind in {"rm", "stop_all", "down"} else "primary", disabled=self.blocked is not None)
+                yield Button("Confirm  y", id="confirm", variant="error" if self.plan.kind in {"rm", "stop_all", "down", "node_rm", "recipe_stop"} else "primary", disabled=self.blocked is not None)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

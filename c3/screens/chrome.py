@@ -19,3 +19,17 @@ def mode_bar(active: str, label: str, readonly: bool) -> Content:
     if readonly:
         parts.append(Content.from_markup("  [$warning b]READ-ONLY[/]"))
     return Content.assemble(*parts)
+
+
+def result_line(result, idle: str) -> Content:
+    """The last write's outcome (`✓ …` or `✗ refused: … — hint: …`), or `idle` before any write."""
+    if result is None:
+        return Content.from_markup("[$text-muted]$i[/]", i=idle)
+    if result.ok:
+        return Content.from_markup("[$success]✓[/] $m", m=result.message + (f" — {result.hint}" if result.hint else ""))
+    return Content.from_markup("[$error b]✗ refused:[/] $m", m=result.message + (f" — hint: {result.hint}" if result.hint else ""))
+
+
+def gib(mib: int | None) -> str:
+    """MiB as GiB with one decimal ("?" when unknown)."""
+    return "?" if mib is None else f"{mib / 1024:.1f}"

@@ -1,4 +1,5 @@
-"""Nodes mode: the node registry with reachability; an empty state that says how to add one."""
+"""Nodes mode: the node registry with live reachability, endpoint health and GPUs; a running pool with
+per-backend health and counters; add (`a`) and remove (`x`) nodes through the confirm gate."""
 
 from __future__ import annotations
 
@@ -6,43 +7,79 @@ from datetime import datetime
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import DataTable, Static
 
 from c3.screens.base import CockpitScreen, describe_error
-from c3.screens.chrome import mode_bar
-from c3.services import NodeRow
+from c3.screens.chrome import gib, mode_bar, result_line
+from c3.services import NewNode, NodeRow, PoolRow, WriteResult
 from widgets.key_bar import KeyBar
 from widgets.source_badge import source_badge
 
 NODES_PERIOD_S = 10.0
+POOLS_PERIOD_S = 2.0
 
 EMPTY = (
     "No nodes registered yet.\n\n"
-    "A node is a machine c3 can reach: its OpenAI endpoint and its SSH target. Add one with\n\n"
+    "A node is a machine c3 can reach: its OpenAI endpoint and its SSH target. Press [b]a[/] to add one\n"
+    "([b]Ctrl+T[/] in the form fills in this machine), or from a shell\n\n"
     "  [b]c3 node add NAME --host URL --ssh USER@HOST[/]\n"
     "  [$text-muted]e.g. c3 node add spark-2 --host http://10.0.0.12:8000 --ssh ubuntu@10.0.0.12[/]\n\n"
     "Register this machine too (it is recognised and driven without SSH)."
 )
+NO_POOL = (
+    "[b]Pool[/]  [$text-muted]no router running on this machine. Spread requests over nodes serving the same model:[/]\n"
+    "  [b]c3 pool serve --nodes a,b --bind :8011[/]  [$text-muted](sticky per session or API key; `c3 pool status` from a shell)[/]"
+)
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f}"
+
+
+def gpu_summary(row: NodeRow) -> Content:
+    """`4 GPUs 47.2/104 GiB` for the table, or why there is no GPU list."""
+    if not row.gpus:
+        if row.reachable is None:
+            return Content.from_markup("[$text-muted]…[/]")
+        return Content.from_markup("[$text-muted]$e[/]", e=row.gpu_error or "no GPUs")
+    used = sum(g.used_mib or 0 for g in row.gpus)
+    total = sum(g.total_mib or 0 for g in row.gpus)
+    return Content(f"{len(row.gpus)} GPU{'s' if len(row.gpus) != 1 else ''} {gib(used)}/{gib(total)} GiB")
 
 
 class NodesScreen(CockpitScreen):
-    """The registry as a table, polled every ten seconds while shown."""
+    """Registry table, the highlighted node's GPUs beside it, running pools below; polled while shown."""
 
-    BINDINGS = [Binding("r", "refresh_now", "Refresh", id="nodes_refresh", tooltip="Read the registry and probe the nodes now")]
+    BINDINGS = [
+        Binding("a", "add_node", "Add node", id="node_add", tooltip="Register a node: name, endpoint URL, SSH target, key"),
+        Binding("x", "remove_node", "Remove", id="node_rm", tooltip="Unregister the highlighted node (nothing on it is touched)"),
+        Binding("r", "refresh_now", "Refresh", id="nodes_refresh", tooltip="Read the registry, probe the nodes and the pools now"),
+    ]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.rows: list[NodeRow] | None = None
+        self.pools: list[PoolRow] | None = None
         self.taken_at: datetime | None = None
+        self.pools_at: datetime | None = None
         self.error: str | None = None
+        self.pools_error: str | None = None
+        self.result: WriteResult | None = None
         self.poller = self.add_poller(NODES_PERIOD_S, self._poll)
+        self.pool_poller = self.add_poller(POOLS_PERIOD_S, self._poll_pools)
 
     def compose(self) -> ComposeResult:
         yield Static(id="modebar")
         yield Static(id="sources")
+        yield Static("", id="nodes-result")
         yield Static("", id="nodes-empty", classes="empty")
-        yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="nodes-pane"):
+            yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="node-detail")
+        yield Static("", id="pools-title")
+        yield DataTable(id="pool-backends", cursor_type="none", zebra_stripes=True)
         yield KeyBar()
 
     def refresh_chrome(self) -> None:
@@ -52,12 +89,25 @@ class NodesScreen(CockpitScreen):
 
     def on_mount(self) -> None:
         self.refresh_chrome()
-        table = self.query_one("#nodes", DataTable)
-        table.add_columns("name", "endpoint", "ssh", "where", "reachable", "detail")
+        nodes = self.query_one("#nodes", DataTable)
+        # Cells are Content: give their columns widths (auto width only measures plain strings).
+        nodes.add_column("name")
+        nodes.add_column("where", width=13)
+        nodes.add_column("ssh")
+        nodes.add_column("endpoint", width=28)
+        nodes.add_column("GPUs", width=20)
+        backends = self.query_one("#pool-backends", DataTable)
+        backends.add_column("backend")
+        backends.add_column("health", width=10)
+        backends.add_columns("in-flight", "requests", "errors", "p50 ms", "p99 ms")
+        backends.add_column("draining", width=8)
+        self.show_result(self.app.last_result)  # type: ignore[attr-defined]
         self.render_rows()
+        self.render_pools()
         self.set_interval(1.0, self.render_sources, name="as-of")
         super().on_mount()
 
+    # -- polling ---------------------------------------------------------------------------------
     def _poll(self) -> None:
         self.call(self.services.nodes, done=self._landed, failed=self._failed, group="nodes")
 
@@ -71,15 +121,63 @@ class NodesScreen(CockpitScreen):
         self.error = describe_error(error)
         self.render_rows()
 
+    def _poll_pools(self) -> None:
+        self.call(self.services.pools, done=self._pools_landed, failed=self._pools_failed, group="pools")
+
+    def _pools_landed(self, pools: list[PoolRow]) -> None:
+        self.pool_poller.landed()
+        self.pools, self.pools_at, self.pools_error = pools, self.app.clock(), None  # type: ignore[attr-defined]
+        self.render_pools()
+
+    def _pools_failed(self, error: BaseException) -> None:
+        self.pool_poller.landed()
+        self.pools_error = describe_error(error)
+        self.render_pools()
+
     def action_refresh_now(self) -> None:
         self.poll_now()
 
     def refresh_badges(self) -> None:
         self.render_sources()
 
+    # -- writes ----------------------------------------------------------------------------------
+    def action_add_node(self) -> None:
+        from c3.modals.add_node import AddNodeModal
+
+        if not self.app.ready():  # type: ignore[attr-defined]
+            return
+        taken = {r.name for r in self.rows or []}
+        self.app.push_screen(AddNodeModal(taken), callback=self._node_chosen)
+
+    def _node_chosen(self, request: NewNode | None) -> None:
+        if request is not None:
+            self.app.request_write("node_add", request=request)  # type: ignore[attr-defined]
+
+    def highlighted(self) -> NodeRow | None:
+        table = self.query_one("#nodes", DataTable)
+        rows = self.rows or []
+        if not rows or not table.display:
+            return None
+        return rows[min(max(table.cursor_row, 0), len(rows) - 1)]
+
+    def action_remove_node(self) -> None:
+        row = self.highlighted()
+        if row is None:
+            self.app.notify("No node to remove: the registry is empty", timeout=3)
+            return
+        self.app.request_write("node_rm", pod=row.name)  # type: ignore[attr-defined]
+
+    def show_result(self, result: WriteResult | None) -> None:
+        self.result = result
+        idle = "a adds a node · x removes one · every write shows its plan first"
+        self.query_one("#nodes-result", Static).update(result_line(result, idle))
+
+    # -- rendering -------------------------------------------------------------------------------
     def render_sources(self) -> None:
-        badge = source_badge("Nodes", self.taken_at, self.app.clock(), stale_after_s=NODES_PERIOD_S * 3, error=self.error, paused=not self.is_active)  # type: ignore[attr-defined]
-        self.query_one("#sources", Static).update(badge)
+        now = self.app.clock()  # type: ignore[attr-defined]
+        nodes = source_badge("Nodes", self.taken_at, now, stale_after_s=NODES_PERIOD_S * 3, error=self.error, paused=not self.is_active)
+        pools = source_badge("Pools", self.pools_at, now, stale_after_s=POOLS_PERIOD_S * 5, error=self.pools_error, paused=not self.is_active)
+        self.query_one("#sources", Static).update(Content("   ").join([nodes, pools]))
 
     def render_rows(self) -> None:
         self.render_sources()
@@ -87,14 +185,92 @@ class NodesScreen(CockpitScreen):
         empty = self.query_one("#nodes-empty", Static)
         rows = self.rows or []
         empty.display = self.rows is not None and not rows
-        table.display = bool(rows)
+        self.query_one("#nodes-pane").display = bool(rows)
         empty.update(EMPTY)
+        cursor = table.cursor_row
         table.clear()
         for row in rows:
             if row.reachable is None:
                 reach = Content.from_markup("[$text-muted]? not probed[/]")
+            elif row.local:
+                reach = Content.from_markup("[$success]● local[/]")
             elif row.reachable:
-                reach = Content.from_markup("[$success]● yes[/]")
+                reach = Content.from_markup("[$success]● ssh ok[/]")
             else:
-                reach = Content.from_markup("[$error]✗ no[/]")
-            table.add_row(row.name, row.host, row.ssh, "local" if row.local else "ssh", reach, row.detail, key=row.name)
+                reach = Content.from_markup("[$error]✗ unreachable[/]")
+            if row.endpoint_ok is None:
+                endpoint = Content.from_markup("[$text-muted]? $h[/]", h=row.host)
+            elif row.endpoint_ok:
+                endpoint = Content.from_markup("[$success]●[/] $h", h=row.host)
+            else:
+                endpoint = Content.from_markup("[$error]✗[/] $h", h=row.host)
+            table.add_row(row.name, reach, row.ssh, endpoint, gpu_summary(row), key=row.name)
+        if rows:
+            table.move_cursor(row=min(max(cursor, 0), len(rows) - 1))
+            self.show_detail(self.highlighted())
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "nodes":
+            self.show_detail(self.highlighted())
+
+    def show_detail(self, row: NodeRow | None) -> None:
+        if row is None:
+            return
+        lines = [Content.from_markup("[b]$n[/]  [$text-muted]$w[/]", n=row.name, w="this machine" if row.local else row.ssh)]
+        if row.reachable is False:
+            lines.append(Content.from_markup("[$error]✗ ssh[/] $d", d=row.detail))
+        endpoint = "answers" if row.endpoint_ok else ("not probed" if row.endpoint_ok is None else "does not answer")
+        lines.append(Content.from_markup("[$text-muted]endpoint[/] $e\n $h", h=row.host, e=endpoint))
+        if row.endpoint_detail and not row.endpoint_ok:
+            lines.append(Content.from_markup("  [$text-muted]$d[/]", d=row.endpoint_detail))
+        if row.ssh_key:
+            lines.append(Content.from_markup("[$text-muted]ssh key[/] $k", k=row.ssh_key))
+        if row.gpus:
+            lines.append(Content.from_markup("[$text-muted]GPUs[/]"))
+            for gpu in row.gpus:
+                name = gpu.name.replace("NVIDIA ", "").replace("GeForce ", "")
+                lines.append(Content(f" {gpu.index} {name:<9}{gib(gpu.used_mib):>5}/{gib(gpu.total_mib)}G"))
+        elif row.gpu_error:
+            lines.append(Content.from_markup("[$text-muted]GPUs[/] $e", e=row.gpu_error))
+        self.query_one("#node-detail", Static).update(Content("\n").join(lines))
+
+    def render_pools(self) -> None:
+        self.render_sources()
+        title = self.query_one("#pools-title", Static)
+        table = self.query_one("#pool-backends", DataTable)
+        pools = self.pools or []
+        table.display = any(p.backends for p in pools)
+        table.clear()
+        if self.pools is None:
+            title.update(Content.from_markup("[b]Pool[/]  [$text-muted]… reading[/]"))
+            return
+        if not pools:
+            title.update(Content.from_markup(NO_POOL))
+            return
+        heads = []
+        for pool in pools:
+            if not pool.reachable:
+                heads.append(Content.from_markup("[b]Pool $b[/]  [$error]✗ admin endpoint does not answer[/] [$text-muted]$e[/]", b=pool.bind, e=pool.error or ""))
+                continue
+            hit = "—" if pool.hit_ratio is None else f"{pool.hit_ratio:.0%}"
+            up = sum(1 for b in pool.backends if b.healthy)
+            heads.append(Content.from_markup(
+                "[b]Pool $b[/]  sticky $s · hit $h · $p pins · $u/$n routable · up $t",
+                b=pool.bind, s=pool.sticky, h=hit, p=str(pool.pins), u=str(up), n=str(len(pool.backends)), t=_uptime(pool.uptime_s),
+            ))
+            for b in pool.backends:
+                if b.healthy and b.state == "up" and not b.suspect:
+                    health = Content.from_markup("[$success]● up[/]")
+                elif b.healthy:
+                    health = Content.from_markup("[$warning]◐ $s[/]", s="suspect" if b.suspect else b.state)
+                else:
+                    health = Content.from_markup("[$error]✗ $s[/]", s=b.state)
+                drain = Content.from_markup("[$warning]draining[/]") if b.draining else Content("")
+                name = b.node if len(pools) == 1 else f"{b.node} (:{pool.bind.rsplit(':', 1)[-1]})"
+                table.add_row(name, health, str(b.in_flight), str(b.requests), str(b.errors), _ms(b.p50_ms), _ms(b.p99_ms), drain)
+        title.update(Content("\n").join(heads))
+
+
+def _uptime(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"

@@ -1,5 +1,6 @@
 """Recipes mode: the recipe catalogue (hardware, nodes, image, verified) and the highlighted one's
-provenance and measured numbers; empty states that say how to add one."""
+provenance and measured numbers; launch (`u`: node picker, then the dry-run in the confirm gate, then
+progress) and stop of the active profile (`d`); empty states that say how to add one."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from textual.content import Content
 from textual.widgets import DataTable, Static
 
 from c3.screens.base import CockpitScreen, describe_error
-from c3.screens.chrome import mode_bar
-from c3.services import RecipeRow
+from c3.screens.chrome import mode_bar, result_line
+from c3.services import BootProgress, ProfileRow, RecipeLaunch, RecipeRow, WriteResult
 from widgets.key_bar import KeyBar
 from widgets.source_badge import source_badge
 
@@ -35,7 +36,11 @@ EMPTY = (
 class RecipesScreen(CockpitScreen):
     """List on the left, details of the highlighted recipe on the right."""
 
-    BINDINGS = [Binding("r", "refresh_now", "Refresh", id="recipes_refresh", tooltip="Read the recipe catalogue again")]
+    BINDINGS = [
+        Binding("u", "launch", "Launch", id="recipe_launch", tooltip="Launch the highlighted recipe: pick nodes, preview the dry-run, confirm"),
+        Binding("d", "stop_profile", "Stop profile", id="recipe_stop", tooltip="Stop the active profile's containers on its nodes"),
+        Binding("r", "refresh_now", "Refresh", id="recipes_refresh", tooltip="Read the recipe catalogue again"),
+    ]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -43,15 +48,20 @@ class RecipesScreen(CockpitScreen):
         self.missing_backend = False
         self.taken_at: datetime | None = None
         self.error: str | None = None
+        self.profile: ProfileRow | None = None
         self.poller = self.add_poller(60.0, self._poll)
+        self.profile_poller = self.add_poller(10.0, self._poll_profile)
 
     def compose(self) -> ComposeResult:
         yield Static(id="modebar")
         yield Static(id="sources")
+        yield Static("", id="recipes-result")
+        yield Static("", id="profile-line")
         yield Static("", id="recipes-empty", classes="empty")
         with Horizontal(id="recipes-pane"):
             yield DataTable(id="recipes", cursor_type="row", zebra_stripes=True)
             yield Static("", id="recipe-detail")
+        yield Static("", id="launch-status")
         yield KeyBar()
 
     def refresh_chrome(self) -> None:
@@ -61,7 +71,16 @@ class RecipesScreen(CockpitScreen):
 
     def on_mount(self) -> None:
         self.refresh_chrome()
-        self.query_one("#recipes", DataTable).add_columns("id", "nodes", "verified", "hardware")
+        table = self.query_one("#recipes", DataTable)
+        table.add_columns("id", "nodes")
+        table.add_column("verified", width=12)  # a Content cell: auto width measures plain strings only
+        table.add_column("hardware")
+        self.show_result(self.app.last_result)  # type: ignore[attr-defined]
+        self.render_profile()
+        progress = self.app.launch_progress  # type: ignore[attr-defined]
+        self.query_one("#launch-status").display = False
+        if progress is not None:
+            self.show_launch(progress)
         self.render_rows()
         super().on_mount()
 
@@ -79,8 +98,77 @@ class RecipesScreen(CockpitScreen):
         self.error = describe_error(error)
         self.render_rows()
 
+    def _poll_profile(self) -> None:
+        self.call(self.services.active_profile, done=self._profile_landed, failed=self._profile_failed, group="profile")
+
+    def _profile_landed(self, profile: ProfileRow | None) -> None:
+        self.profile_poller.landed()
+        self.profile = profile
+        self.render_profile()
+
+    def _profile_failed(self, error: BaseException) -> None:
+        self.profile_poller.landed()
+        self.query_one("#profile-line", Static).update(Content.from_markup("[$error]✗ profile: $e[/]", e=describe_error(error)))
+
+    def render_profile(self) -> None:
+        line = self.query_one("#profile-line", Static)
+        p = self.profile
+        if p is None:
+            line.update(Content.from_markup("[$text-muted]No active profile — u launches the highlighted recipe on nodes you pick[/]"))
+            return
+        state = Content.from_markup("[$warning]stopped[/]") if p.stopped else Content.from_markup("[$success]active[/]")
+        recipe = "" if p.recipe == p.name else f" · recipe {p.recipe}"
+        line.update(Content.assemble(
+            Content.from_markup("Profile [b]$n[/] ", n=p.name), state,
+            Content.from_markup("$r · $o · $u", r=recipe, o=" → ".join(p.nodes), u=p.base_url),
+        ))
+
     def action_refresh_now(self) -> None:
         self.poll_now()
+
+    # -- writes ----------------------------------------------------------------------------------
+    def highlighted(self) -> RecipeRow | None:
+        rows = self.rows or []
+        if not rows:
+            return None
+        table = self.query_one("#recipes", DataTable)
+        return rows[min(max(table.cursor_row, 0), len(rows) - 1)]
+
+    def action_launch(self) -> None:
+        from c3.modals.launch import LaunchModal
+
+        row = self.highlighted()
+        if row is None:
+            self.app.notify("No recipe to launch", timeout=3)
+            return
+        if self.app.ready():  # type: ignore[attr-defined]
+            self.app.push_screen(LaunchModal(row), callback=self._launch_chosen)
+
+    def _launch_chosen(self, request: RecipeLaunch | None) -> None:
+        if request is not None:
+            self.app.request_write("recipe_launch", request=request)  # type: ignore[attr-defined]
+
+    def action_stop_profile(self) -> None:
+        if self.profile is None:
+            self.app.notify("No active profile to stop", timeout=3)
+            return
+        self.app.request_write("recipe_stop", pod=self.profile.name)  # type: ignore[attr-defined]
+
+    def show_result(self, result: WriteResult | None) -> None:
+        idle = "u launches the highlighted recipe (dry-run shown first) · d stops the active profile"
+        self.query_one("#recipes-result", Static).update(result_line(result, idle))
+
+    def show_launch(self, progress: BootProgress) -> None:
+        """A step of the running launch: what it does now, its last steps, and how it ended."""
+        box = self.query_one("#launch-status", Static)
+        box.display = True
+        if progress.done:
+            head = Content.from_markup("[$success]✓ launched $p[/]" if progress.ok else "[$error b]✗ launch of $p failed[/]", p=progress.pod)
+        else:
+            head = Content.from_markup("[$warning]◐ launching $p[/] · $s · $t s", p=progress.pod, s=progress.phase, t=f"{progress.elapsed_s:.0f}")
+        box.update(Content("\n").join([head, *(Content.from_markup("  [$text-muted]$l[/]", l=line) for line in progress.log_tail)]))
+        if progress.done:
+            self.poll_now()
 
     def render_rows(self) -> None:
         now = self.app.clock()  # type: ignore[attr-defined]

@@ -177,7 +177,7 @@ async def test_down_then_rm():
 
 
 async def test_boot_shows_progress_then_serving():
-    app, svc = make_app("placed", boot_step_s=0.3)
+    app, svc = make_app("placed", boot_step_s=0.8)  # each phase stays up long enough to be seen on a loaded machine
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("d")
