@@ -102,15 +102,19 @@ def build_rootfs(log=print) -> Path:
     return target
 
 
+def _current(client, tag: str, label: str, value: str) -> bool:
+    """True when `tag` exists in this daemon and was built from `value` (the inputs recorded in `label`)."""
+    image = has_image(client, tag)
+    return bool(image) and image.labels.get(label) == value
+
+
 def ensure_base_image(client, log=print) -> str:
     """`c3-rig-base:bookworm` in this daemon (imported from the cached rootfs when missing or stale)."""
     inputs = rootfs_inputs()
-    image = has_image(client, BASE_IMAGE)
-    if image and image.labels.get(INPUTS_LABEL) == inputs:
+    if _current(client, BASE_IMAGE, INPUTS_LABEL, inputs):
         return BASE_IMAGE
-    with rig_lock("base-image"):
-        image = has_image(client, BASE_IMAGE)
-        if image and image.labels.get(INPUTS_LABEL) == inputs:
+    with rig_lock("base-image"):  # checked again under the lock: another session may have built it meanwhile
+        if _current(client, BASE_IMAGE, INPUTS_LABEL, inputs):
             return BASE_IMAGE
         rootfs = build_rootfs(log)
         started = time.monotonic()
@@ -138,13 +142,11 @@ def build_context(digest: str) -> io.BytesIO:
 def ensure_stub_image(client, log=print) -> str:
     """`c3-stub:test` carrying the current backend/stub_engine.py (rebuilt only when it changed)."""
     digest = stub_digest()
-    image = has_image(client, STUB_IMAGE)
-    if image and image.labels.get(HASH_LABEL) == digest:
+    if _current(client, STUB_IMAGE, HASH_LABEL, digest):
         return STUB_IMAGE
     ensure_base_image(client, log)
     with rig_lock("stub-image"):
-        image = has_image(client, STUB_IMAGE)
-        if image and image.labels.get(HASH_LABEL) == digest:
+        if _current(client, STUB_IMAGE, HASH_LABEL, digest):
             return STUB_IMAGE
         started = time.monotonic()
         client.images.build(fileobj=build_context(digest), custom_context=True, tag=STUB_IMAGE, rm=True,

@@ -146,7 +146,12 @@ def base_env(dirs: dict[str, Path], *, rig: str | None = "demo", extra: dict[str
 def run_c3(argv: list[str], dirs: dict[str, Path], *, env: dict[str, str] | None = None, timeout: float = 30.0) -> Outcome:
     """Run `c3 ARGV` with stdin closed; kill its process group at the deadline."""
     env = env if env is not None else base_env(dirs)
-    before = digest(dirs["home"])
+    watched = {"C3_HOME": dirs["home"], "files": dirs["files"]}  # files: what --file/--config point at
+
+    def snapshot() -> dict[str, str]:
+        return {f"{label}/{rel}": value for label, folder in watched.items() for rel, value in digest(folder).items()}
+
+    before = snapshot()
     proc = subprocess.Popen([C3, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd=str(dirs["files"]), start_new_session=True, text=True, errors="replace")
     timed_out = False
@@ -156,7 +161,7 @@ def run_c3(argv: list[str], dirs: dict[str, Path], *, env: dict[str, str] | None
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-    after = digest(dirs["home"])
+    after = snapshot()
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     return Outcome(argv=argv, rc=proc.returncode, stdout=out, stderr=err, timed_out=timed_out, changed=changed)
 
@@ -180,7 +185,7 @@ def contract_problems(outcome: Outcome, *, may_write: bool = False, group_help_o
         if not is_help and strays:
             problems.append(f"stderr mixes another error format: {strays[:2]}")
         if outcome.changed and not may_write:
-            problems.append(f"failed but changed files under C3_HOME: {outcome.changed}")
+            problems.append(f"failed but changed files: {outcome.changed}")
     return problems
 
 

@@ -18,17 +18,7 @@ from tests.cli.runner import run_cases
 
 # Problems in areas still being worked on: routed to their owners, kept here so the sweep stays
 # green and turns red (strict) the moment one is fixed without updating this table.
-KNOWN: dict[str, str] = {
-    "node add :: <name>='" + "x" * 12 + "…(400)'":
-        "nodes: `c3 node add <64+ chars>` passes the name regex but not Node.name max_length=63: pydantic ValidationError traceback "
-        "(backend/nodes/registry.add_node)",
-    "node add :: C3_HOME is a file":
-        "nodes: `c3 node add` with C3_HOME naming a file: FileExistsError traceback from backend/atomic.locked mkdir "
-        "(registry.add_node does not turn OSError into EnvironmentProblem; `pod create` does)",
-    "shard start :: --profile='" + "x" * 12 + "…(400)'":
-        "shard: `c3 shard start --profile <255+ chars>`: OSError ENAMETOOLONG traceback from Path(model).exists() "
-        "(backend/shard/profile.load_profile)",
-}
+KNOWN: dict[str, str] = {}
 
 CASES = all_cases()
 
