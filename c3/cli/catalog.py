@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from backend.errors import Refused
 from c3.cli.common import emit_json, json_option, parse_index_list
 
 HELP = """List the catalog: built-in slugs merged with $C3_HOME/catalog.d/*.yaml (same slug replaces).
@@ -26,14 +25,9 @@ def catalog(fits_on: str | None, as_json: bool) -> None:
     verdicts: dict[str, dict] = {}
     if fits_on:
         from backend.fit import fit_on_gpus
-        from backend.gpu import get_probe
+        from c3.cli.fit import probe_gpus
 
-        indices = parse_index_list(fits_on, what="--fits-on")
-        measured = {g.index: g for g in get_probe().gpus()}
-        missing = [i for i in indices if i not in measured]
-        if missing:
-            raise Refused(f"GPU {', '.join(map(str, missing))} is not on this machine", hint="`c3 gpus` lists them")
-        gpus = [measured[i] for i in indices]
+        gpus = probe_gpus(parse_index_list(fits_on, what="--fits-on"))
         for entry in cat.entries:
             if entry.gpu_count > len(gpus):
                 continue

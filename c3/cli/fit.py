@@ -9,6 +9,7 @@ import click
 
 from backend.errors import Refused, UsageError
 from backend.models import FitReport
+from backend.models.gpu import Gpu
 from c3.cli.common import emit_json, json_option, parse_index_list
 
 KV_CHOICES = ["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
@@ -114,6 +115,18 @@ def _payload(report: FitReport, **extra: object) -> dict:
     return data
 
 
+def probe_gpus(indices: list[int]) -> list[Gpu]:
+    """This machine's GPUs at `indices`, in that order; Refused naming the ones it does not have."""
+    from backend.gpu import get_probe
+
+    measured = {g.index: g for g in get_probe().gpus()}
+    missing = [i for i in indices if i not in measured]
+    if missing:
+        have = ", ".join(str(i) for i in sorted(measured)) or "none"
+        raise Refused(f"GPU {', '.join(map(str, missing))} is not on this machine (GPUs: {have})", hint="`c3 gpus` lists them")
+    return [measured[i] for i in indices]
+
+
 def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int | None, as_json: bool) -> int:
     from backend.catalog import load_catalog
     from backend.fit import fit_on_cards, fit_on_gpus
@@ -129,15 +142,8 @@ def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int
         report = fit_on_cards(entry, ids, max_model_len=max_model_len, catalog=catalog)
         where = "cards " + ", ".join(ids)
     else:
-        from backend.gpu import get_probe
-
         indices = parse_index_list(gpus or "")
-        measured = {g.index: g for g in get_probe().gpus()}
-        missing = [i for i in indices if i not in measured]
-        if missing:
-            have = ", ".join(str(i) for i in sorted(measured)) or "none"
-            raise Refused(f"GPU {', '.join(map(str, missing))} is not on this machine (GPUs: {have})", hint="`c3 gpus` lists them")
-        report = fit_on_gpus(entry, [measured[i] for i in indices], max_model_len=max_model_len, catalog=catalog)
+        report = fit_on_gpus(entry, probe_gpus(indices), max_model_len=max_model_len, catalog=catalog)
         where = "GPU " + ",".join(map(str, indices))
     if entry.engine == "llamacpp":
         setup = f"llama.cpp, layers split over {entry.gpu_count} GPU(s), --ctx-size {entry.max_model_len or 0:,}"

@@ -126,6 +126,9 @@ def test_catalog_json_and_fits_on(capsys, monkeypatch):
     assert code == 0 and priced and all(e["tp"] * e["pp"] <= 2 and "verdict" in e for e in priced)
     code, out, _ = run(capsys, "catalog")
     assert code == 0 and "vllm/llama-3.1-8b" in out
+    for args in (("catalog", "--fits-on", "0,9"), ("fit", "vllm/llama-3.1-8b", "--gpus", "9")):
+        code, out, err = run(capsys, *args)
+        assert code == 1 and out == "" and "GPU 9 is not on this machine (GPUs: 0, 1, 2, 3)" in assert_one_error(err)
 
 
 def test_malformed_catalog_d_is_exit_2(capsys, tmp_path, monkeypatch):
