@@ -10,8 +10,6 @@ for slugs that need it; the fit verdict (wont-fit and incompatible-hw refuse, un
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,15 +46,11 @@ class EstateCheck:
         return [p for p in self.problems if p.pod == name or name in p.pods]
 
 
-def default_fit() -> FitFunction | None:
-    """`backend.fit.fit_on_gpus` when the fit-check is installed, else None (fit is skipped)."""
-    try:
-        if importlib.util.find_spec("backend.fit") is None:
-            return None
-        module = importlib.import_module("backend.fit")
-    except ImportError:
-        return None
-    return getattr(module, "fit_on_gpus", None)
+def default_fit() -> FitFunction:
+    """`backend.fit.fit_on_gpus` (imported on first use: the fit-check pulls in the catalog and model specs)."""
+    from backend.fit import fit_on_gpus
+
+    return fit_on_gpus
 
 
 def _takes_catalog(fn: Callable[..., Any]) -> bool:

@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any
 
 import click
 
+from backend.cards import match_card
 from backend.gpu import get_probe
 from backend.models.gpu import Gpu, GpuSnapshot
 from c3.cli.common import emit_json, json_option
 
 
 def card_id(gpu: Gpu) -> str | None:
-    """The card profile the fit-check will use for this GPU, when the card catalogue is installed."""
-    try:
-        if importlib.util.find_spec("backend.cards") is None:
-            return None
-        match = getattr(importlib.import_module("backend.cards"), "match_card", None)
-    except ImportError:
-        return None
-    if match is None:
-        return None
-    profile = match(gpu)
-    return getattr(profile, "id", None) if profile is not None else None
+    """The card profile the fit-check will use for this GPU (None: unprofiled)."""
+    profile = match_card(gpu)
+    return profile.id if profile is not None else None
 
 
 def gpu_row(snap: GpuSnapshot) -> dict[str, Any]:

@@ -6,8 +6,6 @@ The runtime verbs (`up`, `down`, `status`, `logs`) are attached at the bottom by
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -152,22 +150,16 @@ def list_pods(as_json: bool, file: Path | None) -> None:
 
 
 def _runtime_hook() -> Any:
-    """`c3.cli.pod_runtime.is_running` when the runtime is installed, else None."""
-    try:
-        if importlib.util.find_spec("c3.cli.pod_runtime") is None:
-            return None
-        return getattr(importlib.import_module("c3.cli.pod_runtime"), "is_running", None)
-    except ImportError:
-        return None
+    """`c3.cli.pod_runtime.is_running` (imported on first use: it pulls in the Docker adapter)."""
+    from c3.cli.pod_runtime import is_running
+
+    return is_running
 
 
 def _runtime_is_running() -> Any:
     """The runtime's "does this pod's workload run?" check: True/False, or EnvironmentProblem when
-    it cannot tell (Docker unreachable). Without a runtime installed c3 cannot have started
-    anything, so there is nothing to ask and removal proceeds."""
+    it cannot tell (Docker unreachable)."""
     hook = _runtime_hook()
-    if hook is None:
-        return None
 
     def is_running(pod: Pod) -> bool | None:
         try:
@@ -232,8 +224,7 @@ def validate(as_json: bool, file: Path | None, force: bool) -> None:
         raise SystemExit(1)
 
 
-# RUNTIME adds up/down/status/logs here; absent in a tree without the runtime.
-if importlib.util.find_spec("c3.cli.pod_runtime") is not None:
-    from c3.cli import pod_runtime
+# RUNTIME adds up/down/status/logs to the group defined above (so this import comes last).
+from c3.cli import pod_runtime
 
-    pod_runtime.register(pod)
+pod_runtime.register(pod)
