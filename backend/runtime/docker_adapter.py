@@ -212,7 +212,9 @@ class DockerRuntime:
         return _workload(container) if container is not None else Workload(pod=pod, status="absent")
 
     def workloads(self) -> dict[str, Workload]:
-        found = self._call(self.client.containers.list, all=True, filters={"label": LABEL_POD})
+        # ignore_removed: docker-py inspects each listed container; one removed in between (another
+        # `c3 down`, a test tearing down) must not turn a listing into a NotFound traceback.
+        found = self._call(self.client.containers.list, all=True, filters={"label": LABEL_POD}, ignore_removed=True)
         result: dict[str, Workload] = {}
         for container in found:
             workload = _workload(container)
@@ -257,7 +259,7 @@ class DockerRuntime:
         pids = list(pids)
         if not pids:
             return {}
-        by_id = {c.id: c.labels.get(LABEL_POD) for c in self._call(self.client.containers.list, filters={"label": LABEL_POD})}
+        by_id = {c.id: c.labels.get(LABEL_POD) for c in self._call(self.client.containers.list, filters={"label": LABEL_POD}, ignore_removed=True)}
         result: dict[int, str | None] = {}
         for pid in pids:
             cid = cgroup.container_id_of_pid(pid)
