@@ -100,3 +100,34 @@ async def test_demo_create_boot_placed_mismatch_stop(demo_services):
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None and "stopped 2 pod(s)" in app.last_result.message, timeout=60, what="stop all")
         await wait_for(pilot, lambda: all(p.state == "down" for p in orch.pods), what="every pod down")
+
+
+async def test_demo_nodes_this_machine_added_shows_the_rig_gpus_and_recipes_listed(demo_services):
+    """`c3 demo` registers no node; adding this machine (Ctrl+T) through the gate lists it, probed
+    without SSH, with the simulated rig's GPUs; the built-in recipes are listed."""
+    from c3.modals.add_node import AddNodeModal
+    from c3.screens.nodes import NodesScreen
+
+    app = C3App(demo_services)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await wait_for(pilot, lambda: isinstance(app.screen, NodesScreen) and app.screen.rows == [], what="an empty registry")
+        assert "No nodes registered yet" in screen_text(app)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, AddNodeModal), what="the add-node modal")
+        await pilot.press("ctrl+t", "ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the add-node gate")
+        assert not app.screen.plan.problems, app.screen.plan.problems
+        assert "nodes.json" in screen_text(app)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None and "added node" in app.last_result.message, what="the node added")
+        assert app.last_result.ok and "this machine (no SSH)" in app.last_result.message
+        nodes = app.screen
+        await wait_for(pilot, lambda: bool(nodes.rows) and nodes.rows[0].reachable is not None, timeout=30, what="the node probed")
+        [row] = nodes.rows
+        assert row.local and row.reachable and len(row.gpus) == 4
+        assert "4 GPUs" in screen_text(app) and "● local" in screen_text(app)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: bool(getattr(app.screen, "rows", None)), what="the recipes")
+        assert "spark2-vllm-qwen3-235b-a22b-gptq-int4" in screen_text(app)
