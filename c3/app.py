@@ -207,7 +207,18 @@ class C3App(ServiceCalls, App[None]):
         """Switch to `mode` (if not there) and run one of its screen's actions once it is shown."""
         if self.current_mode != mode:
             self.switch_mode(mode)
-        self.call_after_refresh(lambda: getattr(self.screen, action, lambda: None)())
+        tries = [0]
+
+        def attempt() -> None:
+            # A mode opened just now has not read its rows yet: wait for them (bounded), then act.
+            screen = self.screen
+            tries[0] += 1
+            if getattr(screen, "rows", None) is None and tries[0] < 50:
+                self.set_timer(0.1, attempt)
+                return
+            getattr(screen, action, lambda: None)()
+
+        self.call_after_refresh(attempt)
 
     def _refresh_current(self) -> None:
         poll = getattr(self.screen, "poll_now", None)

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import re
 
-from c3.modals.add_node import NODE_NAME_PATTERN, SSH_PATTERN, AddNodeModal, node_field_problem
+from c3.modals.add_node import (
+    NODE_NAME_PATTERN,
+    SSH_PATTERN,
+    AddNodeModal,
+    node_field_problem,
+)
 from c3.modals.confirm import ConfirmModal
 from c3.modals.launch import LaunchModal
 from c3.screens.nodes import NodesScreen
@@ -151,7 +156,7 @@ def test_node_field_rules_match_the_registry():
 
 
 async def test_launch_recipe_node_picker_dry_run_preview_then_progress_and_result():
-    app, svc = make_app("cluster")
+    app, _ = make_app("cluster")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "3")
@@ -210,7 +215,7 @@ async def test_launch_with_the_wrong_node_count_is_refused_in_the_gate():
 
 
 async def test_stop_the_active_profile():
-    app, svc = make_app("cluster")
+    app, _ = make_app("cluster")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await _mode(pilot, "3")
@@ -263,3 +268,20 @@ async def test_node_and_recipe_flows_never_call_the_facade_on_the_loop():
         await wait_for(pilot, lambda: app.last_result is not None and "is active" in app.last_result.message, what="the launch")
     assert slow.calls >= 10
     assert slow.on_loop == [], f"facade methods ran on the event loop: {slow.on_loop}"
+
+
+async def test_palette_entries_reach_the_node_and_recipe_actions():
+    app, _ = make_app("cluster")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("Add node", "Remove node", "Launch recipe", "Stop the active profile"):
+            assert title in titles
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Add node")
+        command.callback()
+        await wait_for(pilot, lambda: isinstance(app.screen, AddNodeModal), what="the add-node modal from the palette")
+        await pilot.press("escape")
+        await settle(pilot)
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Launch recipe")
+        command.callback()
+        await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal), what="the launch modal from the palette")

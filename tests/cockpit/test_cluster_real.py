@@ -14,7 +14,13 @@ import pytest
 
 from backend.errors import C3Error
 from c3.services import BootProgress, NewNode, RecipeLaunch
-from c3.services_cluster import cluster_execute, cluster_plan, cluster_problems, node_rows, pool_rows
+from c3.services_cluster import (
+    cluster_execute,
+    cluster_plan,
+    cluster_problems,
+    node_rows,
+    pool_rows,
+)
 
 RECIPE = "spark2-vllm-qwen3-235b-a22b-gptq-int4"
 
@@ -85,7 +91,7 @@ def test_a_launch_that_fails_reports_progress_and_raises(monkeypatch):
 class _Admin(BaseHTTPRequestHandler):
     body = b"{}"
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         self.send_response(200 if self.path == "/c3/status" else 404)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
