@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from backend import paths
@@ -49,11 +50,36 @@ def _quote(arg: str) -> str:
     return shlex.quote(arg).replace("%", "%%").replace("$", "$$")
 
 
-def render_unit(nodes: list[str], bind: str, sticky: str, port: int, *, drain_timeout_s: float = 30.0, system: bool | None = None) -> str:
-    """The unit file text (no secrets: nodes are names, keys live in the registry and requests)."""
+def _flag_value(value: float | str) -> str:
+    # Exact, so the unit runs the very number the user gave (`:g` would round 1234567.5 to 1.23457e+06).
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return str(value)
+
+
+def render_unit(
+    nodes: list[str],
+    bind: str,
+    sticky: str,
+    port: int,
+    *,
+    drain_timeout_s: float = 30.0,
+    options: Mapping[str, float | str] | None = None,
+    system: bool | None = None,
+) -> str:
+    """The unit file text (no secrets: nodes are names, keys live in the registry and requests).
+
+    `options` are further `pool serve` flags by long name (`{"--upstream-timeout": 120.0}`), written
+    into ExecStart in the given order; `--drain-timeout` comes from `drain_timeout_s` unless given there.
+    """
     system = os.geteuid() == 0 if system is None else system
-    argv = [*c3_executable(), "pool", "serve", "--nodes", ",".join(nodes), "--bind", bind, "--sticky", sticky,
-            "--drain-timeout", f"{drain_timeout_s:g}"]
+    flags = {"--drain-timeout": drain_timeout_s, **(options or {})}
+    drain_timeout_s = float(flags["--drain-timeout"])
+    argv = [*c3_executable(), "pool", "serve", "--nodes", ",".join(nodes), "--bind", bind, "--sticky", sticky]
+    for flag, value in flags.items():
+        if not flag.startswith("--"):
+            raise ValueError(f"not a long flag: {flag!r}")
+        argv += [flag, _flag_value(value)]
     env = {"C3_HOME": str(paths.config_home()), "C3_STATE": str(paths.state_home()), "PYTHONUNBUFFERED": "1"}
     lines = [
         "# Written by `c3 pool install-service`; edit the flags with that command, not by hand.",
@@ -89,7 +115,7 @@ def verify_unit(text: str, name: str) -> tuple[bool | None, str]:
         path = Path(tmp) / name
         path.write_text(text, encoding="utf-8")
         try:
-            result = subprocess.run([tool, "verify", str(path)], capture_output=True, text=True, timeout=30)
+            result = subprocess.run([tool, "verify", str(path)], capture_output=True, text=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return None, f"systemd-analyze did not run: {exc}"
     output = (result.stdout + result.stderr).strip()

@@ -43,21 +43,35 @@ def pool() -> None:
     """Replicas behind one sticky, failure-aware OpenAI endpoint."""
 
 
+# `pool serve`'s options, shared with `install-service` so the unit runs exactly what the user asked for.
+# Every option after --sticky is a tuning flag: `install-service` renders those the user gave into ExecStart.
+SERVE_OPTIONS = (
+    click.option("--nodes", required=True, help="Registered nodes serving the same model, e.g. a,b."),
+    click.option("--bind", default=":8011", show_default=True, help="[HOST]:PORT to listen on (`:PORT` = all interfaces)."),
+    click.option("--sticky", default="auto", show_default=True, help="auto | authorization | header:NAME | none."),
+    click.option("--probe-interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds between health probes."),
+    click.option("--probe-timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Timeout of one probe."),
+    click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish."),
+    click.option("--load-factor", type=click.FloatRange(min=1.0), default=1.25, show_default=True, help="Bounded load for new sessions (× average)."),
+    click.option("--pin-ttl", type=click.FloatRange(min=1), default=6 * 3600.0, show_default=True, help="Seconds an idle session stays pinned."),
+    click.option("--upstream-timeout", type=click.FloatRange(min=0.05), default=300.0, show_default=True,
+                 help="Seconds to wait for a backend's response head; then retry elsewhere (body held) or answer 504."),
+    click.option("--hot-key-share", type=click.FloatRange(min=0.01, max=1.0), default=0.5, show_default=True,
+                 help="Flag a key with more than this share of a backend's recent requests."),
+    click.option("--hot-key-window", type=click.IntRange(min=1), default=200, show_default=True, help="Recent requests per backend for the hot-key share."),
+    click.option("--hot-key-min", type=click.IntRange(min=1), default=20, show_default=True, help="Fewest requests of one key before it can be flagged."),
+)
+
+
+def serve_options(func):
+    """Apply SERVE_OPTIONS to a click command (listed in --help in the order above)."""
+    for option in reversed(SERVE_OPTIONS):
+        func = option(func)
+    return func
+
+
 @pool.command("serve")
-@click.option("--nodes", required=True, help="Registered nodes serving the same model, e.g. a,b.")
-@click.option("--bind", default=":8011", show_default=True, help="[HOST]:PORT to listen on (`:PORT` = all interfaces).")
-@click.option("--sticky", default="auto", show_default=True, help="auto | authorization | header:NAME | none.")
-@click.option("--probe-interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds between health probes.")
-@click.option("--probe-timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Timeout of one probe.")
-@click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish.")
-@click.option("--load-factor", type=click.FloatRange(min=1.0), default=1.25, show_default=True, help="Bounded load for new sessions (× average).")
-@click.option("--pin-ttl", type=click.FloatRange(min=1), default=6 * 3600.0, show_default=True, help="Seconds an idle session stays pinned.")
-@click.option("--upstream-timeout", type=click.FloatRange(min=0.05), default=300.0, show_default=True,
-              help="Seconds to wait for a backend's response head; then retry elsewhere (body held) or answer 504.")
-@click.option("--hot-key-share", type=click.FloatRange(min=0.01, max=1.0), default=0.5, show_default=True,
-              help="Flag a key with more than this share of a backend's recent requests.")
-@click.option("--hot-key-window", type=click.IntRange(min=1), default=200, show_default=True, help="Recent requests per backend for the hot-key share.")
-@click.option("--hot-key-min", type=click.IntRange(min=1), default=20, show_default=True, help="Fewest requests of one key before it can be flagged.")
+@serve_options
 def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
           upstream_timeout: float, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
     """Run the router in the foreground (SIGTERM/SIGINT: drain, then exit 0)."""
@@ -201,15 +215,30 @@ def undrain(node: str, bind: str | None, port: int | None, as_json: bool) -> Non
     click.echo(f"{doc['node']} takes new sessions again in pool {where} (state {doc['state']})")
 
 
+def _given_tuning_flags(tuning: dict[str, float]) -> dict[str, float]:
+    """The tuning flags the user passed (not left at their default), by long flag, in `--help` order.
+
+    Defaults stay out of the unit so that it follows the defaults of the c3 it runs; --drain-timeout
+    is always written because TimeoutStopSec is derived from it.
+    """
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    flags: dict[str, float] = {}
+    for param in ctx.command.params:
+        if param.name not in tuning or not isinstance(param, click.Option):
+            continue
+        if param.name == "drain_timeout" or ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
+            flags[max(param.opts, key=len)] = tuning[param.name]
+    return flags
+
+
 @pool.command("install-service")
-@click.option("--nodes", required=True, help="Registered nodes serving the same model, e.g. a,b.")
-@click.option("--bind", default=":8011", show_default=True, help="[HOST]:PORT to listen on.")
-@click.option("--sticky", default="auto", show_default=True, help="auto | authorization | header:NAME | none.")
-@click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="Drain time on stop.")
+@serve_options
 @click.option("--unit-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the unit here instead of systemd's folder (user unit, or system unit as root).")
 @click.option("--dry-run", is_flag=True, help="Show the unit and where it would go; write nothing.")
-def install_service(nodes: str, bind: str, sticky: str, drain_timeout: float, unit_dir: Path | None, dry_run: bool) -> None:
+def install_service(nodes: str, bind: str, sticky: str, unit_dir: Path | None, dry_run: bool, **tuning: float) -> None:
     """Install the router as a systemd unit (user unit unless root); the unit text is shown first."""
     from backend.atomic import write_atomic
     from backend.pool import service
@@ -219,7 +248,8 @@ def install_service(nodes: str, bind: str, sticky: str, drain_timeout: float, un
     resolved = _resolve(nodes)
     names = [n.name for n in resolved]
     name = service.unit_name(port)
-    text = service.render_unit(names, bind, mode, port, drain_timeout_s=drain_timeout)
+    flags = _given_tuning_flags(tuning)
+    text = service.render_unit(names, bind, mode, port, drain_timeout_s=tuning["drain_timeout"], options=flags)
     path = (unit_dir or service.unit_dir()) / name
     click.echo(f"# {path}")
     click.echo(text, nl=False)
