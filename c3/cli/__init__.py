@@ -84,6 +84,14 @@ def fail(error: C3Error) -> None:
     sys.exit(error.exit_code)
 
 
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so the interpreter's final flush cannot hit the closed pipe again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     # Non-UTF-8 locales crashed club-3090's helpers (#779); our output has ✓ ⚠ × — in it.
@@ -94,6 +102,13 @@ def main(argv: list[str] | None = None) -> None:
             pass
     try:
         cli.main(args=argv, prog_name="c3", standalone_mode=False)
+    except SystemExit as done:
+        # click handles EPIPE itself (`c3 … | head`): it wraps stdout in its pacifying wrapper and
+        # exits 1. A reader that stopped early is not our failure: exit 0, quietly.
+        if "PacifyFlushWrapper" in type(sys.stdout).__name__:
+            _silence_stdout()
+            sys.exit(0)
+        raise
     except C3Error as error:
         fail(error)
     except click.exceptions.NoArgsIsHelpError as error:
@@ -112,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(done.exit_code)
     except BrokenPipeError:
         # `c3 gpus | head` closing the pipe is not an error worth a traceback.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
         sys.exit(0)
     except KeyboardInterrupt:
         click.echo("c3: interrupted", err=True)
