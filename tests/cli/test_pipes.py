@@ -15,6 +15,8 @@ from tests.cli.harness import C3, base_env, fresh_dirs
 
 READS = [("gpus",), ("gpus", "--json"), ("catalog",), ("catalog", "--json"), ("fit", SLUG, "--gpus", "0"), ("pod", "list"),
          ("recipes", "list"), ("--help",)]
+
+
 @pytest.mark.parametrize("argv", READS, ids=[" ".join(a) for a in READS])
 def test_closed_stdout_is_not_an_error(tmp_path, argv):
     dirs = fresh_dirs(tmp_path / "base")
