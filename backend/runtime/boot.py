@@ -86,7 +86,16 @@ def launch_spec(pod: Pod, entry: CatalogEntry, gpus: Sequence[Gpu], *, mode: str
     )
 
 
-def run_gates(ctx: RuntimeContext, pod: Pod, entry: CatalogEntry, gpus: Sequence[Gpu], *, force: bool, vram_attempts: int = gates.VRAM_ATTEMPTS) -> list[GateResult]:
+def run_gates(
+    ctx: RuntimeContext,
+    pod: Pod,
+    entry: CatalogEntry,
+    gpus: Sequence[Gpu],
+    *,
+    force: bool,
+    vram_attempts: int = gates.VRAM_ATTEMPTS,
+    vram_interval_s: float = gates.VRAM_INTERVAL_S,
+) -> list[GateResult]:
     """All gates for one pod; Refused on failure unless forced (then the failures come back as warnings)."""
     workloads = list(ctx.runtime.workloads().values())
     procs = ctx.processes()
@@ -96,7 +105,8 @@ def run_gates(ctx: RuntimeContext, pod: Pod, entry: CatalogEntry, gpus: Sequence
         gates.port_gate(port=pod.port, workloads=[w for w in workloads if w.pod != pod.name]),
     ]
     if ctx.probe is not None:
-        results.append(gates.vram_gate(slug=entry.slug, gpus=gpus, entry=entry, read_free=ctx.free_mib, reservation=ctx.reserve, attempts=vram_attempts))
+        results.append(gates.vram_gate(slug=entry.slug, gpus=gpus, entry=entry, read_free=ctx.free_mib, reservation=ctx.reserve,
+                                        attempts=vram_attempts, interval_s=vram_interval_s))
     return gates.enforce(pod.name, results, force=force)
 
 
@@ -109,6 +119,7 @@ def boot_pod(
     timeout_s: float = 900.0,
     progress: Progress | None = None,
     vram_attempts: int = gates.VRAM_ATTEMPTS,
+    vram_interval_s: float = gates.VRAM_INTERVAL_S,
 ) -> BootOutcome:
     """Boot one pod to serving and judge its placement. Raises C3Error for refusals before launch."""
     say = progress or (lambda _pod, _line: None)
@@ -120,7 +131,7 @@ def boot_pod(
     entry = ctx.entry(pod.slug)
     gpus = pod_gpus(ctx, pod)
     try:
-        warnings = run_gates(ctx, pod, entry, gpus, force=force, vram_attempts=vram_attempts)
+        warnings = run_gates(ctx, pod, entry, gpus, force=force, vram_attempts=vram_attempts, vram_interval_s=vram_interval_s)
     except Refused:
         # Another `up` of this very pod may have started it meanwhile: its port and GPUs are then "taken".
         current = ctx.runtime.workload(pod.name)

@@ -17,6 +17,9 @@ from backend.runtime.models import GateResult, Workload
 
 VRAM_ATTEMPTS = 5
 VRAM_INTERVAL_S = 2.0
+# A gain smaller than this between two readings is noise (other tenants, driver bookkeeping), not an
+# engine's memory coming back, which returns in hundreds of MiB at least.
+VRAM_RISE_MIN_MIB = 32
 
 
 def gib(mib: float) -> str:
@@ -37,21 +40,31 @@ def vram_gate(
 ) -> GateResult:
     """Every card must have at least what the engine reserves at boot free.
 
-    Retried a few times: the driver releases a just-stopped container's memory with a lag.
+    Retried while it may still pass: the driver releases a just-stopped container's memory with a
+    lag, so a shortfall is read again as long as free memory on the pod's cards keeps rising (at most
+    `attempts` readings; a tensor-parallel engine's cards may come back one reading apart). When no
+    card gained memory since the previous reading the shortfall is steady (something holds the card)
+    and is refused at once: after two readings (one interval), not all of them.
     """
     needs = {g.uuid: reservation(entry, g) for g in gpus}
     shortfalls: list[str] = []
+    previous: dict[str, int] | None = None
     for attempt in range(max(1, attempts)):
         free = read_free()
         shortfalls = []
+        judged: dict[str, int] = {}
         for g in gpus:
             need, have = needs[g.uuid], free.get(g.uuid)
             if need is None or have is None:
                 continue  # unknown reservation or unreadable memory: nothing to judge
+            judged[g.uuid] = have
             if have < need:
                 shortfalls.append(f"GPU {g.index} ({g.name}) has {gib(have)} free but {slug} reserves {gib(need)} there (short by {gib(need - have)}, {need - have} MiB)")
         if not shortfalls:
             return GateResult(gate="vram", ok=True)
+        if previous is not None and not _rising(previous, judged):
+            break
+        previous = judged
         if attempt + 1 < attempts:
             sleep(interval_s)
     return GateResult(
@@ -60,6 +73,11 @@ def vram_gate(
         message="; ".join(shortfalls),
         hint="free the card (stop what holds it), lower gpu_memory_utilization in a catalog.d entry, or --force",
     )
+
+
+def _rising(before: Mapping[str, int], now: Mapping[str, int]) -> bool:
+    """Some card has more free memory than at the previous reading: memory is still being released."""
+    return any(uuid in before and have - before[uuid] >= VRAM_RISE_MIN_MIB for uuid, have in now.items())
 
 
 def port_in_use(port: int, host: str = "0.0.0.0") -> bool:

@@ -19,20 +19,100 @@ def reserve(entry, gpu):
     return 22118
 
 
+class FakeFree:
+    """A free-memory probe whose readings follow a script; the last reading repeats once it runs out."""
+
+    def __init__(self, *readings: dict[str, int | None]) -> None:
+        self.readings = list(readings)
+        self.calls = 0
+
+    def __call__(self) -> dict[str, int | None]:
+        reading = self.readings[min(self.calls, len(self.readings) - 1)]
+        self.calls += 1
+        return reading
+
+
 def test_vram_gate_refuses_naming_gpu_and_shortfall():
     sleeps = []
-    result = vram_gate(slug=ENTRY.slug, gpus=GPUS[:2], entry=ENTRY, read_free=lambda: {"GPU-0": 24000, "GPU-1": 3000}, reservation=reserve, attempts=3, sleep=sleeps.append)
+    probe = FakeFree({"GPU-0": 24000, "GPU-1": 3000})
+    result = vram_gate(slug=ENTRY.slug, gpus=GPUS[:2], entry=ENTRY, read_free=probe, reservation=reserve, attempts=3, sleep=sleeps.append)
     assert not result.ok
     assert "GPU 1 (NVIDIA GeForce RTX 3090) has 2.9 GiB free but vllm/qwen3-8b reserves 21.6 GiB there" in result.message
     assert "short by 18.7 GiB, 19118 MiB" in result.message
     assert "GPU 0" not in result.message
-    assert len(sleeps) == 2  # retried: memory lags a container that just stopped
+
+
+def test_vram_gate_refuses_a_steady_shortfall_after_the_second_reading():
+    sleeps = []
+    probe = FakeFree({"GPU-0": 24000, "GPU-1": 3000})
+    result = vram_gate(slug="s", gpus=GPUS[:2], entry=ENTRY, read_free=probe, reservation=reserve, attempts=5, interval_s=2.0, sleep=sleeps.append)
+    assert not result.ok and "GPU 1" in result.message
+    # One look again (memory lags a container that just stopped), then refused: ~2 s, not 8 s.
+    assert probe.calls == 2 and sleeps == [2.0]
+
+
+def test_vram_gate_refuses_when_free_memory_falls():
+    probe = FakeFree({"GPU-0": 9000}, {"GPU-0": 5000}, {"GPU-0": 23000})
+    sleeps = []
+    result = vram_gate(slug="s", gpus=GPUS[:1], entry=ENTRY, read_free=probe, reservation=reserve, attempts=5, sleep=sleeps.append)
+    assert not result.ok and "has 4.9 GiB free" in result.message  # the last reading is the one reported
+    assert probe.calls == 2 and len(sleeps) == 1
+
+
+def test_vram_gate_keeps_retrying_while_free_memory_rises():
+    # The driver hands back a stopped engine's memory in steps: each reading is higher, the last is enough.
+    probe = FakeFree({"GPU-0": 1000}, {"GPU-0": 6000}, {"GPU-0": 14000}, {"GPU-0": 20000}, {"GPU-0": 23000})
+    sleeps = []
+    result = vram_gate(slug="s", gpus=GPUS[:1], entry=ENTRY, read_free=probe, reservation=reserve, attempts=5, interval_s=0.5, sleep=sleeps.append)
+    assert result.ok and probe.calls == 5 and sleeps == [0.5] * 4
+
+
+def test_vram_gate_treats_a_few_mib_of_jitter_as_steady():
+    probe = FakeFree({"GPU-0": 3000}, {"GPU-0": 3008}, {"GPU-0": 23000})
+    result = vram_gate(slug="s", gpus=GPUS[:1], entry=ENTRY, read_free=probe, reservation=reserve, attempts=5, sleep=lambda s: None)
+    assert not result.ok and probe.calls == 2
+
+
+def test_vram_gate_rising_then_stalled_is_refused_at_the_stall():
+    probe = FakeFree({"GPU-0": 1000}, {"GPU-0": 6000}, {"GPU-0": 6000}, {"GPU-0": 23000})
+    sleeps = []
+    result = vram_gate(slug="s", gpus=GPUS[:1], entry=ENTRY, read_free=probe, reservation=reserve, attempts=5, sleep=sleeps.append)
+    assert not result.ok and probe.calls == 3 and len(sleeps) == 2
+
+
+def test_vram_gate_retries_while_any_card_still_rises():
+    # Two cards of one stopped tensor-parallel engine: GPU-1 is released a reading later than GPU-0.
+    lagging = FakeFree({"GPU-0": 1000, "GPU-1": 1000}, {"GPU-0": 23000, "GPU-1": 1000}, {"GPU-0": 23000, "GPU-1": 23000})
+    assert vram_gate(slug="s", gpus=GPUS[:2], entry=ENTRY, read_free=lagging, reservation=reserve, attempts=5, sleep=lambda s: None).ok
+    assert lagging.calls == 3
+    # GPU-0 came back but GPU-1 stays held: refused at the first reading where nothing rose.
+    held = FakeFree({"GPU-0": 1000, "GPU-1": 1000}, {"GPU-0": 23000, "GPU-1": 1000}, {"GPU-0": 23000, "GPU-1": 1000},
+                    {"GPU-0": 23000, "GPU-1": 23000})
+    result = vram_gate(slug="s", gpus=GPUS[:2], entry=ENTRY, read_free=held, reservation=reserve, attempts=5, sleep=lambda s: None)
+    assert not result.ok and held.calls == 3 and "GPU 1" in result.message and "GPU 0" not in result.message
+
+
+def test_vram_gate_stops_at_the_attempt_cap_even_while_rising():
+    probe = FakeFree(*({"GPU-0": 1000 + 100 * i} for i in range(10)))
+    sleeps = []
+    result = vram_gate(slug="s", gpus=GPUS[:1], entry=ENTRY, read_free=probe, reservation=reserve, attempts=4, sleep=sleeps.append)
+    assert not result.ok and probe.calls == 4 and len(sleeps) == 3  # no sleep after the last reading
 
 
 def test_vram_gate_passes_once_memory_is_released():
     reads = iter([{"GPU-0": 1000}, {"GPU-0": 23000}])
     result = vram_gate(slug="s", gpus=GPUS[:1], entry=ENTRY, read_free=lambda: next(reads), reservation=reserve, attempts=5, sleep=lambda s: None)
     assert result.ok
+
+
+def test_vram_gate_real_sleep_uses_the_injected_interval():
+    import time
+
+    probe = FakeFree({"GPU-0": 1000})
+    begun = time.monotonic()
+    result = vram_gate(slug="s", gpus=GPUS[:1], entry=ENTRY, read_free=probe, reservation=reserve, attempts=5, interval_s=0.01)
+    assert not result.ok and probe.calls == 2
+    assert time.monotonic() - begun < 5  # default sleep, tiny interval: refused without the old 4 x 2 s
 
 
 def test_vram_gate_skips_what_it_cannot_judge():
