@@ -14,6 +14,7 @@ backoff; the others keep going.
 from __future__ import annotations
 
 import itertools
+import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -31,6 +32,12 @@ from backend.runtime.models import Placement, Workload
 from backend.runtime.status import requested_uuids
 
 Subscriber = Callable[[RigSnapshot], None]
+
+log = logging.getLogger("c3.live")
+
+
+def _describe(callback: Subscriber) -> str:
+    return getattr(callback, "__qualname__", None) or type(callback).__qualname__
 
 
 class LiveState:
@@ -53,6 +60,7 @@ class LiveState:
         self._lock = threading.Lock()
         self._version = itertools.count(1)
         self._subscribers: list[Subscriber] = []
+        self._failing: set[int] = set()  # id() of subscribers whose last call raised: warned once per streak
         self._queues: list[queue.Queue[RigSnapshot]] = []
         self._snapshot = RigSnapshot(taken_at=now(), version=0)
         self._pod_cache: tuple[Pod, ...] = ()
@@ -106,6 +114,7 @@ class LiveState:
             with self._lock:
                 if callback in self._subscribers:
                     self._subscribers.remove(callback)
+                    self._failing.discard(id(callback))
 
         return unsubscribe
 
@@ -204,7 +213,20 @@ class LiveState:
                     except queue.Empty:
                         pass
         for callback in subscribers:
-            try:
-                callback(snap)
-            except Exception:  # a subscriber's bug must not stop the live view
-                pass
+            self._deliver(callback, snap)
+
+    def _deliver(self, callback: Subscriber, snap: RigSnapshot) -> None:
+        """Call one subscriber; its exception is logged, never raised into the source's thread."""
+        try:
+            callback(snap)
+        except Exception as error:  # a subscriber's bug must not stop the live view or the other subscribers
+            key = id(callback)
+            first = key not in self._failing
+            self._failing.add(key)
+            if first:  # one warning per failure streak, not one per snapshot (a snapshot a second or more)
+                detail = str(error).splitlines()[0] if str(error) else ""
+                log.warning("live subscriber %s raised %s%s (snapshot %d); the hub keeps going",
+                            _describe(callback), type(error).__name__, f": {detail}" if detail else "", snap.version)
+            log.debug("live subscriber %s failed on snapshot %d", _describe(callback), snap.version, exc_info=True)
+        else:
+            self._failing.discard(id(callback))

@@ -119,3 +119,64 @@ def test_health_checks_real_loopback_endpoints():
     assert result["a"].healthy and result["a"].status_code == 200 and result["a"].latency_ms is not None
     assert not result["b"].healthy and result["b"].status_code == 503
     assert not result["c"].healthy and result["c"].error
+
+
+class _Flaky:
+    """A subscriber that raises while `broken` is set and records what it saw."""
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.seen: list[int] = []
+
+    def __call__(self, snap) -> None:
+        if self.broken:
+            raise ValueError("widget gone\nsecond line of detail")
+        self.seen.append(snap.version)
+
+
+def test_a_failing_subscriber_is_logged_once_per_streak_and_the_others_still_get_snapshots(hub, caplog):
+    import logging
+
+    live, _probe, _runtime = hub
+    flaky, healthy = _Flaky(), []
+    live.subscribe(flaky)
+    live.subscribe(healthy.append)
+    changes = live.changes()
+    caplog.set_level(logging.DEBUG, logger="c3.live")
+
+    def records(level):
+        return [r for r in caplog.records if r.name == "c3.live" and r.levelno == level]
+
+    for _ in range(3):  # snapshots assembled by hand: deterministic, no source threads
+        live.pause("gpus")
+    assert len(healthy) == 3 and changes.qsize() == 3  # the hub kept delivering past the bad subscriber
+    warnings = records(logging.WARNING)
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    line = warnings[0].getMessage()
+    assert "_Flaky" in line and "ValueError: widget gone" in line and "\n" not in line and warnings[0].exc_info is None
+    debugs = records(logging.DEBUG)
+    assert len(debugs) == 3 and all(r.exc_info and r.exc_info[0] is ValueError for r in debugs)
+    assert "Traceback" in caplog.text and "second line of detail" in caplog.text  # the full story, at debug
+
+    flaky.broken = False
+    live.pause("gpus")
+    assert flaky.seen == [live.latest().version]
+    flaky.broken = True
+    live.pause("gpus")
+    assert len(records(logging.WARNING)) == 2  # a new streak warns again
+
+
+def test_hub_threads_survive_a_subscriber_that_always_raises(hub, caplog):
+    import logging
+
+    live, _probe, _runtime = hub
+    caplog.set_level(logging.WARNING, logger="c3.live")
+    live.subscribe(lambda snap: 1 / 0)
+    live.start()
+    first = wait_until(lambda: (s := live.latest()).version >= 2 and s.source("gpus").ok and s)
+    later = wait_until(lambda: (s := live.latest()).version >= first.version + 5 and s)
+    assert all(not st.stale for st in later.sources if st.name != "health")
+    alive = {t.name for t in threading.enumerate() if t.is_alive()}
+    assert {"c3-live-gpus", "c3-live-placement"} <= alive, alive
+    warned = [r for r in caplog.records if r.name == "c3.live" and r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "ZeroDivisionError" in warned[0].getMessage()
