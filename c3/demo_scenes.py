@@ -80,6 +80,19 @@ async def nodes_picked(pilot) -> None:
     await settle(pilot)
 
 
+def overrides(text: str) -> Step:
+    """Type `key=value` entries into the launch modal's overrides field and wait for the verdict."""
+
+    async def step(pilot) -> None:
+        modal = pilot.app.screen
+        modal.query_one("#launch-overrides").focus()
+        await pilot.press(*text)
+        await wait_until(pilot, lambda: getattr(modal, "checked_for", None) == tuple(text.split()))
+        await settle(pilot)
+
+    return step
+
+
 @dataclass(frozen=True)
 class Scene:
     """One picture: a fake scenario, a terminal size, and the steps that lead to it."""
@@ -114,6 +127,9 @@ SCENES: tuple[Scene, ...] = (
     Scene("recipes", "Recipes", "placed", steps=(press("3"),)),
     Scene("recipe-launch", "Launch a recipe: nodes in rank order", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked)),
     Scene("recipe-launch-preview", "Launch preview: the dry-run in the confirm gate", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked, press("ctrl+s"))),
+    Scene("recipe-launch-overrides", "Launch with overrides: checked as typed", "cluster", steps=(press("3"), highlight("recipes", 0), press("u"), nodes_picked, overrides("max_model_len=8192 gpu_memory_utilization=0.85"))),
+    Scene("recipe-launch-overrides-preview", "Overrides in the dry-run: recipe + local overrides", "cluster", steps=(press("3"), highlight("recipes", 0), press("u"), nodes_picked, overrides("max_model_len=8192 gpu_memory_utilization=0.85"), press("ctrl+s"))),
+    Scene("recipe-launch-abort", "An override known to abort: refused in the gate", "cluster", steps=(press("3"), highlight("recipes", 0), press("u"), nodes_picked, overrides("max_model_len=65536"), press("ctrl+s"))),
     Scene("recipes-empty", "Recipes, none yet", "empty", steps=(press("3"),)),
     Scene("readonly-refused", "Read-only: a write refused, and why", "placed", steps=(press("d"),), readonly=True),
 )

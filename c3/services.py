@@ -69,6 +69,8 @@ class RecipeLaunch:
     nodes: tuple[str, ...]
     allow_unpinned: bool = False
     """Launch even though the image is not pinned by digest (`--allow-unpinned`)."""
+    overrides: tuple[str, ...] = ()
+    """`key=value` entries, as `c3 recipes launch --set` takes them (parsed and checked by the backend)."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +284,10 @@ class Services(Protocol):
 
     def recipes(self) -> list[RecipeRow] | None:
         """The recipe catalogue; None when this build has no recipes backend."""
+
+    def override_problems(self, recipe: str, overrides: tuple[str, ...]) -> list[str]:
+        """Why these `key=value` overrides of a recipe are wrong (unparsable, unknown key, wrong type,
+        known to abort on the recipe's hardware), one line each; empty when they are fine."""
 
     def registered_nodes(self) -> list[NodeRow]:
         """The node registry alone (no probing: fast), for the launch modal's node picker."""

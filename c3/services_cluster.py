@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,24 @@ def active_profile_row() -> ProfileRow | None:
     return ProfileRow(profile.name, profile.recipe, tuple(profile.nodes), profile.base_url, is_stopped(profile.name))
 
 
+def override_problems(recipe_id: str, overrides: tuple[str, ...]) -> list[str]:
+    """The modal's as-typed check of `--set` entries: the backend's own parser and known-abort rules,
+    entry by entry so that each bad one gets its own line."""
+    from backend.recipes import check_overrides, get_recipe, parse_overrides
+
+    try:
+        recipe = get_recipe(recipe_id)
+    except C3Error as error:
+        return [_message(error)]
+    problems = []
+    for pair in overrides:
+        try:
+            check_overrides(recipe, parse_overrides(recipe, [pair]))
+        except C3Error as error:
+            problems.append(_message(error))
+    return problems
+
+
 # -- plans -------------------------------------------------------------------------------------------
 def cluster_problems(kind: WriteKind, pod: str | None, request: Any) -> list[str]:
     """Why the write cannot run now (empty: go). Called for the plan and again just before executing."""
@@ -151,15 +170,18 @@ def _node_add_problems(request: NewNode) -> list[str]:
     return problems
 
 
-def _render(request: RecipeLaunch, *, with_secrets: bool) -> Any:
+def _render(request: RecipeLaunch, *, with_secrets: bool, check_aborts: bool = True) -> Any:
     from backend.cluster.plan import collect_secrets, render
     from backend.nodes.registry import resolve_nodes
-    from backend.recipes import get_recipe
+    from backend.recipes import get_recipe, parse_overrides
 
     recipe = get_recipe(request.recipe)
+    if not check_aborts:  # the preview of a refused launch: what it would run (the refusal is a problem)
+        recipe = recipe.model_copy(update={"known_aborts": []})
+    overrides = parse_overrides(recipe, list(request.overrides))
     nodes = resolve_nodes(list(request.nodes))
     secrets = collect_secrets(recipe) if with_secrets else {}
-    return render(recipe, nodes, {}, secrets=secrets, allow_unpinned=request.allow_unpinned)
+    return render(recipe, nodes, overrides, secrets=secrets, allow_unpinned=request.allow_unpinned)
 
 
 def cluster_plan(kind: WriteKind, pod: str | None, request: Any) -> WritePlan:
@@ -197,12 +219,13 @@ def _node_rm_lines(name: str) -> list[str]:
 
 
 def _launch_lines(request: RecipeLaunch) -> list[str]:
-    """The dry-run, node by node; when the plan is refused, the dry-run it would be (unpinned allowed)."""
+    """The dry-run, node by node; when the plan is refused (unpinned image, an override known to
+    abort), the dry-run it would be: the refusal itself is among the plan's problems."""
     try:
         plan = _render(request, with_secrets=True)
     except C3Error:
         try:
-            plan = _render(RecipeLaunch(request.recipe, request.nodes, True), with_secrets=True)
+            plan = _render(replace(request, allow_unpinned=True), with_secrets=True, check_aborts=False)
         except C3Error as error:
             return [f"launch {request.recipe} on {', '.join(request.nodes) or 'no nodes'}: {error.message}"]
     lines = plan.describe()

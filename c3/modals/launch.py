@@ -1,5 +1,7 @@
 """Launch a recipe `[u]` in Recipes mode: pick its nodes from the registry, in rank order (the first
-picked is rank 0 and serves the API), optionally allow an image not pinned by digest.
+picked is rank 0 and serves the API), optionally override parameters (`key=value` entries, as
+`c3 recipes launch --set` takes them, checked as typed by the backend's own parser and known-abort
+rules) and allow an image not pinned by digest.
 
 Returns a `RecipeLaunch`; the app then makes the plan — the dry-run, node by node, secrets by name
 only — and shows it in the confirm gate. Nothing is launched from here.
@@ -7,11 +9,13 @@ only — and shows it in the confirm gate. Nothing is launched from here.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import Button, Checkbox, SelectionList, Static
+from textual.widgets import Button, Checkbox, Input, SelectionList, Static
 
 from c3.screens.base import CockpitModal, describe_error
 from c3.services import NodeRow, RecipeLaunch, RecipeRow
@@ -22,11 +26,21 @@ NO_NODES = (
 )
 
 
-class LaunchModal(CockpitModal):
-    """Collects a `RecipeLaunch`: the recipe, its nodes in the order picked, allow-unpinned."""
+def split_overrides(text: str) -> tuple[str, ...]:
+    """The field's entries: `key=value` separated by spaces (values never hold one: numbers,
+    booleans, image references)."""
+    return tuple(text.split())
 
+
+class LaunchModal(CockpitModal):
+    """Collects a `RecipeLaunch`: the recipe, its nodes in the order picked, overrides, allow-unpinned."""
+
+    DEFAULT_CSS = """
+    #dialog.launch #launch-overrides { margin-top: 1; }
+    #dialog.launch #launch-overrides-status { height: auto; max-height: 4; display: none; }
+    """
     AUTO_FOCUS = "#launch-nodes"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("escape", "cancel", "Cancel", id="launch_cancel"),
         Binding("ctrl+s", "preview", "Preview", id="launch_preview", priority=True),
     ]
@@ -36,6 +50,11 @@ class LaunchModal(CockpitModal):
         self.recipe = recipe
         self.nodes: list[NodeRow] | None = None
         self.order: list[str] = []
+        self.override_problems: list[str] = []
+        """The backend's verdict on the entries as last typed (empty: fine)."""
+        self._checked: tuple[str, ...] = ()
+        self.checked_for: tuple[str, ...] | None = None
+        """The entries `override_problems` is the verdict on (None: nothing checked yet)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="launch"):
@@ -47,6 +66,8 @@ class LaunchModal(CockpitModal):
             ))
             yield SelectionList[str](id="launch-nodes", compact=True)
             yield Static("", id="launch-order")
+            yield Input(placeholder="overrides: key=value … (as --set), e.g. max_model_len=8192", id="launch-overrides", compact=True)
+            yield Static("", id="launch-overrides-status")
             yield Checkbox("allow an image not pinned by digest (--allow-unpinned)", id="allow-unpinned", compact=True)
             with Horizontal(classes="buttons"):
                 yield Button("Cancel  Esc", id="cancel", compact=True)
@@ -89,10 +110,44 @@ class LaunchModal(CockpitModal):
         note = Content("") if count == self.recipe.nodes else Content.from_markup("  [$warning]✗ $c picked, the recipe needs $n[/]", c=str(count), n=str(self.recipe.nodes))
         line.update(Content.assemble(Content("rank order: "), ranks, note))
 
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        entries = split_overrides(event.value)
+        self._checked = entries
+        if not entries:
+            self.override_problems = []
+            self.checked_for = entries
+            self._render_overrides()
+            return
+        check = getattr(self.services, "override_problems", None)
+        if check is None:  # a facade without it: the real backend's check (pure: recipe files only)
+            from c3.services_cluster import override_problems as check
+        self.call(check, self.recipe.id, entries, done=lambda problems: self._overrides_checked(entries, problems), group="overrides", exclusive=True)
+
+    def _overrides_checked(self, entries: tuple[str, ...], problems: list[str]) -> None:
+        if entries != self._checked:
+            return  # typed on since: a newer check is coming
+        self.override_problems = list(problems)
+        self.checked_for = entries
+        self._render_overrides()
+
+    def _render_overrides(self) -> None:
+        status = self.query_one("#launch-overrides-status", Static)
+        status.display = bool(self._checked)
+        if not self._checked:
+            status.update("")
+        elif self.override_problems:
+            status.update(Content("\n").join(Content.from_markup("[$error]✗ $p[/]", p=p) for p in self.override_problems))
+        else:
+            status.update(Content.from_markup(
+                "[$warning]profile: recipe + local overrides[/] [$text-muted]($o) — the recipe's measured numbers no longer apply[/]", o=" ".join(self._checked),
+            ))
+
     def collect(self) -> RecipeLaunch | None:
         if not self.order:
             return None
-        return RecipeLaunch(self.recipe.id, tuple(self.order), self.query_one("#allow-unpinned", Checkbox).value)
+        overrides = split_overrides(self.query_one("#launch-overrides", Input).value)
+        return RecipeLaunch(self.recipe.id, tuple(self.order), self.query_one("#allow-unpinned", Checkbox).value, overrides)
 
     def action_preview(self) -> None:
         request = self.collect()
@@ -100,6 +155,10 @@ class LaunchModal(CockpitModal):
             self.app.bell()
             return
         self.dismiss(request)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_preview()
 
     def action_cancel(self) -> None:
         self.dismiss(None)

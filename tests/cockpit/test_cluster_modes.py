@@ -223,7 +223,7 @@ async def test_stop_the_active_profile():
         await settle(pilot)
         assert isinstance(app.screen, ConfirmModal)
         text = screen_text(app)
-        assert "Stop profile gpt-oss-120b-2xspark" in text and "node spark-1 (rank 0): $ docker rm -f c3-gpt-oss-120b-2xspark" in text
+        assert "Stop profile gpt-oss-120b-2xspark" in text and "node spark-1 (rank 0): $ docker rm -f c3-profile_gpt-oss-120b-2xspark" in text
         await pilot.press("y")
         await settle(pilot)
         assert app.last_result.ok and "stopped profile" in app.last_result.message
@@ -285,3 +285,79 @@ async def test_palette_entries_reach_the_node_and_recipe_actions():
         command = next(c for c in app.get_system_commands(app.screen) if c.title == "Launch recipe")
         command.callback()
         await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal), what="the launch modal from the palette")
+
+
+async def _launch_modal(pilot, row: int) -> LaunchModal:
+    screen = await _mode(pilot, "3")
+    table = screen.query_one("#recipes")
+    table.focus()
+    table.move_cursor(row=row)
+    await settle(pilot)
+    await pilot.press("u")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, LaunchModal) and pilot.app.screen.nodes is not None, what="the node picker")
+    return pilot.app.screen
+
+
+async def _type_overrides(pilot, modal: LaunchModal, text: str) -> None:
+    field = modal.query_one("#launch-overrides")
+    field.focus()
+    await pilot.press(*text)
+    await wait_for(pilot, lambda: modal.checked_for == tuple(text.split()), what="the overrides checked")
+
+
+async def test_launch_overrides_show_in_the_dry_run_and_demote_the_profile():
+    app, svc = make_app("cluster")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        modal = await _launch_modal(pilot, 0)  # qwen3-32b-2x3090, one node: box preselected
+        await _type_overrides(pilot, modal, "max_model_len=8192 gpu_memory_utilization=0.85")
+        await wait_for(pilot, lambda: "profile: recipe + local overrides" in screen_text(app), what="the demotion shown as typed")
+        assert modal.override_problems == [] and "override_problems" in svc.calls
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        text = screen_text(app)
+        assert "recipe + local overrides: no verified numbers" in text
+        assert "--max-model-len 8192" in text and "--gpu-memory-utilization 0.85" in text
+        assert "--max-model-len 16384" not in text  # the recipe's default is gone from the command line
+        assert "c3-profile_qwen3-32b-2x3090" in text
+        assert not app.screen.query_one("#confirm").disabled
+        assert app.screen.plan.request.overrides == ("max_model_len=8192", "gpu_memory_utilization=0.85")
+
+
+async def test_bad_override_entries_are_shown_as_typed():
+    app, svc = make_app("cluster")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        modal = await _launch_modal(pilot, 0)
+        await _type_overrides(pilot, modal, "max_model_len=lots nosuch=1 tensor_parallel_size")
+        await wait_for(pilot, lambda: len(modal.override_problems) == 3, what="three problems")
+        text = screen_text(app)
+        assert "--set max_model_len: `lots` is not an integer" in text
+        assert "has no parameter `nosuch`" in text
+        assert "--set `tensor_parallel_size` is not key=value" in text
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        assert app.screen.query_one("#confirm").disabled
+        await pilot.press("y")
+        await settle(pilot)
+        assert "execute:recipe_launch" not in svc.calls
+
+
+async def test_an_override_known_to_abort_is_refused_in_the_gate_before_any_node_is_touched():
+    app, svc = make_app("cluster")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        modal = await _launch_modal(pilot, 0)
+        await _type_overrides(pilot, modal, "max_model_len=65536")
+        await wait_for(pilot, lambda: modal.override_problems != [], what="the abort shown as typed")
+        assert "max_model_len=65536 is known to abort on 2x-rtx3090" in screen_text(app)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        gate = app.screen
+        assert any("max_model_len=65536 is known to abort on 2x-rtx3090" in p for p in gate.plan.problems)
+        assert "known to abort" in screen_text(app)
+        assert gate.query_one("#confirm").disabled
+        await pilot.press("y")
+        await settle(pilot)
+        assert "execute:recipe_launch" not in svc.calls
+        assert app.last_result is None or "is active" not in app.last_result.message

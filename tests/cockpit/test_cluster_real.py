@@ -129,3 +129,32 @@ def test_pool_rows_read_a_running_router_over_http():
         server.server_close()
         status_file(server.server_address[1]).unlink(missing_ok=True)
     assert os.getpid()  # the status file named us; nothing else was started
+
+
+def test_launch_overrides_through_the_backend_parser_and_known_aborts():
+    import yaml
+
+    from backend import paths
+    from backend.recipes import BUILTIN_DIR
+    from c3.services_cluster import override_problems
+
+    _add("a", "http://127.0.0.1:18000", "me@127.0.0.1")
+    _add("b", "http://127.0.0.2:18000", "me@127.0.0.2")
+    plan = cluster_plan("recipe_launch", None, RecipeLaunch(RECIPE, ("a", "b"), True, ("max_model_len=8192",)))
+    text = "\n".join(plan.lines)
+    assert plan.problems == ()
+    assert "--max-model-len 8192" in text and "--max-model-len 32768" not in text
+    assert "recipe + local overrides: no verified numbers" in text
+    typo, unknown = override_problems(RECIPE, ("max_model_len=8k", "nope=1"))
+    assert typo == "--set max_model_len: `8k` is not an integer"
+    assert unknown.startswith(f"--set nope: recipe `{RECIPE}` has no parameter `nope`") and "max_model_len" in unknown
+    # A user recipe with a known abort: refused in the plan's problems, before any node is touched.
+    spec = yaml.safe_load((BUILTIN_DIR / "spark2-vllm-qwen3-235b.yaml").read_text())
+    spec.update(id="aborty", known_aborts=[{"key": "gpu_memory_utilization", "op": ">", "value": 0.9, "hardware": "2x-gb10", "why": "OOM at load"}])
+    paths.user_recipes_dir().mkdir(parents=True, exist_ok=True)
+    (paths.user_recipes_dir() / "aborty.yaml").write_text(yaml.safe_dump(spec))
+    request = RecipeLaunch("aborty", ("a", "b"), True, ("gpu_memory_utilization=0.95",))
+    assert override_problems("aborty", request.overrides)[0].startswith("gpu_memory_utilization=0.95 is known to abort on 2x-gb10: OOM at load")
+    refused = cluster_plan("recipe_launch", None, request)
+    assert any("known to abort on 2x-gb10" in p for p in refused.problems)
+    assert "--gpu-memory-utilization 0.95" in "\n".join(refused.lines)  # the gate still shows what it would run
