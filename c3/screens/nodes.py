@@ -4,7 +4,9 @@ per-backend health and counters; add (`a`) and remove (`x`) nodes through the co
 from __future__ import annotations
 
 from datetime import datetime
+from typing import ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -19,6 +21,9 @@ from widgets.source_badge import source_badge
 
 NODES_PERIOD_S = 10.0
 POOLS_PERIOD_S = 2.0
+COMPACT_BELOW = 110
+"""Terminal widths under this get the compact table (name, reach, endpoint without its scheme): the
+SSH target and the GPUs are in the side pane, so nothing is lost and nothing scrolls sideways."""
 
 EMPTY = (
     "No nodes registered yet.\n\n"
@@ -52,7 +57,7 @@ def gpu_summary(row: NodeRow) -> Content:
 class NodesScreen(CockpitScreen):
     """Registry table, the highlighted node's GPUs beside it, running pools below; polled while shown."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("a", "add_node", "Add node", id="node_add", tooltip="Register a node: name, endpoint URL, SSH target, key"),
         Binding("x", "remove_node", "Remove", id="node_rm", tooltip="Unregister the highlighted node (nothing on it is touched)"),
         Binding("r", "refresh_now", "Refresh", id="nodes_refresh", tooltip="Read the registry, probe the nodes and the pools now"),
@@ -67,6 +72,8 @@ class NodesScreen(CockpitScreen):
         self.error: str | None = None
         self.pools_error: str | None = None
         self.result: WriteResult | None = None
+        self.compact: bool | None = None
+        """The table's column set in use (None before the first layout)."""
         self.poller = self.add_poller(NODES_PERIOD_S, self._poll)
         self.pool_poller = self.add_poller(POOLS_PERIOD_S, self._poll_pools)
 
@@ -89,13 +96,7 @@ class NodesScreen(CockpitScreen):
 
     def on_mount(self) -> None:
         self.refresh_chrome()
-        nodes = self.query_one("#nodes", DataTable)
-        # Cells are Content: give their columns widths (auto width only measures plain strings).
-        nodes.add_column("name")
-        nodes.add_column("where", width=13)
-        nodes.add_column("ssh")
-        nodes.add_column("endpoint", width=28)
-        nodes.add_column("GPUs", width=20)
+        self._set_columns(self.app.size.width < COMPACT_BELOW)
         backends = self.query_one("#pool-backends", DataTable)
         backends.add_column("backend")
         backends.add_column("health", width=10)
@@ -106,6 +107,30 @@ class NodesScreen(CockpitScreen):
         self.render_pools()
         self.set_interval(1.0, self.render_sources, name="as-of")
         super().on_mount()
+
+    def _set_columns(self, compact: bool) -> None:
+        if compact == self.compact:
+            return
+        self.compact = compact
+        nodes = self.query_one("#nodes", DataTable)
+        nodes.clear(columns=True)
+        # Cells are Content: give their columns widths (auto width only measures plain strings).
+        nodes.add_column("name")
+        if compact:
+            nodes.add_column("reach", width=8)
+            nodes.add_column("endpoint", width=22)
+            nodes.add_column("GPUs", width=4)
+            return
+        nodes.add_column("where", width=13)
+        nodes.add_column("ssh")
+        nodes.add_column("endpoint", width=28)
+        nodes.add_column("GPUs", width=20)
+
+    def on_resize(self, event: events.Resize) -> None:
+        compact = event.size.width < COMPACT_BELOW
+        if compact != self.compact and self.compact is not None:
+            self._set_columns(compact)
+            self.render_rows()
 
     # -- polling ---------------------------------------------------------------------------------
     def _poll(self) -> None:
@@ -190,24 +215,35 @@ class NodesScreen(CockpitScreen):
         cursor = table.cursor_row
         table.clear()
         for row in rows:
-            if row.reachable is None:
-                reach = Content.from_markup("[$text-muted]? not probed[/]")
-            elif row.local:
-                reach = Content.from_markup("[$success]● local[/]")
-            elif row.reachable:
-                reach = Content.from_markup("[$success]● ssh ok[/]")
-            else:
-                reach = Content.from_markup("[$error]✗ unreachable[/]")
-            if row.endpoint_ok is None:
-                endpoint = Content.from_markup("[$text-muted]? $h[/]", h=row.host)
-            elif row.endpoint_ok:
-                endpoint = Content.from_markup("[$success]●[/] $h", h=row.host)
-            else:
-                endpoint = Content.from_markup("[$error]✗[/] $h", h=row.host)
-            table.add_row(row.name, reach, row.ssh, endpoint, gpu_summary(row), key=row.name)
+            table.add_row(*(self._compact_cells(row) if self.compact else self._cells(row)), key=row.name)
         if rows:
             table.move_cursor(row=min(max(cursor, 0), len(rows) - 1))
             self.show_detail(self.highlighted())
+
+    @staticmethod
+    def _cells(row: NodeRow) -> tuple[object, ...]:
+        if row.reachable is None:
+            reach = Content.from_markup("[$text-muted]? not probed[/]")
+        elif row.local:
+            reach = Content.from_markup("[$success]● local[/]")
+        elif row.reachable:
+            reach = Content.from_markup("[$success]● ssh ok[/]")
+        else:
+            reach = Content.from_markup("[$error]✗ unreachable[/]")
+        return row.name, reach, row.ssh, _endpoint(row, row.host), gpu_summary(row)
+
+    @staticmethod
+    def _compact_cells(row: NodeRow) -> tuple[object, ...]:
+        if row.reachable is None:
+            reach = Content.from_markup("[$text-muted]?[/]")
+        elif row.local:
+            reach = Content.from_markup("[$success]● local[/]")
+        elif row.reachable:
+            reach = Content.from_markup("[$success]● ssh[/]")
+        else:
+            reach = Content.from_markup("[$error]✗ down[/]")
+        gpus = Content(str(len(row.gpus))) if row.gpus else Content.from_markup("[$text-muted]—[/]")
+        return row.name, reach, _endpoint(row, row.host.removeprefix("http://").rstrip("/")), gpus
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "nodes":
@@ -269,6 +305,14 @@ class NodesScreen(CockpitScreen):
                 name = b.node if len(pools) == 1 else f"{b.node} (:{pool.bind.rsplit(':', 1)[-1]})"
                 table.add_row(name, health, str(b.in_flight), str(b.requests), str(b.errors), _ms(b.p50_ms), _ms(b.p99_ms), drain)
         title.update(Content("\n").join(heads))
+
+
+def _endpoint(row: NodeRow, shown: str) -> Content:
+    if row.endpoint_ok is None:
+        return Content.from_markup("[$text-muted]? $h[/]", h=shown)
+    if row.endpoint_ok:
+        return Content.from_markup("[$success]●[/] $h", h=shown)
+    return Content.from_markup("[$error]✗[/] $h", h=shown)
 
 
 def _uptime(seconds: float) -> str:

@@ -361,3 +361,23 @@ async def test_an_override_known_to_abort_is_refused_in_the_gate_before_any_node
         await settle(pilot)
         assert "execute:recipe_launch" not in svc.calls
         assert app.last_result is None or "is active" not in app.last_result.message
+
+
+async def test_nodes_table_fits_80x24_without_sideways_scrolling_and_widens_again():
+    app, _ = make_app("cluster")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = await _mode(pilot, "2")
+        await wait_for(pilot, lambda: screen.rows is not None, what="the nodes")
+        table = screen.query_one("#nodes")
+        assert screen.compact and [str(c.label) for c in table.columns.values()] == ["name", "reach", "endpoint", "GPUs"]
+        await settle(pilot)
+        assert table.max_scroll_x == 0, f"the table scrolls sideways by {table.max_scroll_x}"
+        text = screen_text(app)
+        assert "10.213.0.11:8000" in text and "✗ down" in text  # the endpoint column, in view
+        assert "ubuntu@10.213.0.11" not in text  # the SSH targets moved to the side pane (the highlighted node's)…
+        assert "this machine" in text  # …which still says where the highlighted node is
+        await pilot.resize_terminal(120, 40)
+        await wait_for(pilot, lambda: screen.compact is False, what="the wide columns")
+        await settle(pilot)
+        assert "ubuntu@10.213.0.11" in screen_text(app) and "http://10.213.0.11:8000" in screen_text(app)
