@@ -131,3 +131,14 @@ async def test_demo_nodes_this_machine_added_shows_the_rig_gpus_and_recipes_list
         await pilot.press("3")
         await wait_for(pilot, lambda: bool(getattr(app.screen, "rows", None)), what="the recipes")
         assert "spark2-vllm-qwen3-235b-a22b-gptq-int4" in screen_text(app)
+        # The launch modal over the real facade checks overrides with the backend's own parser.
+        from c3.modals.launch import LaunchModal
+
+        await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal) and app.screen.nodes is not None, what="the launch modal")
+        modal = app.screen
+        modal.query_one("#launch-overrides").focus()
+        await pilot.press(*"max_model_len=lots")
+        await wait_for(pilot, lambda: modal.checked_for == ("max_model_len=lots",), what="the overrides checked")
+        assert modal.override_problems == ["--set max_model_len: `lots` is not an integer"]
+        assert "`lots` is not an integer" in screen_text(app)
