@@ -37,6 +37,7 @@ from c3.services_cluster import (
     cluster_plan,
     cluster_problems,
     node_rows,
+    override_problems,
     pool_rows,
 )
 from c3.services_plans import plan_lines, recipes_rows
@@ -291,6 +292,9 @@ class RealServices:
 
     def recipes(self) -> list[RecipeRow] | None:
         return recipes_rows()
+
+    def override_problems(self, recipe: str, overrides: tuple[str, ...]) -> list[str]:
+        return override_problems(recipe, overrides)
 
     # -- writes ----------------------------------------------------------------------------------
     def _problems(self, kind: WriteKind, pod: str | None, request: NewPod | None) -> list[str]:

@@ -119,10 +119,7 @@ class LaunchModal(CockpitModal):
             self.checked_for = entries
             self._render_overrides()
             return
-        check = getattr(self.services, "override_problems", None)
-        if check is None:  # a facade without it: the real backend's check (pure: recipe files only)
-            from c3.services_cluster import override_problems as check
-        self.call(check, self.recipe.id, entries, done=lambda problems: self._overrides_checked(entries, problems), group="overrides", exclusive=True)
+        self.call(self.services.override_problems, self.recipe.id, entries, done=lambda problems: self._overrides_checked(entries, problems), group="overrides", exclusive=True)
 
     def _overrides_checked(self, entries: tuple[str, ...], problems: list[str]) -> None:
         if entries != self._checked:
