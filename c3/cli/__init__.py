@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "gpus": "c3.cli.gpus:gpus",
     "catalog": "c3.cli.catalog:catalog",
     "fit": "c3.cli.fit:fit",
+    "bootlog": "c3.cli.bootlog:bootlog",
     "pod": "c3.cli.pod:pod",
     "up": "c3.cli.estate_run:up",
     "down": "c3.cli.estate_run:down",
