@@ -8,7 +8,6 @@ Every user mistake and unreachable service ends as one `c3: error: …` line (pl
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 
@@ -36,23 +35,15 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def _available(target: str) -> bool:
-    module = target.split(":", 1)[0]
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 class LazyGroup(click.Group):
     """A group that imports a subcommand's module only when that subcommand runs."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name, target in COMMANDS.items() if _available(target))
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
-        if target is None or not _available(target):
+        if target is None:
             return None
         module_name, attr = target.split(":", 1)
         return getattr(importlib.import_module(module_name), attr)

@@ -5,6 +5,7 @@ fit-check prediction is compared with."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -37,7 +38,7 @@ def bootlog(path: str, as_json: bool) -> None:
     from backend.fit.bootlog import parse_boot_log
 
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8", errors="replace").read()
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UsageError(f"cannot read boot log {path}: {exc.strerror or exc}") from None
     report = parse_boot_log(text)
