@@ -77,16 +77,44 @@ def _mlp_params(spec: ModelSpec, cfg: dict[str, Any], layer: int) -> tuple[int, 
     return routed + shared + h * experts, routed
 
 
+def _mamba_params(spec: ModelSpec, cfg: dict[str, Any]) -> int:
+    """One Mamba mixer: Mamba-2 (in_proj to z, x, B, C, dt; conv; A, D, dt_bias; gated norm; out_proj)
+    or Mamba-1 (in_proj, conv, x_proj, dt_proj, A, D, out_proj)."""
+    h, inner, n, k = spec.hidden_size, spec.mamba_d_inner or 0, spec.mamba_d_state or 16, spec.mamba_d_conv or 4
+    if spec.mamba_version == 2:
+        heads, groups = spec.mamba_num_heads or 0, spec.mamba_n_groups or 1
+        conv_dim = inner + 2 * groups * n
+        return h * (2 * inner + 2 * groups * n + heads) + conv_dim * (k + 1) + 3 * heads + inner + inner * h
+    dt_rank = int(cfg.get("mamba_dt_rank") or -(-h // 16))
+    return h * 2 * inner + inner * (k + 1) + inner * (dt_rank + 2 * n) + dt_rank * inner + inner + inner * n + inner + inner * h
+
+
+def _layer_params(spec: ModelSpec, cfg: dict[str, Any], layer: int, kind: str) -> int:
+    h = spec.hidden_size
+    if spec.model_type == "nemotron_h":
+        # One block per layer: a Mamba-2 mixer, an attention mixer, or a squared-ReLU MLP (2 matrices).
+        if kind == "mlp":
+            return 2 * h * (spec.intermediate_size or 4 * h) + h
+        mixer = _mamba_params(spec, cfg) if kind == "mamba" else _attention_params(spec, cfg, kind)
+        return mixer + h
+    mixer = _mamba_params(spec, cfg) if kind == "mamba" else _attention_params(spec, cfg, kind)
+    period = cfg.get("expert_layer_period")
+    if isinstance(period, int) and period > 0 and layer % period != int(cfg.get("expert_layer_offset") or 0):
+        mlp = 3 * h * (spec.intermediate_size or 4 * h)  # Jamba: dense MLP between the MoE layers
+    else:
+        mlp, _ = _mlp_params(spec, cfg, layer)
+    norms = 4 * h if spec.model_type.startswith("gemma3") else 2 * h
+    return mixer + mlp + norms
+
+
 def count_params(spec: ModelSpec, cfg: dict[str, Any] | None = None) -> int:
     """Language-model parameters from the config's shapes."""
     cfg = cfg or {}
     h = spec.hidden_size
     total = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2) + h
     kinds = spec.layer_types or tuple("full_attention" for _ in range(spec.num_layers))
-    norms_per_layer = 4 * h if spec.model_type.startswith("gemma3") else 2 * h
     for layer, kind in enumerate(kinds):
-        mlp, _ = _mlp_params(spec, cfg, layer)
-        total += _attention_params(spec, cfg, kind) + mlp + norms_per_layer
+        total += _layer_params(spec, cfg, layer, kind)
     return total
 
 

@@ -53,7 +53,21 @@ def rank_for_gpu(gpu: Gpu) -> Rank:
         unified=bool(profile and profile.unified_memory),
         how=how,
         kv_dtypes=profile.kv_dtypes if profile else None,
+        nvswitch=_on_nvswitch(profile),
+        nvml_name=gpu.name,
+        nvml_total_gib=gpu.total_mib / 1024 if gpu.total_mib else None,
     )
+
+
+# HGX/SXM boards: every GPU sits on NVSwitch (NCCL's NVLS buffers show up as non-torch memory).
+_NVSWITCH_CARDS = frozenset({"a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm", "h200", "b200"})
+
+
+def _on_nvswitch(profile) -> bool | None:
+    """True on an HGX/SXM board, False on a known PCIe/workstation card, None without a profile."""
+    if profile is None:
+        return None
+    return profile.id in _NVSWITCH_CARDS
 
 
 def rank_for_card(card_id: str) -> Rank:
@@ -65,7 +79,8 @@ def rank_for_card(card_id: str) -> Rank:
         raise Refused(f"unknown card `{card_id}`", hint=f"known cards: {', '.join(card_ids())}")
     gpu = Gpu(index=0, uuid=f"GPU-card-{profile.id}", name=profile.nvml_names[0], total_mib=profile.total_mib, sm=profile.sm)
     total, how = cuda_total_gib(gpu, profile)
-    return Rank(total_gib=total, index=None, card=profile.id, sm=profile.sm, unified=profile.unified_memory, how=how, kv_dtypes=profile.kv_dtypes)
+    return Rank(total_gib=total, index=None, card=profile.id, sm=profile.sm, unified=profile.unified_memory, how=how, kv_dtypes=profile.kv_dtypes,
+                nvswitch=_on_nvswitch(profile), nvml_name=profile.nvml_names[0], nvml_total_gib=profile.total_mib / 1024 if profile.total_mib else None)
 
 
 def knobs_for(entry: CatalogEntry, spec: ModelSpec | None, *, max_model_len: int | None = None) -> Knobs:
@@ -86,6 +101,8 @@ def knobs_for(entry: CatalogEntry, spec: ModelSpec | None, *, max_model_len: int
         block_size=entry.block_size,
         enforce_eager=entry.enforce_eager,
         version=parse_version(entry.engine_version) or parse_version(entry.image),
+        extra_args=tuple(entry.extra_args or ()),
+        hybrid_kv_env=(entry.env or {}).get("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE") in ("1", "true", "True"),
         weights_bytes=weights_bytes,
         weights_how=how,
         quantized=any(q in variant for q in _QUANTISED),
@@ -134,9 +151,11 @@ def fit_on_cards(entry: CatalogEntry, card_ids: list[str], *, max_model_len: int
     return _fit_entry(entry, [rank_for_card(c) for c in card_ids], max_model_len=max_model_len, catalog=catalog)
 
 
-def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs) -> FitReport:
-    """Price any model on CUDA totals given in GiB (`c3 fit --config`)."""
-    ranks = [Rank(total_gib=t, card=f"{t:g} GiB") for t in totals_gib]
+def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs, *, gpu_name: str | None = None) -> FitReport:
+    """Price any model on CUDA totals given in GiB (`c3 fit --config`); `gpu_name` is the NVML name
+    when known (vLLM's batch defaults and the interconnect depend on it)."""
+    profile = match_card(Gpu(index=0, uuid="GPU-config", name=gpu_name, total_mib=None)) if gpu_name else None
+    ranks = [Rank(total_gib=t, card=f"{t:g} GiB", nvml_name=gpu_name, nvswitch=_on_nvswitch(profile)) for t in totals_gib]
     if knobs.weights_bytes is None and knobs.weights_gib is None:
         from backend.catalog.params import estimated_weight_bytes
         from dataclasses import replace

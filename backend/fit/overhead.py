@@ -9,11 +9,12 @@ forward pass over `B = max_num_batched_tokens` tokens, then a dummy sampler pass
 `S = max_num_seqs` rows of `V = vocab` logits. The peak is the larger of the two:
 - forward: the residual stream and norms `B × 4·hidden × 2 B`, plus the MLP transient: dense
   `B × 3·I/TP × 2 B`; MoE the fused-MoE caches `B × top_k × (3·I_expert/TP + hidden) × 2 B`;
-- sampler: `S × V × 38 B` (+ 8 B with TP > 1, where the vocab-parallel logits are gathered): the
+- sampler: `S × V × 38 B`, the same at every TP size (vllm/v1/worker/gpu_model_runner.py
+  `_dummy_sampler_run` samples the gathered, full-vocabulary logits on every rank): the
   logits in the model dtype, their fp32 copy, the top-k/top-p sort (fp32 values + int64 indices),
   softmax/cumsum, the scatter back, the exponential draw. 38 B/logit is what public H100 logs of
   gpt-oss-120b imply (about 7.4 GiB of non-KV memory besides weights at S = 1024, V = 201,088,
-  whatever B was: vllm#23278, vllm#27508); 46 B at TP = 4 for Qwen3-235B-A22B (vllm#21348);
+  whatever B was: vllm#23278, vllm#27508);
 - Gated-DeltaNet hybrids add the chunked-prefill scratch of the linear layers,
   `B × (2·kh·kd + 2·vh·vd)/TP × 8 B` (a 2× RTX 5090 log of a 27B GDN hybrid shows 1.59 GiB of peak
   activation at B = 8192 where the dense terms alone give 0.7: club-3090#1087);
@@ -28,8 +29,16 @@ only materialises the fp32 logits (`S × V × 6 B`); beyond 32 K V0 turned chunk
 small batches (B = 512).
 
 Non-torch memory (`non-torch forward increase`): cuBLAS/attention workspaces and, with TP > 1, NCCL
-and custom all-reduce buffers: 0.25 GiB at TP = 1, 0.75 GiB at TP ≥ 2 (the H100 data show about
-0.1–0.35 and 0.5; vllm#10517 logged 0.35 at TP = 1 on V0, inside the margin of the floor above).
+and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced per version and fabric:
+- TP = 1: 0.15 GiB on V1 (0.13 logged on H100 for four models, llm-d-benchmark
+  empirical-vllm-memory-results.md); 0.35 on V0 (vllm#10517).
+- TP > 1 on NVSwitch boards (HGX A100/H100/H200/B200), where NCCL maps NVLS buffers: 0.6 GiB from
+  v0.11 (0.55 logged for Llama-3.3-70B-FP8 at TP = 2 on H100, llm-d); 2.1 GiB for v0.8–v0.10 (after
+  vllm#19312 reused V0's profiler: 2.04 logged for Qwen3-235B-FP8 at TP = 4 on H200, vllm#21429);
+  3.6 GiB on V0 (3.58 at TP = 2 on H100, vllm#10511).
+- TP > 1 on PCIe cards: 0.5 GiB (0.25 logged on 2× RTX 4090, vllm#13061).
+A TP set whose fabric is unknown is priced as NVSwitch when its cards hold ≥ 38 GiB (an SXM
+A100-40GB is the smallest such board), else as PCIe.
 
 CUDA graphs (budgeted from v0.21; earlier versions carve graph memory after the KV pool, so the term
 is 0 there and the physical headroom check covers it): `0.2 GiB + 0.012 GiB × layers_on_rank`, ×1.5
@@ -55,14 +64,19 @@ from backend.models import ModelSpec
 GIB = 1024**3
 ACTIVATION_FLOOR_GIB = 0.15
 SAMPLER_BYTES_PER_LOGIT = 38
-SAMPLER_TP_EXTRA_BYTES = 8
 V0_SAMPLER_BYTES_PER_LOGIT = 6
 V1_FROM = (0, 8)
 GDN_PREFILL_BYTES = 8
 ENCODER_PEAK_GIB = 0.5
 ENCODER_CACHE_TOKENS = 16384
-NON_TORCH_TP1_GIB = 0.25
-NON_TORCH_TP_GIB = 0.75
+NON_TORCH_TP1_GIB = 0.15
+NON_TORCH_V0_TP1_GIB = 0.35
+NON_TORCH_PCIE_TP_GIB = 0.5
+NON_TORCH_NVSWITCH_TP_GIB = 0.6
+NON_TORCH_NVSWITCH_V08_GIB = 2.1
+NON_TORCH_NVSWITCH_V0_GIB = 3.6
+NVLS_SMALL_FROM = (0, 11)
+NVSWITCH_ASSUMED_FROM_GIB = 38.0
 GRAPH_BASE_GIB = 0.2
 GRAPH_PER_LAYER_GIB = 0.012
 GRAPH_MOE_FACTOR = 1.5
@@ -98,7 +112,8 @@ def activation_gib(
 ) -> float:
     """Predicted torch activation peak of vLLM's profile run on one rank."""
     tokens = max_num_batched_tokens
-    per_logit = SAMPLER_BYTES_PER_LOGIT + (SAMPLER_TP_EXTRA_BYTES if tp > 1 else 0)
+    # Every TP rank samples the full (gathered) vocabulary: the dummy sampler run is the same at any TP.
+    per_logit = SAMPLER_BYTES_PER_LOGIT
     if version is not None and version < V1_FROM:
         length = max_model_len or tokens
         tokens = length if length <= 32768 else 512
@@ -114,9 +129,19 @@ def activation_gib(
     return ACTIVATION_FLOOR_GIB + (peak + encoder_cache) / GIB
 
 
-def non_torch_gib(*, tp: int, pp: int) -> float:
+def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: float = 0.0, version: tuple[int, int] | None = None) -> float:
     """Non-torch memory growth (NCCL, custom all-reduce, workspaces) on one rank."""
-    return NON_TORCH_TP1_GIB if tp * pp == 1 else NON_TORCH_TP_GIB
+    if tp * pp == 1:
+        return NON_TORCH_V0_TP1_GIB if version is not None and version < V1_FROM else NON_TORCH_TP1_GIB
+    if nvswitch is None:
+        nvswitch = total_gib >= NVSWITCH_ASSUMED_FROM_GIB
+    if not nvswitch:
+        return NON_TORCH_PCIE_TP_GIB
+    if version is not None and version < V1_FROM:
+        return NON_TORCH_NVSWITCH_V0_GIB
+    if version is not None and version < NVLS_SMALL_FROM:
+        return NON_TORCH_NVSWITCH_V08_GIB
+    return NON_TORCH_NVSWITCH_TP_GIB
 
 
 def cudagraph_gib(spec: ModelSpec, *, pp: int, enforce_eager: bool, version: tuple[int, int] | None) -> float:
@@ -144,12 +169,14 @@ def overheads(
     enforce_eager: bool = False,
     version: tuple[int, int] | None = None,
     max_model_len: int | None = None,
+    nvswitch: bool | None = None,
+    total_gib: float = 0.0,
 ) -> Overheads:
     """All three terms for one rank."""
     return Overheads(
         activation_gib=activation_gib(
             spec, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, version=version, max_model_len=max_model_len
         ),
-        non_torch_gib=non_torch_gib(tp=tp, pp=pp),
+        non_torch_gib=non_torch_gib(tp=tp, pp=pp, nvswitch=nvswitch, total_gib=total_gib, version=version),
         cudagraph_gib=cudagraph_gib(spec, pp=pp, enforce_eager=enforce_eager, version=version),
     )
