@@ -31,7 +31,8 @@ small batches (B = 512).
 Non-torch memory (`non-torch forward increase`): cuBLAS/attention workspaces and, with TP > 1, NCCL
 and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced per version and fabric:
 - TP = 1: 0.15 GiB on V1 (0.13 logged on H100 for four models, llm-d-benchmark
-  empirical-vllm-memory-results.md); 0.35 on V0 (vllm#10517).
+  empirical-vllm-memory-results.md); on V0 0.35 on consumer cards (vllm#10517) but 1.8 on HGX
+  boards (1.79 logged for Llama-3-8B on H100, vllm#10511).
 - TP > 1 on NVSwitch boards (HGX A100/H100/H200/B200), where NCCL maps NVLS buffers: 0.6 GiB from
   v0.11 (0.55 logged for Llama-3.3-70B-FP8 at TP = 2 on H100, llm-d); 2.1 GiB for v0.8–v0.10 (after
   vllm#19312 reused V0's profiler: 2.04 logged for Qwen3-235B-FP8 at TP = 4 on H200, vllm#21429);
@@ -48,7 +49,7 @@ transient that grows with max_num_batched_tokens: vllm#50780); 0 with `--enforce
 (vllm#50722); the formula stays at or above them for the same layer counts.
 
 Calibration: `bench/fit_accuracy.py` replays every public boot log collected in
-`bench/data/bootlogs.yaml` (each cited) and prints predicted vs logged available KV memory. The
+`bench/data/bootlogs-calibration.yaml` and, out of sample, `bootlogs-validation.yaml` (each cited) and prints predicted vs logged available KV memory. The
 sampler coefficient and the load factors were fitted to those points, so the figures there are
 in-sample: five full points (RTX 3090 V0 ×2, gpt-oss-120b on H100 ×2, Qwen3-235B-FP8 on 4× H100),
 median |error| 0.20 GiB, every one pessimistic (−0.07 to −0.28 GiB). Untested corners, priced on
@@ -71,6 +72,7 @@ ENCODER_PEAK_GIB = 0.5
 ENCODER_CACHE_TOKENS = 16384
 NON_TORCH_TP1_GIB = 0.15
 NON_TORCH_V0_TP1_GIB = 0.35
+NON_TORCH_V0_HGX_TP1_GIB = 1.8
 NON_TORCH_PCIE_TP_GIB = 0.5
 NON_TORCH_NVSWITCH_TP_GIB = 0.6
 NON_TORCH_NVSWITCH_V08_GIB = 2.1
@@ -114,11 +116,14 @@ def activation_gib(
     tokens = max_num_batched_tokens
     # Every TP rank samples the full (gathered) vocabulary: the dummy sampler run is the same at any TP.
     per_logit = SAMPLER_BYTES_PER_LOGIT
+    width_tp = tp
     if version is not None and version < V1_FROM:
         length = max_model_len or tokens
         tokens = length if length <= 32768 else 512
         per_logit = V0_SAMPLER_BYTES_PER_LOGIT
-    forward = tokens * 2 * (4 * spec.hidden_size + _transient_width(spec, tp))
+        # V0's peak did not shrink with TP (1.26 GiB at TP 1 and TP 2 for Llama-3-8B, vllm#10511).
+        width_tp = 1
+    forward = tokens * 2 * (4 * spec.hidden_size + _transient_width(spec, width_tp))
     if spec.layer_types and "linear_attention" in spec.layer_types:
         kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
         kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
@@ -131,10 +136,12 @@ def activation_gib(
 
 def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: float = 0.0, version: tuple[int, int] | None = None) -> float:
     """Non-torch memory growth (NCCL, custom all-reduce, workspaces) on one rank."""
-    if tp * pp == 1:
-        return NON_TORCH_V0_TP1_GIB if version is not None and version < V1_FROM else NON_TORCH_TP1_GIB
     if nvswitch is None:
         nvswitch = total_gib >= NVSWITCH_ASSUMED_FROM_GIB
+    if tp * pp == 1:
+        if version is not None and version < V1_FROM:
+            return NON_TORCH_V0_HGX_TP1_GIB if nvswitch else NON_TORCH_V0_TP1_GIB
+        return NON_TORCH_TP1_GIB
     if not nvswitch:
         return NON_TORCH_PCIE_TP_GIB
     if version is not None and version < V1_FROM:

@@ -11,7 +11,7 @@ from backend.fit import fit_config
 from backend.fit.kvspec import kv_layout
 from backend.fit.plan import Knobs, parse_version
 
-DATA = Path(__file__).resolve().parents[2] / "bench" / "data" / "bootlogs.yaml"
+DATA = Path(__file__).resolve().parents[2] / "bench" / "data" / "bootlogs-calibration.yaml"
 GIB = 2**30
 
 
@@ -30,7 +30,7 @@ def test_available_kv_is_close_and_never_optimistic_by_more_than_1_gib():
     for p in full:
         spec = shipped_spec(p["model"])
         v = next(v for v in spec.weights if v.name == p["weights"])
-        knobs = Knobs(engine=p.get("engine", "vllm"), tp=p.get("tp", 1), util=p["util"], max_model_len=p["max_model_len"],
+        knobs = Knobs(engine=p.get("engine", "vllm"), tp=p.get("tp", 1), util=p["util"], max_model_len=p.get("max_model_len"),
                       max_num_seqs=p.get("max_num_seqs"), max_num_batched_tokens=p.get("max_num_batched_tokens"),
                       version=parse_version(p.get("version")),
                       weights_bytes=v.bytes, quantized=v.name != "bf16")
