@@ -100,7 +100,7 @@ def kv_check(point, spec):
 def full_errors(points, label):
     """Print the available-KV table of one split; return (errors, errors with logged weights)."""
     print(f"\n[{label}] available KV memory per rank (GiB): predicted vs logged; error = predicted − logged (+ = optimistic)")
-    print(f"{'point':<30}{'gpu':<16}{'tp':>3}{'logged':>9}{'pred':>9}{'err':>8}{'pred|W':>9}{'err|W':>8}  weights pred/logged  act pred/logged  non-torch pred/logged")
+    print(f"{'point':<30}{'gpu':<16}{'tp':>3}{'logged':>9}{'pred':>9}{'err':>8}{'pred|W':>9}{'err|W':>8}  weights pred/logged  act pred/logged  non-torch pred/logged  verdict")
     errors, errors_w = [], []
     for p in points:
         if p["kind"] != "full":
@@ -123,7 +123,7 @@ def full_errors(points, label):
             line += f"{'':>9}{'':>8}"
         g = report.gpus[0]
         line += f"  {g.weights_gib:.2f}/{w_logged if w_logged is not None else '-'}"
-        line += f"  {g.activation_gib:.2f}/{p['logged'].get('activation_gib', '-')}  {g.non_torch_gib:.2f}/{p['logged'].get('non_torch_gib', '-')}"
+        line += f"  {g.activation_gib:.2f}/{p['logged'].get('activation_gib', '-')}  {g.non_torch_gib:.2f}/{p['logged'].get('non_torch_gib', '-')}  {report.verdict}"
         print(line)
     if errors:
         optimistic = sum(1 for e in errors if e > 0)

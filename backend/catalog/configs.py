@@ -136,6 +136,15 @@ def _mamba_fields(cfg: dict[str, Any], hidden: int, kinds: tuple[str, ...] | Non
     }
 
 
+def _tied(cfg: dict[str, Any], model_type: str) -> bool:
+    """`tie_word_embeddings`, with the transformers default when the config omits it: True for the
+    Gemma family (GemmaConfig/Gemma2Config/Gemma3TextConfig), False elsewhere."""
+    value = cfg.get("tie_word_embeddings")
+    if isinstance(value, bool):
+        return value
+    return model_type.startswith("gemma")
+
+
 def _unpriced(cfg: dict[str, Any], model_type: str) -> str | None:
     """Architectures whose engine-side KV layout c3 does not model (priced `unknown`, never `fits`)."""
     if model_type == "deepseek_v32" or cfg.get("index_topk") is not None:
@@ -230,7 +239,7 @@ def spec_from_config(raw: dict[str, Any], *, repo: str = "", source: str = "") -
         shared_expert_intermediate_size=_int(cfg, "shared_expert_intermediate_size"),
         num_shared_experts=_int(cfg, "n_shared_experts"),
         first_k_dense_replace=_int(cfg, "first_k_dense_replace"),
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        tie_word_embeddings=_tied(cfg, model_type),
         attention_chunk_size=_int(cfg, "attention_chunk_size"),
         mamba_ssm_dtype=next((cfg[k] for k in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype") if isinstance(cfg.get(k), str) and cfg[k] != "auto"), None),
         quant_method=str(quant.get("quant_method")) if quant and quant.get("quant_method") else None,

@@ -74,6 +74,9 @@ def _mlp_params(spec: ModelSpec, cfg: dict[str, Any], layer: int) -> tuple[int, 
         shared = 3 * h * spec.shared_expert_intermediate_size + h
     elif spec.num_shared_experts:
         shared = spec.num_shared_experts * 3 * h * width
+    elif spec.model_type.startswith("llama4"):
+        # transformers Llama4TextMoe: one shared expert of `intermediate_size` beside the routed ones.
+        shared = 3 * h * (spec.intermediate_size or width)
     return routed + shared + h * experts, routed
 
 

@@ -9,12 +9,13 @@ forward pass over `B = max_num_batched_tokens` tokens, then a dummy sampler pass
 `S = max_num_seqs` rows of `V = vocab` logits. The peak is the larger of the two:
 - forward: the residual stream and norms `B × 4·hidden × 2 B`, plus the MLP transient: dense
   `B × 3·I/TP × 2 B`; MoE the fused-MoE caches `B × top_k × (3·I_expert/TP + hidden) × 2 B`;
-- sampler: `S × V × 38 B`, the same at every TP size (vllm/v1/worker/gpu_model_runner.py
-  `_dummy_sampler_run` samples the gathered, full-vocabulary logits on every rank): the
-  logits in the model dtype, their fp32 copy, the top-k/top-p sort (fp32 values + int64 indices),
-  softmax/cumsum, the scatter back, the exponential draw. 38 B/logit is what public H100 logs of
-  gpt-oss-120b imply (about 7.4 GiB of non-KV memory besides weights at S = 1024, V = 201,088,
-  whatever B was: vllm#23278, vllm#27508);
+- sampler: `S × V × b` bytes, the same at every TP size (vllm/v1/worker/gpu_model_runner.py
+  `_dummy_sampler_run` samples the gathered, full-vocabulary logits on every rank): the logits,
+  their fp32 copy, the top-k/top-p sort, softmax/cumsum, the scatter back. `b` is 38 B/logit up
+  to v0.16 (gpt-oss-120b on H100, vllm#23278/#27508; Qwen3-14B on H100 v0.15/v0.16: 5.64 GiB at
+  S = 1024, V = 151,936) and 15 B/logit from v0.17 (the same Qwen3-14B: 2.23 GiB on v0.17/v0.18;
+  Llama-3.1-8B on v0.19: 1.89 GiB, i.e. 14.2 B + the floor; +5 % margin) — llm-d-planner
+  accuracy/results version-sweep and v0.19.0 runs; an unknown version is priced at 38 B;
 - Gated-DeltaNet hybrids add the chunked-prefill scratch of the linear layers,
   `B × (2·kh·kd + 2·vh·vd)/TP × 8 B` (a 2× RTX 5090 log of a 27B GDN hybrid shows 1.59 GiB of peak
   activation at B = 8192 where the dense terms alone give 0.7: club-3090#1087);
@@ -30,13 +31,14 @@ small batches (B = 512).
 
 Non-torch memory (`non-torch forward increase`): cuBLAS/attention workspaces and, with TP > 1, NCCL
 and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced per version and fabric:
-- TP = 1: 0.15 GiB on V1 (0.13 logged on H100 for four models, llm-d-benchmark
-  empirical-vllm-memory-results.md); on V0 0.35 on consumer cards (vllm#10517) but 1.8 on HGX
-  boards (1.79 logged for Llama-3-8B on H100, vllm#10511).
-- TP > 1 on NVSwitch boards (HGX A100/H100/H200/B200), where NCCL maps NVLS buffers: 0.6 GiB from
-  v0.11 (0.55 logged for Llama-3.3-70B-FP8 at TP = 2 on H100, llm-d); 2.1 GiB for v0.8–v0.10 (after
-  vllm#19312 reused V0's profiler: 2.04 logged for Qwen3-235B-FP8 at TP = 4 on H200, vllm#21429);
-  3.6 GiB on V0 (3.58 at TP = 2 on H100, vllm#10511).
+- TP = 1 (and pipeline-only sets, whose stages only send activations: 0.07 logged at PP 2/4):
+  0.15 GiB up to v0.17 (0.13 logged on H100 up to v0.17, llm-d-planner version sweep), 0.25 from
+  v0.18 (0.24–0.27 logged on v0.18/v0.19); on V0 0.35 on consumer cards (vllm#10517) but 1.8 on
+  HGX boards (1.79 for Llama-3-8B on H100, vllm#10511).
+- TP > 1 on NVSwitch boards (HGX A100/H100/H200/B200), where NCCL maps NVLS buffers: 2.2 GiB on V1
+  (2.04 at TP 4 on H200 v0.9.2, vllm#21429; 2.07/2.13 for Llama-3.1-8B at TP 2/4 on H100 v0.19,
+  llm-d-planner; one llm-d-benchmark H100 TP 2 log shows 0.55, so this errs high there); 3.6 GiB on
+  V0 (3.58 at TP 2 on H100, vllm#10511).
 - TP > 1 on PCIe cards: 0.5 GiB (0.25 logged on 2× RTX 4090, vllm#13061).
 A TP set whose fabric is unknown is priced as NVSwitch when its cards hold ≥ 38 GiB (an SXM
 A100-40GB is the smallest such board), else as PCIe.
@@ -65,19 +67,21 @@ from backend.models import ModelSpec
 GIB = 1024**3
 ACTIVATION_FLOOR_GIB = 0.15
 SAMPLER_BYTES_PER_LOGIT = 38
+SAMPLER_V017_BYTES_PER_LOGIT = 15
+SMALL_SAMPLER_FROM = (0, 17)
 V0_SAMPLER_BYTES_PER_LOGIT = 6
 V1_FROM = (0, 8)
 GDN_PREFILL_BYTES = 8
 ENCODER_PEAK_GIB = 0.5
 ENCODER_CACHE_TOKENS = 16384
-NON_TORCH_TP1_GIB = 0.15
+NON_TORCH_TP1_GIB = 0.25
+NON_TORCH_TP1_OLD_GIB = 0.15
+NON_TORCH_TP1_GREW_FROM = (0, 18)
 NON_TORCH_V0_TP1_GIB = 0.35
 NON_TORCH_V0_HGX_TP1_GIB = 1.8
 NON_TORCH_PCIE_TP_GIB = 0.5
-NON_TORCH_NVSWITCH_TP_GIB = 0.6
-NON_TORCH_NVSWITCH_V08_GIB = 2.1
+NON_TORCH_NVSWITCH_TP_GIB = 2.2
 NON_TORCH_NVSWITCH_V0_GIB = 3.6
-NVLS_SMALL_FROM = (0, 11)
 NVSWITCH_ASSUMED_FROM_GIB = 38.0
 GRAPH_BASE_GIB = 0.2
 GRAPH_PER_LAYER_GIB = 0.012
@@ -115,7 +119,8 @@ def activation_gib(
     """Predicted torch activation peak of vLLM's profile run on one rank."""
     tokens = max_num_batched_tokens
     # Every TP rank samples the full (gathered) vocabulary: the dummy sampler run is the same at any TP.
-    per_logit = SAMPLER_BYTES_PER_LOGIT
+    # An unknown version is priced with the older, larger warm-up (the safe side).
+    per_logit = SAMPLER_V017_BYTES_PER_LOGIT if version is not None and version >= SMALL_SAMPLER_FROM else SAMPLER_BYTES_PER_LOGIT
     width_tp = tp
     if version is not None and version < V1_FROM:
         length = max_model_len or tokens
@@ -138,17 +143,14 @@ def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: 
     """Non-torch memory growth (NCCL, custom all-reduce, workspaces) on one rank."""
     if nvswitch is None:
         nvswitch = total_gib >= NVSWITCH_ASSUMED_FROM_GIB
-    if tp * pp == 1:
-        if version is not None and version < V1_FROM:
+    v0 = version is not None and version < V1_FROM
+    if tp == 1:
+        if v0:
             return NON_TORCH_V0_HGX_TP1_GIB if nvswitch else NON_TORCH_V0_TP1_GIB
-        return NON_TORCH_TP1_GIB
+        return NON_TORCH_TP1_OLD_GIB if version is not None and version < NON_TORCH_TP1_GREW_FROM else NON_TORCH_TP1_GIB
     if not nvswitch:
         return NON_TORCH_PCIE_TP_GIB
-    if version is not None and version < V1_FROM:
-        return NON_TORCH_NVSWITCH_V0_GIB
-    if version is not None and version < NVLS_SMALL_FROM:
-        return NON_TORCH_NVSWITCH_V08_GIB
-    return NON_TORCH_NVSWITCH_TP_GIB
+    return NON_TORCH_NVSWITCH_V0_GIB if v0 else NON_TORCH_NVSWITCH_TP_GIB
 
 
 def cudagraph_gib(spec: ModelSpec, *, pp: int, enforce_eager: bool, version: tuple[int, int] | None) -> float:

@@ -56,8 +56,8 @@ class Knobs:
     extra_notes: tuple[str, ...] = field(default_factory=tuple)
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     """The slug's extra engine flags (llama.cpp: `-kvu`, `--swa-full`, a draft model)."""
-    hybrid_kv_env: bool = False
-    """VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 is set (Llama 4 keeps the hybrid manager)."""
+    hybrid_kv_env: bool | None = None
+    """VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as set in the slug's env (None: the version's default)."""
 
 
 def parse_version(text: str | None) -> tuple[int, int] | None:

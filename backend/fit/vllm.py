@@ -27,6 +27,10 @@ UNIFIED_FREE_GIB = 102.0
 HYBRID_MANAGER_FROM = (0, 10)
 """vLLM's hybrid KV-cache manager (per-kind groups) shipped in v0.10; before it, mixed sliding/chunked
 stacks were unified to full attention (every layer keeps every token)."""
+CHUNKED_HYBRID_DEFAULT_FROM = (0, 19)
+"""VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaulted to off when it was added (vllm#21761,
+v0.10) and was later flipped on (vllm#29627); v0.19 logs show it on. Versions in between are priced
+with it off (the pessimistic reading)."""
 
 
 def default_batching(nvml_total_gib: float, gpu_name: str | None) -> tuple[int, int, str | None]:
@@ -44,18 +48,25 @@ def default_batching(nvml_total_gib: float, gpu_name: str | None) -> tuple[int, 
 
 
 def hybrid_manager_on(spec: ModelSpec, knobs: Knobs) -> tuple[bool, str | None]:
-    """Whether vLLM keeps per-kind KV groups, and why not. vllm/config/vllm.py: with chunked local
-    attention (Llama 4) the hybrid manager is disabled ("There is a latency regression when using
+    """Whether vLLM keeps per-kind KV groups, and why not. vllm/config/vllm.py turns the hybrid
+    manager off for chunked local attention (Llama 4: "There is a latency regression when using
     chunked local attention with the hybrid KV cache manager") unless
-    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; `unify_hybrid_kv_cache_specs` then turns
-    every sliding/chunked layer into a full-attention one."""
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is set — its default changed between
+    versions — and for KV connectors that do not support it; `unify_hybrid_kv_cache_specs` then
+    turns every sliding/chunked layer into a full-attention one."""
     kinds = set(spec.layer_types or ())
     if not kinds & {"sliding_attention", "chunked_attention"}:
         return True, None
     if knobs.version is not None and knobs.version < HYBRID_MANAGER_FROM:
         return False, f"vLLM {knobs.version[0]}.{knobs.version[1]} predates the hybrid KV manager: sliding/chunked layers priced as full attention"
-    if "chunked_attention" in kinds and not knobs.hybrid_kv_env:
-        return False, "chunked local attention: vLLM disables its hybrid KV manager unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1, so every layer is priced as full attention"
+    if any(a.startswith("--kv-transfer-config") for a in knobs.extra_args):
+        return False, "a KV connector is configured: vLLM turns the hybrid KV manager off for connectors without support for it, so every layer is priced as full attention"
+    if "chunked_attention" in kinds:
+        env = knobs.hybrid_kv_env
+        default_on = knobs.version is not None and knobs.version >= CHUNKED_HYBRID_DEFAULT_FROM
+        if env is False or (env is None and not default_on):
+            why = "off" if knobs.version is not None or env is False else "default unknown without an engine version"
+            return False, f"chunked local attention: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE {why}, so vLLM may run without the hybrid KV manager: every layer is priced as full attention"
     return True, None
 
 
