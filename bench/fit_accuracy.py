@@ -166,7 +166,9 @@ def main() -> int:
         if p["kind"] != "weights" and "weights_gib" not in p["logged"]:
             continue
         spec = spec_of(p)
-        v = variant(spec, p["weights"])
+        v = variant(spec, p.get("weights"))
+        if v is None:
+            continue  # no weights row: the available-KV table shows the config-shape estimate
         pred = rank_weights_gib(spec, v.bytes, tp=p.get("tp", 1), pp=p.get("pp", 1), quantized=v.name not in ("bf16", "fp16"))[0]
         logged = p["logged"]["weights_gib"]
         print(f"{p['id'][:29]:<30}tp {p.get('tp', 1):<3}{pred:>9.3f}{logged:>10.4f}{pred - logged:>+9.3f}")

@@ -11,6 +11,11 @@ config says it another way:
   Gated DeltaNet (`linear_attention`).
 - Llama 4: `attention_chunk_size` with every 4th layer global (`no_rope_layers` default).
 - Qwen2/Qwen3 write `sliding_window` with `use_sliding_window: false`: no sliding layers.
+- Gemma 2 without `layer_types`: sliding on even layers, global on odd (transformers' default).
+- Nemotron-H: `hybrid_override_pattern` (`M` Mamba-2, `*` attention, `-`/`E` MLP → `mlp`, no cache);
+  `layers_block_type` lists; Jamba: attention iff `i % attn_layer_period == attn_layer_offset`, the
+  rest Mamba-1 (`mamba`).
+- DeepSeek-V3.2 (`index_topk`) and parallel attention+SSM hybrids are marked `unpriced`.
 """
 
 from __future__ import annotations

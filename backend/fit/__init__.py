@@ -13,11 +13,11 @@ custom entries cannot be priced (verdict unknown).
 Verdicts: `fits` — boots and holds at least one max_model_len request with margin; `tight` — boots
 on paper but within the estimate's error band (0.75 GiB of KV for vLLM), or with under 1 GiB of
 physical headroom outside the budget, or a GB10 budget above what its unified memory usually has
-free; `wont-fit` — no KV memory left on some rank, or one request of max_model_len does not fit
+free, or on a weight size estimated from config.json shapes (never measured); `wont-fit` — no KV memory left on some rank, or one request of max_model_len does not fit
 (the largest context that does is reported); `incompatible-hw` — a GPU below the slug's required
 compute capability (and its fallback), mixed architectures where the slug needs one, or a KV dtype
-the card's kernels lack; `unknown` — no memory figure for a GPU, no model spec or weight size, or
-a custom entry. CLI exit codes follow: 0 for fits/tight, 1 otherwise.
+the card's kernels lack; `unknown` — no memory figure for a GPU, no model spec or weight size, an
+architecture whose KV layout is not modelled (`ModelSpec.unpriced`), or a custom entry. CLI exit codes follow: 0 for fits/tight, 1 otherwise.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ cells of its layers (`n_ctx` cells padded to 256 for full layers; SWA layers hol
 `min(n_ctx, pad(window × n_seq + n_ubatch, 256))` cells; recurrent layers a fixed state per
 sequence) + compute buffer (logits of one ubatch over the vocabulary plus the graph's scratch) +
 CUDA context (~0.4 GiB, never logged) must stay under the device total minus llama.cpp's own 1 GiB
-fit margin. `--ctx-size` is shared by the `--parallel` slots, so tokens are not per slot.
+fit margin. `--ctx-size` is shared by the `--parallel` slots, so tokens are not per slot; with `-np`
+left at 1 the server runs 4 slots over one unified pool, with `-np N > 1` N streams of `ctx/N`
+(`server_slots`).
 """
 
 from __future__ import annotations

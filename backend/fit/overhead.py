@@ -50,12 +50,11 @@ transient that grows with max_num_batched_tokens: vllm#50780); 0 with `--enforce
 (club-3090#127, #1087), 0.36 GiB on L40S TP=2 (gpustack/runner#251), 1.3 GiB on an H100 MoE
 (vllm#50722); the formula stays at or above them for the same layer counts.
 
-Calibration: `bench/fit_accuracy.py` replays every public boot log collected in
-`bench/data/bootlogs-calibration.yaml` and, out of sample, `bootlogs-validation.yaml` (each cited) and prints predicted vs logged available KV memory. The
-sampler coefficient and the load factors were fitted to those points, so the figures there are
-in-sample: five full points (RTX 3090 V0 ×2, gpt-oss-120b on H100 ×2, Qwen3-235B-FP8 on 4× H100),
-median |error| 0.20 GiB, every one pessimistic (−0.07 to −0.28 GiB). Untested corners, priced on
-the safe side: V1 on 24 GB cards at S = 256 (no public log with all flags found), GDN hybrids.
+Calibration: the constants above were fitted on `bench/data/bootlogs-calibration.yaml` only (each
+row names what it fitted); `bench/data/bootlogs-validation.yaml` holds out-of-sample boot logs no
+constant was fitted to, and `bench/fit_accuracy.py` reports the two splits apart (bench/RESULTS.md).
+Known gaps, priced on the safe side: MoE and MLA forward transients run 0.3–0.4 GiB above this model
+(Qwen3-30B-A3B, DeepSeek-V2-Lite on v0.19), covered by the sampler term only while it dominates.
 """
 
 from __future__ import annotations
