@@ -39,7 +39,9 @@ and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced pe
   (2.04 at TP 4 on H200 v0.9.2, vllm#21429; 2.07/2.13 for Llama-3.1-8B at TP 2/4 on H100 v0.19,
   llm-d-planner; one llm-d-benchmark H100 TP 2 log shows 0.55, so this errs high there); 3.6 GiB on
   V0 (3.58 at TP 2 on H100, vllm#10511).
-- TP > 1 on PCIe cards: 0.5 GiB (0.25 logged on 2× RTX 4090, vllm#13061).
+- TP > 1 on PCIe cards: 0.75 GiB (2× RTX 5090, TP 2, v0.26: "15.03 GiB for consumed memory (weights +
+  non-torch)" in club-3090#1087 with 14.28 GiB of weights per GPU for the same checkpoint in
+  vllm-project/recipes#810 leaves 0.75; V0 on 2× RTX 4090 logged 0.25, vllm#13061).
 A TP set whose fabric is unknown is priced as NVSwitch when its cards hold ≥ 38 GiB (an SXM
 A100-40GB is the smallest such board), else as PCIe.
 
@@ -78,7 +80,7 @@ NON_TORCH_TP1_OLD_GIB = 0.15
 NON_TORCH_TP1_GREW_FROM = (0, 18)
 NON_TORCH_V0_TP1_GIB = 0.35
 NON_TORCH_V0_HGX_TP1_GIB = 1.8
-NON_TORCH_PCIE_TP_GIB = 0.5
+NON_TORCH_PCIE_TP_GIB = 0.75
 NON_TORCH_NVSWITCH_TP_GIB = 2.2
 NON_TORCH_NVSWITCH_V0_GIB = 3.6
 NVSWITCH_ASSUMED_FROM_GIB = 38.0
