@@ -59,19 +59,6 @@ def knobs(point, spec, weights_gib=None):
         weights_bytes=v.bytes if v else None,
         weights_gib=weights_gib,
         quantized=v is not None and v.name not in ("bf16", "fp16"),
-    ) if False else Knobs(
-        engine=point.get("engine", "vllm"),
-        tp=point.get("tp", 1),
-        pp=point.get("pp", 1),
-        util=point["util"],
-        max_model_len=point.get("max_model_len"),
-        max_num_seqs=point.get("max_num_seqs"),
-        max_num_batched_tokens=point.get("max_num_batched_tokens"),
-        kv_cache_dtype=point.get("kv_cache_dtype", "auto"),
-        version=parse_version(point.get("version")),
-        weights_bytes=v.bytes if v else None,
-        weights_gib=weights_gib,
-        quantized=v is not None and v.name not in ("bf16", "fp16"),
     )
 
 

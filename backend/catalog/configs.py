@@ -141,6 +141,38 @@ def _mamba_fields(cfg: dict[str, Any], hidden: int, kinds: tuple[str, ...] | Non
     }
 
 
+def _rope_positions(scaling: Any, max_positions: int) -> int:
+    """Rows of one rotary cos/sin cache. vLLM `rotary_embedding/`: linear and dynamic-NTK scaling build
+    `max_position × factor` rows (`LinearScalingRotaryEmbedding._compute_cos_sin_cache`), YaRN and
+    DeepSeek-YaRN `original_max_position_embeddings × factor`; default, llama3 and the rest `max_position`."""
+    if not isinstance(scaling, dict):
+        return max_positions
+    kind = str(scaling.get("rope_type") or scaling.get("type") or "default")
+    factor = float(scaling.get("factor") or 1.0)
+    if kind in ("linear", "dynamic"):
+        return int(max_positions * factor)
+    if kind in ("yarn", "deepseek_yarn"):
+        return int(int(scaling.get("original_max_position_embeddings") or max_positions) * factor)
+    return max_positions
+
+
+def _rope_cache_bytes(cfg: dict[str, Any], model_type: str, head_dim: int, max_positions: int, dtype_bytes: int) -> int:
+    """Bytes of the rotary caches one rank builds while loading (a buffer of `positions × rotary_dim` in
+    the model dtype per distinct rope; vLLM `RotaryEmbedding.__init__` registers `cos_sin_cache`).
+
+    Llama 4 Scout's 10,485,760 positions × 128 × 2 B = 2.5 GiB per rank is why vLLM logs 53.12 GiB
+    loaded at TP 4 for a 202.4 GiB checkpoint (llm-d-planner v0.19 log); Gemma 3's global rope with
+    linear factor 8 builds 1,048,576 rows. Mamba hybrids without rope (Nemotron-H, Jamba) build none."""
+    if model_type in ("nemotron_h", "jamba"):
+        return 0
+    rotary = _int(cfg, "qk_rope_head_dim") or int(head_dim * float(cfg.get("partial_rotary_factor") or 1.0))
+    total = _rope_positions(cfg.get("rope_scaling"), max_positions) * rotary * dtype_bytes
+    if cfg.get("rope_local_base_freq") is not None:
+        # Gemma 2/3 sliding layers: a second rope with the local base and no scaling.
+        total += max_positions * rotary * dtype_bytes
+    return total
+
+
 def _tied(cfg: dict[str, Any], model_type: str) -> bool:
     """`tie_word_embeddings`, with the transformers default when the config omits it: True for the
     Gemma family (GemmaConfig/Gemma2Config/Gemma3TextConfig), False elsewhere."""
@@ -254,10 +286,15 @@ def spec_from_config(raw: dict[str, Any], *, repo: str = "", source: str = "") -
         unpriced=_unpriced(cfg, model_type),
         **_mamba_fields(cfg, hidden, layer_types),
     )
-    from backend.catalog.params import count_params, count_vision_params
+    from backend.catalog.params import count_params, count_vision_params, served_dtype_bytes
 
     vision = raw.get("vision_config") if isinstance(raw.get("vision_config"), dict) else None
-    return spec.model_copy(update={"param_count": count_params(spec, cfg), "vision_param_count": count_vision_params(vision, spec, raw) if vision else None})
+    rope = _rope_cache_bytes(cfg, model_type, head_dim, spec.max_position_embeddings, served_dtype_bytes(spec.dtype))
+    return spec.model_copy(update={
+        "param_count": count_params(spec, cfg),
+        "vision_param_count": count_vision_params(vision, spec, raw) if vision else None,
+        "rope_cache_bytes": rope,
+    })
 
 
 def load_config_file(path: str | Path, *, repo: str = "") -> ModelSpec:

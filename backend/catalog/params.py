@@ -126,6 +126,8 @@ def count_vision_params(vision: dict[str, Any], spec: ModelSpec, raw: dict[str, 
 
     Within 1 % of the stated counts: SigLIP in Gemma 3 416.9 M, Pixtral in Mistral Small 3.1 403.3 M
     (+ 35.7 M projector) (shared data README)."""
+    if vision.get("model_type") == "llama4_vision_model":
+        return _llama4_vision_params(vision, spec)
     h = int(vision.get("hidden_size") or 1024)
     width = int(vision.get("intermediate_size") or 4 * h)
     layers = int(vision.get("num_hidden_layers") or 24)
@@ -141,6 +143,29 @@ def count_vision_params(vision: dict[str, Any], spec: ModelSpec, raw: dict[str, 
         merge = int(raw.get("spatial_merge_size") or 2)
         projector = h * h * merge * merge + h * text + text * text
     return layers * per_layer + positions + patch_embed + projector
+
+
+def _llama4_vision_params(vision: dict[str, Any], spec: ModelSpec) -> int:
+    """Llama 4's ViT (transformers `Llama4VisionModel`): biased q/k/v/o and fc1/fc2 (GELU, not gated),
+    two biased LayerNorms per layer, an unfold patch linear without bias, class and (patches + 1)
+    position embeddings, pre/post LayerNorms, the pixel-shuffle adapter MLP
+    (`intermediate_size` → `projector_input_dim` → `projector_output_dim`, biased only with
+    `multi_modal_projector_bias`) and the projector to the text width. Scout: 871,932,416, so that
+    with its 107,769,861,120 text parameters the total is the hub's 108,641,793,536."""
+    h = int(vision.get("hidden_size") or 1408)
+    width = int(vision.get("intermediate_size") or 4 * h)
+    layers = int(vision.get("num_hidden_layers") or 34)
+    patch = int(vision.get("patch_size") or 14)
+    image = int(vision.get("image_size") or 336)
+    adapter_in = int(vision.get("projector_input_dim") or 4096)
+    adapter_out = int(vision.get("projector_output_dim") or 4096)
+    out_dim = int(vision.get("vision_output_dim") or adapter_out)
+    per_layer = 4 * (h * h + h) + (h * width + width) + (width * h + h) + 4 * h
+    embeddings = h + ((image // patch) ** 2 + 1) * h + int(vision.get("num_channels") or 3) * patch * patch * h + 4 * h
+    adapter = width * adapter_in + adapter_in * adapter_out
+    if vision.get("multi_modal_projector_bias"):
+        adapter += adapter_in + adapter_out
+    return layers * per_layer + embeddings + adapter + out_dim * spec.hidden_size
 
 
 def expert_params(spec: ModelSpec) -> int:

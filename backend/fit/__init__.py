@@ -128,9 +128,9 @@ def price(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     else:
         report = price_vllm(spec, ranks, knobs)
     if report.verdict == "fits" and knobs.weights_gib is None and knobs.weights_how.startswith("estimated"):
-        # Config-shape counts miss what an engine replicates per rank or loads besides the text
-        # model (Llama-4-Scout at TP 4 loads 53.1 GiB per rank where its 107.8 B parameters give
-        # 50.2: llm-d-planner v0.19 run), so the weights term is not known well enough for `fits`.
+        # Config-shape counts can miss what an engine loads besides the counted tensors (before the
+        # rotary cache and the vision tower were counted, Llama-4-Scout at TP 4 was 2.8 GiB short of
+        # the 53.1 GiB per rank vLLM logged), so the weights term is not known well enough for `fits`.
         reason = "weights estimated from config.json shapes, not measured: pass --weights-gib (vLLM's `Model loading took`) for a firm verdict"
         return report.model_copy(update={"verdict": "tight", "reasons": [reason, *report.reasons]})
     return report

@@ -21,6 +21,13 @@ forward pass over `B = max_num_batched_tokens` tokens, then a dummy sampler pass
   activation at B = 8192 where the dense terms alone give 0.7: club-3090#1087);
 - multimodal checkpoints (vision tower loaded): the encoder profile run, taken as 0.5 GiB inside the
   max(), plus the encoder cache of 16,384 tokens × hidden × 2 B held through the profile;
+- MoE from v0.12: the fused-MoE scratch is no longer freed after the forward pass. The modular kernel
+  takes it from the process-wide `WorkspaceManager` (vllm/v1/worker/workspace.py: one buffer that only
+  grows and lives as long as the worker; `modular_kernel.py` `_allocate_buffers` →
+  `current_workspace_manager().get_simultaneous(...)`, introduced by vllm#27532, merged Dec 2025), so
+  it is still held while the sampler runs: `B × top_k × (max(2·I/TP, hidden) + I/TP) × 2 B` on top of
+  the sampler term (Qwen3-30B-A3B at B = 8192: 0.34 GiB; DeepSeek-V2-Lite: 0.39 GiB). An unknown
+  version is priced with it (the safe side);
 plus a 0.15 GiB floor (attention metadata, torch.compile scratch). At the 24 GB-card defaults
 (S = 256) the sampler term is 1.2–1.9 GiB for 128–200 K vocabularies.
 
@@ -55,8 +62,6 @@ transient that grows with max_num_batched_tokens: vllm#50780); 0 with `--enforce
 Calibration: the constants above were fitted on `bench/data/bootlogs-calibration.yaml` only (each
 row names what it fitted); `bench/data/bootlogs-validation.yaml` holds out-of-sample boot logs no
 constant was fitted to, and `bench/fit_accuracy.py` reports the two splits apart (bench/RESULTS.md).
-Known gaps, priced on the safe side: MoE and MLA forward transients run 0.3–0.4 GiB above this model
-(Qwen3-30B-A3B, DeepSeek-V2-Lite on v0.19), covered by the sampler term only while it dominates.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ SMALL_SAMPLER_FROM = (0, 17)
 V0_SAMPLER_BYTES_PER_LOGIT = 6
 V1_FROM = (0, 8)
 GDN_PREFILL_BYTES = 8
+MOE_WORKSPACE_PERSISTS_FROM = (0, 12)
 ENCODER_PEAK_GIB = 0.5
 ENCODER_CACHE_TOKENS = 16384
 NON_TORCH_TP1_GIB = 0.25
@@ -108,6 +114,16 @@ def _transient_width(spec: ModelSpec, tp: int) -> float:
     return 3 * (spec.intermediate_size or 4 * spec.hidden_size) / tp
 
 
+def moe_workspace_bytes(spec: ModelSpec, *, tp: int, tokens: int) -> int:
+    """The fused-MoE workspace the `WorkspaceManager` keeps after the profile forward (one rank):
+    `TritonExperts.workspace_shapes` — workspace13 `(M, top_k, max(N, K))` shared with the output,
+    workspace2 `(M, top_k, N // 2)` — with `N = 2·I/TP`, `K = hidden`, `M = tokens`, 2 B each."""
+    if not spec.num_experts:
+        return 0
+    width = (spec.moe_intermediate_size or spec.intermediate_size or spec.hidden_size) // tp
+    return tokens * (spec.num_experts_per_tok or 1) * (max(2 * width, spec.hidden_size) + width) * 2
+
+
 def activation_gib(
     spec: ModelSpec,
     *,
@@ -135,6 +151,8 @@ def activation_gib(
         kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
         forward += tokens * (2 * kh * kd + 2 * vh * vd) / tp * GDN_PREFILL_BYTES
     sampler = min(max_num_seqs, tokens) * spec.vocab_size * per_logit
+    if version is None or version >= MOE_WORKSPACE_PERSISTS_FROM:
+        sampler += moe_workspace_bytes(spec, tp=tp, tokens=tokens)
     peak = max(forward, sampler, ENCODER_PEAK_GIB * GIB if spec.has_vision else 0.0)
     encoder_cache = ENCODER_CACHE_TOKENS * spec.hidden_size * 2 if spec.has_vision else 0
     return ACTIVATION_FLOOR_GIB + (peak + encoder_cache) / GIB

@@ -145,6 +145,9 @@ class ModelSpec(BaseModel):
     """Parameters of the language model computed from the config's shapes (no vision tower)."""
     vision_param_count: int | None = None
     """Vision tower + projector parameters estimated from `vision_config` (loaded unless disabled)."""
+    rope_cache_bytes: int = 0
+    """Bytes of the rotary cos/sin cache(s) every rank builds at load: positions × rotary dim × dtype
+    per distinct rope (vLLM `RotaryEmbedding._compute_cos_sin_cache`); 2.5 GiB for Llama 4's 10 M positions."""
     mamba_version: int | None = None
     """1 (Jamba: `mamba_expand`) or 2 (Nemotron-H, Bamba: heads × head_dim) for layers of kind `mamba`."""
     mamba_d_inner: int | None = None

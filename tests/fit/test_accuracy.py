@@ -69,7 +69,9 @@ def test_available_kv_is_close_and_never_optimistic_by_more_than_1_gib():
     assert len(full) >= 5
     for p in full:
         error = predict(p).available_kv_gib - p["logged"]["available_kv_gib"]
-        floor = -2.0 if p.get("outlier") else -1.1
+        # Outliers are logs whose non-torch term sits far below c3's (llama33-70b-fp8-h100-tp2: 0.55 vs
+        # 2.2 GiB); since the rotary cache is priced (+0.03 GiB a rank) that row reads −2.02.
+        floor = -2.1 if p.get("outlier") else -1.1
         assert floor <= error <= 0.25, (p["id"], error)
 
 
