@@ -94,7 +94,7 @@ def full_errors(points, label):
             continue
         spec = spec_of(p)
         totals = [p["total_gib"]] * (p.get("tp", 1) * p.get("pp", 1))
-        report = fit_config(spec, totals, knobs(p, spec))
+        report = fit_config(spec, totals, knobs(p, spec), gpu_name=p.get("nvml_name"))
         logged = p["logged"]["available_kv_gib"]
         pred = report.available_kv_gib
         err = pred - logged
@@ -102,7 +102,7 @@ def full_errors(points, label):
         line = f"{p['id'][:29]:<30}{p['gpu'][:15]:<16}{p.get('tp', 1):>3}{logged:>9.2f}{pred:>9.2f}{err:>+8.2f}"
         w_logged = p["logged"].get("weights_gib")
         if w_logged is not None:
-            with_w = fit_config(spec, totals, knobs(p, spec, weights_gib=w_logged))
+            with_w = fit_config(spec, totals, knobs(p, spec, weights_gib=w_logged), gpu_name=p.get("nvml_name"))
             err_w = with_w.available_kv_gib - logged
             errors_w.append(err_w)
             line += f"{with_w.available_kv_gib:>9.2f}{err_w:>+8.2f}"
