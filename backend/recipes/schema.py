@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from backend.envnames import ENV_NAME
+
 RECIPE_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 DIGEST_RE = re.compile(r"(@sha256:[0-9a-f]{64}$)|(^sha256:[0-9a-f]{64}$)")
 ParamValue = str | int | float | bool
@@ -174,6 +176,11 @@ class Recipe(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Recipe:
+        bad = [k for k in self.env if not ENV_NAME.fullmatch(k)]
+        if bad:
+            raise ValueError(f"env name {bad[0][:60]!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        if self.api_key_env is not None and not ENV_NAME.fullmatch(self.api_key_env):
+            raise ValueError(f"api_key_env {self.api_key_env[:60]!r} is not a valid variable name")
         if "port" not in self.defaults:
             raise ValueError("defaults must set `port` (rank 0 serves the API there)")
         if self.verified:

@@ -12,6 +12,7 @@ import shlex
 
 from pydantic import BaseModel, Field
 
+from backend.envnames import assignments, check_env_name
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
 from backend.shard import mp_cmds, ray_cmds
@@ -313,6 +314,6 @@ def _steps(options: ShardOptions, rank: int, nnodes: int, head_address: str, add
 def render_step(env: dict[str, str], step: Step, secret_names: list[str]) -> str:
     """One shell line for the dry-run: `VAR=… … argv`, secrets as `VAR=<hidden>`."""
     merged = {**env, **step.env}
-    words = [f"{k}={shlex.quote(v)}" for k, v in merged.items()]
-    words += [f"{name}=<hidden>" for name in secret_names]
+    words = [assignments(merged, "shard environment")] if merged else []
+    words += [f"{check_env_name(name, 'secret')}=<hidden>" for name in secret_names]
     return " ".join(words + [shlex.quote(a) for a in step.argv])

@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from backend import paths
+from backend.envnames import ENV_NAME
 from backend.errors import Refused, UsageError
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -61,6 +62,15 @@ class ShardProfile(BaseModel):
     @classmethod
     def _env_strings(cls, value: object) -> object:
         return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        # Every key reaches a shell on each node: only POSIX names (backend.envnames).
+        bad = [k for k in value if not ENV_NAME.fullmatch(k)]
+        if bad:
+            raise ValueError(f"environment name {bad[0][:60]!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        return value
 
 
 def load_profile(value: str, directory: Path | None = None) -> ShardProfile:

@@ -1,0 +1,99 @@
+"""Nodes registered the way people register them: DNS names, IPv6 names, `~/.ssh/config` aliases.
+
+Against the rig's real sshd, with the rig's names in /etc/hosts (scripts/rig/names.py) and a
+temporary HOME (never the real ~/.ssh).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from backend.ssh import fingerprint
+from tests.nodes.cluster_helpers import C3Runner
+
+
+def _host_pub(host) -> str:
+    return (host.folder / "ssh_host_ed25519_key.pub").read_text().split()[1]
+
+
+def test_node_by_dns_name_trust_records_name_and_address_then_status(ssh_hosts, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    c3 = C3Runner()
+    h1 = ssh_hosts.hosts[0]
+    out = c3.ok("node", "add", "spark1", "--host", f"http://{h1.dns_name}:8001", "--ssh", h1.ssh_target_by_name,
+                "--ssh-key", str(ssh_hosts.client_key))
+    assert "c3 node trust spark1" in out
+    # Unknown yet: a one-line refusal naming the node, never a traceback.
+    unknown = c3("node", "status", "--json")
+    assert unknown.returncode == 0 and "Traceback" not in unknown.stderr, unknown.stderr
+    row = json.loads(unknown.stdout)["nodes"][0]
+    assert row["reachable"] is False and "not trusted" in row["ssh_error"]
+
+    trusted = c3("node", "trust", "spark1", "--fingerprint", fingerprint(_host_pub(h1)))
+    assert trusted.returncode == 0 and "Traceback" not in trusted.stderr, trusted.stderr
+    managed = (Path(os.environ["C3_HOME"]) / "known_hosts").read_text()
+    patterns = managed.split()[0].split(",")
+    assert h1.dns_name in patterns and h1.address in patterns and h1.address6 in patterns
+    assert "already trusted" in c3.ok("node", "trust", "spark1", "--yes")
+
+    rows = json.loads(c3.ok("node", "status", "--json"))["nodes"]
+    assert rows[0]["reachable"] is True and rows[0]["gpu_error"] == "nvidia-smi not found"
+
+
+def test_node_over_ipv6_name_and_literal(ssh_hosts, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    c3 = C3Runner()
+    h2 = ssh_hosts.hosts[1]
+    c3.ok("node", "add", "v6name", "--host", f"http://{h2.dns_name6}:8001", "--ssh", f"root@{h2.dns_name6}",
+          "--ssh-key", str(ssh_hosts.client_key))
+    c3.ok("node", "add", "v6lit", "--host", f"http://[{h2.address6}]:8001", "--ssh", f"root@[{h2.address6}]:22",
+          "--ssh-key", str(ssh_hosts.client_key))
+    c3.ok("node", "trust", "v6name", "--fingerprint", fingerprint(_host_pub(h2)))
+    # Trusting by the v6 name recorded the address too: the literal is already trusted.
+    assert "already trusted" in c3.ok("node", "trust", "v6lit", "--yes")
+    rows = {r["name"]: r for r in json.loads(c3.ok("node", "status", "--json"))["nodes"]}
+    assert rows["v6name"]["reachable"] is True and rows["v6lit"]["reachable"] is True, rows
+
+
+def test_ssh_config_alias_is_honoured(ssh_hosts, monkeypatch, tmp_path):
+    """`--ssh coder@box` where `box` exists only in ~/.ssh/config (HostName, Port, IdentityFile)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("C3_KNOWN_HOSTS", str(ssh_hosts.known_hosts))
+    h1 = ssh_hosts.hosts[0]
+    (tmp_path / ".ssh").mkdir(mode=0o700)
+    (tmp_path / ".ssh" / "config").write_text(
+        f"Host box\n  HostName {h1.address}\n  Port {h1.ssh_port}\n  User root\n  IdentityFile {ssh_hosts.client_key}\n")
+    c3 = C3Runner()
+    c3.ok("node", "add", "box", "--host", f"http://{h1.address}:8001", "--ssh", "root@box")
+    rows = json.loads(c3.ok("node", "status", "--json"))["nodes"]
+    assert rows[0]["reachable"] is True, rows
+
+
+def test_locality_follows_the_ssh_target(monkeypatch, tmp_path):
+    """An endpoint on 127.0.0.1 (a tunnel) with a remote SSH target is remote; `--local` overrides."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    c3 = C3Runner()
+    out = c3.ok("node", "add", "tunnelled", "--host", "http://127.0.0.1:18001", "--ssh", "coder@spark9.invalid")
+    assert "this machine" not in out
+    c3.ok("node", "add", "forced", "--host", "http://10.9.9.9:8000", "--ssh", "coder@spark8.invalid", "--local")
+    rows = {n["name"]: n["local"] for n in json.loads(c3.ok("node", "ls", "--json"))["nodes"]}
+    assert rows == {"tunnelled": False, "forced": True}
+
+
+async def test_one_node_that_raises_the_unexpected_is_its_own_row(monkeypatch):
+    """A surprise in one node's probe (the old ValueError from a name) must not empty the table."""
+    from backend import ssh
+    from backend.nodes.health import probe_nodes
+    from backend.nodes.registry import Node
+
+    async def connect(node, options=None):
+        raise ValueError(f"{node.ssh_host!r} does not appear to be an IPv4 or IPv6 address")
+
+    monkeypatch.setattr(ssh.SshShell, "connect", staticmethod(connect))
+    nodes = [Node(name="here", host="http://127.0.0.1:9", ssh="me@localhost"),
+             Node(name="spark1", host="http://127.0.0.1:9", ssh="coder@spark1")]
+    rows = {r.name: r for r in await probe_nodes(nodes)}
+    assert rows["here"].reachable is True
+    assert rows["spark1"].reachable is False and "does not appear" in rows["spark1"].ssh_error
