@@ -14,6 +14,7 @@ import shlex
 import time
 from collections.abc import Callable
 
+from backend.cluster import addresses
 from backend.cluster.health import probe
 from backend.cluster.plan import LaunchPlan, RankPlan, shell_join
 from backend.errors import Refused
@@ -52,6 +53,15 @@ async def preflight(plan: LaunchPlan, fleet: Fleet) -> None:
             raise result
         if isinstance(result, BaseException):
             raise result
+
+
+async def resolve_addresses(plan: LaunchPlan, fleet: Fleet):
+    """Ask the nodes for the ranks' addresses (backend.cluster.addresses, shared with shard)."""
+    async def run(node, script: str) -> str:
+        shell = await fleet.shell(node)
+        return (await shell.run(script, timeout=_limit(fleet, 30))).stdout
+
+    return await addresses.resolve(plan.nodes, run)
 
 
 async def remove_containers(plan_or_ranks, fleet: Fleet, say: Say = _quiet) -> dict[str, str]:
@@ -134,6 +144,11 @@ async def launch(
     try:
         await preflight(plan, fleet)
         say("preflight ok on " + ", ".join(rp.node.name for rp in plan.ranks))
+        if plan.needs_addresses:
+            plan = plan.with_addresses(await resolve_addresses(plan, fleet))
+            assert plan.addresses is not None
+            say(f"head address {plan.addresses.head_address}; " + ", ".join(
+                f"{r.node} {r.address} ({r.interface})" for r in plan.addresses.ranks.values()))
         try:
             for rp in plan.ranks:
                 touched.append(rp)

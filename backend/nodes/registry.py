@@ -107,11 +107,32 @@ def local_identities() -> frozenset[str]:
 
 
 def is_local_address(host: str) -> bool:
-    """True when `host` names this machine (loopback range included)."""
+    """True when `host` names this machine (loopback range included), also through a name that
+    resolves to one of its addresses (a head registered by its DNS name while c3 runs on it)."""
     host = host.strip().strip("[]").lower()
     if not host:
         return False
-    return host in local_identities() or host.startswith("127.")
+    if host in local_identities() or host.startswith("127.") or host == "::1":
+        return True
+    return any(a in local_identities() or a.startswith("127.") or a == "::1" for a in resolved_addresses(host))
+
+
+@lru_cache(maxsize=256)
+def resolved_addresses(host: str) -> tuple[str, ...]:
+    """The addresses `host` resolves to (empty for an address literal or a name that does not resolve
+    within 2 s: an unknown name is not this machine)."""
+    if re.fullmatch(r"[0-9.]+|[0-9a-f:]+", host):
+        return ()
+    from concurrent.futures import ThreadPoolExecutor, TimeoutError as Late
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        infos = pool.submit(socket.getaddrinfo, host, None).result(timeout=2)
+    except (OSError, Late, UnicodeError):
+        return ()
+    finally:
+        pool.shutdown(wait=False)
+    return tuple(sorted({str(i[4][0]).split("%", 1)[0].lower() for i in infos}))
 
 
 def _validate_url(url: str) -> str:

@@ -6,18 +6,17 @@ every refusal is unit-testable and `--dry-run` shows exactly what a real start w
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import shlex
 
 from pydantic import BaseModel, Field
 
+from backend.cluster.addresses import assign, check_routes, choose_head_address  # noqa: F401 - shared with recipes; tests import them here
 from backend.envnames import assignments, check_env_name
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
 from backend.shard import mp_cmds, ray_cmds
 from backend.shard.models import Backend, NodeFacts, NodePart, Route, ShardPlan, Step
-from backend.shard.probe import is_virtual
 
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL)", re.IGNORECASE)
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9@_.:-]+$")
@@ -148,69 +147,6 @@ def check_sudo(ordered: list[Node], facts: dict[str, NodeFacts]) -> None:
         )
 
 
-def _is_ipv4(text: str) -> bool:
-    try:
-        return isinstance(ipaddress.ip_address(text), ipaddress.IPv4Address)
-    except ValueError:
-        return False
-
-
-def choose_head_address(head: Node, facts: dict[str, NodeFacts], workers: list[Node], override: str | None) -> str:
-    """The address workers reach the head at.
-
-    Order: `--head-address`; else a head address on a subnet every worker also has an address on
-    (a direct cluster link such as a Spark's QSFP cable), preferring the registry's address when it
-    is one; else the registry's address (endpoint host, then SSH host) when the head owns it.
-    """
-    own = facts[head.name].interfaces
-    owned = {i.address for i in own}
-    if override:
-        if not _is_ipv4(override):
-            raise UsageError(f"--head-address {override} is not an IPv4 address")
-        if override not in owned:
-            raise Refused(
-                f"--head-address {override} is not an address of {head.name} "
-                f"(it has {', '.join(sorted(owned)) or 'no IPv4 address'})"
-            )
-        return override
-    shared: list[str] = []
-    for iface in own:
-        if is_virtual(iface.name) or iface.address.startswith("127."):
-            continue
-        net = ipaddress.ip_network(f"{iface.address}/{iface.prefix}", strict=False)
-        if all(any(ipaddress.ip_address(w.address) in net for w in facts[n.name].interfaces) for n in workers):
-            shared.append(iface.address)
-    registry = [a for a in (head.address, head.ssh_host) if _is_ipv4(a) and a in owned]
-    for address in registry:
-        if address in shared:
-            return address
-    if shared:
-        return shared[0]
-    if registry:
-        return registry[0]
-    candidates = [i.address for i in own if not is_virtual(i.name)]
-    if candidates:
-        return candidates[0]
-    raise Refused(f"{head.name} reports no usable IPv4 address", hint="pass --head-address ADDR")
-
-
-def check_routes(head_address: str, port: int, routes: dict[str, Route]) -> None:
-    """Refuse when any worker cannot reach the head (no route, or the TCP connect failed)."""
-    bad = [r for r in routes.values() if r.error]
-    if bad:
-        said = "; ".join(f"{r.node}: {r.error}" for r in bad)
-        raise Refused(
-            f"head address {head_address}:{port} is not reachable from {', '.join(r.node for r in bad)} ({said})",
-            hint="pick an address every worker routes to with --head-address, or fix the route/firewall",
-        )
-    for route in routes.values():
-        if route.source and (route.source.startswith("127.") or (route.interface and is_virtual(route.interface))):
-            raise Refused(
-                f"{route.node} would reach the head through {route.interface} ({route.source}), a loopback or bridge address",
-                hint="use --head-address on the cluster link",
-            )
-
-
 def split_env(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(shown, secret): secret-looking names are passed on stdin, never shown or put in argv."""
     shown = {k: v for k, v in env.items() if not SECRET_NAME.search(k)}
@@ -232,22 +168,13 @@ def build_plan(
     counts = gpu_counts(ordered, facts, options)
     shown_env, _ = split_env(options.env)
     head = ordered[0]
-    head_iface = next((i.name for i in facts[head.name].interfaces if i.address == head_address), "")
+    addresses = assign(ordered, facts, routes, head_address)
     port = options.ray_port if options.backend == "ray" else options.master_port
     tag = f"{head.name}-{port}"
     parts: list[NodePart] = []
     for rank, node in enumerate(ordered):
-        if rank == 0:
-            address, iface = head_address, head_iface
-        else:
-            route = routes[node.name]
-            address, iface = route.source or "", route.interface or ""
-        env = {
-            "VLLM_HOST_IP": address,
-            "NCCL_SOCKET_IFNAME": iface,
-            "GLOO_SOCKET_IFNAME": iface,
-            **shown_env,
-        }
+        address, iface = addresses.ranks[node.name].address, addresses.ranks[node.name].interface
+        env = {**addresses.env(node.name), **shown_env}
         if options.backend == "mp":
             env["MASTER_ADDR"] = head_address
         elif any("GB10" in name for name in facts[node.name].gpu_names):

@@ -44,9 +44,14 @@ def test_launch_on_two_nodes_then_status_logs_env_restart_stop(cluster, monkeypa
     assert "profile stub-pair is active" in out
     assert containers(cluster.rig, h1) == {"c3-profile_stub-pair": "running"}
     assert containers(cluster.rig, h2) == {"c3-profile_stub-pair": "running"}
-    # Rank 0 serves on h1's own address (host networking inside h1's namespace), with the key.
-    base = f"http://{h1.address}:{PORT}"
+    # Rank 0 serves on h1's own address (host networking inside h1's namespace), with the key; the
+    # nodes were registered by DNS name, and the profile's endpoint is that name.
+    base = f"http://{h1.dns_name}:{PORT}"
     assert http_status(base + "/v1/models") == 401
+    # Each rank was told the address the nodes themselves reported (never the registered name).
+    env2 = ssh(cluster.rig, h2, "docker inspect --format '{{json .Config.Env}}' c3-profile_stub-pair").stdout
+    assert f"VLLM_HOST_IP={h2.address}" in env2 and f"NCCL_SOCKET_IFNAME=c3v{h2.subnet}i" in env2
+    assert _args(cluster, h2)[_args(cluster, h2).index("--host") + 1] == h2.address
     assert http_status(base + "/v1/models", {"Authorization": f"Bearer {SECRET}"}) == 200
     assert http_status(f"http://127.0.0.1:{PORT}/health", timeout=1) is None
     # The secret went through a 0600 env file, never argv.

@@ -83,7 +83,7 @@ def test_dry_run_shows_each_node_address_interface_and_hides_secrets(shard_rig, 
     a_if, b_if = shard_rig.link_names
     assert f"head a at {shard_rig.head_link} (Ray GCS port {RAY_PORT})" in out
     assert f"[a] head (rank 0), local, address {shard_rig.head_link} on {a_if}" in out
-    assert f"[b] worker (rank 1), ssh root@{shard_rig.worker.address}:22, address {shard_rig.worker_link} on {b_if}" in out
+    assert f"[b] worker (rank 1), ssh root@{shard_rig.worker.dns_name}:22, address {shard_rig.worker_link} on {b_if}" in out
     assert f"VLLM_HOST_IP={shard_rig.worker_link} NCCL_SOCKET_IFNAME={b_if} GLOO_SOCKET_IFNAME={b_if}" in out
     assert f"--address={shard_rig.head_link}:{RAY_PORT}" in out
     assert "--tensor-parallel-size 1 --pipeline-parallel-size 2 --distributed-executor-backend ray" in out
