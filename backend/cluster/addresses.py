@@ -61,10 +61,10 @@ class GroupAddresses:
 def placeholders(nodes: list[Node]) -> GroupAddresses:
     """What a dry run shows instead of addresses only the nodes can tell."""
     head = nodes[0].name
-    ranks = {head: RankAddress(head, f"<head address: chosen from {head}'s interfaces>", f"<{head}'s interface owning the head address>")}
+    ranks = {head: RankAddress(head, f"<head address: from the interfaces of {head}>", f"<interface of {head} with the head address>")}
     for node in nodes[1:]:
-        ranks[node.name] = RankAddress(node.name, f"<{node.name}'s source address: ip route get HEAD on {node.name}>",
-                                       f"<{node.name}'s interface toward the head>")
+        ranks[node.name] = RankAddress(node.name, f"<address of {node.name}: ip route get HEAD on {node.name}>",
+                                       f"<interface of {node.name} toward the head>")
     return GroupAddresses(ranks[head].address, ranks, resolved=False)
 
 

@@ -1,8 +1,9 @@
 """Turn a recipe, its nodes and local overrides into the exact commands each node will run.
 
 The same plan is what `--dry-run` prints and what launch executes, so the preview cannot drift from
-the real thing. Secrets (the API key, HF_TOKEN, any secret-looking env) are never part of a command:
-they go into a 0600 env file uploaded on stdin and passed with `--env-file`.
+the real thing. Secrets (the API key, HF_TOKEN, and every recipe env entry not listed in `public_env`
+or that looks like a credential: backend.secrets_env) are never part of a command: they go into a
+0600 env file uploaded on stdin and passed with `--env-file`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from backend.cluster.addresses import GroupAddresses, placeholders
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
 from backend.recipes import ParamValue, Recipe, check_overrides
+from backend.secrets_env import split_secrets
 from backend.ssh import shell_path
 
-SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
 LABEL_PROFILE = "io.c3.profile"
 
 
@@ -197,12 +198,10 @@ def render(
         template = recipe.command if rank == 0 or recipe.worker_command is None else recipe.worker_command
         args = [_fill(part, values, f"{recipe.id} command") for part in template]
         plain_env: dict[str, str] = {k: v for k, v in net_env.items() if k not in recipe.env}
-        for key, val in recipe.env.items():
-            filled = _fill(val, values, f"{recipe.id} env {key}")
-            if SECRET_NAME.search(key):
-                secret_env[key] = filled
-            else:
-                plain_env[key] = filled
+        filled = {key: _fill(val, values, f"{recipe.id} env {key}") for key, val in recipe.env.items()}
+        shown, hidden = split_secrets(filled, recipe.public_env)
+        plain_env.update(shown)
+        secret_env.update(hidden)
         name = container_name(profile)
         argv = ["docker", "run", "-d", "--name", name,
                 "--label", f"{LABEL_PROFILE}={profile}", "--label", f"io.c3.recipe={recipe.id}", "--label", f"io.c3.rank={rank}"]

@@ -154,7 +154,9 @@ class Recipe(BaseModel):
     worker_command: list[str] | None = None
     """Ranks ≥ 1 (None: the same as `command`). Extra placeholders: rank, nnodes, head_address, node_address."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Non-secret environment for every rank (`{placeholders}` allowed)."""
+    """Environment for every rank (`{placeholders}` allowed); secret (env file, redacted) unless in `public_env`."""
+    public_env: list[str] = Field(default_factory=list)
+    """Names in `env` that may go on the command line and be shown (never a credential-looking one)."""
     api_key_env: str | None = "C3_API_KEY"
     """Variable in c3's environment whose value becomes the engine's API key (VLLM_API_KEY), sent in a 0600 env file."""
     health_path: str = "/health"

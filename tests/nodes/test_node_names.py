@@ -97,3 +97,43 @@ async def test_one_node_that_raises_the_unexpected_is_its_own_row(monkeypatch):
     rows = {r.name: r for r in await probe_nodes(nodes)}
     assert rows["here"].reachable is True
     assert rows["spark1"].reachable is False and "does not appear" in rows["spark1"].ssh_error
+
+
+def test_cockpit_nodes_rows_by_name_with_one_bad_node(ssh_hosts, monkeypatch, tmp_path):
+    """The cockpit's Nodes mode (the real facade's node_rows) over nodes registered by DNS name, with one
+    name that does not resolve: every node keeps its own row."""
+    from types import SimpleNamespace
+
+    from backend.nodes.registry import add_node
+    from c3.services_cluster import node_rows
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("C3_KNOWN_HOSTS", str(ssh_hosts.known_hosts))
+    h1, h2 = ssh_hosts.hosts
+    add_node("spark1", f"http://{h1.dns_name}:8001", h1.ssh_target_by_name, str(ssh_hosts.client_key))
+    add_node("spark2", f"http://{h2.dns_name6}:8001", f"root@{h2.dns_name6}", str(ssh_hosts.client_key))
+    add_node("ghost", "http://ghost.invalid:8001", "coder@ghost.invalid")
+    rows = {r.name: r for r in node_rows(SimpleNamespace(demo=False))}
+    assert set(rows) == {"spark1", "spark2", "ghost"}
+    assert rows["spark1"].reachable and rows["spark2"].reachable
+    assert rows["ghost"].reachable is False and "unreachable" in rows["ghost"].detail
+
+
+def test_dry_runs_need_no_node(monkeypatch, tmp_path):
+    """The seed's example typed literally, with nodes that cannot be reached: recipe and shard dry runs
+    print every command, with what only the nodes can tell as placeholders, and change nothing."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    c3 = C3Runner()
+    c3.ok("node", "add", "spark1", "--host", "http://spark1.invalid:8001", "--ssh", "coder@spark1.invalid")
+    c3.ok("node", "add", "spark2", "--host", "http://spark2.invalid:8001", "--ssh", "coder@spark2.invalid")
+    out = c3.ok("recipes", "launch", "spark2-vllm-qwen3-235b-a22b-gptq-int4", "--nodes", "spark1,spark2", "--dry-run")
+    assert "--master-addr '<head address: from the interfaces of spark1>'" in out
+    assert "VLLM_HOST_IP=<address of spark2: ip route get HEAD on spark2>" in out
+    assert "spark2.invalid" not in out.split("rank 1, ssh coder@spark2.invalid):", 1)[1].split("$ docker run", 1)[1]
+
+    shard = c3("shard", "start", "--profile", "org/model --max-model-len 8192", "--nodes", "spark1,spark2", "--tp", "1",
+               "--pp", "2", "--dry-run", timeout=120)
+    assert shard.returncode == 0 and "Traceback" not in shard.stderr, shard.stderr
+    assert "spark1, spark2 could not be reached" in shard.stdout
+    assert "<interface of spark2 toward the head>" in shard.stdout and "ray start" in shard.stdout
+    assert not (Path(os.environ["C3_HOME"]) / "profiles").exists()

@@ -87,7 +87,8 @@ def test_overrides_are_typed_and_known_aborts_refused():
 
 
 def test_plan_renders_ranks_and_keeps_secrets_out_of_commands():
-    recipe = Recipe.model_validate({**stub_recipe("x", IMAGE_ID, 8000), "env": {"A": "{node_address}", "MY_TOKEN": "t0ps3cret"}})
+    recipe = Recipe.model_validate({**stub_recipe("x", IMAGE_ID, 8000), "env": {"A": "{node_address}", "MY_TOKEN": "t0ps3cret"},
+                                    "public_env": ["A", "MY_TOKEN"]})
     secrets = collect_secrets(recipe, {"C3_API_KEY": "sk-shh", "HF_TOKEN": "hf_shh"})
     plan = render(recipe, _nodes(), {"max_model_len": 1024}, secrets=secrets)
     assert plan.base_url == "http://10.213.99.1:8000/v1"
@@ -163,7 +164,7 @@ def test_rank_addresses_come_from_the_nodes_not_the_registry():
 
     from backend.cluster.addresses import resolve
 
-    recipe = Recipe.model_validate({**stub_recipe("x", IMAGE_ID, 8000), "env": {"A": "{node_address}"},
+    recipe = Recipe.model_validate({**stub_recipe("x", IMAGE_ID, 8000), "env": {"A": "{node_address}"}, "public_env": ["A"],
                                     "command": ["--master-addr", "{head_address}"]})
     nodes = [Node(name="head", host="http://127.0.0.1:8000", ssh="root@127.0.0.1"),
              Node(name="spark2", host="http://spark2:8000", ssh="coder@spark2")]
@@ -190,3 +191,41 @@ def test_a_head_with_only_loopback_is_refused_with_the_reason():
     with pytest.raises(Refused, match="would dial 127.0.0.1 on their own machine"):
         refuse_loopback_head("127.0.0.1", nodes[0], nodes[1:])
     refuse_loopback_head("127.0.0.1", nodes[0], [])  # one node: loopback is fine
+
+
+def test_secrets_by_value_and_by_default():
+    """Recipe env is secret unless public; a public name whose value or name looks like a credential
+    stays secret: it reaches the node only in the env file, never argv or the dry run."""
+    env = {"HTTPS_PROXY": "http://bob:hunter2pw@proxy.lan:3128", "NCCL_DEBUG": "INFO", "REGISTRY_PASS": "pa55word",
+           "MY_AUTH": "opaque-value-1", "NOTE": "not-listed-public", "EXTRA": "hf_abcdefghijklmnopqrstu"}
+    recipe = Recipe.model_validate({**stub_recipe("x", IMAGE_ID, 8000), "env": env,
+                                    "public_env": ["HTTPS_PROXY", "NCCL_DEBUG", "REGISTRY_PASS", "MY_AUTH", "EXTRA"]})
+    plan = render(recipe, _nodes())
+    shown = "\n".join(plan.describe()) + " ".join(" ".join(rp.run_argv) for rp in plan.ranks)
+    assert "NCCL_DEBUG=INFO" in shown
+    for value in ("hunter2pw", "pa55word", "opaque-value-1", "not-listed-public", "hf_abcdefghijklmnopqrstu"):
+        assert value not in shown
+        assert value in plan.env_file_text()
+    assert "HTTPS_PROXY=<redacted>" in shown and "NOTE=<redacted>" in shown
+
+    from backend.shard.plan import split_env
+
+    shown_env, secret = split_env(env, ["HTTPS_PROXY", "NCCL_DEBUG", "REGISTRY_PASS"])
+    assert shown_env == {"NCCL_DEBUG": "INFO"} and set(secret) == set(env) - {"NCCL_DEBUG"}
+
+
+def test_every_builtin_renders_and_cites_its_run():
+    """Each built-in recipe renders to the command it documents (a `{` in a JSON flag must be escaped
+    as `{{`), and the command carries JSON flags through intact; verified ones cite a source and a digest."""
+    import json as _json
+
+    recipes = load_recipes()
+    assert len(recipes) >= 8
+    for recipe in recipes.values():
+        plan = render(recipe, _nodes(recipe.nodes), allow_unpinned=True)
+        argv = plan.ranks[0].run_argv
+        for i, word in enumerate(argv):
+            if word == "--speculative-config":
+                assert _json.loads(argv[i + 1])["num_speculative_tokens"] >= 1
+        if recipe.verified:
+            assert recipe.image_pinned and recipe.provenance.source.startswith("https://github.com/"), recipe.id

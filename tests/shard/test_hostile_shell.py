@@ -66,6 +66,7 @@ def test_recipe_docker_command_keeps_hostile_words_literal(tmp_path, monkeypatch
     data["model"] = words[0]
     data["command"] = [*data["command"], *words[1:]]
     data["env"] = {"PLAIN": words[2], "OTHER": words[3]}
+    data["public_env"] = ["PLAIN", "OTHER"]
     data["docker"]["volumes"] = [words[7]]
     data["nodes"] = 1
     recipe = Recipe.model_validate(data)
