@@ -126,23 +126,21 @@ def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | No
 def stop(recipe_id: str, nodes_arg: str, name: str | None) -> None:
     """Stop the recipe's containers on those nodes and remember the stop (the watchdog leaves it)."""
     from backend.cluster.launch import remove_containers
-    from backend.cluster.plan import env_file_path, render
+    from backend.cluster.plan import RankPlan, container_name, env_file_path
     from backend.nodes.registry import resolve_nodes
     from backend.profiles import mark_stopped
-    from backend.recipes import get_recipe
     from backend.ssh import Fleet, NodeFailure, run_sync
 
-    recipe = get_recipe(recipe_id)
+    # What runs is found by c3's container name on those nodes: the recipe is not re-rendered (an
+    # edited or removed recipe must not keep its containers from stopping).
     nodes = resolve_nodes(nodes_arg)
-    profile = name or recipe.id
-    plan = render(recipe.model_copy(update={"nodes": len(nodes)}), nodes, profile=profile, allow_unpinned=True)
-    for rp in plan.ranks:
-        rp.env_file = env_file_path(rp.node, profile)
+    profile = name or recipe_id
+    ranks = [RankPlan(rank, node, container_name(profile), [], env_file_path(node, profile)) for rank, node in enumerate(nodes)]
     mark_stopped(profile, "c3 recipes stop")
 
     async def go() -> dict[str, str]:
         async with Fleet(nodes) as fleet:
-            return await remove_containers(plan, fleet, click.echo)
+            return await remove_containers(ranks, fleet, click.echo)
 
     problems = run_sync(go())
     if problems:

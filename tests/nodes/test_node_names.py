@@ -137,3 +137,57 @@ def test_dry_runs_need_no_node(monkeypatch, tmp_path):
     assert "spark1, spark2 could not be reached" in shard.stdout
     assert "<interface of spark2 toward the head>" in shard.stdout and "ray start" in shard.stdout
     assert not (Path(os.environ["C3_HOME"]) / "profiles").exists()
+
+
+SERVER = """
+import http.server, json, socket, sys
+name = sys.argv[2]
+class H(http.server.BaseHTTPRequestHandler):
+    def _answer(self):
+        body = json.dumps({"object": "list", "data": [{"id": "m"}], "served_by": name}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    do_GET = do_POST = _answer
+    def log_message(self, *a): pass
+class S(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+S((sys.argv[1], 8001), H).serve_forever()
+"""
+
+
+def test_pool_over_names(ssh_hosts, monkeypatch, tmp_path):
+    """`c3 pool serve` in front of two test hosts registered by DNS name (one by its IPv6-only name)."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from backend.nodes.registry import add_node
+    from tests.plugins.rig import free_port
+    from tests.pool.conftest import c3_argv, wait_until
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    h1, h2 = ssh_hosts.hosts
+    servers = [subprocess.Popen(h.nsenter([sys.executable, "-c", SERVER, bind, h.name]), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL) for h, bind in ((h1, h1.address), (h2, h2.address6))]
+    add_node("spark1", f"http://{h1.dns_name}:8001", h1.ssh_target_by_name)
+    add_node("spark2", f"http://{h2.dns_name6}:8001", f"root@{h2.dns_name6}")
+    port = free_port()
+    pool = subprocess.Popen([*c3_argv(), "pool", "serve", "--nodes", "spark1,spark2", "--bind", f"127.0.0.1:{port}",
+                             "--sticky", "header:X-Session", "--probe-interval", "0.25", "--probe-timeout", "1"],
+                            stdout=open(tmp_path / "pool.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        def healthy():
+            try:
+                status = httpx.get(f"http://127.0.0.1:{port}/c3/status", timeout=1).json()
+            except (httpx.HTTPError, ValueError):
+                return False
+            return all(b["healthy"] for b in status["backends"]) and len(status["backends"]) == 2
+        wait_until(healthy, timeout=30, what="both named backends healthy")
+        seen = {httpx.get(f"http://127.0.0.1:{port}/v1/models", headers={"X-Session": f"s{i}"}, timeout=5).json()["served_by"]
+                for i in range(24)}
+        assert seen == {"h1", "h2"}
+    finally:
+        for proc in (pool, *servers):
+            proc.terminate()
+            proc.wait(timeout=20)

@@ -290,7 +290,11 @@ def test_unreachable_node_is_one_line_exit_3(shard_rig):
     assert r.stderr.startswith("c3: error: 1 of 2 node(s) unreachable: b")
     stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "mp")
     assert stop.returncode == 3 and "a: stopped 0 process(es)" in stop.stdout and "b: node `b`: unreachable" in stop.stdout
-    start = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1", "--dry-run")
+    # A dry run needs no node: it prints the plan, with what only b can tell as placeholders.
+    dry = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1", "--dry-run")
+    assert dry.returncode == 0 and "b could not be reached (b: unreachable" in dry.stdout, dry.stdout + dry.stderr
+    assert "<address of b: ip route get HEAD on b>" in dry.stdout
+    start = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1")
     assert start.returncode == 3 and start.stderr.startswith("c3: error: node `b`: unreachable")
 
 
