@@ -20,7 +20,7 @@ from backend.cluster.launch import Say, _quiet, launch, remove_containers
 from backend.cluster.plan import LaunchPlan, RankPlan, collect_secrets, container_name, env_file_path, render
 from backend.errors import C3Error, Refused
 from backend.nodes.registry import resolve_nodes
-from backend.profiles import Profile, active_name, is_stopped, load_profile, mark_stopped
+from backend.profiles import Profile, active_name, clear_stopped, is_stopped, load_profile, mark_stopped
 from backend.recipes import get_recipe
 from backend.ssh import Fleet, NodeFailure, SshOptions
 
@@ -76,6 +76,8 @@ async def stand_down_active(target: str, *, options: SshOptions | None = None, s
     try:
         await stop(load_profile(current), options=options, why=f"switch to {target}", say=say)
     except C3Error as error:
+        # Not stopped after all: take back the stop marker, or the next launch would skip it while it runs.
+        clear_stopped(current)
         raise Refused(f"the active profile `{current}` could not be stopped before launching `{target}`: {error.message}",
                       hint=f"stop it yourself (`c3 profile stop {current}`), then launch again") from None
     return current
