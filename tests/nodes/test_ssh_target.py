@@ -62,3 +62,21 @@ def test_a_launch_that_cannot_stop_the_active_profile_is_refused_with_the_comman
     assert "the active profile `old` could not be stopped before launching `new`" in refused.value.message
     assert refused.value.hint and "c3 profile stop old" in refused.value.hint
     assert active_to_stand_down("new") == "old"  # still in the way: the next launch must try again
+
+
+def test_profile_env_refuses_an_api_key_name_that_would_run_code(tmp_path):
+    """`eval "$(c3 profile env)"` is how clients use it: a hostile api_key_env edited into the profile
+    file is refused (exit 2, one line), never printed into the user's shell."""
+    import subprocess
+    import sys
+
+    from backend.profiles import Profile, save_profile, set_active
+
+    marker = tmp_path / "PWNED"
+    save_profile(Profile(name="p", recipe="r", recipe_digest="d", nodes=["a"], base_url="http://x:1/v1", model="m",
+                         api_key_env=f"X}}$(touch {marker})"))
+    set_active("p")
+    result = subprocess.run([sys.executable, "-m", "c3", "profile", "env"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.startswith("c3: error:") and "touch" not in result.stdout
+    subprocess.run(["bash", "-c", f'eval "$(cat)"'], input=result.stdout, capture_output=True, text=True, timeout=10)
+    assert not marker.exists()
