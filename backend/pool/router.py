@@ -86,6 +86,11 @@ class PoolConfig(BaseModel):
     """Longest wait for a backend's response head once the request is sent; then the backend counts as
     failing (a held request is retried elsewhere, otherwise the client gets 504). Non-streaming requests
     only get their head when generation ends, so raise it for very long non-streamed generations."""
+    body_timeout_s: float = Field(default=60.0, gt=0)
+    """Longest wait for the next bytes of a request body; then the client gets 408 and is disconnected."""
+    idle_timeout_s: float = Field(default=75.0, gt=0)
+    """A client connection idle this long between requests, or still sending its request head after
+    this long, is closed (bounds slow-header clients)."""
     hot_key_share: float = Field(default=0.5, gt=0, le=1)
     """Flag a key holding more than this share of a backend's recent requests."""
     hot_key_window: int = Field(default=200, ge=1)

@@ -14,7 +14,8 @@ import time
 from urllib.parse import urlparse
 
 from backend.pool.health import BackendHealth, HealthPolicy
-from backend.pool.http1 import BadMessage, parse_response, read_head
+from backend.pool.heads import HeadError
+from backend.pool.http1 import read_response_head
 from backend.pool.metrics import BackendMetrics
 
 STREAM_LIMIT = 256 * 1024
@@ -80,7 +81,7 @@ async def _get_status(backend: Backend, path: bytes) -> int:
             b"GET " + backend.prefix + path + b" HTTP/1.1\r\nHost: " + backend.host_header
             + b"\r\nUser-Agent: c3-pool-probe\r\nConnection: close\r\n\r\n"
         )
-        head = parse_response(await read_head(reader))
+        head = await read_response_head(reader)
         return int(head.a)
     finally:
         writer.transport.abort()
@@ -97,7 +98,7 @@ async def probe(backend: Backend) -> tuple[str, float | None, str | None]:
                 status = await _get_status(backend, b"/v1/models")
     except TimeoutError:
         return "fail", None, f"probe timed out after {backend.health.policy.timeout_s:g}s"
-    except (OSError, asyncio.IncompleteReadError, BadMessage) as exc:
+    except (OSError, asyncio.IncompleteReadError, HeadError) as exc:
         return "fail", None, type(exc).__name__ + (f": {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else "")
     rtt = round((time.perf_counter() - started) * 1000.0, 3)
     if 200 <= status < 300:
