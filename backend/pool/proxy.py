@@ -39,6 +39,7 @@ from backend.pool.heads import Head, HeadError, forward_fields, parse_request
 from backend.pool.http1 import MAX_HEAD, BadMessage, read_head
 from backend.pool.intake import Body, send_rest, take_body
 from backend.pool.keys import extract_key
+from backend.pool.listener import Listener
 from backend.pool.respond import READ_ERRORS, ClientGone, read_response_head, relay_response
 from backend.pool.router import Router
 
@@ -94,7 +95,7 @@ class PoolServer:
     def __init__(self, router: Router) -> None:
         self.router = router
         self.config = router.config
-        self.server: asyncio.AbstractServer | None = None
+        self.server: Listener | None = None
         self.port = 0
         self.closing = False
         self.force = False  # a second signal: stop waiting for requests in progress
@@ -106,10 +107,9 @@ class PoolServer:
         """Probe the backends, then listen."""
         await self.router.start()
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: ClientProtocol(self), self.config.host, self.config.port, backlog=4096, reuse_address=True
-        )
-        self.port = self.server.sockets[0].getsockname()[1]
+        self.server = Listener(self.config.host, self.config.port, lambda: ClientProtocol(self))
+        self.server.start()
+        self.port = self.server.port
         self._reaper = loop.create_task(self._reap())
 
     async def _reap(self) -> None:

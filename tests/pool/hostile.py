@@ -9,9 +9,12 @@ request-smuggling corpora (PortSwigger's HTTP Request Smuggler "TE obfuscation" 
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import threading
 import time
 
+OK_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 SMUGGLED = b"GET /smuggled HTTP/1.1\r\nHost: x\r\nX-Marker: smuggled\r\n\r\n"
 # A smuggled request that swallows the next client's request as its body (the cross-client attack).
 SWALLOW = b"POST /smuggled HTTP/1.1\r\nHost: x\r\nX-Marker: smuggled\r\nContent-Length: 400\r\n\r\n"
@@ -138,3 +141,80 @@ def split_responses(data: bytes) -> list[tuple[int, dict, bytes]]:
         out.append((status, headers, body))
         data = rest
     return out
+
+
+async def _drain_chunked(reader: asyncio.StreamReader) -> int:
+    """Read a chunked body and throw its data away; the number of data bytes."""
+    total = 0
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            while await reader.readuntil(b"\r\n") != b"\r\n":
+                pass
+            return total
+        while size:
+            got = await reader.read(min(size, 1 << 20))
+            if not got:
+                raise asyncio.IncompleteReadError(b"", size)
+            size -= len(got)
+            total += len(got)
+        await reader.readexactly(2)
+
+
+class RawBackend:
+    """Answers every request with `self.answer` (raw bytes in one write, or a list written 0.3 s apart)
+    and keeps the connection open, so a router that pooled a broken connection would send the next
+    request down it."""
+
+    def __init__(self) -> None:
+        self.answer = OK_HEAD + b"Content-Length: 2\r\n\r\nok"
+        self.seen: list[tuple[str, int]] = []  # (path, connection id)
+        self.loop = asyncio.new_event_loop()
+        self.conn_ids = 0
+        self.body_bytes = 0  # size of the last request body (chunked bodies are read and discarded)
+        ready = threading.Event()
+
+        async def handle(reader, writer):
+            self.conn_ids += 1
+            conn = self.conn_ids
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    lines = head.split(b"\r\n")
+                    path = lines[0].split(b" ")[1].decode()
+                    length = next((int(x.split(b":")[1]) for x in lines if x.lower().startswith(b"content-length:")), 0)
+                    if b"transfer-encoding: chunked" in head.lower():
+                        got = await _drain_chunked(reader)
+                    else:
+                        await reader.readexactly(length)
+                        got = length
+                    if path == "/health":
+                        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                        continue
+                    self.seen.append((path, conn))
+                    self.body_bytes = got
+                    pieces = self.answer if isinstance(self.answer, list) else [self.answer]
+                    for i, piece in enumerate(pieces):
+                        if i:
+                            await asyncio.sleep(0.3)
+                        writer.write(piece)
+                        await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+                writer.transport.abort()
+
+        def run():
+            asyncio.set_event_loop(self.loop)
+            self.server = self.loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
+            self.port = self.server.sockets[0].getsockname()[1]
+            ready.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        ready.wait(10)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+

@@ -5,19 +5,16 @@ router stays healthy — `/c3/health` answers within a second after every case.
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import socket
-import threading
 import time
 
 import httpx
 import pytest
 
 from tests.pool.conftest import launch_pool
-from tests.pool.hostile import read_responses
+from tests.pool.hostile import OK_HEAD, RawBackend, read_responses
 
-OK_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 BAD_HEADS = {
@@ -49,57 +46,6 @@ BAD_BODIES = {
     "bare-lf-trailer": CHUNKED + b"5\r\nhello\r\n0\r\nX-T: a\nContent-Length: 3\r\n\r\n",
     "huge-chunk-size-line": CHUNKED + b"5" + b";x" * 4000 + b"\r\nhello\r\n0\r\n\r\n",
 }
-
-
-class RawBackend:
-    """Answers every request with `self.answer` (raw bytes in one write, or a list written 0.3 s apart)
-    and keeps the connection open, so a router that pooled a broken connection would send the next
-    request down it."""
-
-    def __init__(self) -> None:
-        self.answer = OK_HEAD + b"Content-Length: 2\r\n\r\nok"
-        self.seen: list[tuple[str, int]] = []  # (path, connection id)
-        self.loop = asyncio.new_event_loop()
-        self.conn_ids = 0
-        ready = threading.Event()
-
-        async def handle(reader, writer):
-            self.conn_ids += 1
-            conn = self.conn_ids
-            try:
-                while True:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                    lines = head.split(b"\r\n")
-                    path = lines[0].split(b" ")[1].decode()
-                    length = next((int(x.split(b":")[1]) for x in lines if x.lower().startswith(b"content-length:")), 0)
-                    await reader.readexactly(length)
-                    if path == "/health":
-                        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                        continue
-                    self.seen.append((path, conn))
-                    pieces = self.answer if isinstance(self.answer, list) else [self.answer]
-                    for i, piece in enumerate(pieces):
-                        if i:
-                            await asyncio.sleep(0.3)
-                        writer.write(piece)
-                        await writer.drain()
-            except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-                writer.transport.abort()
-
-        def run():
-            asyncio.set_event_loop(self.loop)
-            self.server = self.loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
-            self.port = self.server.sockets[0].getsockname()[1]
-            ready.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        ready.wait(10)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
 
 @pytest.fixture(scope="module")
