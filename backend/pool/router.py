@@ -112,6 +112,10 @@ class Router:
             name: Backend(name, url, policy, connect_timeout_s=config.connect_timeout_s) for name, url in config.backends
         }
         self.order = list(self.backends.values())
+        for name, url in config.backends:
+            if self.backends[name].url != url.rstrip("/"):
+                log.warning("backend %s: its URL carries user:password; the router never uses, sends or shows it "
+                            "(authenticate with the pool's own API key or a header instead)", name)
         self.ring = HashRing(list(self.backends), vnodes=config.vnodes)
         self.pins = PinTable(cap=config.pin_cap, ttl_s=config.pin_ttl_s)
         self.hasher = KeyHasher(salt or os.urandom(32))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlunparse
 
 from backend.pool.health import BackendHealth, HealthPolicy
 from backend.pool.heads import HeadError
@@ -21,19 +21,40 @@ from backend.pool.metrics import BackendMetrics
 STREAM_LIMIT = 256 * 1024
 
 
+def redact_url(url: str) -> str:
+    """The URL without any `user:password@` part: what the router shows, logs and serves.
+
+    Node URLs with credentials are refused when a node is added; this is the second line of defence
+    for one that reaches the router anyway (a hand-edited registry): its userinfo is never used, never
+    sent upstream (Host is built from host:port) and never printed, logged or served.
+    """
+    try:
+        parsed = urlparse(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if "@" not in parsed.netloc:
+        return url
+    return urlunparse(parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1]))
+
+
 class Backend:
     """A node's OpenAI endpoint behind the router."""
 
     __slots__ = ("name", "url", "host", "port", "ssl", "prefix", "host_header", "idle", "max_idle", "connect_timeout_s", "health", "metrics")
 
     def __init__(self, name: str, url: str, policy: HealthPolicy, *, connect_timeout_s: float = 3.0, max_idle: int = 256) -> None:
-        parsed = urlparse(url)
+        shown = redact_url(url)
+        try:
+            parsed = urlparse(url)
+            port = parsed.port
+        except ValueError:
+            raise ValueError(f"backend {name}: `{shown}` is not a valid URL") from None
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"backend {name}: `{url}` is not an http(s) URL")
+            raise ValueError(f"backend {name}: `{shown}` is not an http(s) URL")
         self.name = name
-        self.url = url.rstrip("/")
+        self.url = shown.rstrip("/")  # never the userinfo: this is what status, metrics and logs show
         self.host = parsed.hostname
-        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.port = port or (443 if parsed.scheme == "https" else 80)
         self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parsed.scheme == "https" else None
         prefix = parsed.path.rstrip("/")
         # A node registered as http://h:8000/v1 still receives /v1/... paths once, not /v1/v1/...

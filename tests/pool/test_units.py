@@ -308,3 +308,36 @@ def test_drain_keeps_a_busy_pin_and_moves_an_idle_one():
     assert outcome == "repin" and moved is not first
     router.set_draining(first.name, False)
     assert router.choose(key) == (moved, "hit")  # undrain does not pull it back
+
+
+async def test_a_node_url_with_credentials_is_never_shown_served_or_logged(caplog):
+    """Defence in depth: node add refuses userinfo, but one that reaches the router anyway is redacted."""
+    import asyncio
+    import logging
+
+    from backend.pool.proxy import PoolServer
+    from backend.pool.router import PoolConfig, Router
+
+    secret_url = "http://alice:hunter2-s3cret@127.0.0.1:9/v1"
+    config = PoolConfig(backends=[("a", secret_url)], host="127.0.0.1", port=0, probe_interval_s=60, probe_timeout_s=0.2)
+    with caplog.at_level(logging.INFO, logger="c3.pool"):
+        router = Router(config)
+        server = PoolServer(router)
+        await server.start()
+        try:
+            answers = []
+            for path in (b"/c3/status", b"/metrics"):
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                answers.append(await reader.read())
+                writer.close()
+        finally:
+            await server.shutdown(0)
+    assert all(a.startswith(b"HTTP/1.1 200 ") for a in answers)
+    shown = b"".join(answers).decode() + str(router.status()) + router.render_metrics() + caplog.text
+    assert "hunter2" not in shown and "alice" not in shown
+    assert "http://127.0.0.1:9/v1" in shown  # still identifiable without its credentials
+    assert "carries user:password" in caplog.text
+    with pytest.raises(ValueError) as info:
+        Router(PoolConfig(backends=[("b", "ftp://bob:pw-s3cret@host")]))
+    assert "pw-s3cret" not in str(info.value) and "ftp://host" in str(info.value)
