@@ -16,7 +16,8 @@ malformed versions):
   dropping it as hop-by-hop would leave body bytes without framing;
 - at most `MAX_HEADERS` header lines.
 
-Cost (bench/heads.py, 16-header OpenAI-SDK head, this repo's 2-vCPU VM): see `bench/RESULTS.md`.
+Cost: ~8 µs per 16-header head including these checks, ~11 µs with the forwarded head rebuilt
+(`bench/heads.py`; the split parser it replaced took ~5.5 µs / ~8.7 µs; h11 ~26 µs).
 """
 
 from __future__ import annotations
