@@ -151,6 +151,25 @@ class ChunkScanner:
                     self.boundary = i
                 continue
             j = data.find(b"\n", i)
+            if state == 0 and j >= 0 and not self.line and j - i < MAX_LINE:
+                # Fast path: a whole size line in this piece (no copy), and often the whole chunk too.
+                m = _SIZE_LINE.fullmatch(data, i, j + 1)
+                if m is None:
+                    raise BadMessage("bad chunk size line", 502)
+                size = int(m.group(1), 16)
+                i = j + 1
+                if not size:
+                    self.state = 3
+                elif i + size + 2 <= n:
+                    end = i + size
+                    if data[end] != 13 or data[end + 1] != 10:
+                        raise BadMessage("chunk data not followed by CRLF", 502)
+                    i = end + 2
+                    self.boundary = i
+                else:
+                    self.need = size
+                    self.state = 1
+                continue
             if j < 0:
                 self.line += data[i:]
                 if len(self.line) > MAX_LINE:
@@ -182,50 +201,144 @@ class ChunkScanner:
 
 
 HOLD_LIMIT = 64 * 1024
+HIGH_WATER = 256 * 1024
+"""Client write buffer above which the backend connection stops being read (backpressure)."""
 
 
-async def relay_chunked(src: asyncio.StreamReader, write, drain=None, prefix: bytes = b"") -> bool:
-    """Copy one chunked body verbatim (framing included, checked) as it arrives, ending after the trailers.
+class ChunkRelay:
+    """Checked chunked framing plus hold-back: turns arriving pieces into bytes that may go out now.
 
-    Whatever bytes arrive are written at once, except the unfinished tail of a chunk, which is held
-    back until the chunk completes (up to HOLD_LIMIT): then a failure midway leaves the client at a
-    chunk boundary, where the proxy can still append an error event. `prefix` (the response head) goes
-    out with the first bytes when they are already there. Returns True when the body ended exactly
-    (nothing extra followed it, so the connection can be reused). Raises IncompleteReadError on EOF,
-    BadMessage on broken framing.
+    The unfinished tail of a chunk is held back until the chunk completes (up to HOLD_LIMIT, beyond
+    which a huge chunk streams): a failure midway then leaves the client at a chunk boundary, where the
+    proxy can still append an SSE error event. `clean` turns False when bytes followed the body.
     """
-    scanner = ChunkScanner()
-    held = b""
-    clean = True
-    while not scanner.done:
-        if prefix and not src._buffer:  # noqa: SLF001 - nothing buffered: send the head now, not later
-            write(prefix)
-            prefix = b""
-        data = await src.read(READ_SIZE)
-        if not data:
-            raise asyncio.IncompleteReadError(held, None)
+
+    __slots__ = ("scanner", "held", "clean")
+
+    def __init__(self) -> None:
+        self.scanner = ChunkScanner()
+        self.held = b""
+        self.clean = True
+
+    def push(self, data: bytes) -> bytes:
+        scanner = self.scanner
         used = scanner.feed(data)
         if used < len(data):
             data = data[:used]
-            clean = False
+            self.clean = False
         cut = scanner.boundary
         if cut >= 0:
-            out = held + data[:cut] if held else data[:cut]
-            held = data[cut:]
+            out = self.held + data[:cut] if self.held else data[:cut]
+            self.held = data[cut:]
         else:
             out = b""
-            held += data
-        if len(held) > HOLD_LIMIT:  # a huge chunk: stream it rather than buffer it
-            out += held
-            held = b""
-        if prefix:
-            out = prefix + out
+            self.held += data
+        if len(self.held) > HOLD_LIMIT:
+            out += self.held
+            self.held = b""
+        return out
+
+
+class _RelayProtocol(asyncio.Protocol):
+    """Takes over a backend connection while its chunked body is relayed: each arriving piece is checked
+    and written to the client from `data_received`, with no coroutine wake-up per chunk."""
+
+    def __init__(self, relay: ChunkRelay, write, transport: asyncio.Transport, client_buffer) -> None:
+        self.relay = relay
+        self.write = write
+        self.transport = transport
+        self.client_buffer = client_buffer  # () -> bytes waiting in the client's transport
+        self.waiter: asyncio.Future | None = None
+        self.error: BaseException | None = None
+        self.paused = False
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        if self.error is not None or self.relay.scanner.done:
+            self.relay.clean = False  # bytes after the body: the connection is not reusable
+            return
+        try:
+            out = self.relay.push(data)
+            if out:
+                self.write(out)
+        except BaseException as exc:  # noqa: BLE001 - handed to the relaying coroutine
+            self.error = exc
+        if self.error is not None or self.relay.scanner.done:
+            self.transport.pause_reading()
+            self._wake()
+        elif self.client_buffer() > HIGH_WATER:
+            self.transport.pause_reading()
+            self.paused = True
+            self._wake()
+
+    def eof_received(self) -> bool:
+        if self.error is None and not self.relay.scanner.done:
+            self.error = asyncio.IncompleteReadError(self.relay.held, None)
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.error is None and not self.relay.scanner.done:
+            self.error = exc or asyncio.IncompleteReadError(self.relay.held, None)
+        self._wake()
+
+
+async def relay_chunked(src: asyncio.StreamReader, write, drain=None, prefix: bytes = b"",
+                        transport: asyncio.Transport | None = None, client_buffer=None) -> bool:
+    """Copy one chunked body verbatim (framing included, checked) as it arrives, ending after the trailers.
+
+    Whatever bytes arrive are written at once (see ChunkRelay for the hold-back). `prefix` (the
+    response head) goes out with the first bytes when they are already there. With `transport` (the
+    backend connection) the relay runs in that transport's `data_received` until the body ends, which
+    saves an event-loop pass per chunk; without it, a read loop on `src`. Returns True when the body
+    ended exactly (nothing extra followed, so the connection can be reused). Raises
+    IncompleteReadError or ConnectionError when the backend goes away, BadMessage on broken framing.
+    """
+    relay = ChunkRelay()
+    while src._buffer and not relay.scanner.done:  # noqa: SLF001 - bytes read along with the head
+        out = relay.push(await src.read(READ_SIZE))
+        if prefix or out:
+            write(prefix + out)
             prefix = b""
-        if out:
-            write(out)
-            if drain is not None:
-                await drain()
-    return clean
+    if prefix:
+        write(prefix)
+    if relay.scanner.done:
+        return relay.clean
+    if transport is None:
+        while not relay.scanner.done:
+            data = await src.read(READ_SIZE)
+            if not data:
+                raise asyncio.IncompleteReadError(relay.held, None)
+            out = relay.push(data)
+            if out:
+                write(out)
+                if drain is not None:
+                    await drain()
+        return relay.clean
+    loop = asyncio.get_running_loop()
+    proto = _RelayProtocol(relay, write, transport, client_buffer or (lambda: 0))
+    original = transport.get_protocol()
+    transport.set_protocol(proto)
+    try:
+        while True:
+            proto.waiter = loop.create_future()
+            await proto.waiter
+            if proto.error is not None:
+                raise proto.error
+            if relay.scanner.done:
+                return relay.clean
+            if proto.paused:  # the client reads slower than the backend writes
+                if drain is not None:
+                    await drain()
+                proto.paused = False
+                transport.resume_reading()
+    finally:
+        transport.set_protocol(original)
+        if relay.scanner.done and proto.error is None:
+            transport.resume_reading()
 
 
 class ChunkedBody:

@@ -95,7 +95,8 @@ async def relay_response(server, proto, req: Head, resp: Head, b, sticky: str, s
         elif dechunk:
             reusable = await relay_dechunked(up_r, write, writer.drain, prefix=out_head) and reusable
         elif framing == "chunked":
-            reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head) and reusable
+            reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head, transport=up_w.transport,
+                                           client_buffer=writer.transport.get_write_buffer_size) and reusable
         else:
             write(out_head)
             if framing == "length":

@@ -117,3 +117,25 @@ def test_at_the_fd_limit_the_accept_loop_backs_off_and_logs_one_line_per_streak(
         sock.sendall(b"GET /c3/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         data, _ = _closed_after(sock, 5)
     assert data.startswith(b"HTTP/1.1 200 "), data
+
+
+def test_a_slow_client_of_a_large_chunked_answer_keeps_router_memory_bounded(raw_backend, pool_process):
+    """Backpressure through the data_received relay: the backend is not read faster than the client reads."""
+    piece = b"y" * (1 << 20)
+    chunk = b"%x\r\n%s\r\n" % (len(piece), piece)
+    raw_backend.answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk * 120 + b"0\r\n\r\n"
+    pool = pool_process({"raw": f"http://127.0.0.1:{raw_backend.port}"}, probe_interval=5)
+    with socket.create_connection(("127.0.0.1", pool.port), timeout=60) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(b"GET /v1/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        time.sleep(2.0)  # not reading: the router must stop reading the backend, not buffer 120 MiB
+        peak_while_stalled = _rss_peak_mib(pool.popen.pid)
+        total = 0
+        while True:
+            got = sock.recv(1 << 20)
+            if not got:
+                break
+            total += len(got)
+    assert total > 120 * (1 << 20)  # every byte arrived once the client read
+    assert peak_while_stalled < 150, f"router peak RSS {peak_while_stalled:.0f} MiB while the client did not read"
+    assert _rss_peak_mib(pool.popen.pid) < 150
