@@ -139,3 +139,17 @@ def test_a_slow_client_of_a_large_chunked_answer_keeps_router_memory_bounded(raw
     assert total > 120 * (1 << 20)  # every byte arrived once the client read
     assert peak_while_stalled < 150, f"router peak RSS {peak_while_stalled:.0f} MiB while the client did not read"
     assert _rss_peak_mib(pool.popen.pid) < 150
+
+
+def test_an_answer_before_the_body_was_read_closes_the_connection(pool_process):
+    """No backend is up and the body is streamed (over --retry-body-limit), so the router answers 503
+    before reading it: the unread body — here a whole request — must never be parsed as the next one."""
+    from tests.plugins.rig import free_port
+
+    dead = free_port()  # nothing listens here
+    pool = pool_process({"dead": f"http://127.0.0.1:{dead}"}, "--retry-body-limit", "4", probe_interval=5)
+    hidden = b"GET /c3/health HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", pool.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/case HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(hidden) + hidden)
+        responses, closed = read_responses(sock, quiet_s=1.5)
+    assert [r[0] for r in responses] in ([502], [503]) and closed, responses
