@@ -114,8 +114,8 @@ def pool_process(tmp_path):
     """Factory: `pool_process({"a": url, ...}, "--sticky", "auto")` → PoolProcess once it answers."""
     started: list[PoolProcess] = []
 
-    def start(nodes: dict[str, str], *args: str, probe_interval: float = 0.25, port: int | None = None) -> PoolProcess:
-        proc = launch_pool(tmp_path, nodes, *args, probe_interval=probe_interval, port=port)
+    def start(nodes: dict[str, str], *args: str, probe_interval: float = 0.25, port: int | None = None, env: dict | None = None) -> PoolProcess:
+        proc = launch_pool(tmp_path, nodes, *args, probe_interval=probe_interval, port=port, env=env)
         started.append(proc)
         return proc
 

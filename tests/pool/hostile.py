@@ -81,6 +81,20 @@ REJECT: dict[str, tuple[bytes, set[int]]] = {
     "empty-header-name": (request(b": x\r\n" + cl(b"")), {400}),
     "header-name-with-slash": (request(b"X/A: x\r\n" + cl(b"")), {400}),
 }
+# PortSwigger Web Security Academy's TE.TE obfuscations (each beside a Content-Length that frames differently).
+for _name, _te in {
+    "xchunked": b"Transfer-Encoding: xchunked\r\n",
+    "then-x": b"Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n",
+    "then-chunked1": b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked1\r\n",
+    "tab-value": b"Transfer-Encoding:\tchunked\r\n",
+    "lf-before-colon": b"Transfer-Encoding\n: chunked\r\n",
+    "vertical-tab": b"Transfer-Encoding: chunked\x0b\r\n",
+    "case-mangled": b"tRaNsFeR-eNcOdInG: ChUnKeD\r\n",
+    "gzip-chunked": b"Transfer-Encoding: gzip, chunked\r\n",
+}.items():
+    REJECT[f"te-obfuscated-{_name}-with-cl"] = (request(_te + cl(_B), _B), {400, 501})
+REJECT["leading-space-first-header"] = (b"POST /v1/case HTTP/1.1\r\n Transfer-Encoding: chunked\r\nHost: x\r\n" + cl(_B) + b"\r\n" + _B, {400})
+REJECT["te-gzip-chunked"] = (request(b"Transfer-Encoding: gzip, chunked\r\n", chunked(b"hi")), {501})
 for _bad in (b"0x5", b"+5", b"-5", b"0_5", b" 5", b"5 ", b"", b"fffffffffffffffffffff", b"-6", b"5;\x00"):
     REJECT[f"request-chunk-size-{_bad.decode('latin-1').encode('unicode_escape').decode() or 'empty'}"] = (
         request(_TE, _bad + b"\r\nhello\r\n0\r\n\r\n"), {400})

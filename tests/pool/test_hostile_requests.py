@@ -23,7 +23,7 @@ from tests.plugins.rig import free_port, start_stub, wait_for_port
 from tests.pool.conftest import ROOT, launch_pool
 from tests.pool.hostile import REJECT, SWALLOW, chunked, cl, read_responses, request
 
-KINDS = ("h11", "httptools", "stub")
+KINDS = ("h11", "httptools", "stub", "h11-asyncio-router")  # the last: the router on plain asyncio (C3_POOL_LOOP)
 
 
 class Front:
@@ -57,6 +57,8 @@ class Front:
 @pytest.fixture(scope="module", params=KINDS)
 def front(request, tmp_path_factory):
     kind = request.param
+    router_env = {"C3_POOL_LOOP": "asyncio"} if kind.endswith("-asyncio-router") else None
+    kind = kind.removesuffix("-asyncio-router")
     base = tmp_path_factory.mktemp(f"hostile-{kind}")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("C3_HOME", str(base / "home"))
@@ -73,7 +75,9 @@ def front(request, tmp_path_factory):
                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(base / "uvicorn.log", "wb"), stdin=subprocess.DEVNULL)
             url = f"http://127.0.0.1:{port}"
             assert wait_for_port("127.0.0.1", port, 30, lambda: backend.poll() is None), (base / "uvicorn.log").read_text()
-        pool = launch_pool(base, {"b": url}, "--sticky", "none", probe_interval=5.0)
+        pool = launch_pool(base, {"b": url}, "--sticky", "none", probe_interval=5.0, env=router_env)
+        if router_env:
+            assert "event loop: asyncio" in pool.log()
         try:
             yield Front(kind, backend, url, pool)
         finally:
@@ -129,6 +133,7 @@ SERVE = {
     "chunked-with-trailer": (request(b"Transfer-Encoding: chunked\r\nX-Marker: trl\r\nConnection: close\r\n", b"2\r\nhi\r\n0\r\nX-T: 1\r\n\r\n"), 1),
     "chunked-then-pipelined": (request(b"Transfer-Encoding: Chunked\r\nX-Marker: a\r\n", chunked(b"hello"))
                                + request(cl(b"") + b"X-Marker: b\r\nConnection: close\r\n"), 2),
+    "te-case-mangled-alone": (request(b"tRaNsFeR-eNcOdInG: ChUnKeD\r\nX-Marker: case\r\nConnection: close\r\n", b"2\r\nhi\r\n0\r\n\r\n"), 1),
     "http10-without-host": (request(cl(b"") + b"X-Marker: old\r\n", version=b"HTTP/1.0", host=b""), 1),
     "hop-by-hop-named-header-dropped": (request(b"Connection: close, X-Secret-Hop\r\nX-Secret-Hop: 1\r\nX-Marker: hop\r\n" + cl(b"")), 1),
 }
@@ -143,5 +148,5 @@ def test_valid_edge_requests_are_served_with_the_same_boundaries(front, case):
     assert len(proxied) == count == len(responses), (case, responses)
     seen = front.records()
     assert len(seen) == count and all(r["path"] == "/v1/case" for r in seen), seen
-    if case.startswith("chunked"):
+    if case.startswith("chunked") or case == "te-case-mangled-alone":
         assert seen[0]["body_len"] == (5 if case == "chunked-then-pipelined" else 2)

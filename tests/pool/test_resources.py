@@ -93,8 +93,10 @@ def test_admin_endpoints_answer_without_reading_a_body(raw_backend, pool_process
     assert data.startswith(b"HTTP/1.1 405 ") and b"connection: close" in data.lower() and took < 2, (data, took)
 
 
-def test_at_the_fd_limit_the_accept_loop_backs_off_and_logs_one_line_per_streak(raw_backend, pool_process):
-    pool = pool_process({"raw": f"http://127.0.0.1:{raw_backend.port}"}, probe_interval=60)
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_at_the_fd_limit_the_accept_loop_backs_off_and_logs_one_line_per_streak(raw_backend, pool_process, loop):
+    pool = pool_process({"raw": f"http://127.0.0.1:{raw_backend.port}"}, probe_interval=60, env={"C3_POOL_LOOP": loop})
+    assert f"event loop: {loop}" in pool.log()
     resource.prlimit(pool.popen.pid, resource.RLIMIT_NOFILE, (40, 40))
     held = []
     try:
