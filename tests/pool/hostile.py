@@ -81,6 +81,8 @@ REJECT: dict[str, tuple[bytes, set[int]]] = {
     "empty-header-name": (request(b": x\r\n" + cl(b"")), {400}),
     "header-name-with-slash": (request(b"X/A: x\r\n" + cl(b"")), {400}),
 }
+REJECT["too-many-header-lines"] = (request(b"".join(b"X-H%d: v\r\n" % i for i in range(101)) + cl(b"")), {431})
+REJECT["head-over-32-kib"] = (request(b"X-Big: " + b"a" * (33 * 1024) + b"\r\n" + cl(b"")), {431})
 # PortSwigger Web Security Academy's TE.TE obfuscations (each beside a Content-Length that frames differently).
 for _name, _te in {
     "xchunked": b"Transfer-Encoding: xchunked\r\n",
