@@ -379,6 +379,11 @@ def print_table(scenario: str, res: dict, notes_by: dict, notes: list[str]) -> N
         else:
             print(f"| {label} | {fmt(m['rps'], 0)} | {fmt(m['p50_ms'])} | {fmt(m['p99_ms'])} | {fmt(m['cpu_pct'], 0)} | "
                   f"{fmt(m['per_core'], 0)} | {split_text(m['runs'])} | {m['errors']} | {load} |")
+    for name, m in res.items():
+        shares = split_text(m["runs"]).split("/")
+        if name != "direct" and shares[0].isdigit() and not 40 <= int(shares[0]) <= 60:
+            print(f"note: {name} put {shares[0]}/{shares[1]} % of requests on s0/s1 with this key set: its figures "
+                  "include that skew (a policy choice for cache-aware routing, a key-set artefact for hashing)")
     for note in notes:
         print(f"note: {note}")
 
