@@ -36,7 +36,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STUB = ROOT / "backend" / "stub_engine.py"
+STUB = ROOT / "backend" / "sim" / "stub_engine.py"
 LITELLM_VENV = ROOT / ".rig" / "litellm-venv"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CONCURRENCY = (1, 64, 256)

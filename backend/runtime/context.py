@@ -94,7 +94,7 @@ def open_context(*, forced_mode: str | None = None, demo: bool = False, runtime:
     simulated = probe is not None and str(getattr(probe, "source", "")).startswith("simulated")
     if runtime is None:
         if runtime_kind(simulated) == "sim":
-            from backend.runtime.simulated import SimRuntime
+            from backend.sim.runtime import SimRuntime
 
             runtime = SimRuntime()
         else:
