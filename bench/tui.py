@@ -45,7 +45,7 @@ def child(kind: str, mode: str, idle_s: float) -> None:
         from c3.app import C3App
 
         def facade():  # built in a worker after the first frame, as `c3` does
-            from c3.services_fake import FakeServices
+            from tests.cockpit.fakes import FakeServices
 
             return FakeServices("bench")
 

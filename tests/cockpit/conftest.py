@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import Input
 
 from c3.app import C3App
-from c3.services_fake import FakeServices
+from tests.cockpit.fakes import FakeServices
 
 
 @pytest.fixture(autouse=True)

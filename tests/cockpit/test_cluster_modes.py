@@ -243,7 +243,7 @@ async def test_recipe_writes_refused_read_only():
 
 
 async def test_node_and_recipe_flows_never_call_the_facade_on_the_loop():
-    from c3.services_fake import FakeServices
+    from tests.cockpit.fakes import FakeServices
     from tests.cockpit.test_nonblocking import SlowServices
 
     slow = SlowServices(FakeServices("cluster"))

@@ -17,7 +17,7 @@ import re
 import threading
 import time
 
-from c3.services_fake import FakeServices
+from tests.cockpit.fakes import FakeServices
 from tests.cockpit.conftest import make_app, orchestration, settle, wait_for
 
 SLOW_S = 2.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from c3.services_fake import FIXED_NOW
+from tests.cockpit.fakes import FIXED_NOW
 from tests.cockpit.conftest import (
     make_app,
     orchestration,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backend.errors import UsageError
 from c3.app import C3App
-from c3.services_fake import FakeServices
+from tests.cockpit.fakes import FakeServices
 from tests.cockpit.conftest import orchestration, screen_text, wait_for
 
 

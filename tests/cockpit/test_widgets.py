@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from backend.models import FitReport, GpuFit, GpuSnapshot
 from c3.screens.pod_view import badge, free_line, pod_prompt
 from c3.services import History, PodState
-from c3.services_fake import _gpu
+from tests.cockpit.fakes import _gpu
 from widgets.fit_breakdown import fit_lines, verdict_markup
 from widgets.gpu_panel import GpuPanel, short_name
 from widgets.meters import bar, level_style, sparkline

@@ -37,7 +37,7 @@ from c3.services import (
     WritePlan,
     WriteResult,
 )
-from c3.services_fake_cluster import CLUSTER_KINDS, FakeCluster
+from tests.cockpit.fakes_cluster import CLUSTER_KINDS, FakeCluster
 
 FIXED_NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 
