@@ -1,4 +1,5 @@
-"""Cockpit test helpers: a fake-backed app factory, deterministic rendering (UTC, no blink, no animation)."""
+"""Cockpit test helpers: apps over the real facade on a simulated world (`demo_world`, `real_app`), the
+fake-backed app factory for the tests not moved yet, deterministic rendering (UTC, no blink, no animation)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,29 @@ def _deterministic(monkeypatch):
     monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None, raising=False)
     yield
     time.tzset()
+
+
+@pytest.fixture
+def demo_world(request):
+    """A simulated world (`tests.cockpit.world`; scenario from `indirect` parametrisation, default
+    `placed`), its environment set for the whole test; every stub process stopped afterwards."""
+    from tests.cockpit.world import World
+
+    world = World.build(getattr(request, "param", "placed"))
+    try:
+        with world.active():
+            yield world
+    finally:
+        world.stop()
+
+
+def real_app(world, *, readonly: bool = False):
+    """The cockpit over the real facade on `world`, once its live view has caught up."""
+    from tests.cockpit.scenes import converged
+
+    svc = world.services(readonly=readonly)
+    converged(svc)
+    return C3App(svc, readonly=readonly, clock=svc.clock), svc
 
 
 def make_app(scenario: str = "placed", *, readonly: bool = False, services=None, **fake_kwargs) -> tuple[C3App, FakeServices]:

@@ -102,6 +102,7 @@ class World:
     pids: dict[int, int] = field(default_factory=dict)
     """Real pid → the fixed number the pictures show (4100 + the pod's place in the estate)."""
     router: subprocess.Popen | None = None
+    facades: list[StableFacade] = field(default_factory=list)
 
     @property
     def home(self) -> Path:
@@ -223,7 +224,9 @@ class World:
 
     # -- teardown ----------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop the router and every stub process of this world, then delete its files."""
+        """Stop the facades' live hubs, the router and every stub process of this world, then delete its files."""
+        for facade in self.facades:
+            facade.close()
         if self.router is not None and self.router.poll() is None:
             os.killpg(self.router.pid, signal.SIGTERM)
             try:
@@ -248,7 +251,9 @@ class World:
         real = RealServices(readonly=readonly, demo=True)
         if self.scenario == "stale":
             real.ctx.probe = FailingProbe(real.ctx.probe)
-        return StableFacade(real, self)
+        facade = StableFacade(real, self)
+        self.facades.append(facade)
+        return facade
 
 
 class FailingProbe:
