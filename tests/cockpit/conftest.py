@@ -38,13 +38,34 @@ def demo_world(request):
         world.stop()
 
 
-def real_app(world, *, readonly: bool = False):
-    """The cockpit over the real facade on `world`, once its live view has caught up."""
+class CallLog:
+    """Passes every call through to the facade it wraps and records the method's name (`set_live`
+    with its argument), so a test can say which calls a key caused — the facade itself is real."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str):
+        value = getattr(self.inner, name)
+        if not callable(value) or name.startswith("_"):
+            return value
+
+        def recorded(*args, **kwargs):
+            self.calls.append(f"set_live:{args[0]}" if name == "set_live" else name)
+            return value(*args, **kwargs)
+
+        return recorded
+
+
+def real_app(world, *, readonly: bool = False) -> tuple[C3App, CallLog]:
+    """The cockpit over the real facade on `world` (calls recorded), once its live view has caught up."""
     from tests.cockpit.scenes import converged
 
     svc = world.services(readonly=readonly)
     converged(svc)
-    return C3App(svc, readonly=readonly, clock=svc.clock), svc
+    log = CallLog(svc)
+    return C3App(log, readonly=readonly, clock=svc.clock), log
 
 
 def make_app(scenario: str = "placed", *, readonly: bool = False, services=None, **fake_kwargs) -> tuple[C3App, FakeServices]:
