@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 
-from c3.screens.base import ServiceCalls, describe_error
+from c3.screens.base import CockpitScreen, ServiceCalls, describe_error
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import (
     BootProgress,
@@ -142,11 +142,9 @@ class C3App(ServiceCalls, App[None]):
     def _services_ready(self, services: Services) -> None:
         self.services = services
         self.readonly = self.readonly or services.readonly
-        for stack in self._screen_stacks.values():
-            for screen in stack:
-                ready = getattr(screen, "services_ready", None)
-                if ready is not None and screen.is_mounted:
-                    ready()
+        for screen in self._mode_screens():
+            if isinstance(screen, CockpitScreen) and screen.is_mounted:
+                screen.services_ready()
 
     def _services_failed(self, error: BaseException) -> None:
         # Startup failed (bad rig file, unreadable estate…): leave, and let the CLI print it.
@@ -225,8 +223,19 @@ class C3App(ServiceCalls, App[None]):
         if poll:
             poll()
 
+    def _mode_screens(self, *modes: str) -> list[Screen]:
+        """The screens of these modes (every mode when none is named), through Textual's public API;
+        a mode not opened yet has none."""
+        screens: list[Screen] = []
+        for mode in modes or tuple(self.MODES):
+            try:
+                screens += self.get_screen_stack(mode)
+            except KeyError:
+                pass
+        return screens
+
     def _orchestration(self) -> OrchestrationScreen | None:
-        for screen in self._screen_stacks.get("orchestration", []):
+        for screen in self._mode_screens("orchestration"):
             if isinstance(screen, OrchestrationScreen):
                 return screen
         return None
@@ -324,7 +333,7 @@ class C3App(ServiceCalls, App[None]):
 
     def on_launch_update(self, message: LaunchUpdate) -> None:
         self.launch_progress = message.progress
-        for screen in self._screen_stacks.get("recipes", []):
+        for screen in self._mode_screens("recipes"):
             shown = getattr(screen, "show_launch", None)
             if shown is not None and screen.is_mounted:
                 shown(message.progress)
@@ -355,7 +364,7 @@ class C3App(ServiceCalls, App[None]):
             orch.show_result()
             orch.poll_now()
         for mode in ("nodes", "recipes"):
-            for screen in self._screen_stacks.get(mode, []):
+            for screen in self._mode_screens(mode):
                 shown = getattr(screen, "show_result", None)
                 if shown is not None and screen.is_mounted:
                     shown(result)

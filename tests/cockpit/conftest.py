@@ -1,5 +1,5 @@
-"""Cockpit test helpers: apps over the real facade on a simulated world (`demo_world`, `real_app`), the
-fake-backed app factory for the tests not moved yet, deterministic rendering (UTC, no blink, no animation)."""
+"""Cockpit test helpers: apps over the real facade on a simulated world (`demo_world`, `real_app`),
+deterministic rendering (UTC, no blink, no animation)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from textual.widgets import Input
 
 from c3.app import C3App
-from tests.cockpit.fakes import FakeServices
 
 
 @pytest.fixture(autouse=True)
@@ -66,12 +65,6 @@ def real_app(world, *, readonly: bool = False) -> tuple[C3App, CallLog]:
     converged(svc)
     log = CallLog(svc)
     return C3App(log, readonly=readonly, clock=svc.clock), log
-
-
-def make_app(scenario: str = "placed", *, readonly: bool = False, services=None, **fake_kwargs) -> tuple[C3App, FakeServices]:
-    """An app over a FakeServices scenario with its fixed clock."""
-    svc = services or FakeServices(scenario, readonly=readonly, **fake_kwargs)
-    return C3App(svc, readonly=readonly, clock=svc.clock), svc
 
 
 async def settle(pilot, rounds: int = 3) -> None:
