@@ -65,6 +65,10 @@ class LaunchUpdate(Message):
     progress: BootProgress
 
 
+class LiveChanged(Message):
+    """A pod's live state changed (posted from the facade's live hub thread; `post_message` is thread-safe)."""
+
+
 NAVIGATION = [
     Binding("up,k", "nav_up", "Previous", tooltip="Previous pod / row"),
     Binding("down,j", "nav_down", "Next", tooltip="Next pod / row"),
@@ -104,10 +108,14 @@ class C3App(ServiceCalls, App[None]):
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id="quit_ctrl_q"),
     ]
 
-    def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True, **kwargs) -> None:
-        """`services` is the facade, or a factory for it: then it is built in a worker after the first frame."""
+    def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True,
+                 live: bool | None = None, **kwargs) -> None:
+        """`services` is the facade, or a factory for it: then it is built in a worker after the first frame.
+        `autopoll`: poll timers; `live` (default: as `autopoll`): subscribe to the facade's pod changes."""
         super().__init__(**kwargs)
         self.autopoll = autopoll
+        self.live = autopoll if live is None else live
+        self._unsubscribe: Callable[[], None] | None = None
         self._factory: Callable[[], Services] | None = None
         self.services: Services | None
         if hasattr(services, "pod_states"):
@@ -137,10 +145,32 @@ class C3App(ServiceCalls, App[None]):
     def _start_background(self) -> None:
         if self._factory is not None:
             self.call(self._factory, done=self._services_ready, failed=self._services_failed, group="startup")
+        elif self.services is not None:
+            self._subscribe(self.services)
         self.run_worker(_warm_imports, thread=True, group="warm-up", exit_on_error=False)
+
+    def _subscribe(self, services: Services) -> None:
+        """Pod changes pushed by the facade's live hub become `LiveChanged` messages (in a worker:
+        subscribing may start the hub)."""
+        if not self.live or not hasattr(services, "subscribe"):
+            return
+
+        def subscribe() -> Callable[[], None]:
+            return services.subscribe(lambda: self.post_message(LiveChanged()))
+
+        self.call(subscribe, done=self._subscribed, failed=lambda _error: None, group="live")
+
+    def _subscribed(self, unsubscribe: Callable[[], None]) -> None:
+        self._unsubscribe = unsubscribe
+
+    def on_live_changed(self, message: LiveChanged) -> None:
+        orch = self._orchestration()
+        if orch is not None and orch.is_mounted and orch.is_active:
+            orch.pods_poller.tick()  # coalesced: a poll already in flight is not started twice
 
     def _services_ready(self, services: Services) -> None:
         self.services = services
+        self._subscribe(services)
         self.readonly = self.readonly or services.readonly
         for screen in self._mode_screens():
             if isinstance(screen, CockpitScreen) and screen.is_mounted:
@@ -159,6 +189,8 @@ class C3App(ServiceCalls, App[None]):
         return True
 
     def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if not self.is_headless:
             try:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)

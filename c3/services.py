@@ -301,3 +301,7 @@ class Services(Protocol):
 
     def set_live(self, active: bool) -> None:
         """Pause (False) or resume (True) background live sources while nobody looks at them."""
+
+    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
+        """Call `on_change()` — from a background thread — whenever a pod's live state changes (its
+        workload, health or placement; not every GPU reading); returns the unsubscribe function."""

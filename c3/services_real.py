@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -275,6 +276,22 @@ class RealServices:
                 hub.pause(name)
         if active:
             hub.refresh()
+
+    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
+        hub = self._live()
+        if hub is None:
+            return lambda: None
+        last: list[tuple[Any, ...] | None] = [None]
+
+        def changed(snap: Any) -> None:
+            # The hub publishes on every GPU reading too; only a pod's own transitions are news here.
+            key = tuple((p.name, p.workload.status if p.workload else None, bool(p.health and p.health.healthy),
+                         p.placement.verdict if p.placement else None) for p in snap.pods)
+            if key != last[0]:
+                last[0] = key
+                on_change()
+
+        return hub.subscribe(changed)
 
     def nodes(self) -> list[NodeRow]:
         return node_rows(self)
