@@ -49,7 +49,7 @@ from peers import (  # noqa: E402 - bench scripts run from a checkout
     wait_http,
 )
 
-STUB = ROOT / "backend" / "stub_engine.py"
+STUB = ROOT / "backend" / "sim" / "stub_engine.py"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TOKENS, TOKEN_DELAY = 16, 0.010
 ROUTERS = ("c3 pool", "nginx", "vllm-router", "sglang-router", "LiteLLM")

@@ -4,8 +4,10 @@
     .venv/bin/python bench/tui.py [--runs 7] [--idle-seconds 60]
 
 Both apps run headless in fresh subprocesses (imports included, as a user pays them). The cockpit
-runs on the fake facade with 8 GPUs and 16 pods (1 s GPU poll, 2 s pod poll, sparklines, as-of
-stamps). Measured:
+runs on the real facade over a simulated world with 8 GPUs and 16 pods, 8 of them serving as stub
+engines (tests/cockpit/world.py, scenario `bench`): its live hub polls the GPUs, the workloads, the
+engines' health and placement in its own threads (1 s GPU poll, 2 s pod poll, sparklines, as-of
+stamps), and that CPU is counted. Measured:
 - first frame: process spawn → the first screen painted (for c3 also: → GPUs and pods on screen);
 - idle CPU: user+system CPU time of the process over `--idle-seconds` after it settled, as a
   percentage of one core. Both apps idle at the same time, in the same run.
@@ -45,9 +47,9 @@ def child(kind: str, mode: str, idle_s: float) -> None:
         from c3.app import C3App
 
         def facade():  # built in a worker after the first frame, as `c3` does
-            from c3.services_fake import FakeServices
+            from c3.services_real import RealServices
 
-            return FakeServices("bench")
+            return RealServices(demo=True)  # over the world whose environment `spawn` passed in
 
         app = C3App(facade)
 
@@ -87,8 +89,12 @@ def child(kind: str, mode: str, idle_s: float) -> None:
     print(json.dumps(marks), flush=True)
 
 
+WORLD_ENV: dict[str, str] = {}
+"""The simulated world's environment (C3_HOME, C3_STATE, C3_RIG, C3_RUNTIME…), set by `main`."""
+
+
 def spawn(kind: str, mode: str, idle_s: float) -> tuple[float, subprocess.Popen]:
-    env = dict(os.environ, TEXTUAL_ANIMATIONS="none", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, TEXTUAL_ANIMATIONS="none", PYTHONPATH=str(ROOT), **WORLD_ENV)
     started = time.time()
     proc = subprocess.Popen([sys.executable, __file__, "--child", kind, "--mode", mode, "--idle-seconds", str(idle_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     return started, proc
@@ -117,6 +123,19 @@ def main() -> None:
         child(args.child, args.mode, args.idle_seconds)
         return
 
+    sys.path.insert(0, str(ROOT))
+    from tests.cockpit.world import World
+
+    world = World.build("bench")
+    WORLD_ENV.update(world.env)
+    try:
+        measure(args)
+    finally:
+        world.stop()
+    print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def measure(args: argparse.Namespace) -> None:
     frames: dict[str, list[dict]] = {"bare": [], "c3": []}
     for _ in range(args.runs):
         for kind in ("bare", "c3"):  # interleaved, so load on the machine hits both alike

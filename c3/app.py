@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 
-from c3.screens.base import ServiceCalls, describe_error
+from c3.screens.base import CockpitScreen, ServiceCalls, describe_error
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import (
     BootProgress,
@@ -65,6 +65,10 @@ class LaunchUpdate(Message):
     progress: BootProgress
 
 
+class LiveChanged(Message):
+    """A pod's live state changed (posted from the facade's live hub thread; `post_message` is thread-safe)."""
+
+
 NAVIGATION = [
     Binding("up,k", "nav_up", "Previous", tooltip="Previous pod / row"),
     Binding("down,j", "nav_down", "Next", tooltip="Next pod / row"),
@@ -104,10 +108,14 @@ class C3App(ServiceCalls, App[None]):
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id="quit_ctrl_q"),
     ]
 
-    def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True, **kwargs) -> None:
-        """`services` is the facade, or a factory for it: then it is built in a worker after the first frame."""
+    def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True,
+                 live: bool | None = None, **kwargs) -> None:
+        """`services` is the facade, or a factory for it: then it is built in a worker after the first frame.
+        `autopoll`: poll timers; `live` (default: as `autopoll`): subscribe to the facade's pod changes."""
         super().__init__(**kwargs)
         self.autopoll = autopoll
+        self.live = autopoll if live is None else live
+        self._unsubscribe: Callable[[], None] | None = None
         self._factory: Callable[[], Services] | None = None
         self.services: Services | None
         if hasattr(services, "pod_states"):
@@ -137,16 +145,36 @@ class C3App(ServiceCalls, App[None]):
     def _start_background(self) -> None:
         if self._factory is not None:
             self.call(self._factory, done=self._services_ready, failed=self._services_failed, group="startup")
+        elif self.services is not None:
+            self._subscribe(self.services)
         self.run_worker(_warm_imports, thread=True, group="warm-up", exit_on_error=False)
+
+    def _subscribe(self, services: Services) -> None:
+        """Pod changes pushed by the facade's live hub become `LiveChanged` messages (in a worker:
+        subscribing may start the hub)."""
+        if not self.live or not hasattr(services, "subscribe"):
+            return
+
+        def subscribe() -> Callable[[], None]:
+            return services.subscribe(lambda: self.post_message(LiveChanged()))
+
+        self.call(subscribe, done=self._subscribed, failed=lambda _error: None, group="live")
+
+    def _subscribed(self, unsubscribe: Callable[[], None]) -> None:
+        self._unsubscribe = unsubscribe
+
+    def on_live_changed(self, message: LiveChanged) -> None:
+        orch = self._orchestration()
+        if orch is not None and orch.is_mounted and orch.is_active:
+            orch.pods_poller.tick()  # coalesced: a poll already in flight is not started twice
 
     def _services_ready(self, services: Services) -> None:
         self.services = services
+        self._subscribe(services)
         self.readonly = self.readonly or services.readonly
-        for stack in self._screen_stacks.values():
-            for screen in stack:
-                ready = getattr(screen, "services_ready", None)
-                if ready is not None and screen.is_mounted:
-                    ready()
+        for screen in self._mode_screens():
+            if isinstance(screen, CockpitScreen) and screen.is_mounted:
+                screen.services_ready()
 
     def _services_failed(self, error: BaseException) -> None:
         # Startup failed (bad rig file, unreadable estate…): leave, and let the CLI print it.
@@ -161,6 +189,8 @@ class C3App(ServiceCalls, App[None]):
         return True
 
     def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if not self.is_headless:
             try:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
@@ -225,8 +255,19 @@ class C3App(ServiceCalls, App[None]):
         if poll:
             poll()
 
+    def _mode_screens(self, *modes: str) -> list[Screen]:
+        """The screens of these modes (every mode when none is named), through Textual's public API;
+        a mode not opened yet has none."""
+        screens: list[Screen] = []
+        for mode in modes or tuple(self.MODES):
+            try:
+                screens += self.get_screen_stack(mode)
+            except KeyError:
+                pass
+        return screens
+
     def _orchestration(self) -> OrchestrationScreen | None:
-        for screen in self._screen_stacks.get("orchestration", []):
+        for screen in self._mode_screens("orchestration"):
             if isinstance(screen, OrchestrationScreen):
                 return screen
         return None
@@ -324,7 +365,7 @@ class C3App(ServiceCalls, App[None]):
 
     def on_launch_update(self, message: LaunchUpdate) -> None:
         self.launch_progress = message.progress
-        for screen in self._screen_stacks.get("recipes", []):
+        for screen in self._mode_screens("recipes"):
             shown = getattr(screen, "show_launch", None)
             if shown is not None and screen.is_mounted:
                 shown(message.progress)
@@ -355,7 +396,7 @@ class C3App(ServiceCalls, App[None]):
             orch.show_result()
             orch.poll_now()
         for mode in ("nodes", "recipes"):
-            for screen in self._screen_stacks.get(mode, []):
+            for screen in self._mode_screens(mode):
                 shown = getattr(screen, "show_result", None)
                 if shown is not None and screen.is_mounted:
                     shown(result)

@@ -52,7 +52,7 @@ def prepare_demo(startup_delay_s: float = 3.0) -> None:
 
 def stop_demo_pods() -> list[str]:
     """Stop every simulated pod the demo started (they are local processes of this user)."""
-    from backend.runtime.simulated import SimRuntime
+    from backend.sim.runtime import SimRuntime
 
     runtime = SimRuntime()
     stopped = []

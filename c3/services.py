@@ -5,8 +5,9 @@ on the event loop: screens start a thread worker, the worker calls the facade an
 back. The clock is *not* part of the facade (the app asks it on the event loop every second), it is
 passed to the app separately.
 
-Two implementations: `c3.services_real.RealServices` over the backend packages, and
-`c3.services_fake.FakeServices` (fixed numbers, fixed clock) for tests, screenshots and benchmarks.
+One implementation: `c3.services_real.RealServices` over the backend packages — on a real rig, or
+on the simulated world of `c3 demo` (`backend/sim/`), which is also what the cockpit's snapshot
+tests and the README's screenshots run on. Test-only doubles live under `tests/cockpit/`.
 """
 
 from __future__ import annotations
@@ -300,3 +301,7 @@ class Services(Protocol):
 
     def set_live(self, active: bool) -> None:
         """Pause (False) or resume (True) background live sources while nobody looks at them."""
+
+    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
+        """Call `on_change()` — from a background thread — whenever a pod's live state changes (its
+        workload, health or placement; not every GPU reading); returns the unsubscribe function."""

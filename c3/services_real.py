@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -276,6 +277,22 @@ class RealServices:
         if active:
             hub.refresh()
 
+    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
+        hub = self._live()
+        if hub is None:
+            return lambda: None
+        last: list[tuple[Any, ...] | None] = [None]
+
+        def changed(snap: Any) -> None:
+            # The hub publishes on every GPU reading too; only a pod's own transitions are news here.
+            key = tuple((p.name, p.workload.status if p.workload else None, bool(p.health and p.health.healthy),
+                         p.placement.verdict if p.placement else None) for p in snap.pods)
+            if key != last[0]:
+                last[0] = key
+                on_change()
+
+        return hub.subscribe(changed)
+
     def nodes(self) -> list[NodeRow]:
         return node_rows(self)
 
@@ -406,20 +423,41 @@ class RealServices:
         started = time.monotonic()
         tail: deque[str] = deque(maxlen=4)
         last_logs = [0.0]
+        phase = ["starting"]
+        emitting = threading.Lock()
+
+        def emit() -> None:
+            with emitting:  # the boot's own callback and the ticker below
+                now = time.monotonic()
+                if now - last_logs[0] > 0.8:  # the engine's own last lines, at most about once a second
+                    last_logs[0] = now
+                    try:
+                        lines = self.ctx.runtime.logs(name, tail=3).splitlines()[-3:]
+                        tail.clear()
+                        tail.extend(lines)
+                    except C3Error:
+                        pass
+                progress(BootProgress(name, phase[0], now - started, tuple(tail)))
 
         def report(_pod: str, line: str) -> None:
-            now = time.monotonic()
-            if now - last_logs[0] > 0.8:  # the engine's own last lines, at most about once a second
-                last_logs[0] = now
-                try:
-                    tail.clear()
-                    tail.extend(self.ctx.runtime.logs(name, tail=3).splitlines()[-3:])
-                except C3Error:
-                    pass
-            phase = line.split(" … ")[0]
-            progress(BootProgress(name, phase, now - started, tuple(tail)))
+            phase[0] = line.split(" … ")[0]
+            emit()
 
-        outcome = boot_pod(self.ctx, pod, estate=str(self.path.resolve()), progress=report)
+        # The boot reports a phase only when it changes (or every 10 s); a real engine loads for
+        # minutes, so the engine's own lines are read once a second meanwhile.
+        finished = threading.Event()
+
+        def tick() -> None:
+            while not finished.wait(1.0):
+                emit()
+
+        ticker = threading.Thread(target=tick, name=f"c3-boot-log-{name}", daemon=True)
+        ticker.start()
+        try:
+            outcome = boot_pod(self.ctx, pod, estate=str(self.path.resolve()), progress=report)
+        finally:
+            finished.set()
+            ticker.join(timeout=5)
         elapsed = time.monotonic() - started
         log_tail = tuple(outcome.log_tail.rstrip().splitlines()[-4:]) if outcome.log_tail else tuple(tail)
         progress(BootProgress(name, "serving" if outcome.ok else outcome.phase, elapsed, log_tail, done=True, ok=outcome.ok))

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Regenerate screenshots/*.svg: every mode and modal of the cockpit on the fixed demo rig.
+"""Regenerate screenshots/*.svg: every mode and modal of the cockpit — the real facade over the
+simulated world `c3 demo` runs (tests/cockpit/world.py builds it: stub engines, the demo rig).
 
     .venv/bin/python scripts/screenshots.py [--only NAME[,NAME]] [--png]
 
-Fixed numbers, fixed clock (12:00 UTC), no timers, no cursor blink: the same SVGs on every run.
+Fixed clock (12:00 UTC), no timers, no cursor blink, pids and timestamps pinned: the same SVGs on every run.
 `--png` also writes PNGs (for looking, not for committing) into /tmp/c3-screenshots-png/ when
 cairosvg is installed.
 """
@@ -25,14 +26,13 @@ os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 from textual.widgets import Input
 
-from c3.demo_scenes import SCENES, play, scene_app
+from tests.cockpit.scenes import SCENES, Worlds, play, scene_app
 
 Input._toggle_cursor = lambda self: None  # type: ignore[method-assign]  # no blink in pictures
 OUT = ROOT / "screenshots"
 
 
-async def shoot(scene, out: Path) -> Path:
-    app = scene_app(scene)
+async def shoot(app, scene, out: Path) -> Path:
     async with app.run_test(size=scene.size) as pilot:
         await play(scene, pilot)
         path = app.save_screenshot(filename=f"{scene.name}.svg", path=str(out))
@@ -47,17 +47,22 @@ def main() -> None:
     args = parser.parse_args()
     wanted = {n for n in args.only.split(",") if n}
     args.out.mkdir(parents=True, exist_ok=True)
-    for scene in SCENES:
-        if wanted and scene.name not in wanted:
-            continue
-        path = asyncio.run(shoot(scene, args.out))
-        print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}  {scene.title}")
-        if args.png:
-            import cairosvg
+    worlds = Worlds()
+    try:
+        for scene in SCENES:
+            if wanted and scene.name not in wanted:
+                continue
+            with scene_app(scene, worlds) as app:
+                path = asyncio.run(shoot(app, scene, args.out))
+            print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}  {scene.title}")
+            if args.png:
+                import cairosvg
 
-            png_dir = Path("/tmp/c3-screenshots-png")
-            png_dir.mkdir(exist_ok=True)
-            cairosvg.svg2png(url=str(path), write_to=str(png_dir / f"{scene.name}.png"), output_width=scene.size[0] * 12)
+                png_dir = Path("/tmp/c3-screenshots-png")
+                png_dir.mkdir(exist_ok=True)
+                cairosvg.svg2png(url=str(path), write_to=str(png_dir / f"{scene.name}.png"), output_width=scene.size[0] * 12)
+    finally:
+        worlds.close()
 
 
 if __name__ == "__main__":

@@ -104,9 +104,10 @@ def run_gates(
         gates.gpus_gate(pod=pod.name, gpus=gpus, workloads=workloads, processes=procs, owners=owners),
         gates.port_gate(port=pod.port, workloads=[w for w in workloads if w.pod != pod.name]),
     ]
-    if ctx.probe is not None:
-        results.append(gates.vram_gate(slug=entry.slug, gpus=gpus, entry=entry, read_free=ctx.free_mib, reservation=ctx.reserve,
-                                        attempts=vram_attempts, interval_s=vram_interval_s))
+    if procs is None:  # no NVML, or it stopped answering: nobody can say who holds the GPUs
+        results.append(gates.not_checked("gpus", f"processes on the GPUs: {ctx.probe_problem or 'NVML is unavailable'}"))
+    results.append(gates.vram_gate(slug=entry.slug, gpus=gpus, entry=entry, read_free=ctx.free_mib, reservation=ctx.reserve,
+                                    attempts=vram_attempts, interval_s=vram_interval_s))
     return gates.enforce(pod.name, results, force=force)
 
 
@@ -141,7 +142,7 @@ def boot_pod(
     log = BootLog(pod.name)
     try:
         for w in warnings:
-            line = f"warning: --force passes the {w.gate} gate: {w.message}"
+            line = f"warning: --force passes the {w.gate} gate: {w.message}" if w.checked else f"WARNING: --force boots without the {w.gate} gate: {w.message}"
             say(pod.name, line)
             log.line(line)
         if ctx.probe is None:

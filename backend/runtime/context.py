@@ -2,7 +2,8 @@
 
 Runtime choice: `C3_RUNTIME=sim|docker` forces one; otherwise a simulated GPU probe (C3_RIG, `c3 demo`)
 gets the simulated runtime and a real one gets Docker. No NVML is not fatal here: placement is then
-`unknown` (with the reason) and the VRAM gate is skipped with a note.
+`unknown` (with the reason), and the gates that need NVML report "not checked" (a boot then needs
+--force) instead of passing on no data.
 """
 
 from __future__ import annotations
@@ -50,12 +51,17 @@ class RuntimeContext:
             return None
 
     def free_mib(self) -> dict[str, int | None]:
+        """Free memory per GPU UUID (None for a card that reports none, e.g. a GB10).
+
+        Raises EnvironmentProblem when there is no probe or it fails: an empty answer would let the
+        VRAM gate pass on no data."""
         if self.probe is None:
-            return {}
+            raise EnvironmentProblem(self.probe_problem or "NVML is unavailable")
         try:
             return {s.gpu.uuid: s.free_mib for s in self.probe.snapshots()}
-        except Exception:
-            return {}
+        except Exception as error:  # NVML can fail mid-flight (driver reload, GPU fell off the bus)
+            self.probe_problem = f"NVML stopped answering: {error}"
+            raise EnvironmentProblem(self.probe_problem) from error
 
     def entry(self, slug: str) -> CatalogEntry:
         if self.catalog is None:
@@ -94,7 +100,7 @@ def open_context(*, forced_mode: str | None = None, demo: bool = False, runtime:
     simulated = probe is not None and str(getattr(probe, "source", "")).startswith("simulated")
     if runtime is None:
         if runtime_kind(simulated) == "sim":
-            from backend.runtime.simulated import SimRuntime
+            from backend.sim.runtime import SimRuntime
 
             runtime = SimRuntime()
         else:

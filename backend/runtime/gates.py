@@ -11,7 +11,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from backend.errors import Refused
+from backend.errors import C3Error, Refused
 from backend.models import CatalogEntry, ComputeProcess, Gpu
 from backend.runtime.models import GateResult, Workload
 
@@ -50,7 +50,10 @@ def vram_gate(
     shortfalls: list[str] = []
     previous: dict[str, int] | None = None
     for attempt in range(max(1, attempts)):
-        free = read_free()
+        try:
+            free = read_free()
+        except C3Error as error:
+            return not_checked("vram", f"free VRAM: {error.message}")
         shortfalls = []
         judged: dict[str, int] = {}
         for g in gpus:
@@ -73,6 +76,13 @@ def vram_gate(
         message="; ".join(shortfalls),
         hint="free the card (stop what holds it), lower gpu_memory_utilization in a catalog.d entry, or --force",
     )
+
+
+def not_checked(gate: str, reason: str) -> GateResult:
+    """A gate whose data source failed: it refuses like a failure (a safety check is never passed on
+    no data), and --force boots anyway with the reason as a warning."""
+    return GateResult(gate=gate, ok=False, checked=False, message=f"{gate} gate not checked: {reason}",
+                      hint="fix the GPU driver / NVML (`nvidia-smi` must answer), or --force to boot without this check")
 
 
 def _rising(before: Mapping[str, int], now: Mapping[str, int]) -> bool:

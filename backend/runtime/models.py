@@ -155,3 +155,6 @@ class GateResult(BaseModel):
     """What to do about it."""
     forced: bool = False
     """Passed only because of --force."""
+    checked: bool = True
+    """False when the gate's data source failed (NVML did not answer): nothing was judged, and the
+    gate refuses like a failure (`message` starts `not checked:`) unless --force."""

@@ -6,7 +6,7 @@
 1. `c3-rig-base:bookworm`: a Debian bookworm root filesystem with python3, made by
    `mmdebstrap --variant=apt --include=python3 --format=tar bookworm` from the host's own apt sources
    (about 20 s), cached as a tar under .rig/rootfs/ keyed by its inputs, then `docker import`ed.
-2. `c3-stub:test`: that base plus backend/stub_engine.py as the entrypoint (and `vllm`/`llama-server`
+2. `c3-stub:test`: that base plus backend/sim/stub_engine.py as the entrypoint (and `vllm`/`llama-server`
    shims that exec it), labelled `io.c3.stub-hash=<sha256 of the stub>`; rebuilt when the stub changes.
 """
 
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STUB_ENGINE = ROOT / "backend" / "stub_engine.py"
+STUB_ENGINE = ROOT / "backend" / "sim" / "stub_engine.py"
 BASE_IMAGE = "c3-rig-base:bookworm"
 STUB_IMAGE = "c3-stub:test"
 HASH_LABEL = "io.c3.stub-hash"
@@ -140,7 +140,7 @@ def build_context(digest: str) -> io.BytesIO:
 
 
 def ensure_stub_image(client, log=print) -> str:
-    """`c3-stub:test` carrying the current backend/stub_engine.py (rebuilt only when it changed)."""
+    """`c3-stub:test` carrying the current backend/sim/stub_engine.py (rebuilt only when it changed)."""
     digest = stub_digest()
     if _current(client, STUB_IMAGE, HASH_LABEL, digest):
         return STUB_IMAGE

@@ -1,4 +1,5 @@
-"""Cockpit test helpers: a fake-backed app factory, deterministic rendering (UTC, no blink, no animation)."""
+"""Cockpit test helpers: apps over the real facade on a simulated world (`demo_world`, `real_app`),
+deterministic rendering (UTC, no blink, no animation)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import pytest
 from textual.widgets import Input
 
 from c3.app import C3App
-from c3.services_fake import FakeServices
 
 
 @pytest.fixture(autouse=True)
@@ -23,10 +23,48 @@ def _deterministic(monkeypatch):
     time.tzset()
 
 
-def make_app(scenario: str = "placed", *, readonly: bool = False, services=None, **fake_kwargs) -> tuple[C3App, FakeServices]:
-    """An app over a FakeServices scenario with its fixed clock."""
-    svc = services or FakeServices(scenario, readonly=readonly, **fake_kwargs)
-    return C3App(svc, readonly=readonly, clock=svc.clock), svc
+@pytest.fixture
+def demo_world(request):
+    """A simulated world (`tests.cockpit.world`; scenario from `indirect` parametrisation, default
+    `placed`), its environment set for the whole test; every stub process stopped afterwards."""
+    from tests.cockpit.world import World
+
+    world = World.build(getattr(request, "param", "placed"))
+    try:
+        with world.active():
+            yield world
+    finally:
+        world.stop()
+
+
+class CallLog:
+    """Passes every call through to the facade it wraps and records the method's name (`set_live`
+    with its argument), so a test can say which calls a key caused — the facade itself is real."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str):
+        value = getattr(self.inner, name)
+        if not callable(value) or name.startswith("_"):
+            return value
+
+        def recorded(*args, **kwargs):
+            self.calls.append(f"set_live:{args[0]}" if name == "set_live" else name)
+            return value(*args, **kwargs)
+
+        return recorded
+
+
+def real_app(world, *, readonly: bool = False) -> tuple[C3App, CallLog]:
+    """The cockpit over the real facade on `world` (calls recorded), once its live view has caught up."""
+    from tests.cockpit.scenes import converged
+
+    svc = world.services(readonly=readonly)
+    converged(svc)
+    log = CallLog(svc)
+    return C3App(log, readonly=readonly, clock=svc.clock), log
 
 
 async def settle(pilot, rounds: int = 3) -> None:

@@ -1,6 +1,9 @@
-"""Every binding of the cockpit, driven with keys through Pilot over the fake facade."""
+"""Every binding of the cockpit, driven with keys through Pilot over the real facade on the demo's simulated world."""
+
 
 from __future__ import annotations
+
+import pytest
 
 from c3.modals.confirm import ConfirmModal
 from c3.modals.details import DetailsModal
@@ -10,52 +13,53 @@ from c3.modals.new_pod import NewPodModal
 from c3.screens.nodes import NodesScreen
 from c3.screens.orchestration import OrchestrationScreen
 from c3.screens.recipes import RecipesScreen
-from tests.cockpit.conftest import make_app, orchestration, screen_text, settle
+from tests.cockpit.conftest import orchestration, real_app, screen_text, settle, wait_for
 
 
-async def test_mode_keys_switch_modes_and_back():
-    app, _ = make_app("placed")
+async def test_mode_keys_switch_modes_and_back(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, OrchestrationScreen)
         await pilot.press("2")
         await settle(pilot)
         assert isinstance(app.screen, NodesScreen)
-        assert "spark-2" in screen_text(app)
+        await wait_for(pilot, lambda: "box" in screen_text(app), what="the registered node")
         await pilot.press("3")
         await settle(pilot)
         assert isinstance(app.screen, RecipesScreen)
-        assert "qwen3-32b-2x3090" in screen_text(app)
+        await wait_for(pilot, lambda: "qwen3-32b-awq-2x5090" in screen_text(app), what="the user's recipe")
         await pilot.press("1")
         await settle(pilot)
         assert isinstance(app.screen, OrchestrationScreen)
 
 
-async def test_orchestration_shows_every_gpu_and_pods_with_badges():
-    app, _ = make_app("placed")
+async def test_orchestration_shows_every_gpu_and_pods_with_badges(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         text = screen_text(app)
         for index in range(4):
             assert f"GPU{index} " in text
-        assert "chat" in text and "vllm/qwen3-8b:8000" in text and "✓ placed" in text
-        assert "coder" in text and "vllm/qwen3-32b-awq-tp2:8010" in text
-        assert "free: GPU3" in text
+        assert "chat" in text and "vllm/qwen3-8b:8020" in text and "✓ placed" in text
+        assert "coder" in text and "vllm/qwen3-32b-awq-tp2:8024" in text
+        assert "free: GPU1" in text
         assert "GPUs ● as of 12:00:00" in text
 
 
-async def test_mismatch_is_explained():
-    app, _ = make_app("mismatch")
+@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
+async def test_mismatch_is_explained(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         text = screen_text(app)
         assert "⚠ PLACEMENT MISMATCH" in text
-        assert "asked for GPU 1,2 but runs on GPU 1,3" in text
-        assert "GPU3 (in use: coder)" in text
+        assert "not on requested GPU 1; also on GPU 0 it did not ask for" in text
+        assert "GPU1 RTX 3090 odd (claimed, unused)" in text
 
 
-async def test_help_lists_the_keys_of_the_current_mode():
-    app, _ = make_app("placed")
+async def test_help_lists_the_keys_of_the_current_mode(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
@@ -72,8 +76,8 @@ async def test_help_lists_the_keys_of_the_current_mode():
         assert "Nodes" in screen_text(app) and "New pod" not in screen_text(app)
 
 
-async def test_q_quits():
-    app, _ = make_app("placed")
+async def test_q_quits(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("q")
@@ -82,8 +86,8 @@ async def test_q_quits():
     assert not app.is_running
 
 
-async def test_ctrl_c_quits_outside_text_fields():
-    app, _ = make_app("placed")
+async def test_ctrl_c_quits_outside_text_fields(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("ctrl+c")
@@ -91,8 +95,8 @@ async def test_ctrl_c_quits_outside_text_fields():
     assert not app.is_running
 
 
-async def test_ctrl_c_inside_a_text_field_does_not_quit():
-    app, _ = make_app("placed")
+async def test_ctrl_c_inside_a_text_field_does_not_quit(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("n")
@@ -103,8 +107,8 @@ async def test_ctrl_c_inside_a_text_field_does_not_quit():
         assert app.is_running and isinstance(app.screen, NewPodModal)
 
 
-async def test_n_opens_new_pod_and_escape_closes_it():
-    app, _ = make_app("placed")
+async def test_n_opens_new_pod_and_escape_closes_it(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("N")
@@ -115,15 +119,15 @@ async def test_n_opens_new_pod_and_escape_closes_it():
         assert isinstance(app.screen, OrchestrationScreen)
 
 
-async def test_logs_modal_is_bounded_and_follow_toggles():
-    app, svc = make_app("placed")
+async def test_logs_modal_is_bounded_and_follow_toggles(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("l")
         await settle(pilot)
         assert isinstance(app.screen, LogsModal)
         assert app.screen.pod == "chat"
-        assert "POST /v1/chat/completions" in screen_text(app)
+        await wait_for(pilot, lambda: "Application startup complete" in screen_text(app), what="the engine's log")
         assert "following" in screen_text(app)
         await pilot.press("f")
         await pilot.pause()
@@ -135,17 +139,17 @@ async def test_logs_modal_is_bounded_and_follow_toggles():
         assert "pod_logs" in svc.calls
 
 
-async def test_details_by_i_and_by_enter():
-    app, _ = make_app("mismatch")
+@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
+async def test_details_by_i_and_by_enter(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("down")  # coder
+        await pilot.press("down", "down")  # odd
         await pilot.press("i")
-        await settle(pilot)
-        assert isinstance(app.screen, DetailsModal)
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailsModal) and "workload" in screen_text(app), what="the details")
         text = screen_text(app)
-        assert "coder" in text and "c3-coder" in text and "⚠ PLACEMENT MISMATCH" in text
-        assert "requested GPU 1, 2 · running on GPU 1, 3" in text
+        assert "pod odd" in text and "custom/demo-misplaced" in text and "⚠ PLACEMENT MISMATCH" in text
+        assert "requested GPU 1 · running on GPU 0" in text
         assert "fit" in text
         await pilot.press("escape")
         await settle(pilot)
@@ -155,8 +159,8 @@ async def test_details_by_i_and_by_enter():
         assert isinstance(app.screen, DetailsModal)
 
 
-async def test_j_k_move_between_pods():
-    app, _ = make_app("placed")
+async def test_j_k_move_between_pods(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         pods = orchestration(app).query_one("#pods")
@@ -168,8 +172,8 @@ async def test_j_k_move_between_pods():
         assert pods.selected_pod == "chat"
 
 
-async def test_r_refreshes_now():
-    app, svc = make_app("placed")
+async def test_r_refreshes_now(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         before = svc.calls.count("pod_states")
@@ -178,8 +182,8 @@ async def test_r_refreshes_now():
         assert svc.calls.count("pod_states") > before
 
 
-async def test_u_d_x_o_open_the_confirm_gate_with_the_plan():
-    app, _ = make_app("placed")
+async def test_u_d_x_o_open_the_confirm_gate_with_the_plan(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         for key, words in (("d", "Stop pod chat"), ("x", "Remove pod chat"), ("o", "Stop the whole estate")):
@@ -193,12 +197,13 @@ async def test_u_d_x_o_open_the_confirm_gate_with_the_plan():
         await pilot.press("u")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmModal)
-        assert "already serving" in screen_text(app)  # chat serves: the gate says why it cannot boot
+        assert "pod `chat` is already running" in screen_text(app)  # chat serves: the gate says why it cannot boot
         assert app.screen.query_one("#confirm").disabled
 
 
-async def test_actions_without_a_pod_say_so():
-    app, svc = make_app("empty")
+@pytest.mark.parametrize("demo_world", ["empty"], indirect=True)
+async def test_actions_without_a_pod_say_so(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert "No pods yet — press N to create one" in screen_text(app)
@@ -208,8 +213,8 @@ async def test_actions_without_a_pod_say_so():
         assert not any(c.startswith("make_plan") for c in svc.calls)
 
 
-async def test_palette_has_an_entry_for_every_action():
-    app, _ = make_app("placed")
+async def test_palette_has_an_entry_for_every_action(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]

@@ -1,10 +1,14 @@
-"""Nodes and Recipes modes with Pilot over the fake facade: node health and GPUs, a running pool, add/rm
-node and recipe launch/stop through the confirm gate (exact plan, Cancel focused, result shown,
-refused read-only)."""
+"""Nodes and Recipes modes with Pilot over the real facade on the demo's simulated world: node health
+and GPUs (this machine without SSH, an unreachable node), a real pool router, add/rm node, the recipe
+launch's dry-run and the profile stop through the confirm gate (exact plan, Cancel focused, result
+shown, refused read-only). A launch is never executed here: it would pull an engine image; the real
+launch path runs against test hosts in tests/nodes."""
 
 from __future__ import annotations
 
 import re
+
+import pytest
 
 from c3.modals.add_node import (
     NODE_NAME_PATTERN,
@@ -16,7 +20,19 @@ from c3.modals.confirm import ConfirmModal
 from c3.modals.launch import LaunchModal
 from c3.screens.nodes import NodesScreen
 from c3.screens.recipes import RecipesScreen
-from tests.cockpit.conftest import make_app, screen_text, settle, wait_for
+from tests.cockpit.conftest import real_app, screen_text, settle, wait_for
+from tests.cockpit.world import UNREACHABLE
+
+CLUSTER = pytest.mark.parametrize("demo_world", ["cluster"], indirect=True)
+EMPTY = pytest.mark.parametrize("demo_world", ["empty"], indirect=True)
+USER_RECIPE = "qwen3-32b-awq-2x5090"
+SPARK_RECIPE = "spark2-vllm-qwen3-235b-a22b-gptq-int4"
+
+
+def registered() -> list[str]:
+    from backend.nodes.registry import load_registry
+
+    return [n.name for n in load_registry().nodes]
 
 
 async def _mode(pilot, key: str):
@@ -25,12 +41,17 @@ async def _mode(pilot, key: str):
     return pilot.app.screen
 
 
-async def test_nodes_show_reachability_endpoint_and_gpus():
-    app, svc = make_app("placed")
+async def test_nodes_show_reachability_endpoint_and_gpus(demo_world):
+    from backend.nodes.registry import add_node
+
+    add_node("spark-2", f"http://{UNREACHABLE}:8000", f"ubuntu@{UNREACHABLE}")  # a node that is off
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "2")
         assert isinstance(screen, NodesScreen)
+        await wait_for(pilot, lambda: screen.rows is not None and len(screen.rows) == 2, timeout=30, what="both nodes probed")
+        await settle(pilot)
         text = screen_text(app)
         assert "● local" in text and "✗ unreachable" in text
         assert "4 GPUs" in text  # box: this machine, the rig's four GPUs
@@ -40,24 +61,25 @@ async def test_nodes_show_reachability_endpoint_and_gpus():
         assert "pools" in svc.calls and "nodes" in svc.calls
 
 
-async def test_a_running_pool_with_per_backend_health_and_counters():
-    app, _ = make_app("cluster")
+@CLUSTER
+async def test_a_running_pool_with_per_backend_health_and_counters(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await _mode(pilot, "2")
+        screen = await _mode(pilot, "2")
+        await wait_for(pilot, lambda: screen.pools, timeout=30, what="the running router")
+        await settle(pilot)
         text = screen_text(app)
-        assert "Pool 0.0.0.0:8011" in text and "sticky auto" in text and "hit 87%" in text and "2/3 routable" in text
-        rows = [line for line in text.splitlines() if line.split("  ")[0] in {"spark-1", "box", "spark-2"} and ("up" in line or "down" in line)]
-        assert len(rows) == 3
-        spark1 = next(r for r in rows if "spark-1" in r)
-        assert "● up" in spark1 and "18412" in spark1 and "41" in spark1 and "212" in spark1
-        assert "draining" in next(r for r in rows if "box" in r)
-        assert "✗ down" in next(r for r in rows if "spark-2" in r)
+        assert "Pool 127.0.0.1:8011" in text and "sticky auto" in text and "1/2 routable" in text
+        rows = [line for line in text.splitlines() if line.split("  ")[0] in {"box", "spark-2"} and (" up" in line or " down" in line)]
+        assert len(rows) == 2, rows
+        assert "● up" in next(r for r in rows if r.startswith("box"))
+        assert "✗ down" in next(r for r in rows if r.startswith("spark-2"))
         assert "Pools ● as of" in text
 
 
-async def test_add_node_validated_as_typed_then_confirmed_and_listed():
-    app, svc = make_app("placed")
+async def test_add_node_validated_as_typed_then_confirmed_and_listed(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await _mode(pilot, "2")
@@ -84,14 +106,16 @@ async def test_add_node_validated_as_typed_then_confirmed_and_listed():
         await pilot.press("y")
         await settle(pilot)
         assert isinstance(app.screen, NodesScreen)
-        assert "execute:node_add" in svc.calls
+        await wait_for(pilot, lambda: app.last_result is not None, what="the result")
         assert app.last_result.ok and "added node spark-3" in app.last_result.message
-        await wait_for(pilot, lambda: "spark-3" in [r.name for r in app.screen.rows or []], what="the new node listed")
+        assert registered() == ["box", "spark-3"]
+        await wait_for(pilot, lambda: "spark-3" in [r.name for r in app.screen.rows or []], timeout=30, what="the new node listed")
         assert "✓ added node spark-3" in screen_text(app)
 
 
-async def test_add_this_machine_and_cancel_changes_nothing():
-    app, svc = make_app("empty")
+@EMPTY
+async def test_add_this_machine_and_cancel_changes_nothing(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await _mode(pilot, "2")
@@ -107,15 +131,19 @@ async def test_add_this_machine_and_cancel_changes_nothing():
         assert isinstance(app.screen, ConfirmModal)
         await pilot.press("escape")
         await settle(pilot)
-        assert "execute:node_add" not in svc.calls
-        assert svc.registered_nodes() == []
+        assert "execute" not in svc.calls
+        assert registered() == []
 
 
-async def test_remove_node_through_the_gate():
-    app, svc = make_app("placed")
+async def test_remove_node_through_the_gate(demo_world):
+    from backend.nodes.registry import add_node
+
+    add_node("spark-2", f"http://{UNREACHABLE}:8000", f"ubuntu@{UNREACHABLE}")
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "2")
+        await wait_for(pilot, lambda: screen.rows is not None and len(screen.rows) == 2, timeout=30, what="both nodes")
         table = screen.query_one("#nodes")
         table.focus()
         table.move_cursor(row=1)
@@ -126,22 +154,23 @@ async def test_remove_node_through_the_gate():
         assert "Remove node spark-2" in screen_text(app) and "nothing on the node itself is touched" in screen_text(app)
         assert app.screen.focused.id == "cancel"
         await pilot.press("y")
-        await settle(pilot)
+        await wait_for(pilot, lambda: app.last_result is not None, what="the result")
         assert app.last_result.ok and "removed node spark-2" in app.last_result.message
-        assert [n.name for n in svc.registered_nodes()] == ["box"]
+        assert registered() == ["box"]
 
 
-async def test_node_writes_refused_read_only_and_shown():
-    app, svc = make_app("placed", readonly=True)
+async def test_node_writes_refused_read_only_and_shown(demo_world):
+    app, svc = real_app(demo_world, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await _mode(pilot, "2")
+        screen = await _mode(pilot, "2")
+        await wait_for(pilot, lambda: screen.rows, timeout=30, what="the nodes")
         await pilot.press("x")
         await settle(pilot)
         assert isinstance(app.screen, NodesScreen)  # no gate: refused at once
         assert not app.last_result.ok and "read-only" in app.last_result.message
         assert "✗ refused: read-only cockpit: refused to remove node box" in screen_text(app)
-        assert not any(c.startswith("execute:") for c in svc.calls)
+        assert "execute" not in svc.calls and registered() == ["box"]
 
 
 def test_node_field_rules_match_the_registry():
@@ -155,104 +184,111 @@ def test_node_field_rules_match_the_registry():
     assert node_field_problem("name", "box", {"box"}) == "node `box` is already registered"
 
 
-async def test_launch_recipe_node_picker_dry_run_preview_then_progress_and_result():
-    app, _ = make_app("cluster")
+@CLUSTER
+async def test_launch_recipe_node_picker_and_dry_run_preview_with_secrets_redacted(demo_world, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_pilot_secret_123")
+    monkeypatch.setenv("C3_API_KEY", "sk-pilot-secret-456")
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "3")
         assert isinstance(screen, RecipesScreen)
-        assert "Profile gpt-oss-120b-2xspark" in screen_text(app)
+        await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
         table = screen.query_one("#recipes")
         table.focus()
-        table.move_cursor(row=1)  # gpt-oss-120b-2xspark: two nodes
+        table.move_cursor(row=0)  # the built-in two-Spark recipe: two nodes
         await settle(pilot)
         await pilot.press("u")
-        await settle(pilot)
+        await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal) and app.screen.nodes is not None, what="the node picker")
         modal = app.screen
-        assert isinstance(modal, LaunchModal)
-        assert modal.order == ["box", "spark-1"]  # preselected, registry order
+        assert modal.order == ["box", "spark-2"]  # preselected, registry order
         picker = modal.query_one("#launch-nodes")
         picker.deselect("box")
         picker.select("box")  # picked last now: rank 1
         await pilot.pause()
-        assert modal.order == ["spark-1", "box"]
-        assert "spark-1 (rank 0, serves the API) → box (rank 1)" in screen_text(app)
+        assert modal.order == ["spark-2", "box"]
+        assert "spark-2 (rank 0, serves the API) → box (rank 1)" in screen_text(app)
         await pilot.press("ctrl+s")
-        await settle(pilot)
-        assert isinstance(app.screen, ConfirmModal)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
         text = screen_text(app)
-        assert "Launch recipe gpt-oss-120b-2xspark" in text
-        assert "node spark-1 (rank 0, ssh ubuntu@10.213.0.11):" in text and "node box (rank 1, local, no SSH):" in text
+        assert f"Launch recipe {SPARK_RECIPE}" in text
+        assert f"node spark-2 (rank 0, ssh ubuntu@{UNREACHABLE}):" in text and "node box (rank 1, local, no SSH):" in text
+        assert "hf_pilot_secret_123" not in text and "sk-pilot-secret-456" not in text
         assert "HF_TOKEN=<redacted>" in text
+        assert "not pinned by digest" in text and app.screen.query_one("#confirm").disabled  # the built-in image is a tag
         assert app.screen.focused.id == "cancel"
-        await pilot.press("y")
+        await pilot.press("escape")
         await settle(pilot)
-        assert isinstance(app.screen, RecipesScreen)
-        assert app.last_result.ok and "profile gpt-oss-120b-2xspark is active" in app.last_result.message
-        text = screen_text(app)
-        assert "✓ launched gpt-oss-120b-2xspark" in text and "rank 0 answers" in text
-        assert "spark-1 → box" in text  # the new active profile, rank order
+        assert "execute" not in svc.calls
 
 
-async def test_launch_with_the_wrong_node_count_is_refused_in_the_gate():
-    app, svc = make_app("cluster")
+@CLUSTER
+async def test_launch_with_the_wrong_node_count_is_refused_in_the_gate(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await _mode(pilot, "3")
-        await pilot.press("u")  # qwen3-32b-2x3090 runs on one node
-        await settle(pilot)
-        app.screen.query_one("#launch-nodes").select("spark-1")
+        modal = await _launch_modal(pilot, 1)  # the user's recipe runs on one node
+        modal.query_one("#launch-nodes").select("spark-2")
         await pilot.pause()
         assert "2 picked, the recipe needs 1" in screen_text(app)
         await pilot.press("ctrl+s")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmModal)
-        assert "runs on 1 node(s); 2 chosen" in screen_text(app)
+        assert f"recipe `{USER_RECIPE}` runs on 1 node(s); --nodes names 2" in screen_text(app), app.screen.plan.problems
         assert app.screen.query_one("#confirm").disabled
         await pilot.press("y")
         await settle(pilot)
-        assert "execute:recipe_launch" not in svc.calls
+        assert "execute" not in svc.calls
 
 
-async def test_stop_the_active_profile():
-    app, _ = make_app("cluster")
+@CLUSTER
+async def test_stop_the_active_profile(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await _mode(pilot, "3")
+        await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
         await pilot.press("d")
-        await settle(pilot)
-        assert isinstance(app.screen, ConfirmModal)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop gate")
         text = screen_text(app)
-        assert "Stop profile gpt-oss-120b-2xspark" in text and "node spark-1 (rank 0): $ docker rm -f c3-profile_gpt-oss-120b-2xspark" in text
+        assert f"Stop profile {USER_RECIPE}" in text and f"node box (rank 0, local): $ docker rm -f c3-profile_{USER_RECIPE}" in text
         await pilot.press("y")
-        await settle(pilot)
-        assert app.last_result.ok and "stopped profile" in app.last_result.message
+        await wait_for(pilot, lambda: app.last_result is not None, timeout=60, what="the stop")
+        assert app.last_result.ok and "stopped profile" in app.last_result.message, app.last_result
+        from backend.profiles import is_stopped
+
+        assert is_stopped(USER_RECIPE)
         await wait_for(pilot, lambda: "stopped" in screen_text(app) and app.screen.profile.stopped, what="profile shown stopped")
 
 
-async def test_recipe_writes_refused_read_only():
-    app, svc = make_app("cluster", readonly=True)
+@CLUSTER
+async def test_recipe_writes_refused_read_only(demo_world):
+    app, svc = real_app(demo_world, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await _mode(pilot, "3")
+        await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
         await pilot.press("d")
         await settle(pilot)
         assert isinstance(app.screen, RecipesScreen)
         assert not app.last_result.ok and "refused to stop profile" in app.last_result.message
-        assert not any(c.startswith("execute:") for c in svc.calls)
+        assert "execute" not in svc.calls
 
 
-async def test_node_and_recipe_flows_never_call_the_facade_on_the_loop():
-    from c3.services_fake import FakeServices
+@CLUSTER
+async def test_node_and_recipe_flows_never_call_the_facade_on_the_loop(demo_world):
+    from c3.app import C3App
+    from tests.cockpit.scenes import converged
     from tests.cockpit.test_nonblocking import SlowServices
 
-    slow = SlowServices(FakeServices("cluster"))
-    app, _ = make_app(services=slow)
-    app.clock = slow._inner.clock
+    real = demo_world.services()
+    converged(real)
+    slow = SlowServices(real)
+    app = C3App(slow, clock=real.clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, rounds=4)
         await _mode(pilot, "2")
-        await wait_for(pilot, lambda: app.screen.rows is not None and app.screen.pools is not None, what="nodes and pools")
+        await wait_for(pilot, lambda: app.screen.rows is not None and app.screen.pools is not None, timeout=30, what="nodes and pools")
         await pilot.press("a")
         await settle(pilot)
         await pilot.press(*"n4", "tab", *"http://10.213.0.14:8000", "tab", *"u@10.213.0.14", "ctrl+s")
@@ -260,18 +296,23 @@ async def test_node_and_recipe_flows_never_call_the_facade_on_the_loop():
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None and "added node n4" in app.last_result.message, what="the node added")
         await _mode(pilot, "3")
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop gate")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None and "stopped profile" in app.last_result.message, timeout=60, what="the stop")
         await pilot.press("u")
         await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal) and app.screen.nodes is not None, what="the node picker")
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
-        await pilot.press("y")
-        await wait_for(pilot, lambda: app.last_result is not None and "is active" in app.last_result.message, what="the launch")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate (its dry-run)")
+        await pilot.press("escape")
+        await settle(pilot)
     assert slow.calls >= 10
     assert slow.on_loop == [], f"facade methods ran on the event loop: {slow.on_loop}"
 
 
-async def test_palette_entries_reach_the_node_and_recipe_actions():
-    app, _ = make_app("cluster")
+@CLUSTER
+async def test_palette_entries_reach_the_node_and_recipe_actions(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
@@ -305,11 +346,12 @@ async def _type_overrides(pilot, modal: LaunchModal, text: str) -> None:
     await wait_for(pilot, lambda: modal.checked_for == tuple(text.split()), what="the overrides checked")
 
 
-async def test_launch_overrides_show_in_the_dry_run_and_demote_the_profile():
-    app, svc = make_app("cluster")
+@CLUSTER
+async def test_launch_overrides_show_in_the_dry_run_and_demote_the_profile(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        modal = await _launch_modal(pilot, 0)  # qwen3-32b-2x3090, one node: box preselected
+        modal = await _launch_modal(pilot, 1)  # the user's recipe, one node: box preselected
         await _type_overrides(pilot, modal, "max_model_len=8192 gpu_memory_utilization=0.85")
         await wait_for(pilot, lambda: "profile: recipe + local overrides" in screen_text(app), what="the demotion shown as typed")
         assert modal.override_problems == [] and "override_problems" in svc.calls
@@ -319,16 +361,17 @@ async def test_launch_overrides_show_in_the_dry_run_and_demote_the_profile():
         assert "recipe + local overrides: no verified numbers" in text
         assert "--max-model-len 8192" in text and "--gpu-memory-utilization 0.85" in text
         assert "--max-model-len 16384" not in text  # the recipe's default is gone from the command line
-        assert "c3-profile_qwen3-32b-2x3090" in text
+        assert f"c3-profile_{USER_RECIPE}" in text
         assert not app.screen.query_one("#confirm").disabled
         assert app.screen.plan.request.overrides == ("max_model_len=8192", "gpu_memory_utilization=0.85")
 
 
-async def test_bad_override_entries_are_shown_as_typed():
-    app, svc = make_app("cluster")
+@CLUSTER
+async def test_bad_override_entries_are_shown_as_typed(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        modal = await _launch_modal(pilot, 0)
+        modal = await _launch_modal(pilot, 1)
         await _type_overrides(pilot, modal, "max_model_len=lots nosuch=1 tensor_parallel_size")
         await wait_for(pilot, lambda: len(modal.override_problems) == 3, what="three problems")
         text = screen_text(app)
@@ -340,44 +383,46 @@ async def test_bad_override_entries_are_shown_as_typed():
         assert app.screen.query_one("#confirm").disabled
         await pilot.press("y")
         await settle(pilot)
-        assert "execute:recipe_launch" not in svc.calls
+        assert "execute" not in svc.calls
 
 
-async def test_an_override_known_to_abort_is_refused_in_the_gate_before_any_node_is_touched():
-    app, svc = make_app("cluster")
+@CLUSTER
+async def test_an_override_known_to_abort_is_refused_in_the_gate_before_any_node_is_touched(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        modal = await _launch_modal(pilot, 0)
+        modal = await _launch_modal(pilot, 1)
         await _type_overrides(pilot, modal, "max_model_len=65536")
         await wait_for(pilot, lambda: modal.override_problems != [], what="the abort shown as typed")
-        assert "max_model_len=65536 is known to abort on 2x-rtx3090" in screen_text(app)
+        assert "max_model_len=65536 is known to abort on 2x-rtx5090" in screen_text(app)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
         gate = app.screen
-        assert any("max_model_len=65536 is known to abort on 2x-rtx3090" in p for p in gate.plan.problems)
+        assert any("max_model_len=65536 is known to abort on 2x-rtx5090" in p for p in gate.plan.problems)
         assert "known to abort" in screen_text(app)
         assert gate.query_one("#confirm").disabled
         await pilot.press("y")
         await settle(pilot)
-        assert "execute:recipe_launch" not in svc.calls
+        assert "execute" not in svc.calls
         assert app.last_result is None or "is active" not in app.last_result.message
 
 
-async def test_nodes_table_fits_80x24_without_sideways_scrolling_and_widens_again():
-    app, _ = make_app("cluster")
+@CLUSTER
+async def test_nodes_table_fits_80x24_without_sideways_scrolling_and_widens_again(demo_world):
+    app, _ = real_app(demo_world)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "2")
-        await wait_for(pilot, lambda: screen.rows is not None, what="the nodes")
+        await wait_for(pilot, lambda: screen.rows is not None, timeout=30, what="the nodes")
         table = screen.query_one("#nodes")
         assert screen.compact and [str(c.label) for c in table.columns.values()] == ["name", "reach", "endpoint", "GPUs"]
         await settle(pilot)
         assert table.max_scroll_x == 0, f"the table scrolls sideways by {table.max_scroll_x}"
         text = screen_text(app)
-        assert "10.213.0.11:8000" in text and "✗ down" in text  # the endpoint column, in view
-        assert "ubuntu@10.213.0.11" not in text  # the SSH targets moved to the side pane (the highlighted node's)…
+        assert f"{UNREACHABLE}:8000" in text and "✗ down" in text  # the endpoint column, in view
+        assert f"ubuntu@{UNREACHABLE}" not in text  # the SSH targets moved to the side pane (the highlighted node's)…
         assert "this machine" in text  # …which still says where the highlighted node is
         await pilot.resize_terminal(120, 40)
         await wait_for(pilot, lambda: screen.compact is False, what="the wide columns")
         await settle(pilot)
-        assert "ubuntu@10.213.0.11" in screen_text(app) and "http://10.213.0.11:8000" in screen_text(app)
+        assert f"ubuntu@{UNREACHABLE}" in screen_text(app) and f"http://{UNREACHABLE}:8000" in screen_text(app)

@@ -1,6 +1,7 @@
 """The event loop is never blocked: every facade call runs off the loop, proven two ways.
 
-A slow facade (every method sleeps 0.1–0.2 s) drives a whole session — modes, new pod, fit, create,
+The real facade over the demo's simulated world, slowed down (every method sleeps 0.1–0.2 s first),
+drives a whole session — modes, new pod, fit, create,
 boot, logs, details, help, stop-all — with asyncio debug on (`slow_callback_duration` 0.05 s):
 1. no facade method ever runs on the event-loop thread (the proxy records the thread of every call:
    exact, and independent of machine load), and
@@ -17,8 +18,9 @@ import re
 import threading
 import time
 
-from c3.services_fake import FakeServices
-from tests.cockpit.conftest import make_app, orchestration, settle, wait_for
+from c3.app import C3App
+from tests.cockpit.conftest import orchestration, settle, wait_for
+from tests.cockpit.scenes import converged
 
 SLOW_S = 2.0
 
@@ -26,7 +28,7 @@ SLOW_S = 2.0
 class SlowServices:
     """Wraps a facade; every method sleeps 0.1–0.2 s first and records whether it ran on the loop thread."""
 
-    def __init__(self, inner: FakeServices) -> None:
+    def __init__(self, inner) -> None:
         self._inner = inner
         self.on_loop: list[str] = []
         self.calls = 0
@@ -54,10 +56,11 @@ class SlowServices:
         return slow
 
 
-async def test_slow_backend_never_blocks_the_event_loop(caplog):
-    slow = SlowServices(FakeServices("placed"))
-    app, _ = make_app(services=slow)
-    app.clock = slow._inner.clock
+async def test_slow_backend_never_blocks_the_event_loop(caplog, demo_world):
+    real = demo_world.services()
+    converged(real)
+    slow = SlowServices(real)
+    app = C3App(slow, clock=real.clock)
     async with app.run_test(size=(120, 40)) as pilot:
         loop = asyncio.get_running_loop()
         loop.set_debug(True)
@@ -82,14 +85,14 @@ async def test_slow_backend_never_blocks_the_event_loop(caplog):
         await pilot.press("u")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmModal", what="the boot gate")
         await pilot.press("y")
-        await wait_for(pilot, lambda: app.last_result is not None and "serving" in app.last_result.message, what="the boot")
+        await wait_for(pilot, lambda: app.last_result is not None and "serving" in app.last_result.message, timeout=60, what="the boot")
         for key in ("l", "escape", "i", "escape", "question_mark", "escape"):
             await pilot.press(key)
             await settle(pilot)
         await pilot.press("o")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmModal", what="the stop-all gate")
         await pilot.press("y")
-        await wait_for(pilot, lambda: app.last_result is not None and "stopped" in app.last_result.message, what="stop all")
+        await wait_for(pilot, lambda: app.last_result is not None and "stopped" in app.last_result.message, timeout=60, what="stop all")
         await settle(pilot)
         loop.set_debug(False)
     assert slow.calls >= 15, "the session did not exercise the facade"
@@ -104,6 +107,10 @@ async def test_slow_backend_never_blocks_the_event_loop(caplog):
 
 async def test_the_proxy_does_catch_a_call_on_the_loop():
     """The detector itself works: a facade call made on the loop thread is recorded."""
-    slow = SlowServices(FakeServices("empty"))
+    class Facade:
+        def nodes(self) -> list:
+            return []
+
+    slow = SlowServices(Facade())
     slow.nodes()
     assert slow.on_loop == ["nodes"]

@@ -1,21 +1,24 @@
-"""Pollers: start at once, pause while their mode is hidden or a modal covers it, mark stale sources."""
+"""Pollers (over the real facade on the demo's simulated world): start at once, pause while their mode
+is hidden or a modal covers it, mark stale sources."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from c3.services_fake import FIXED_NOW
+import pytest
+
 from tests.cockpit.conftest import (
-    make_app,
     orchestration,
+    real_app,
     screen_text,
     settle,
     wait_for,
 )
+from tests.cockpit.world import FIXED_NOW
 
 
-async def test_pollers_pause_when_mode_hidden_and_resume_on_return():
-    app, svc = make_app("placed")
+async def test_pollers_pause_when_mode_hidden_and_resume_on_return(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         orch = orchestration(app)
@@ -36,8 +39,8 @@ async def test_pollers_pause_when_mode_hidden_and_resume_on_return():
         await wait_for(pilot, lambda: svc.calls.count("set_live:True") >= 1, what="the live sources to resume")
 
 
-async def test_pollers_pause_under_a_modal():
-    app, svc = make_app("placed")
+async def test_pollers_pause_under_a_modal(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         orch = orchestration(app)
@@ -53,12 +56,16 @@ async def test_pollers_pause_under_a_modal():
         await wait_for(pilot, lambda: svc.calls.count("pod_states") > calls, what="polling after the modal closed")
 
 
-async def test_a_failing_source_keeps_last_good_values_marked_stale():
-    app, svc = make_app("stale")
+@pytest.mark.parametrize("demo_world", ["stale"], indirect=True)
+async def test_a_failing_source_keeps_last_good_values_marked_stale(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         orch = orchestration(app)
         assert orch.gpus, "the first reading is kept"
+        real = svc.inner.real
+        real.ctx.probe.failing = True  # the GPU probe stops answering, as NVML does when the driver goes
+        await wait_for(pilot, lambda: real._live().latest().source("gpus").stale, what="the live hub to mark the GPUs stale")
         orch.poll_now()
         await wait_for(pilot, lambda: orch.gpu_error is not None, what="the failing poll")
         orch.render_sources()
@@ -68,8 +75,8 @@ async def test_a_failing_source_keeps_last_good_values_marked_stale():
         assert "GPU0 RTX 3090" in text  # last-good panels still shown
 
 
-async def test_an_old_reading_goes_stale_without_an_error():
-    app, svc = make_app("placed")
+async def test_an_old_reading_goes_stale_without_an_error(demo_world):
+    app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         app.clock = lambda: FIXED_NOW + timedelta(seconds=30)

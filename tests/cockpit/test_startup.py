@@ -4,33 +4,32 @@ from __future__ import annotations
 
 from backend.errors import UsageError
 from c3.app import C3App
-from c3.services_fake import FakeServices
 from tests.cockpit.conftest import orchestration, screen_text, wait_for
 
 
-async def test_first_frame_before_the_facade_then_data():
+async def test_first_frame_before_the_facade_then_data(demo_world):
     built = []
 
-    def factory():
+    def factory():  # as `c3 demo` does: the real facade, built in a worker
         built.append(1)
-        return FakeServices("placed")
+        return demo_world.services()
 
     app = C3App(factory)
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.services is None or built  # the first frame does not wait for the facade
         await wait_for(pilot, lambda: app.services is not None, what="the facade")
         await wait_for(pilot, lambda: len(orchestration(app).pods) == 2, what="the first poll")
-        assert "demo rig (simulated)" in screen_text(app)
+        assert "demo rig · simulated:demo · runtime sim" in screen_text(app)
 
 
-async def test_keys_before_the_facade_say_so():
+async def test_keys_before_the_facade_say_so(demo_world):
     import threading
 
     gate = threading.Event()
 
     def factory():
         gate.wait(10)
-        return FakeServices("placed")
+        return demo_world.services()
 
     app = C3App(factory)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -137,7 +137,7 @@ def test_demo_in_tmux(size, tmp_path, require_service):
         assert not term.alive(), "the cockpit did not exit on q"
     finally:
         term.kill()
-        from backend.runtime.simulated import SimRuntime
+        from backend.sim.runtime import SimRuntime
 
         runtime = SimRuntime(base=state / "demo" / "state" / "sim")
         for name in runtime.workloads():

@@ -9,16 +9,22 @@ import pytest
 from textual.app import App
 from textual.containers import VerticalScroll
 
-from backend.models import FitReport, GpuFit, GpuSnapshot
+from backend.models import FitReport, Gpu, GpuFit, GpuSnapshot
+from backend.sim.probe import DEMO_RIG, derive_uuid
 from c3.screens.pod_view import badge, free_line, pod_prompt
 from c3.services import History, PodState
-from c3.services_fake import _gpu
 from widgets.fit_breakdown import fit_lines, verdict_markup
 from widgets.gpu_panel import GpuPanel, short_name
 from widgets.meters import bar, level_style, sparkline
 from widgets.source_badge import source_badge
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _gpu(index: int) -> Gpu:
+    """GPU `index` with the demo rig's cards, repeated past its four."""
+    card = DEMO_RIG.gpus[index % len(DEMO_RIG.gpus)]
+    return Gpu(index=index, uuid=derive_uuid(index, card.name), name=card.name, total_mib=card.total_mib, sm=card.sm)
 
 
 def snap(index: int, used: int = 20000, util: int = 50) -> GpuSnapshot:

@@ -93,7 +93,7 @@ def _register(directory: Path, name: str, pid: int, *gpu_lines: str, container: 
 
 
 def test_registered_processes_add_to_used_memory(tmp_path: Path):
-    """The stub engine's registration files (backend/stub_engine.py `Registration`) land on the rig."""
+    """The stub engine's registration files (backend/sim/stub_engine.py `Registration`) land on the rig."""
     registry = tmp_path / "reg"
     registry.mkdir()
     probe = SimulatedProbe(DEMO_RIG, registry=GpuRegistry(registry))

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STUB_ENGINE = ROOT / "backend" / "stub_engine.py"
+STUB_ENGINE = ROOT / "backend" / "sim" / "stub_engine.py"
 TEST_LABEL = "io.c3.test"
 
 
@@ -86,7 +86,7 @@ class StubProcess:
 
 def start_stub(args: tuple[str, ...], env: dict | None, log_dir: Path, *, wait: bool = True,
                timeout: float = 30.0, host: str = "127.0.0.1") -> StubProcess:
-    """Start backend/stub_engine.py on a free loopback port (retrying if another process took the port)."""
+    """Start backend/sim/stub_engine.py on a free loopback port (retrying if another process took the port)."""
     for attempt in range(3):
         port = free_port()
         log_path = log_dir / f"stub-{port}.log"

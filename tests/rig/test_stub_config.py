@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.stub_engine import gpu_tokens, parse_config
+from backend.sim.stub_engine import gpu_tokens, parse_config
 
 
 def test_vllm_serve_argv_with_unknown_flags_is_accepted():

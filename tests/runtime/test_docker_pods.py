@@ -169,8 +169,16 @@ def test_container_crashing_during_boot_gives_its_log_and_no_restart_loop(rig):
 def test_nvml_missing_gives_placement_unknown_and_nothing_crashes(rig, monkeypatch):
     create(rig, "blind", "0")
     monkeypatch.delenv("C3_FAKE_NVML_STATE")  # the fake library now fails nvmlInit like a missing driver
-    up = c3("pod", "up", "blind")
+    # No NVML: the VRAM and GPU-holder gates cannot be judged, so `up` refuses, saying so, and starts nothing…
+    refused = c3("pod", "up", "blind")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    line = one_error_line(refused.stderr)
+    assert "vram gate not checked" in line and "gpus gate not checked" in line and "--force" in refused.stderr
+    assert not rig["docker"].containers.list(all=True, filters={"name": "^/c3-blind$"})
+    # …and --force boots it, loudly.
+    up = c3("pod", "up", "blind", "--force")
     assert up.returncode == 0, up.stdout + up.stderr
+    assert "WARNING: --force boots without the vram gate" in up.stdout
     assert "pinning GPUs by index" in up.stdout and "placement unknown" in up.stdout
     (row,) = c3_json("pod", "status")["pods"]
     assert row["running"] and row["serving"] and row["placement"]["verdict"] == "unknown"

@@ -114,7 +114,7 @@ def test_gates_refuse_with_numbers_and_force_warns(sim, tmp_path):
     registry.mkdir(parents=True, exist_ok=True)
     stranger_port = free_port()
     env = dict(os.environ, C3_GPU_REGISTRY=str(registry), NVIDIA_VISIBLE_DEVICES=uuids[1], C3_STUB_MEM_MIB="700", PYTHONPATH=str(ROOT))
-    stranger = subprocess.Popen([sys.executable, "-m", "backend.stub_engine", "--host", "127.0.0.1", "--port", str(stranger_port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stranger = subprocess.Popen([sys.executable, "-m", "backend.sim.stub_engine", "--host", "127.0.0.1", "--port", str(stranger_port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: any(p.name.endswith(f"-{stranger.pid}.gpu") for p in registry.iterdir()))
         create(sim, "shared", "1")

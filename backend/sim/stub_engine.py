@@ -88,7 +88,7 @@ def parse_config(argv: list[str], env: dict[str, str]) -> dict:
             boolean_like = boolean_like or flag in {"--trust-remote-code", "--headless"}
             if not boolean_like and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
                 i += 1  # an unknown flag with its value: skip both
-        elif arg not in LAUNCHER_WORDS and not arg.endswith(("stub_engine.py", "backend.stub_engine")):
+        elif arg not in LAUNCHER_WORDS and not arg.endswith(("stub_engine.py", "backend.stub_engine", "backend.sim.stub_engine")):
             positional.append(arg)  # (a command that names the stub itself is the image's own entrypoint)
         i += 1
     if positional and cfg["model"] == DEFAULTS["model"]:

@@ -1,4 +1,4 @@
-"""The simulated runtime: each pod is the stub engine (backend/stub_engine.py) as a local process.
+"""The simulated runtime: each pod is the stub engine (backend/sim/stub_engine.py) as a local process.
 
 For `c3 demo` and tests: the whole pod life cycle (up, status, placement, logs, down) with no GPU and
 no Docker. The process gets its GPUs the way a container in `env` mode would (NVIDIA_VISIBLE_DEVICES)
@@ -112,7 +112,7 @@ class SimRuntime:
                 "PYTHONUNBUFFERED": "1",
             }
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-            argv = [self.python, "-m", "backend.stub_engine", *_engine_args(spec)]
+            argv = [self.python, "-m", "backend.sim.stub_engine", *_engine_args(spec)]
             log_fd = os.open(self.log_path(spec.pod), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
                 child = subprocess.Popen(

@@ -1,0 +1,205 @@
+"""Fixed scenes of the cockpit: the real facade over the simulated world `c3 demo` runs (see
+`tests.cockpit.world`), a fixed clock, no poll timers.
+
+One list serves `scripts/screenshots.py` (SVGs for the README) and the snapshot tests, so the
+pictures in the README are exactly the screens the tests pin — and what `c3 demo` shows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from c3.app import C3App
+from tests.cockpit.world import StableFacade, World
+
+Step = Callable[..., Awaitable[None]]
+
+
+async def settle(pilot, rounds: int = 3) -> None:
+    """Let workers finish and their replies render."""
+    for _ in range(rounds):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll between frames until `predicate()` holds (bounded)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate() and loop.time() < deadline:
+        await pilot.pause(0.05)
+
+
+def press(*keys: str) -> Step:
+    async def step(pilot) -> None:
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+
+    return step
+
+
+def typed(text: str) -> Step:
+    async def step(pilot) -> None:
+        await pilot.press(*text)
+        await settle(pilot)
+
+    return step
+
+
+async def fit_ready(pilot) -> None:
+    """The new-pod modal has computed its verdicts and its breakdown."""
+    screen = pilot.app.screen
+    await wait_until(pilot, lambda: bool(getattr(screen, "verdicts", None)) and "KV" in str(screen.query_one("#fit").render()))
+    await settle(pilot)
+
+
+def focus_pod(name: str) -> Step:
+    async def step(pilot) -> None:
+        orch = pilot.app._orchestration()
+        pods = orch.query_one("#pods")
+        pods.focus()
+        pods.highlighted = [p.name for p in orch.pods].index(name)
+        await settle(pilot)
+
+    return step
+
+
+async def gpus_fail(pilot) -> None:
+    """The rig's GPU probe stops answering; wait until the live hub has marked its source stale."""
+    real = pilot.app.services.real
+    real.ctx.probe.failing = True
+    await wait_until(pilot, lambda: bool((status := real._live().latest().source("gpus")) and status.stale))
+
+
+def highlight(table_id: str, row: int) -> Step:
+    async def step(pilot) -> None:
+        table = pilot.app.screen.query_one(f"#{table_id}")
+        table.focus()
+        table.move_cursor(row=row)
+        await settle(pilot)
+
+    return step
+
+
+async def nodes_picked(pilot) -> None:
+    """The launch modal has read the registry."""
+    await wait_until(pilot, lambda: getattr(pilot.app.screen, "nodes", None) is not None)
+    await settle(pilot)
+
+
+def overrides(text: str) -> Step:
+    """Type `key=value` entries into the launch modal's overrides field and wait for the verdict."""
+
+    async def step(pilot) -> None:
+        modal = pilot.app.screen
+        modal.query_one("#launch-overrides").focus()
+        await pilot.press(*text)
+        await wait_until(pilot, lambda: getattr(modal, "checked_for", None) == tuple(text.split()))
+        await settle(pilot)
+
+    return step
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One picture: a world scenario (`tests.cockpit.world.SCENARIOS`), a terminal size, and the steps that lead to it."""
+
+    name: str
+    title: str
+    scenario: str = "placed"
+    size: tuple[int, int] = (120, 40)
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+    readonly: bool = False
+
+
+SCENES: tuple[Scene, ...] = (
+    Scene("orchestration-empty", "Orchestration, empty rig", "empty"),
+    Scene("new-pod-80x24", "New pod at 80×24", "empty", (80, 24), steps=(press("N"), typed("duo"), press("tab"), typed("tp2"), fit_ready)),
+    Scene("nodes-empty", "Nodes, none registered yet", "empty", steps=(press("2"),)),
+    Scene("recipes-fresh", "Recipes on a fresh demo: the built-in recipe", "empty", steps=(press("3"),)),
+    Scene("orchestration-placed", "Orchestration, two pods placed", "placed"),
+    Scene("new-pod", "New pod: slug ranked by fit, live breakdown", "placed", steps=(press("N"), typed("chat2"), press("tab"), typed("gpt-oss"), fit_ready)),
+    Scene("confirm-create", "Confirm gate: the exact plan, Cancel focused", "placed", steps=(press("N"), typed("chat2"), press("tab"), typed("gpt-oss"), fit_ready, press("ctrl+s"))),
+    Scene("confirm-stop-all", "Stop the whole estate: what will stop", "placed", steps=(press("o"),)),
+    Scene("logs", "Pod logs (bounded, following)", "placed", steps=(press("l"),)),
+    Scene("help", "Help, generated from the bindings", "placed", steps=(press("question_mark"),)),
+    Scene("nodes", "Nodes: this machine, probed without SSH", "placed", steps=(press("2"),)),
+    Scene("add-node", "Add node: validated as typed", "placed", steps=(press("2", "a"), typed("spark-3"), press("tab"), typed("http://10.213.0.13:8000"), press("tab"), typed("ubuntu@"))),
+    Scene("recipes", "Recipes", "placed", steps=(press("3"),)),
+    Scene("readonly-refused", "Read-only: a write refused, and why", "placed", steps=(press("d"),), readonly=True),
+    Scene("orchestration-stale", "A stale source (GPU readings stopped)", "stale", steps=(gpus_fail, press("r"))),
+    Scene("orchestration-mismatch", "A placement mismatch explained", "mismatch", steps=(focus_pod("odd"),)),
+    Scene("orchestration-mismatch-80x24", "The same at 80×24", "mismatch", (80, 24)),
+    Scene("details", "Pod details", "mismatch", steps=(focus_pod("odd"), press("i"))),
+    Scene("orchestration-8gpus", "Eight GPUs, sixteen pods", "bench"),
+    Scene("nodes-pool", "Nodes with a running pool: per-backend health, load, latency", "cluster", steps=(press("2"),)),
+    Scene("nodes-pool-80x24", "Nodes and pool at 80×24", "cluster", (80, 24), steps=(press("2"),)),
+    Scene("recipe-launch", "Launch a recipe: nodes in rank order", "cluster", steps=(press("3"), highlight("recipes", 0), press("u"), nodes_picked)),
+    Scene("recipe-launch-preview", "Launch preview: the dry-run in the confirm gate", "cluster", steps=(press("3"), highlight("recipes", 0), press("u"), nodes_picked, press("ctrl+s"))),
+    Scene("recipe-launch-overrides", "Launch with overrides: checked as typed", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked, overrides("max_model_len=8192 gpu_memory_utilization=0.85"))),
+    Scene("recipe-launch-overrides-preview", "Overrides in the dry-run: recipe + local overrides", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked, overrides("max_model_len=8192 gpu_memory_utilization=0.85"), press("ctrl+s"))),
+    Scene("recipe-launch-abort", "An override known to abort: refused in the gate", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked, overrides("max_model_len=65536"), press("ctrl+s"))),
+)
+"""Grouped by scenario: one world is built per group (`Worlds`)."""
+
+
+class Worlds:
+    """At most one world alive at a time (their pods share the fixed ports the pictures show)."""
+
+    def __init__(self) -> None:
+        self.world: World | None = None
+
+    def get(self, scenario: str) -> World:
+        if self.world is None or self.world.scenario != scenario:
+            self.close()
+            self.world = World.build(scenario)
+        return self.world
+
+    def close(self) -> None:
+        if self.world is not None:
+            self.world.stop()
+            self.world = None
+
+
+def converged(svc: StableFacade, timeout: float = 20.0) -> None:
+    """Block until the live view has caught up with the world: every running pod serving and judged."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = svc.pod_states()
+        workloads = svc.ctx.runtime.workloads()
+        running = {name for name, w in workloads.items() if w.running}
+        if all(s.state == "serving" and s.placement != "unknown" for s in states if s.name in running) and all(
+            s.state == "down" for s in states if s.name not in running
+        ):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the live view did not converge: {svc.pod_states()}")
+
+
+@contextmanager
+def scene_app(scene: Scene, worlds: Worlds) -> Iterator[C3App]:
+    """The app for a scene: the real facade over the scene's world, fixed clock, no poll timers.
+    The world's environment stays set while the app runs."""
+    world = worlds.get(scene.scenario)
+    with world.active():
+        svc = world.services(readonly=scene.readonly)
+        try:
+            converged(svc)
+            yield C3App(svc, readonly=scene.readonly, clock=svc.clock, autopoll=False)
+        finally:
+            svc.close()
+
+
+async def play(scene: Scene, pilot) -> None:
+    """Run a scene's steps on a started app."""
+    await settle(pilot, rounds=4)
+    for step in scene.steps:
+        await step(pilot)
+    await settle(pilot)

@@ -1,0 +1,339 @@
+"""The simulated world the cockpit's scenes run on: what `c3 demo` builds, brought into a known state.
+
+A `World` is a private `$HOME` with the demo's folders (`c3.demo.prepare_demo`), an estate file,
+pods really booted by the backend (`boot_many` → the sim runtime → stub-engine processes holding
+their GPUs on the simulated rig), registered nodes, a user recipe and — for `cluster` — a real
+`c3 pool serve` router and an active profile. The cockpit then runs the real facade
+(`c3.services_real.RealServices`) over it; nothing in the facade is replaced.
+
+Scenarios: `empty` (the demo as first started), `placed` (two pods serving on exactly their GPUs,
+this machine registered as a node, a user recipe), `mismatch` (`placed` plus the demo's misplaced
+pod, which asks for GPU 1 and lands on GPU 0), `bench` (an eight-GPU rig, sixteen pods, eight
+running), `cluster` (`placed` plus an unreachable node, a pool router over both nodes and an active
+profile). `stale` is `placed` with a GPU probe that a scene step makes stop answering.
+
+The pictures must be the same on every run, so `StableFacade` pins what changes between runs and
+nothing else: timestamps (to the scenes' fixed clock), pids (to one number per pod), ports the
+kernel picks for a client, and the health-probe access lines of engine logs (how many there are
+depends on timing). It passes every call through to the real facade.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXED_NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+SCENARIOS = ("empty", "placed", "mismatch", "stale", "bench", "cluster")
+
+# Variables that would point the demo elsewhere; the world sets its own.
+_CLEARED = ("C3_HOME", "C3_STATE", "C3_RIG", "C3_RUNTIME", "C3_DEMO", "C3_GPU_REGISTRY", "C3_GPU_MODE", "C3_STUB_STARTUP_DELAY", "HF_TOKEN", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
+
+# (name, slug, gpus, port, running)
+PLACED = [("chat", "vllm/qwen3-8b", [0], 8020, True), ("coder", "vllm/qwen3-32b-awq-tp2", [2, 3], 8024, True)]
+MISPLACED = ("odd", "custom/demo-misplaced", [1], 8900, True)
+BENCH_SLUGS = ["vllm/qwen3-8b", "vllm/llama-3.1-8b", "vllm/qwen3-8b-awq", "vllm/gpt-oss-20b"]
+POOL_BIND = "127.0.0.1:8011"
+UNREACHABLE = "192.0.2.12"
+"""TEST-NET-1 (RFC 5737): never routed, so SSH to it times out like a powered-off node."""
+
+USER_RECIPE = """\
+# A recipe this user measured on their own box (the demo's 5090 pair).
+id: qwen3-32b-awq-2x5090
+title: Qwen3-32B AWQ on two RTX 5090, vLLM TP=2
+model: Qwen/Qwen3-32B-AWQ
+engine: vllm
+image: vllm/vllm-openai@sha256:4be1c0de4be1c0de4be1c0de4be1c0de4be1c0de4be1c0de4be1c0de4be1c0de
+nodes: 1
+hardware: {id: 2x-rtx5090, description: 2x RTX 5090 (32 GB), gpu: NVIDIA GeForce RTX 5090, gpus_per_node: 2}
+defaults: {port: 8000, tensor_parallel_size: 2, max_model_len: 16384, gpu_memory_utilization: 0.92}
+command: [vllm, serve, "{model}", --port, "{port}", --tensor-parallel-size, "{tensor_parallel_size}",
+          --max-model-len, "{max_model_len}", --gpu-memory-utilization, "{gpu_memory_utilization}"]
+known_aborts:
+  - {key: max_model_len, op: ">", value: 40960, hardware: "*", why: "above the model's 40960 positions: vLLM refuses to start"}
+provenance: {measured_by: the demo's user, measured_on: "2026-04-30", hardware: 2x RTX 5090}
+measured: {tokens_per_s: 41.7, ttft_ms: 180, startup_s: 95}
+verified: true
+"""
+
+
+def _bench_rig() -> str:
+    cards = [("NVIDIA GeForce RTX 3090", 24576, "8.6", 422, 350), ("NVIDIA GeForce RTX 5090", 32607, "12.0", 487, 575)]
+    gpus = [{"name": n, "total_mib": t, "sm": s, "reserved_mib": r, "used_mib": 14, "power_limit_w": p} for n, t, s, r, p in (cards[i // 4] for i in range(8))]
+    return yaml.safe_dump({"gpus": gpus}, sort_keys=False)
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """`os.environ` with these values (and the demo's variables cleared), restored afterwards."""
+    saved = dict(os.environ)
+    for key in _CLEARED:
+        os.environ.pop(key, None)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@dataclass
+class World:
+    """One scenario's simulated world; `with world.active():` around everything that uses it."""
+
+    scenario: str
+    base: Path
+    env: dict[str, str] = field(default_factory=dict)
+    pids: dict[int, int] = field(default_factory=dict)
+    """Real pid → the fixed number the pictures show (4100 + the pod's place in the estate)."""
+    router: subprocess.Popen | None = None
+    facades: list[StableFacade] = field(default_factory=list)
+
+    @property
+    def home(self) -> Path:
+        return self.base / "home"
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        with environment(self.env):
+            yield
+
+    # -- building ----------------------------------------------------------------------------------
+    @classmethod
+    def build(cls, scenario: str) -> World:
+        if scenario not in SCENARIOS:
+            raise ValueError(f"unknown scenario {scenario!r}")
+        world = cls(scenario, Path(tempfile.mkdtemp(prefix="c3-world-")))
+        try:
+            world._build()
+        except BaseException:
+            world.stop()
+            raise
+        return world
+
+    def _build(self) -> None:
+        from c3.demo import prepare_demo
+
+        self.home.mkdir()
+        with environment({"HOME": str(self.home)}):
+            prepare_demo(startup_delay_s=0.0)
+            self.env = {key: os.environ[key] for key in ("HOME", "C3_HOME", "C3_STATE", "C3_RIG", "C3_RUNTIME", "C3_DEMO", "C3_STUB_STARTUP_DELAY")}
+        self.env["C3_STUB_STARTUP_DELAY"] = "0"
+        kind = "placed" if self.scenario == "stale" else self.scenario
+        if kind == "bench":
+            rig = self.home / "rig-8gpu.yaml"
+            rig.write_text(_bench_rig(), encoding="utf-8")
+            self.env["C3_RIG"] = str(rig)
+        with self.active():
+            self._populate(kind)
+
+    def _populate(self, kind: str) -> None:
+        from backend import paths
+
+        if kind == "empty":
+            return
+        pods = list(PLACED)
+        if kind == "mismatch":
+            pods.append(MISPLACED)
+        if kind == "bench":
+            pods = [(f"pod-{i:02d}", BENCH_SLUGS[i % 4], [i % 8], 9000 + i, i < 8) for i in range(16)]
+        estate = {"schema_version": 1, "estate": [{"name": n, "slug": s, "gpus": g, "port": p} for n, s, g, p, _ in pods]}
+        paths.estate_file().parent.mkdir(parents=True, exist_ok=True)
+        paths.estate_file().write_text(yaml.safe_dump(estate, sort_keys=False), encoding="utf-8")
+        if kind != "bench":
+            self._cluster_files(kind)
+        self._boot([name for name, *_, running in pods if running])
+        self.pids = self._pid_aliases([name for name, *_ in pods])
+        if kind == "cluster":
+            self._start_router()
+
+    def _cluster_files(self, kind: str) -> None:
+        from backend import paths
+        from backend.nodes.registry import add_node
+
+        add_node("box", "http://127.0.0.1:8020", f"{os.environ.get('USER') or 'me'}@127.0.0.1")
+        recipes = paths.user_recipes_dir()
+        recipes.mkdir(parents=True, exist_ok=True)
+        (recipes / "qwen3-32b-awq-2x5090.yaml").write_text(USER_RECIPE, encoding="utf-8")
+        if kind != "cluster":
+            return
+        add_node("spark-2", f"http://{UNREACHABLE}:8000", f"ubuntu@{UNREACHABLE}")
+        from backend.profiles import Profile, save_profile, set_active
+        from backend.recipes import get_recipe
+
+        recipe = get_recipe("qwen3-32b-awq-2x5090")
+        save_profile(Profile(name=recipe.id, recipe=recipe.id, recipe_digest=recipe.digest(), nodes=["box"], base_url="http://127.0.0.1:8000/v1",
+                             model=recipe.model, launched_at="2026-05-01T11:00:00Z"))
+        set_active(recipe.id)
+
+    def _boot(self, names: list[str]) -> None:
+        from backend import paths
+        from backend.estate import load_estate
+        from backend.runtime.boot import boot_many
+        from backend.runtime.context import open_context
+
+        if not names:
+            return
+        path = paths.estate_file()
+        pods = [p for p in load_estate(path).pods if p.name in names]
+        ctx = open_context(demo=True)
+        outcomes = boot_many(ctx, pods, estate=str(path.resolve()), timeout_s=60)
+        failed = [f"{o.pod}: {o.phase} {o.detail}" for o in outcomes if not o.ok]
+        if failed:
+            raise RuntimeError("the scene world could not boot its pods (is a port taken?): " + "; ".join(failed))
+
+    def _pid_aliases(self, names: list[str]) -> dict[int, int]:
+        from backend.sim.runtime import SimRuntime
+
+        workloads = SimRuntime().workloads()
+        return {pid: 4100 + names.index(name) for name, w in workloads.items() if name in names for pid in w.pids}
+
+    def _start_router(self) -> None:
+        from backend.pool.status import read_pools
+
+        log = (self.base / "router.log").open("wb")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.router = subprocess.Popen([sys.executable, "-m", "c3", "pool", "serve", "--nodes", "box,spark-2", "--bind", POOL_BIND],
+                                       env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(ROOT))
+        log.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pools = read_pools(timeout_s=1.0)
+            if pools and pools[0].reachable and any(b.healthy for b in pools[0].backends):
+                self.pids[self.router.pid] = 48213
+                return
+            if self.router.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise RuntimeError("the scene world's pool router did not come up: " + (self.base / "router.log").read_text(errors="replace")[-400:])
+
+    # -- teardown ----------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop the facades' live hubs, the router and every stub process of this world, then delete its files."""
+        for facade in self.facades:
+            facade.close()
+        if self.router is not None and self.router.poll() is None:
+            os.killpg(self.router.pid, signal.SIGTERM)
+            try:
+                self.router.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.router.pid, signal.SIGKILL)
+                self.router.wait(timeout=5)
+        if self.env:
+            with self.active():
+                from backend.sim.runtime import SimRuntime
+
+                runtime = SimRuntime()
+                for name in runtime.workloads():
+                    runtime.stop(name, timeout=5.0)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    # -- the facade over it ------------------------------------------------------------------------
+    def services(self, *, readonly: bool = False) -> StableFacade:
+        """The real facade over this world (call inside `active()`)."""
+        from c3.services_real import RealServices
+
+        real = RealServices(readonly=readonly, demo=True)
+        if self.scenario == "stale":
+            real.ctx.probe = FailingProbe(real.ctx.probe)
+        facade = StableFacade(real, self)
+        self.facades.append(facade)
+        return facade
+
+
+class FailingProbe:
+    """The rig's probe, until `failing` is set: then its readings fail as NVML's do when the driver goes away."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.source, self.failing = inner, inner.source, False
+
+    def gpus(self) -> Any:
+        return self.inner.gpus()
+
+    def processes(self) -> Any:
+        return self.inner.processes()
+
+    def snapshots(self) -> Any:
+        from backend.errors import EnvironmentProblem
+
+        if self.failing:
+            raise EnvironmentProblem("NVML did not answer within 2 s")
+        return self.inner.snapshots()
+
+
+_STAMP = re.compile(r"\b\d\d-\d\d \d\d:\d\d:\d\d\b")
+_PEER = re.compile(r"(127\.0\.0\.1|\('127\.0\.0\.1'),? ?\d{4,5}\)?")
+_PROBE_LINE = re.compile(r'"GET /(health|v1/models) HTTP')
+
+
+class StableFacade:
+    """The real facade with run-to-run noise pinned (see the module docstring); all else passes through."""
+
+    def __init__(self, real: Any, world: World) -> None:
+        self.real, self.world = real, world
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def _pid(self, text: str) -> str:
+        def alias(match: re.Match[str]) -> str:
+            return match.group(1) + str(self.world.pids.get(int(match.group(2)), 4999))
+
+        return re.sub(r"(\bpid[ =]|sim-|process \[)(\d+)", alias, text)
+
+    def _home(self, text: str) -> str:
+        return text.replace(str(self.world.home), "~")
+
+    def clock(self) -> datetime:
+        return FIXED_NOW + timedelta(seconds=1)
+
+    @property
+    def label(self) -> str:
+        return self._home(self.real.label)
+
+    def gpu_snapshots(self) -> list[Any]:
+        out = []
+        for snap in self.real.gpu_snapshots():
+            procs = tuple(p.model_copy(update={"pid": self.world.pids.get(p.pid, 4999)}) for p in snap.processes)
+            out.append(snap.model_copy(update={"taken_at": FIXED_NOW, "processes": procs}))
+        return out
+
+    def pod_states(self) -> list[Any]:
+        return [replace(p, placement_detail=self._pid(p.placement_detail)) for p in self.real.pod_states()]
+
+    def pod_details(self, name: str) -> Any:
+        details = self.real.pod_details(name)
+        facts = tuple((k, self._home(self._pid(v))) for k, v in details.facts)
+        return replace(details, pod=replace(details.pod, placement_detail=self._pid(details.pod.placement_detail)), facts=facts)
+
+    def pod_logs(self, name: str, tail: int) -> list[str]:
+        lines = [line for line in self.real.pod_logs(name, tail) if not _PROBE_LINE.search(line)]
+        return [self._home(self._pid(_PEER.sub("127.0.0.1:40000", _STAMP.sub("05-01 12:00:00", line)))) for line in lines]
+
+    def make_plan(self, *args: Any, **kwargs: Any) -> Any:
+        plan = self.real.make_plan(*args, **kwargs)
+        return replace(plan, lines=tuple(self._home(line) for line in plan.lines), problems=tuple(self._home(p) for p in plan.problems))
+
+    def pools(self) -> list[Any]:
+        return [replace(p, pid=self.world.pids.get(p.pid, 4999), uptime_s=7260.0) for p in self.real.pools()]
+
+    def close(self) -> None:
+        """Stop the facade's live hub; the world's pods keep running for the next scene."""
+        hub = getattr(self.real, "_hub", None)
+        if hub is not None:
+            hub.stop()
