@@ -78,11 +78,13 @@ async def gpus_fail(pilot) -> None:
     await wait_until(pilot, lambda: bool((status := real._live().latest().source("gpus")) and status.stale))
 
 
-def highlight(table_id: str, row: int) -> Step:
+def highlight(table_id: str, row: int | str) -> Step:
+    """Put the cursor on a row, by index or by row key (a recipe id stays put when the list grows)."""
+
     async def step(pilot) -> None:
         table = pilot.app.screen.query_one(f"#{table_id}")
         table.focus()
-        table.move_cursor(row=row)
+        table.move_cursor(row=table.get_row_index(row) if isinstance(row, str) else row)
         await settle(pilot)
 
     return step
@@ -141,11 +143,11 @@ SCENES: tuple[Scene, ...] = (
     Scene("orchestration-8gpus", "Eight GPUs, sixteen pods", "bench"),
     Scene("nodes-pool", "Nodes with a running pool: per-backend health, load, latency", "cluster", steps=(press("2"),)),
     Scene("nodes-pool-80x24", "Nodes and pool at 80×24", "cluster", (80, 24), steps=(press("2"),)),
-    Scene("recipe-launch", "Launch a recipe: nodes in rank order", "cluster", steps=(press("3"), highlight("recipes", 0), press("u"), nodes_picked)),
-    Scene("recipe-launch-preview", "Launch preview: the dry-run in the confirm gate", "cluster", steps=(press("3"), highlight("recipes", 0), press("u"), nodes_picked, press("ctrl+s"))),
-    Scene("recipe-launch-overrides", "Launch with overrides: checked as typed", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked, overrides("max_model_len=8192 gpu_memory_utilization=0.85"))),
-    Scene("recipe-launch-overrides-preview", "Overrides in the dry-run: recipe + local overrides", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked, overrides("max_model_len=8192 gpu_memory_utilization=0.85"), press("ctrl+s"))),
-    Scene("recipe-launch-abort", "An override known to abort: refused in the gate", "cluster", steps=(press("3"), highlight("recipes", 1), press("u"), nodes_picked, overrides("max_model_len=65536"), press("ctrl+s"))),
+    Scene("recipe-launch", "Launch a recipe: nodes in rank order", "cluster", steps=(press("3"), highlight("recipes", "spark2-vllm-qwen3-235b-a22b-gptq-int4"), press("u"), nodes_picked)),
+    Scene("recipe-launch-preview", "Launch preview: the dry-run in the confirm gate", "cluster", steps=(press("3"), highlight("recipes", "spark2-vllm-qwen3-235b-a22b-gptq-int4"), press("u"), nodes_picked, press("ctrl+s"))),
+    Scene("recipe-launch-overrides", "Launch with overrides: checked as typed", "cluster", steps=(press("3"), highlight("recipes", "qwen3-32b-awq-2x5090"), press("u"), nodes_picked, overrides("max_model_len=8192 gpu_memory_utilization=0.85"))),
+    Scene("recipe-launch-overrides-preview", "Overrides in the dry-run: recipe + local overrides", "cluster", steps=(press("3"), highlight("recipes", "qwen3-32b-awq-2x5090"), press("u"), nodes_picked, overrides("max_model_len=8192 gpu_memory_utilization=0.85"), press("ctrl+s"))),
+    Scene("recipe-launch-abort", "An override known to abort: refused in the gate", "cluster", steps=(press("3"), highlight("recipes", "qwen3-32b-awq-2x5090"), press("u"), nodes_picked, overrides("max_model_len=65536"), press("ctrl+s"))),
 )
 """Grouped by scenario: one world is built per group (`Worlds`)."""
 

@@ -196,7 +196,7 @@ async def test_launch_recipe_node_picker_and_dry_run_preview_with_secrets_redact
         await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
         table = screen.query_one("#recipes")
         table.focus()
-        table.move_cursor(row=0)  # the built-in two-Spark recipe: two nodes
+        table.move_cursor(row=table.get_row_index(SPARK_RECIPE))  # the built-in two-Spark recipe: two nodes
         await settle(pilot)
         await pilot.press("u")
         await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal) and app.screen.nodes is not None, what="the node picker")
@@ -227,7 +227,7 @@ async def test_launch_with_the_wrong_node_count_is_refused_in_the_gate(demo_worl
     app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        modal = await _launch_modal(pilot, 1)  # the user's recipe runs on one node
+        modal = await _launch_modal(pilot, USER_RECIPE)  # the user's recipe runs on one node
         modal.query_one("#launch-nodes").select("spark-2")
         await pilot.pause()
         assert "2 picked, the recipe needs 1" in screen_text(app)
@@ -328,11 +328,11 @@ async def test_palette_entries_reach_the_node_and_recipe_actions(demo_world):
         await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal), what="the launch modal from the palette")
 
 
-async def _launch_modal(pilot, row: int) -> LaunchModal:
+async def _launch_modal(pilot, recipe: str) -> LaunchModal:
     screen = await _mode(pilot, "3")
     table = screen.query_one("#recipes")
     table.focus()
-    table.move_cursor(row=row)
+    table.move_cursor(row=table.get_row_index(recipe))
     await settle(pilot)
     await pilot.press("u")
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, LaunchModal) and pilot.app.screen.nodes is not None, what="the node picker")
@@ -351,7 +351,7 @@ async def test_launch_overrides_show_in_the_dry_run_and_demote_the_profile(demo_
     app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        modal = await _launch_modal(pilot, 1)  # the user's recipe, one node: box preselected
+        modal = await _launch_modal(pilot, USER_RECIPE)  # the user's recipe, one node: box preselected
         await _type_overrides(pilot, modal, "max_model_len=8192 gpu_memory_utilization=0.85")
         await wait_for(pilot, lambda: "profile: recipe + local overrides" in screen_text(app), what="the demotion shown as typed")
         assert modal.override_problems == [] and "override_problems" in svc.calls
@@ -371,7 +371,7 @@ async def test_bad_override_entries_are_shown_as_typed(demo_world):
     app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        modal = await _launch_modal(pilot, 1)
+        modal = await _launch_modal(pilot, USER_RECIPE)
         await _type_overrides(pilot, modal, "max_model_len=lots nosuch=1 tensor_parallel_size")
         await wait_for(pilot, lambda: len(modal.override_problems) == 3, what="three problems")
         text = screen_text(app)
@@ -391,7 +391,7 @@ async def test_an_override_known_to_abort_is_refused_in_the_gate_before_any_node
     app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        modal = await _launch_modal(pilot, 1)
+        modal = await _launch_modal(pilot, USER_RECIPE)
         await _type_overrides(pilot, modal, "max_model_len=65536")
         await wait_for(pilot, lambda: modal.override_problems != [], what="the abort shown as typed")
         assert "max_model_len=65536 is known to abort on 2x-rtx5090" in screen_text(app)
