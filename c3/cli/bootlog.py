@@ -18,6 +18,7 @@ FIELDS = [
     ("weights_gib", "weights per rank", " GiB"),
     ("available_kv_gib", "available KV (min over ranks)", " GiB"),
     ("kv_cache_tokens", "KV cache tokens", ""),
+    ("kv_device", "KV pool on", ""),
     ("max_concurrency", "max concurrency", "×"),
     ("max_model_len", "at max_model_len", ""),
     ("gpu_memory_utilization", "gpu_memory_utilization", ""),
