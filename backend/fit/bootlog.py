@@ -85,7 +85,8 @@ class BootLogReport(BaseModel):
     kv_cache_tokens: int | None = None
     """`GPU KV cache size: N tokens` / `CPU KV cache size: N tokens` (or SGLang's max_total_num_tokens)."""
     kv_device: str | None = None
-    """The device word of that line: `GPU`, `CPU` (vLLM's CPU build), `XPU`, `GPU + host`."""
+    """The device word of that line: `GPU`, `CPU` (vLLM's CPU build), `XPU`, `GPU + host`; for llama.cpp
+    `CPU` when every KV buffer is a CPU one, else `GPU`."""
     max_concurrency: float | None = None
     """`Maximum concurrency for L tokens per request: C×`."""
     max_model_len: int | None = None
@@ -116,6 +117,14 @@ class BootLogReport(BaseModel):
         if self.total_gib is None or self.gpu_memory_utilization is None or self.available_kv_gib is None:
             return None
         return self.total_gib * self.gpu_memory_utilization - self.available_kv_gib
+
+
+def _llama_device(buffers: dict[str, dict[str, float]]) -> str | None:
+    """llama.cpp: `CPU` when it allocated a KV buffer and every KV buffer is a CPU one."""
+    kv = [device for device, slots in buffers.items() if "kv" in slots]
+    if not kv:
+        return None
+    return "CPU" if all(device.startswith("CPU") for device in kv) else "GPU"
 
 
 def parse_boot_log(text: str) -> BootLogReport:
@@ -195,7 +204,7 @@ def parse_boot_log(text: str) -> BootLogReport:
         available_kv_gib=min(available) if available else None,
         available_kv_gib_per_rank=available,
         kv_cache_tokens=min(tokens) if tokens else None,
-        kv_device=found.get("kv_device"),  # type: ignore[arg-type]
+        kv_device=found.get("kv_device") or _llama_device(llama),  # type: ignore[arg-type]
         max_concurrency=found.get("max_concurrency"),  # type: ignore[arg-type]
         max_model_len=found.get("max_model_len"),  # type: ignore[arg-type]
         cudagraph_estimate_gib=found.get("cudagraph_estimate_gib"),  # type: ignore[arg-type]
