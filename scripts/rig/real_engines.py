@@ -193,6 +193,8 @@ def install_llama(src: Path) -> Path:
     shutil.copy2(src / "build" / "bin" / "llama-server", partial / "llama-server")
     shutil.copy2(src / "convert_hf_to_gguf.py", partial / "convert_hf_to_gguf.py")
     shutil.copytree(src / "gguf-py", partial / "gguf-py")
+    if (src / "conversion").is_dir():  # newer converters are a package beside the script
+        shutil.copytree(src / "conversion", partial / "conversion")
     (partial / STAMP).write_text(f"llama-cpp-python {LLAMA_CPP_PYTHON}\n")
     shutil.rmtree(target, ignore_errors=True)
     os.replace(partial, target)

@@ -4,7 +4,8 @@
 
 Writes tests/fixtures/engines/:
 - `vllm-<v>-cpu.boot.log`, `llama-server-<build>.boot.log`: the engines' start-up output, serving the tiny
-  dense model (scratch paths and pids replaced by placeholders so a regeneration diffs cleanly);
+  dense model (scratch paths and pids replaced by placeholders so a regeneration diffs cleanly; llama-server
+  at `-lv 4`, the verbosity at which it prints its buffer sizes);
 - `vllm-<v>-cpu.metrics.txt`, `llama-server-<build>.metrics.txt`: one `/metrics` scrape after a few
   chat completions (two sharing a prefix), the Prometheus text as served;
 - `metric-names.json`: engine → sorted metric family names (what the stub engine and c3's readers must
@@ -78,7 +79,9 @@ def main() -> int:
         scratch = Path(tmp)
         models = real_engines.models_dir()
         names["vllm"] = record(start_vllm(models / "dense", scratch / "vllm", log_name="boot.log"), VLLM_NAME, scratch)
-        names["llamacpp"] = record(start_llama(models / "tiny.gguf", scratch / "llama", log_name="boot.log"), LLAMA_NAME, scratch)
+        # -lv 4: llama-server prints its buffer sizes (model, KV, compute per device) only at this verbosity.
+        names["llamacpp"] = record(start_llama(models / "tiny.gguf", scratch / "llama", "-lv", "4", log_name="boot.log"),
+                                   LLAMA_NAME, scratch)
     (OUT / "metric-names.json").write_text(json.dumps(
         {"recorded_with": {"vllm": VLLM_NAME, "llamacpp": LLAMA_NAME}, **names}, indent=1) + "\n")
     print(f"fixtures written to {OUT}")

@@ -107,10 +107,11 @@ def gguf(dense: Path, out: Path) -> None:
     plain GPT-2 byte-level, so it is declared as `gpt-2` (`gpt2` is refused at load)."""
     converter = os.environ["C3_CONVERTER"]
     shim = (
-        "import runpy, sys\n"
+        "import sys\n"
         f"sys.path.insert(0, {str(Path(converter).parent)!r})\n"
         "import convert_hf_to_gguf as c\n"
-        "c.TextModel.get_vocab_base_pre = lambda self, tokenizer: 'gpt-2'\n"
+        "from conversion.base import TextModel\n"
+        "TextModel.get_vocab_base_pre = lambda self, tokenizer: 'gpt-2'\n"
         "sys.argv = ['convert_hf_to_gguf.py', *sys.argv[1:]]\n"
         "c.main()\n"
     )
