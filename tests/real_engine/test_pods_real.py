@@ -20,13 +20,22 @@ pytestmark = [pytest.mark.real_engine, pytest.mark.docker, pytest.mark.nvml]
 
 @pytest.fixture(scope="session")
 def real_images(real_engines, docker_client):
+    """engine → its image tag, built (once) on first use."""
     from scripts.rig.real_images import ensure_llama_image, ensure_vllm_image
 
-    return {"llamacpp": ensure_llama_image(docker_client), "vllm": ensure_vllm_image(docker_client)}
+    built: dict[str, str] = {}
+    makers = {"llamacpp": ensure_llama_image, "vllm": ensure_vllm_image}
+
+    def image(engine: str) -> str:
+        if engine not in built:
+            built[engine] = makers[engine](docker_client)
+        return built[engine]
+
+    return image
 
 
 @pytest.fixture
-def pod_rig(real_images, docker_client, fake_nvml, monkeypatch, tmp_path):
+def pod_rig(real_images, docker_client, fake_nvml, monkeypatch, tmp_path, request):
     fake_nvml.set_gpus([FakeGpu(), FakeGpu()])
     monkeypatch.setenv("C3_GPU_MODE", "env")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -34,9 +43,11 @@ def pod_rig(real_images, docker_client, fake_nvml, monkeypatch, tmp_path):
     offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"}
     write_catalog([
-        {"slug": "custom/real-llama", "engine": "llamacpp", "image": real_images["llamacpp"], "model": "/models/tiny.gguf",
-         "tp": 1, "max_model_len": 4096, "max_num_seqs": 2, "health_path": "/health"},
-        {"slug": "custom/real-vllm", "engine": "vllm", "image": real_images["vllm"], "model": "/models/dense", "tp": 1,
+        {"slug": "llamacpp/real-tiny", "engine": "llamacpp", "image": real_images("llamacpp") if "llama" in request.node.name else "unused", "model": "/models/tiny.gguf",
+         "tp": 1, "max_model_len": 4096, "max_num_seqs": 2, "health_path": "/health",
+         # -lv 4: the verbosity at which llama-server logs its buffers (how c3 learns the KV cache is on the CPU)
+         "extra_args": ["-lv", "4", "-t", "1"]},
+        {"slug": "vllm/real-tiny", "engine": "vllm", "image": real_images("vllm") if "vllm" in request.node.name else "unused", "model": "/models/dense", "tp": 1,
          "max_model_len": 2048, "max_num_seqs": 4, "max_num_batched_tokens": 2048, "env": offline,
          "extra_args": ["--enforce-eager"]},
     ])
@@ -50,12 +61,11 @@ def pod_rig(real_images, docker_client, fake_nvml, monkeypatch, tmp_path):
 
 
 @pytest.mark.timeout(1500)  # the first use builds the vLLM image (~2.5 GB context)
-@pytest.mark.parametrize("slug, served, log_line", [
-    ("custom/real-llama", "/models/tiny.gguf", "server is listening on"),
-    ("custom/real-vllm", "/models/dense", "CPU KV cache size"),
+@pytest.mark.parametrize("name, slug, served, log_line", [
+    ("llama", "llamacpp/real-tiny", "/models/tiny.gguf", "CPU KV buffer size"),
+    ("vllm", "vllm/real-tiny", "/models/dense", "CPU KV cache size"),
 ])
-def test_pod_lifecycle_with_a_real_engine(pod_rig, slug, served, log_line):
-    name = slug.split("-")[-1]
+def test_pod_lifecycle_with_a_real_engine(pod_rig, name, slug, served, log_line):
     port = free_port()
     created = c3("pod", "create", name, "--gpus", "0", "--slug", slug, "--port", str(port), "--force")
     assert created.returncode == 0, created.stdout + created.stderr
