@@ -8,7 +8,7 @@ A build that cannot happen (no cmake, no package registry…) skips the tier, or
 `--require-services`.
 
 Fixtures: `real_engines` (paths), `vllm_engine` / `llama_engine` (factories; every server they start is
-stopped by pid at teardown), `vllm_dense` (one session-wide vLLM serving the dense tiny model).
+stopped by pid at teardown), `vllm_dense` (one vLLM per module serving the dense tiny model).
 """
 
 from __future__ import annotations
@@ -115,9 +115,10 @@ def llama_engine(real_engines, tmp_path_factory):
         proc.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def vllm_dense(real_engines, tmp_path_factory):
-    """One healthy vLLM serving the dense tiny model as `tiny`, shared by the tests that only read it."""
+    """One healthy vLLM serving the dense tiny model as `tiny`, shared by a module's tests that only read it
+    (module scope: it is gone before the next module starts its own servers — at most two run at once)."""
     from scripts.rig.engine_procs import start_vllm
 
     proc = start_vllm(real_engines.model("dense"), tmp_path_factory.mktemp("vllm-dense-shared"))

@@ -3,9 +3,11 @@ and their boot logs still read the way the recorded fixtures (tests/fixtures/eng
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from backend.fit.bootlog import parse_boot_log
+from scripts.rig.prefix_workload import scrape
 from scripts.rig.record_engine_fixtures import exercise, get, metric_names
 from tests.rig.test_stub_metric_names import C3_READS, fixture_names, stub_metric_names
 
@@ -34,7 +36,19 @@ def test_live_boot_logs_read_like_the_fixtures(vllm_dense, llama_engine):
     vllm = parse_boot_log(vllm_dense.log())
     assert (vllm.engine, vllm.engine_version, vllm.kv_device) == ("vllm", "0.32.0", "CPU")
     assert vllm.kv_cache_tokens == 2_097_152 and vllm.available_kv_gib == 1.0 and vllm.max_model_len == 2048
-    server = llama_engine()
+    server = llama_engine("-lv", "4")  # the verbosity at which llama-server logs its buffers
     server.wait_healthy(120)
     llama = parse_boot_log(server.log())
     assert llama.engine == "llamacpp" and llama.llamacpp_mib.get("CPU", {}).get("kv")
+
+
+def test_prefix_cache_counters_move_as_c3_expects(vllm_dense):
+    """The same long prompt twice: the second is served from the prefix cache, in whole 128-token blocks."""
+    before = scrape(vllm_dense.url)
+    prompt = [{"role": "user", "content": "abc " * 300}]
+    for _ in range(2):
+        httpx.post(vllm_dense.url + "/v1/chat/completions", timeout=120,
+                   json={"model": "tiny", "max_tokens": 2, "messages": prompt}).raise_for_status()
+    after = scrape(vllm_dense.url)
+    assert after["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"] >= 128
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 4

@@ -77,14 +77,3 @@ def _chat(url: str, session: str):
     except httpx.HTTPError:
         return None
     return reply if reply.status_code == 200 else None
-
-
-def test_metrics_scrape_reads_real_counters(vllm_dense):
-    before = scrape(vllm_dense.url)
-    prompt = [{"role": "user", "content": "abc " * 300}]
-    for _ in range(2):
-        httpx.post(vllm_dense.url + "/v1/chat/completions", timeout=120,
-                   json={"model": "tiny", "max_tokens": 2, "messages": prompt}).raise_for_status()
-    after = scrape(vllm_dense.url)
-    assert after["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"] >= 128
-    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 4
