@@ -83,22 +83,51 @@ class EngineProcess:
         self.wait_for(lambda: KV_LINE.search(self.log()) is not None, timeout, "`CPU KV cache size` line")
         return int(KV_LINE.search(self.log()).group(1).replace(",", ""))
 
+    def kill(self) -> None:
+        """SIGKILL the engine and all its processes at once, as when its machine dies (no waiting)."""
+        _signal_group(self.popen.pid, signal.SIGKILL)
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        """Signal the pid this module started; SIGKILL it if it does not exit in time."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(sig)
-            try:
-                return self.popen.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-        return self.popen.wait(timeout=timeout)
+        """Stop the engine and every process it spawned (its own session, so its process group).
+
+        vLLM's API server takes its EngineCore and Worker down on SIGTERM once it serves, but not when it
+        is stopped mid-boot or SIGKILLed (a test that kills a replica): those children would live on
+        holding ~2 GiB. So the whole group gets the signal, then SIGKILL for whatever is left.
+        """
+        group = self.popen.pid  # start_new_session: the leader's pid is the group id
+        _signal_group(group, sig)
+        try:
+            code = self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(group, signal.SIGKILL)
+            code = self.popen.wait(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while _group_alive(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        _signal_group(group, signal.SIGKILL)
+        return code
+
+
+def _signal_group(group: int, sig: int) -> None:
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def _spawn(argv: list[str], env: dict[str, str], log_path: Path, port: int, name: str) -> EngineProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env={**os.environ, **env})
+                                 env={**os.environ, **env}, start_new_session=True)
     return EngineProcess(popen=popen, port=port, log_path=log_path, argv=argv, name=name, env=env)
 
 

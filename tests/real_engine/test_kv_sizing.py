@@ -13,6 +13,8 @@ MLA (DeepSeek-V2: one latent per token, not split by heads) and the Gated-DeltaN
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from backend.catalog.configs import load_config_file
@@ -45,7 +47,7 @@ def c3_kv_tokens(model_dir, kv_gib: int, block: int = BLOCK) -> int:
 def test_kv_cache_tokens_match_the_engine(real_engines, vllm_engine, family):
     engine = vllm_engine(family, *KNOBS, kv_space_gib=1, max_model_len=MAX_LEN)
     logged = engine.wait_kv_tokens(timeout=300)
-    engine.stop()
+    engine.stop(signal.SIGKILL, timeout=15)  # only its log was needed; a booting vLLM ignores SIGTERM
     report = parse_boot_log(engine.log())
     assert report.kv_cache_tokens == logged  # c3's boot-log reader reads the CPU line too
     block, warning = OVERRIDES.get(family, (BLOCK, None))
@@ -58,5 +60,5 @@ def test_kv_pool_scales_with_the_space_given(real_engines, vllm_engine):
     """Twice the space, twice the tokens, on both sides (the pool really is VLLM_CPU_KVCACHE_SPACE)."""
     engine = vllm_engine("dense", *KNOBS, kv_space_gib=2, max_model_len=MAX_LEN)
     logged = engine.wait_kv_tokens(timeout=300)
-    engine.stop()
+    engine.stop(signal.SIGKILL, timeout=15)  # only its log was needed; a booting vLLM ignores SIGTERM
     assert logged == c3_kv_tokens(real_engines.model("dense"), 2) == 2 * c3_kv_tokens(real_engines.model("dense"), 1)
