@@ -30,14 +30,17 @@ def replicas(vllm_engine):
 def test_sticky_sessions_hit_the_prefix_cache_and_survive_a_killed_replica(replicas, pool_process):
     urls = {name: proc.url for name, proc in replicas.items()}
     sticky = pool_process(urls, "--sticky", "auto")
-    sticky_rate = conversation_hit_rate(sticky.url, list(urls.values()), conversations=6, turns=4, tag="sticky")
+    sticky_rate = conversation_hit_rate(sticky.url, list(urls.values()), conversations=6, turns=3, tag="sticky")
     sticky.stop()
     spread = pool_process(urls, "--sticky", "none")
-    spread_rate = conversation_hit_rate(spread.url, list(urls.values()), conversations=6, turns=4, tag="spread")
+    spread_rate = conversation_hit_rate(spread.url, list(urls.values()), conversations=6, turns=3, tag="spread")
     spread.stop()
-    # Turn 1 of each conversation can never hit; with stickiness turns 2–4 reuse everything before them.
-    assert sticky_rate > 0.6, sticky_rate
-    assert sticky_rate > spread_rate + 0.15, (sticky_rate, spread_rate)
+    # Turn 1 of each conversation can never hit; with stickiness turns 2–3 reuse everything before them
+    # (bench/pool_prefix_cache.py, 6 × 3: 0.63 in 3 of 3 runs). Without it, a follow-up that lands on the other
+    # replica finds at most an older prefix there, nothing at all on turn 2 (measured 0.32–0.37). All 12
+    # follow-ups staying put by chance (which would erase the gap) has probability 2⁻¹².
+    assert sticky_rate > 0.5, sticky_rate
+    assert sticky_rate > spread_rate + 0.1, (sticky_rate, spread_rate)
 
     pool = pool_process(urls, "--sticky", "auto")
     session = "kill-me"
