@@ -8,6 +8,8 @@ in `env` mode; the engines run on the CPU, so no GPU process ever appears, and c
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 
@@ -73,6 +75,7 @@ def test_pod_lifecycle_with_a_real_engine(pod_rig, name, slug, served, log_line)
     up = c3("pod", "up", name, "--force", timeout=600)
     assert up.returncode == 0, up.stdout + up.stderr
     assert f"serving on http://127.0.0.1:{port}" in up.stdout
+    assert re.search(rf"^\[{name}\] (starting|loading|ready) … \d+ s$", up.stdout, re.M), up.stdout  # boot progress
     assert f"placement unknown: {CPU_ENGINE}" in up.stdout
     (row,) = c3_json("pod", "status")["pods"]
     assert row["running"] and row["serving"]
