@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tests.plugins.services", "tests.plugins.rig", "tests.plugins.hosts"]
+pytest_plugins = ["tests.plugins.services", "tests.plugins.rig", "tests.plugins.hosts", "tests.plugins.real_engine"]
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,12 @@ Numbers may be comma-grouped (`262,144`). With TP/PP every rank logs its own `Av
 memory`; the pool is the minimum, so that is what `available_kv_gib` reports (each rank's value is
 kept too). GiB values carry two decimals (±5 MiB); token counts are exact. Older vLLM printed "GB"
 for what it computed in GiB; both are read as GiB.
+
+vLLM's CPU build sizes its KV pool from `VLLM_CPU_KVCACHE_SPACE` rather than a GPU profile: it logs
+`Explicitly set (1.0/16.71) GiB for KV cache on node 0.` (or `Auto set (…)` when the variable is unset)
+and then `CPU KV cache size: N tokens, …` — the device word follows the platform (GPU, CPU, XPU; "GPU +
+host" with a host pool). Those lines land in the same fields as the GPU ones; `kv_device` says which.
+llama.cpp names its buffers by backend device (`CUDA0`, `CPU`, `CPU_Mapped`, …).
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ from pydantic import BaseModel, Field
 _NUM = r"(-?[\d][\d,]*(?:\.\d+)?)"
 
 
+#: A llama.cpp backend buffer name: `CUDA0`, `ROCm1`, `Vulkan0`, `Metal`, `CPU`, `CPU_Mapped`, `CUDA_Host`.
+_LLAMA_DEV = r"\b((?:CUDA|ROCm|Vulkan|SYCL|Metal|CPU)\d*(?:_[A-Za-z]+)?)"
+
+
 def _num(text: str) -> float:
     return float(text.replace(",", ""))
 
@@ -24,7 +34,8 @@ def _num(text: str) -> float:
 _PATTERNS: dict[str, re.Pattern[str]] = {
     "weights": re.compile(r"(?:Model loading took|Loading model weights took)\s+" + _NUM + r"\s*Gi?B"),
     "available": re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*GiB"),
-    "tokens": re.compile(r"GPU KV cache size:\s*" + _NUM + r"\s*tokens"),
+    "tokens": re.compile(r"\b([A-Z]PU(?: \+ host)?) KV cache size:\s*" + _NUM + r"\s*tokens"),
+    "cpu_space": re.compile(r"(?:Explicitly|Auto) set \(" + _NUM + r"/" + _NUM + r"\)\s*GiB for KV cache"),
     "concurrency": re.compile(r"Maximum concurrency for\s+" + _NUM + r"\s+tokens per request:\s*" + _NUM + r"\s*x"),
     "graph_estimate": re.compile(r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB"),
     "graph_taken": re.compile(r"Graph capturing finished in\s+[\d.]+\s*secs?,\s*took\s+" + _NUM + r"\s*GiB"),
@@ -50,9 +61,9 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     "version": re.compile(r"(?:vLLM API server version|LLM engine \(v|vllm version|vLLM version)\s*v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)"),
     "sglang_tokens": re.compile(r"max_total_num_tokens=" + _NUM),
     "sglang_alloc": re.compile(r"KV Cache is allocated\. #tokens:\s*" + _NUM),
-    "llama_model": re.compile(r"(CUDA\d+) model buffer size\s*=\s*" + _NUM + r"\s*MiB"),
-    "llama_kv": re.compile(r"(CUDA\d+) KV buffer size\s*=\s*" + _NUM + r"\s*MiB"),
-    "llama_compute": re.compile(r"(CUDA\d+) compute buffer size\s*=\s*" + _NUM + r"\s*MiB"),
+    "llama_model": re.compile(_LLAMA_DEV + r" model buffer size\s*=\s*" + _NUM + r"\s*MiB"),
+    "llama_kv": re.compile(_LLAMA_DEV + r" KV buffer size\s*=\s*" + _NUM + r"\s*MiB"),
+    "llama_compute": re.compile(_LLAMA_DEV + r" compute buffer size\s*=\s*" + _NUM + r"\s*MiB"),
 }
 
 
@@ -72,7 +83,10 @@ class BootLogReport(BaseModel):
     available_kv_gib_per_rank: list[float] = Field(default_factory=list)
     """Each rank's line, in log order."""
     kv_cache_tokens: int | None = None
-    """`GPU KV cache size: N tokens` (or SGLang's max_total_num_tokens)."""
+    """`GPU KV cache size: N tokens` / `CPU KV cache size: N tokens` (or SGLang's max_total_num_tokens)."""
+    kv_device: str | None = None
+    """The device word of that line: `GPU`, `CPU` (vLLM's CPU build), `XPU`, `GPU + host`; for llama.cpp
+    `CPU` when every KV buffer is a CPU one, else `GPU`."""
     max_concurrency: float | None = None
     """`Maximum concurrency for L tokens per request: C×`."""
     max_model_len: int | None = None
@@ -84,7 +98,8 @@ class BootLogReport(BaseModel):
     gpu_memory_utilization: float | None = None
     """Util the log states."""
     total_gib: float | None = None
-    """CUDA total the log states (`Free memory on device (f/T GiB)`, v0.6/0.7 total_gpu_memory)."""
+    """Device total the log states (`Free memory on device (f/T GiB)`, v0.6/0.7 total_gpu_memory; on
+    vLLM's CPU build the NUMA node's memory from `Explicitly set (kv/total) GiB`)."""
     non_torch_gib: float | None = None
     """Non-torch memory (DEBUG profile line, v0.7 split)."""
     activation_gib: float | None = None
@@ -104,6 +119,14 @@ class BootLogReport(BaseModel):
         return self.total_gib * self.gpu_memory_utilization - self.available_kv_gib
 
 
+def _llama_device(buffers: dict[str, dict[str, float]]) -> str | None:
+    """llama.cpp: `CPU` when it allocated a KV buffer and every KV buffer is a CPU one."""
+    kv = [device for device, slots in buffers.items() if "kv" in slots]
+    if not kv:
+        return None
+    return "CPU" if all(device.startswith("CPU") for device in kv) else "GPU"
+
+
 def parse_boot_log(text: str) -> BootLogReport:
     """Every memory figure in `text` (any mix of ranks, prefixes and versions)."""
     found: dict[str, object] = {}
@@ -119,7 +142,11 @@ def parse_boot_log(text: str) -> BootLogReport:
             if "Loading model weights took" in line:
                 found["v0"] = True
         if (m := _PATTERNS["tokens"].search(line)):
-            tokens.append(int(_num(m.group(1))))
+            found["kv_device"] = m.group(1)
+            tokens.append(int(_num(m.group(2))))
+        if (m := _PATTERNS["cpu_space"].search(line)):
+            available.append(_num(m.group(1)))
+            found["total_gib"] = _num(m.group(2))
         if (m := _PATTERNS["concurrency"].search(line)):
             found["max_model_len"] = int(_num(m.group(1)))
             found["max_concurrency"] = min(_num(m.group(2)), found.get("max_concurrency", float("inf")))  # type: ignore[type-var]
@@ -177,6 +204,7 @@ def parse_boot_log(text: str) -> BootLogReport:
         available_kv_gib=min(available) if available else None,
         available_kv_gib_per_rank=available,
         kv_cache_tokens=min(tokens) if tokens else None,
+        kv_device=found.get("kv_device") or _llama_device(llama),  # type: ignore[arg-type]
         max_concurrency=found.get("max_concurrency"),  # type: ignore[arg-type]
         max_model_len=found.get("max_model_len"),  # type: ignore[arg-type]
         cudagraph_estimate_gib=found.get("cudagraph_estimate_gib"),  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from pathlib import Path
 from backend.errors import C3Error, Refused
 from backend.models import CatalogEntry, Gpu, Pod
 from backend.runtime import engines, gates
+from backend.runtime import placement as placement_rules
 from backend.runtime.bootlog import BootLog
 from backend.runtime.context import RuntimeContext
 from backend.runtime.models import GateResult, LaunchSpec, Placement
@@ -205,7 +206,8 @@ def _settle_placement(ctx: RuntimeContext, pod: Pod, wait_s: float = 10.0) -> tu
     while True:
         workload = ctx.runtime.workload(pod.name)
         place = placement_of(ctx, pod, workload, serving=None)
-        if place.verdict != "unknown" or ctx.probe is None or not workload.running or time.monotonic() >= deadline:
+        final = place.verdict != "unknown" or place.reason == placement_rules.CPU_ENGINE
+        if final or ctx.probe is None or not workload.running or time.monotonic() >= deadline:
             return place, (time.monotonic() if place.verdict != "unknown" else None)
         time.sleep(delay)
         delay = min(delay * 2, 1.0)

@@ -14,6 +14,10 @@ from backend.models import ComputeProcess, Gpu
 from backend.runtime.models import ForeignProcess, Placement
 
 
+#: The reason given for an engine that runs on the CPU (its boot log says so) — final, not "still loading".
+CPU_ENGINE = "the engine runs on the CPU (its boot log says so): it holds no GPU memory, so placement cannot be verified"
+
+
 def verdict(
     *,
     pod: str,
@@ -24,11 +28,15 @@ def verdict(
     running: bool,
     serving: bool | None = None,
     nvml_problem: str | None = None,
+    engine_device: str | None = None,
 ) -> Placement:
     """Judge one pod's placement.
 
     `processes` is every NVML compute process on the host (None when NVML could not be asked);
-    `owners` maps a pid to the pod it belongs to (None or absent: not a c3 pod).
+    `owners` maps a pid to the pod it belongs to (None or absent: not a c3 pod). `engine_device` is
+    where the engine's own boot log says its KV cache lives (`CPU` for vLLM's CPU build or a llama.cpp
+    without GPU buffers): such an engine holds no GPU memory, so there is nothing to verify — `unknown`
+    with that reason, not a mismatch.
     """
     index_of = {g.uuid: g.index for g in gpus}
     req = tuple(requested)
@@ -49,6 +57,8 @@ def verdict(
     )
     base.update(actual=actual, actual_indices=act_idx, foreign=foreign)
     if not mine:
+        if engine_device == "CPU":
+            return Placement(verdict="unknown", reason=CPU_ENGINE, **base)
         if serving:
             # Serving with no GPU process at all: the engine fell back to CPU or its GPUs never arrived.
             return Placement(verdict="mismatch", missing=req, reason="the pod answers but holds memory on none of its GPUs", **base)

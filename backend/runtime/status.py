@@ -39,7 +39,7 @@ def placement_of(
             owners = ctx.runtime.owners(p.pid for p in procs)
         except C3Error as error:
             return placement_rules.verdict(pod=pod.name, requested=requested, gpus=gpus, processes=None, owners={}, running=True, nvml_problem=f"cannot map processes to pods: {error.message}")
-    return placement_rules.verdict(
+    place = placement_rules.verdict(
         pod=pod.name,
         requested=requested,
         gpus=gpus,
@@ -49,6 +49,27 @@ def placement_of(
         serving=serving,
         nvml_problem=ctx.probe_problem,
     )
+    if place.verdict != "ok" and not place.actual and workload.running and procs is not None:
+        # No GPU process at all: ask the engine's own log whether it runs on the CPU (one log read, only here).
+        device = engine_device(ctx, pod)
+        if device == "CPU":
+            return placement_rules.verdict(pod=pod.name, requested=requested, gpus=gpus, processes=procs, owners=owners or {},
+                                           running=True, serving=serving, engine_device=device)
+    return place
+
+
+def engine_device(ctx: RuntimeContext, pod: Pod, tail: int = 2000) -> str | None:
+    """`CPU` when the pod's engine log says its KV cache is on the CPU; None when unknown or on a GPU.
+
+    Read from the last `tail` lines: a long-serving engine's access log can push its boot lines out, and
+    then the answer is None (the no-GPU-process verdict stands)."""
+    from backend.fit.bootlog import parse_boot_log
+
+    try:
+        text = ctx.runtime.logs(pod.name, tail=tail)
+    except C3Error:
+        return None
+    return parse_boot_log(text).kv_device
 
 
 def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = None) -> list[dict[str, Any]]:

@@ -91,6 +91,9 @@ def parse_config(argv: list[str], env: dict[str, str]) -> dict:
         elif arg not in LAUNCHER_WORDS and not arg.endswith(("stub_engine.py", "backend.stub_engine", "backend.sim.stub_engine")):
             positional.append(arg)  # (a command that names the stub itself is the image's own entrypoint)
         i += 1
+    # Which engine it stands in for decides the /metrics it serves: llama-server's `llamacpp:` set or vLLM's.
+    engine = env.get("C3_STUB_ENGINE") or ("llamacpp" if any(a.endswith("llama-server") for a in argv) else "vllm")
+    cfg["engine"] = engine if engine in ("vllm", "llamacpp") else "vllm"
     if positional and cfg["model"] == DEFAULTS["model"]:
         cfg["model"] = positional[0]
     for key, kind in NUMERIC.items():
@@ -219,6 +222,38 @@ REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
            413: "Payload Too Large"}
 
 
+class PrefixCache:
+    """vLLM-style automatic prefix caching, in the stub's own units (a whitespace word is a token).
+
+    A prompt is cut into full blocks of BLOCK tokens, each hashed with all the blocks before it; a
+    request counts its prompt tokens as queries and BLOCK hits for every leading block already seen.
+    Oldest blocks fall out past `capacity`. What it gives a router test: sticky routing of a growing
+    conversation shows hits, scattering it over replicas does not — as with a real engine.
+    """
+
+    BLOCK = 16
+
+    def __init__(self, capacity: int = 65536):
+        self.blocks: collections.OrderedDict = collections.OrderedDict()
+        self.capacity = capacity
+
+    def lookup_and_insert(self, tokens: list[str]) -> int:
+        """Tokens of `tokens` served from cache; the prompt's blocks are cached afterwards."""
+        digest, hits, missed = hashlib.sha256(), 0, False
+        for start in range(0, len(tokens) - self.BLOCK + 1, self.BLOCK):
+            digest.update("\x00".join(tokens[start:start + self.BLOCK]).encode() + b"\x01")
+            key = digest.copy().digest()
+            if not missed and key in self.blocks:
+                hits += self.BLOCK
+                self.blocks.move_to_end(key)
+            else:
+                missed = True
+                self.blocks[key] = None
+                if len(self.blocks) > self.capacity:
+                    self.blocks.popitem(last=False)
+        return hits
+
+
 class Engine:
     def __init__(self, cfg: dict):
         self.cfg = cfg
@@ -228,6 +263,7 @@ class Engine:
         self.counts = collections.Counter()
         self.running = 0
         self.inflight_tokens = 0
+        self.prefix_cache = PrefixCache()
         self.writers: set = set()
         self.stop = asyncio.Event()
         self.exit_code = 0
@@ -345,7 +381,11 @@ class Engine:
         n = int(limit) if limit else self.cfg["tokens"]
         seed = sum(prompt.encode()) % len(WORDS)
         pieces = [WORDS[(seed + i) % len(WORDS)] + " " for i in range(n)]
-        usage = {"prompt_tokens": max(1, len(prompt.split())), "completion_tokens": n}
+        prompt_tokens = prompt.split() or [""]
+        cached = self.prefix_cache.lookup_and_insert(prompt_tokens)
+        self.counts["prefix_queries"] += len(prompt_tokens)
+        self.counts["prefix_hits"] += cached
+        usage = {"prompt_tokens": len(prompt_tokens), "completion_tokens": n}
         usage["total_tokens"] = usage["prompt_tokens"] + n
         finish = "length" if limit and n == int(limit) else "stop"
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{os.getpid():x}{self.seq:08x}"
@@ -433,17 +473,29 @@ class Engine:
         return keep
 
     def metrics(self) -> str:
+        """The engine's Prometheus text: vLLM 0.32's names, or llama-server's `llamacpp:` set.
+
+        Names, types and label sets follow the real engines' own /metrics (recorded in
+        tests/fixtures/engines/ by scripts/rig/record_engine_fixtures.py; a test fails on drift).
+        """
+        if self.cfg.get("engine") == "llamacpp":
+            return self.llamacpp_metrics()
         label = f'{{engine="0",model_name="{self.cfg["served"][0]}"}}'
         kv = min(1.0, self.inflight_tokens / max(1, self.cfg.get("kv_tokens") or 1))
         rows = [("num_requests_running", "gauge", "Number of requests in model execution batches.", self.running),
                 ("num_requests_waiting", "gauge", "Number of requests waiting to be processed.", 0),
                 ("kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", kv),
-                ("gpu_cache_usage_perc", "gauge", "GPU KV-cache usage. 1 means 100 percent usage.", kv),
+                ("prefix_cache_queries_total", "counter",
+                 "Prefix cache queries, in terms of number of queried tokens.", self.counts["prefix_queries"]),
+                ("prefix_cache_hits_total", "counter",
+                 "Prefix cache hits, in terms of number of cached tokens.", self.counts["prefix_hits"]),
+                ("num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", 0),
                 ("prompt_tokens_total", "counter", "Number of prefill tokens processed.",
                  self.counts["prompt_tokens"]),
+                ("prompt_tokens_cached_total", "counter", "Number of cached prompt tokens (local + external).",
+                 self.counts["prefix_hits"]),
                 ("generation_tokens_total", "counter", "Number of generation tokens processed.",
-                 self.counts["generation_tokens"]),
-                ("num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", 0)]
+                 self.counts["generation_tokens"])]
         out = []
         for name, kind, help_text, value in rows:
             out += [f"# HELP vllm:{name} {help_text}", f"# TYPE vllm:{name} {kind}",
@@ -453,6 +505,24 @@ class Engine:
         for reason in ("stop", "length", "abort"):
             out.append(f'vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name='
                        f'"{self.cfg["served"][0]}"}} {float(self.counts["finished_" + reason])}')
+        return "\n".join(out) + "\n"
+
+    def llamacpp_metrics(self) -> str:
+        """llama-server's `--metrics` text: unlabelled, integers printed without a decimal point."""
+        counters = [("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
+                     self.counts["prompt_tokens"] - self.counts["prefix_hits"]),
+                    ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache",
+                     self.counts["prefix_hits"]),
+                    ("tokens_predicted_total", "Number of generation tokens processed", self.counts["generation_tokens"]),
+                    ("n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and "
+                     "multimodal decoding", self.counts["generation_tokens"])]
+        gauges = [("requests_processing", "Number of requests processing", self.running),
+                  ("requests_deferred", "Number of requests deferred", 0)]
+        out = []
+        for kind, rows in (("counter", counters), ("gauge", gauges)):
+            for name, help_text, value in rows:
+                out += [f"# HELP llamacpp:{name} {help_text}", f"# TYPE llamacpp:{name} {kind}",
+                        f"llamacpp:{name} {value:g}"]
         return "\n".join(out) + "\n"
 
     async def debug(self, writer, method, path, keep) -> bool:

@@ -18,6 +18,7 @@ FIELDS = [
     ("weights_gib", "weights per rank", " GiB"),
     ("available_kv_gib", "available KV (min over ranks)", " GiB"),
     ("kv_cache_tokens", "KV cache tokens", ""),
+    ("kv_device", "KV pool on", ""),
     ("max_concurrency", "max concurrency", "×"),
     ("max_model_len", "at max_model_len", ""),
     ("gpu_memory_utilization", "gpu_memory_utilization", ""),
@@ -51,6 +52,9 @@ def bootlog(path: str, as_json: bool) -> None:
                 value = found[key]
                 shown = f"{value:,}" if isinstance(value, int) else str(value)
                 click.echo(f"{label:<30} {shown}{unit}")
+        for device, slots in report.llamacpp_mib.items():
+            sizes = ", ".join(f"{slot} {mib:,.2f}" for slot, mib in slots.items())
+            click.echo(f"{'llama.cpp ' + device + ' buffers':<30} {sizes} MiB")
         if len(report.available_kv_gib_per_rank) > 1:
             per_rank = ", ".join(f"{v:.2f}" for v in report.available_kv_gib_per_rank)
             click.echo(f"{'available KV per rank':<30} {per_rank} GiB")

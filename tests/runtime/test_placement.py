@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from backend.models import ComputeProcess, Gpu
-from backend.runtime.placement import attribute, verdict
+from backend.runtime.placement import CPU_ENGINE, attribute, verdict
 
 GPUS = [Gpu(index=i, uuid=f"GPU-{i}", name="NVIDIA GeForce RTX 3090", total_mib=24576) for i in range(4)]
 
@@ -62,6 +62,17 @@ def test_unknown_when_not_running_or_no_nvml_or_not_loaded_yet():
 def test_serving_without_any_gpu_process_is_a_mismatch():
     p = judge([], {}, serving=True)
     assert p.verdict == "mismatch" and p.missing == ("GPU-1", "GPU-2")
+
+
+def test_an_engine_on_the_cpu_is_unknown_with_that_reason_not_a_mismatch():
+    """vLLM's CPU build (or a llama.cpp with CPU KV buffers) holds no GPU memory by design."""
+    for serving in (True, None):
+        p = verdict(pod="chat", requested=("GPU-1",), gpus=GPUS, processes=[], owners={}, running=True, serving=serving,
+                    engine_device="CPU")
+        assert p.verdict == "unknown" and p.reason == CPU_ENGINE
+    on_gpu = ComputeProcess(pid=10, gpu_uuid="GPU-1", used_mib=100)
+    assert verdict(pod="chat", requested=("GPU-1",), gpus=GPUS, processes=[on_gpu], owners={10: "chat"}, running=True,
+                   serving=True, engine_device="CPU").verdict == "ok"  # a real GPU process wins over the log
 
 
 def test_attribute_walks_up_to_the_pod_process():

