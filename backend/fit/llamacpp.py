@@ -141,8 +141,14 @@ def price_llamacpp(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitRepor
             low = mid
         else:
             high = mid - 1
-    report = dict(base, kv_bytes_per_token=per_token, kv_cache_tokens=low, max_model_len_fits=low,
-                  max_concurrency=round(low / n_ctx * n_seq, 2) if n_ctx else None,
+    # Concurrency is counted in requests of the longest length one request can hold: with a unified pool
+    # that is the whole --ctx-size (the slots share it, so 4 slots do not make 4 full-length requests);
+    # with separate streams it is one stream's share, and every slot can be full at once.
+    per_request = n_ctx if unified else n_ctx // n_seq
+    if not unified:
+        base["max_model_len"] = per_request
+    report = dict(base, kv_bytes_per_token=per_token, kv_cache_tokens=low, max_model_len_fits=low if unified else low // n_seq,
+                  max_concurrency=(round(low / n_ctx, 2) if unified else round(low / n_ctx * n_seq, 2)) if n_ctx else None,
                   available_kv_gib=round(min(a for a, _ in room), 3), gpus=gpus)
     pool = "one unified pool" if unified else f"{n_seq} streams of {n_ctx // n_seq:,} tokens (one request holds at most that)"
     notes.append(f"KV at --ctx-size {n_ctx:,} ({n_seq} slot(s), {pool}, {dtype}): {kv_total:.2f} GiB over {len(ranks)} GPU(s)")

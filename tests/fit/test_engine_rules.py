@@ -189,3 +189,18 @@ def test_hybrid_parameter_counts_match_the_published_sizes():
     # Nemotron-Nano-9B-v2 "8.89B" (model card); Jamba Mini "52B total" (AI21): counted per block kind.
     assert abs(config("nvidia__NVIDIA-Nemotron-Nano-9B-v2").param_count / 1e9 - 8.89) < 0.05
     assert abs(config("ai21labs__AI21-Jamba-Mini-1.7").param_count / 1e9 - 52) < 1.0
+
+
+def test_llamacpp_concurrency_counts_full_length_requests_not_slots():
+    """A unified pool of --ctx-size tokens holds --ctx-size / request-length full requests whatever the slot
+    count (server.cpp: the slots share one llama_kv_cache); separate streams each hold n_ctx / n_seq."""
+    catalog = load_catalog()
+    entry = catalog.get("llamacpp/gemma-3-27b-q4km")
+    unified = fit_on_cards(entry, ["rtx-3090"], catalog=catalog)
+    assert unified.max_num_seqs == 4
+    assert unified.max_concurrency == pytest.approx(unified.kv_cache_tokens / unified.max_model_len, abs=0.01)
+    assert unified.max_concurrency <= unified.kv_cache_tokens / unified.max_model_len + 0.01
+    split = fit_on_cards(entry.model_copy(update={"max_num_seqs": 2}), ["rtx-3090"], catalog=catalog)
+    n_ctx = unified.max_model_len
+    assert split.max_model_len == n_ctx // 2  # what one request can hold with two separate streams
+    assert split.max_concurrency == pytest.approx(split.kv_cache_tokens / n_ctx * 2, abs=0.01)
