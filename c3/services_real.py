@@ -442,11 +442,11 @@ class RealServices:
             stop_demo_pods()
 
 
-def build_services(readonly: bool = False, demo: bool = False) -> RealServices:
-    """The facade `c3` and `c3 demo` run on."""
+def build_services(readonly: bool = False, demo: bool = False, estate_path: Path | None = None) -> RealServices:
+    """The facade `c3` and `c3 demo` run on (`c3 --file P` shows and edits that estate file)."""
     if demo:
         from c3.demo import prepare_demo
 
         prepare_demo()
-    return RealServices(readonly=readonly, demo=demo)
+    return RealServices(readonly=readonly, demo=demo, estate_path=estate_path)
 

@@ -13,9 +13,13 @@ from typing import Any
 
 import yaml
 
+from backend import strict_yaml
 from backend.atomic import write_atomic
+from backend.estate.roundtrip import dump_preserving
 from backend.errors import UsageError
 from backend.models.estate import POD_NAME_PATTERN, Estate, Pod, Problem
+from backend.text import show
+from backend.userfiles import read_text
 
 SUPPORTED_SCHEMAS = (1,)
 TOLERATED_TOP_KEYS = ("rig", "created", "updated")
@@ -36,8 +40,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _show(value: Any) -> str:
-    text = repr(value) if not isinstance(value, str) else value
-    return text if len(text) <= 40 else text[:37] + "..."
+    return show(value, 40)
 
 
 def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
@@ -150,29 +153,15 @@ def estate_exists(path: Path) -> bool:
 
 
 def read_document(path: Path) -> Any:
-    """The YAML document in `path` (None for a missing or empty file); unreadable → UsageError."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    """The YAML document in `path` (None for a missing or empty file).
+
+    A regular file of bounded size only; aliases, duplicate keys and unknown tags are refused with
+    their line (backend.strict_yaml) — a usage error (exit 2), as is every malformed file.
+    """
+    text = read_text(path, what="estate file", missing_ok=True)
+    if text is None:
         return None
-    except IsADirectoryError:
-        raise UsageError(f"estate file {path} is a directory") from None
-    except OSError as error:
-        raise UsageError(f"cannot read estate file {path}: {error.strerror or error}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"estate file {path} is not UTF-8 text") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or "syntax error"
-        raise UsageError(f"failed to parse estate file {path}{at}: {problem}", hint="fix the YAML by hand; c3 wrote nothing") from None
-    except (ValueError, TypeError, RecursionError) as error:  # e.g. absurd tags or nesting
-        raise UsageError(f"failed to parse estate file {path}: {type(error).__name__}") from None
+    return strict_yaml.load(text, source=str(path), what="estate file")
 
 
 def load_estate(path: Path) -> Estate:
@@ -207,5 +196,8 @@ def dump_estate(estate: Estate) -> str:
 
 
 def save_estate(path: Path, estate: Estate) -> None:
-    """Write atomically. Callers doing a read-modify-write hold `backend.atomic.locked(path)`."""
-    write_atomic(Path(path), dump_estate(estate))
+    """Write atomically, keeping the file's comments, key order and `compose:` spelling
+    (backend.estate.roundtrip). Callers doing a read-modify-write hold `backend.atomic.locked(path)`."""
+    old = read_text(path, what="estate file", missing_ok=True) or ""
+    text = dump_preserving(old, estate) if old else None
+    write_atomic(Path(path), text if text is not None else dump_estate(estate))

@@ -53,6 +53,26 @@ def secret_env() -> dict[str, str]:
     return {k: os.environ[k] for k in SECRET_ENV if os.environ.get(k)}
 
 
+def same_estate(running: str, wanted: str) -> bool:
+    """Whether a running workload's estate label names the same estate file as `wanted`.
+
+    Workloads are identified by estate file and pod name; `""` is `c3 serve` (no estate file).
+    """
+    if running == wanted:
+        return True
+    if not running or not wanted:
+        return False
+    try:
+        return os.path.samefile(running, wanted) or Path(running).resolve() == Path(wanted).resolve()
+    except OSError:
+        return Path(running).resolve() == Path(wanted).resolve()
+
+
+def describe_estate(estate: str) -> str:
+    """An estate label in words."""
+    return f"estate {estate}" if estate else "`c3 serve` (no estate file)"
+
+
 def pod_gpus(ctx: RuntimeContext, pod: Pod) -> list[Gpu]:
     """The pod's GPUs, resolved on this rig now (UUIDs are resolved at boot, indices are stored)."""
     if ctx.probe is None:
@@ -125,6 +145,12 @@ def boot_pod(
     say = progress or (lambda _pod, _line: None)
     begun = time.monotonic()
     current = ctx.runtime.workload(pod.name)
+    if current.running and not same_estate(current.estate, estate):
+        raise Refused(
+            f"pod `{pod.name}` runs from {describe_estate(current.estate)}, not from {describe_estate(estate)}"
+            f" (container c3-{pod.name}{f', port {current.host_port}' if current.host_port else ''})",
+            hint=f"container names are per host: rename this pod, or stop the other one first (`c3 pod down {pod.name}`)",
+        )
     if current.running:
         serving_place = placement_of(ctx, pod, current, serving=None)
         return BootOutcome(pod=pod.name, ok=True, phase="already-running", placement=serving_place, detail="already running")
@@ -135,7 +161,7 @@ def boot_pod(
     except Refused:
         # Another `up` of this very pod may have started it meanwhile: its port and GPUs are then "taken".
         current = ctx.runtime.workload(pod.name)
-        if current.running:
+        if current.running and same_estate(current.estate, estate):
             return BootOutcome(pod=pod.name, ok=True, phase="already-running", placement=placement_of(ctx, pod, current, serving=None), detail="started by another `up` meanwhile")
         raise
     log = BootLog(pod.name)

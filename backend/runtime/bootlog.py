@@ -2,16 +2,23 @@
 
 Each boot starts a fresh file (the previous ones shift to `.1` … `.5`); a boot log is capped so a
 chatty engine cannot fill the disk (the container keeps its full log; this is the post-mortem copy).
+
+A state folder that cannot take the log (C3_STATE is a file, read-only, full) is found when the log
+is opened — before anything is launched — and is one `c3: error:` line with the path (exit 3). A
+write that fails later (the disk filled during the boot) stops the log, never the boot in flight;
+`error` says why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from pathlib import Path
 
 from backend.paths import state_home
+from backend.userfiles import os_failure
 
 KEEP = 5
 MAX_BYTES = 4 * 1024 * 1024
@@ -45,15 +52,26 @@ class BootLog:
 
     def __init__(self, pod: str, *, max_bytes: int = MAX_BYTES, keep: int = KEEP) -> None:
         self.path = boot_log_path(pod)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        rotate(self.path, keep)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        self._file = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
         self._lock = threading.Lock()
         self._written = 0
         self._max = max_bytes
         self._capped = False
+        self.error: str | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            rotate(self.path, keep)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(fd, 0o600)
+            self._file = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+            # Write through once now: a full disk shows here, before the engine is launched.
+            self._file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} boot log of pod {pod}\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as error:
+            with contextlib.suppress(Exception):
+                self._file.close()
+            raise os_failure(error, getattr(error, "filename", None) or self.path, "write the boot log",
+                             hint="C3_STATE must be a writable folder with free space") from None
 
     def line(self, text: str) -> None:
         """One timestamped line."""
@@ -64,14 +82,26 @@ class BootLog:
             if self._capped or self._file.closed:
                 return
             data = text if self._written + len(text) <= self._max else text[: max(0, self._max - self._written)]
-            self._file.write(data)
-            self._written += len(data)
-            if len(data) < len(text):
-                self._file.write(f"\n[boot log capped at {self._max} bytes]\n")
-                self._capped = True
-            self._file.flush()
+            try:
+                self._file.write(data)
+                self._written += len(data)
+                if len(data) < len(text):
+                    self._file.write(f"\n[boot log capped at {self._max} bytes]\n")
+                    self._capped = True
+                self._file.flush()
+            except OSError as error:
+                self._stop(error)
+
+    def _stop(self, error: OSError) -> None:
+        self._capped = True
+        self.error = f"boot log {self.path} stopped: {error.strerror or error}"
+        with contextlib.suppress(OSError):
+            self._file.close()
 
     def close(self) -> None:
         with self._lock:
             if not self._file.closed:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError as error:
+                    self._stop(error)
