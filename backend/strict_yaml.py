@@ -15,6 +15,16 @@ from typing import Any
 
 import yaml
 from yaml.constructor import SafeConstructor
+from yaml.events import (
+    AliasEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 from yaml.nodes import ScalarNode
 
 from backend.errors import UsageError
@@ -28,7 +38,7 @@ MAX_NODES = 2_000_000
 
 _TAG = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp", "binary")}
-_MAP_TAG, _SEQ_TAG = _TAG + "map", _TAG + "seq"
+_MAP_TAG, _SEQ_TAG, _STR = _TAG + "map", _TAG + "seq", _TAG + "str"
 
 
 class YamlRefused(ValueError):
@@ -65,67 +75,88 @@ def parse(text: str | bytes, *, max_nodes: int = MAX_NODES) -> Any:
     many nodes, more than one document) or yaml.YAMLError (syntax) — both carry the line.
     """
     loader = _Parser(text)
+    get_event = loader.get_event
     resolve = loader.resolve
+    # Plain scalars whose first character starts no implicit type are strings: skip the resolver's
+    # regexes for them (most names and slugs); the others are resolved once per distinct text.
+    typed_starts = {k for k in loader.yaml_implicit_resolvers if k}
+    resolved: dict[str, str] = {}
     construct = SafeConstructor.yaml_constructors
     stack: list[Any] = []  # open collections: list or _Mapping
     root: Any = None
     documents = 0
     nodes = 0
     try:
-        while loader.check_event():
-            event = loader.get_event()
-            kind = type(event).__name__
-            if kind == "ScalarEvent":
+        while True:
+            event = get_event()
+            cls = type(event)
+            if cls is ScalarEvent:
                 tag = event.tag
+                raw = event.value
                 if tag is None or tag == "!":
-                    tag = resolve(ScalarNode, event.value, event.implicit)
-                if tag == _TAG + "merge":
+                    if not event.implicit[0]:
+                        tag = _STR  # quoted: a string
+                    elif raw and raw[0] not in typed_starts:
+                        tag = _STR
+                    else:
+                        tag = resolved.get(raw)
+                        if tag is None:
+                            tag = resolve(ScalarNode, raw, event.implicit)
+                            if len(resolved) < 65536:
+                                resolved[raw] = tag
+                if tag is _STR or tag == _STR:
+                    value: Any = raw
+                elif tag in _SCALAR_TAGS:
+                    value = construct[tag](loader, ScalarNode(tag, raw))
+                elif tag == _TAG + "merge":
                     raise YamlRefused("merge keys (`<<`) are not accepted (write the keys out)", *_at(event))
-                if tag not in _SCALAR_TAGS:
+                else:
                     raise YamlRefused(f"tag `{show(tag)}` is not accepted (plain values only)", *_at(event))
-                value: Any = event.value if tag == _TAG + "str" else construct[tag](loader, ScalarNode(tag, event.value))
-            elif kind in ("MappingStartEvent", "SequenceStartEvent"):
+            elif cls is MappingStartEvent or cls is SequenceStartEvent:
                 if event.tag not in (None, "!", _MAP_TAG, _SEQ_TAG):
                     raise YamlRefused(f"tag `{show(event.tag)}` is not accepted (plain mappings and lists only)", *_at(event))
-                value = _Mapping() if kind == "MappingStartEvent" else []
-            elif kind in ("MappingEndEvent", "SequenceEndEvent"):
+                value = _Mapping() if cls is MappingStartEvent else []
+            elif cls is MappingEndEvent or cls is SequenceEndEvent:
                 done = stack.pop()
-                value = done.data if isinstance(done, _Mapping) else done
-                if isinstance(done, _Mapping) and done.has_key:  # cannot happen with a valid event stream
-                    raise YamlRefused("mapping ends after a key without a value", *_at(event))
+                value = done.data if cls is MappingEndEvent else done
                 if not stack:
                     root = value
-                    continue
-                _attach(stack[-1], value, event, collection=True)
+                else:
+                    _attach(stack[-1], value, event)
                 continue
-            elif kind == "AliasEvent":
+            elif cls is AliasEvent:
                 raise YamlRefused(f"alias `*{show(event.anchor)}` is not accepted (write the value out instead of using &anchors)", *_at(event))
-            elif kind == "DocumentStartEvent":
+            elif cls is DocumentStartEvent:
                 documents += 1
                 if documents > 1:
                     raise YamlRefused("more than one YAML document (`---`) in the file", *_at(event))
                 continue
-            else:  # stream start/end, document end
+            elif cls is StreamEndEvent:
+                break
+            else:  # stream start, document end
                 continue
             nodes += 1
             if nodes > max_nodes:
                 raise YamlRefused(f"more than {max_nodes:,} values in one file", *_at(event))
-            if isinstance(value, (list, _Mapping)):
-                if stack and isinstance(stack[-1], _Mapping) and not stack[-1].has_key:
+            if cls is not ScalarEvent:
+                if stack and type(stack[-1]) is _Mapping and not stack[-1].has_key:
                     raise YamlRefused("a mapping key must be a plain value, not a list or mapping", *_at(event))
                 stack.append(value)
-                continue
-            if not stack:
+            elif not stack:
                 root = value
             else:
-                _attach(stack[-1], value, event, collection=False)
+                parent = stack[-1]
+                if type(parent) is list:
+                    parent.append(value)
+                else:
+                    _attach(parent, value, event)
     finally:
         loader.dispose()
     return root
 
 
-def _attach(parent: Any, value: Any, event: Any, *, collection: bool) -> None:
-    if isinstance(parent, list):
+def _attach(parent: Any, value: Any, event: Any) -> None:
+    if type(parent) is list:
         parent.append(value)
         return
     if not parent.has_key:

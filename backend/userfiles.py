@@ -69,7 +69,7 @@ def read_bytes(path: Path | str, *, what: str, limit: int | None = None, missing
     except FileNotFoundError:
         if missing_ok:
             return None
-        raise UsageError(f"{what} {path} does not exist") from None
+        raise UsageError(f"cannot read {what} {path}: no such file") from None
     except IsADirectoryError:
         raise UsageError(f"{what} {path} is a directory, not a file") from None
     except OSError as error:

@@ -230,14 +230,18 @@ class RealServices:
         return default_port(estate, entry.default_port)
 
     def pod_logs(self, name: str, tail: int) -> list[str]:
-        from backend.runtime.bootlog import boot_log_path
+        from backend.errors import C3Error
+        from backend.runtime.bootlog import read_tail
 
         workload = self.ctx.runtime.workload(name)
         if workload.status == "absent":
-            boot = boot_log_path(name)
-            if boot.exists():
-                lines = boot.read_text(encoding="utf-8", errors="replace").splitlines()
-                return [f"(no container; last boot log {boot})", *lines[-tail:]]
+            try:
+                found = read_tail(name, tail)
+            except C3Error as error:
+                return [f"(no container; the boot log cannot be read: {error.message})"]
+            if found is not None:
+                boot, lines = found
+                return [f"(no container; last boot log {boot})", *lines]
             return [f"pod {name} has no container and no boot log yet — press u to boot it"]
         return self.ctx.runtime.logs(name, tail=tail).splitlines()[-tail:]
 

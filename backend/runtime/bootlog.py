@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from backend.paths import state_home
-from backend.userfiles import os_failure
+from backend.userfiles import os_failure, read_text
 
 KEEP = 5
 MAX_BYTES = 4 * 1024 * 1024
@@ -32,6 +32,17 @@ def boot_dir() -> Path:
 def boot_log_path(pod: str) -> Path:
     """Where a pod's latest boot log is."""
     return boot_dir() / f"{pod}.log"
+
+
+def read_tail(pod: str, lines: int) -> tuple[Path, list[str]] | None:
+    """The last `lines` lines of a pod's latest boot log (None when there is none); the file is read
+    as every file c3 reads back — regular files only, capped (a FIFO put there never hangs `pod logs`)."""
+    path = boot_log_path(pod)
+    text = read_text(path, what="boot log", missing_ok=True, errors="replace")
+    if text is None:
+        return None
+    found = text.splitlines()
+    return path, (found[-lines:] if lines else [])
 
 
 def rotate(path: Path, keep: int = KEEP) -> None:

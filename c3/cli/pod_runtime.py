@@ -158,17 +158,17 @@ def register(pod_group: click.Group) -> None:
     @click.option("--tail", type=click.IntRange(0), default=200, show_default=True, help="Lines of history to show.")
     def logs(name: str, follow: bool, tail: int) -> None:
         """The engine's output (the container's log, or the simulator's)."""
-        from backend.runtime.bootlog import boot_log_path
+        from backend.runtime.bootlog import read_tail
         from backend.runtime.context import open_context
 
         ctx = open_context()
         workload = ctx.runtime.workload(name)
         if workload.status == "absent":
-            boot = boot_log_path(name)
-            if boot.exists():
+            found = read_tail(name, tail)
+            if found is not None:
+                boot, lines = found
                 click.echo(f"[{name}] no container; last boot log {boot}:", err=True)
-                lines = boot.read_text(encoding="utf-8", errors="replace").splitlines()
-                click.echo("\n".join(lines[-tail:]) if tail else "")
+                click.echo("\n".join(lines))
                 return
             raise Refused(f"pod {name} has no container and no boot log", hint=f"`c3 pod up {name}` first")
         if follow:

@@ -105,7 +105,8 @@ def choose(
     else:
         click.echo(f"free GPUs: {listing}", err=True)
     prompt = ask or (lambda text, value: click.prompt(text, default=value, err=True))
-    return _by_count(catalog, entry, parse_answer(prompt(question, default), free), usage=True)
+    reply = prompt(question, default).strip() or default  # Enter takes the default
+    return _by_count(catalog, entry, parse_answer(reply, free), usage=True)
 
 
 @click.command("serve")
