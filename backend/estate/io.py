@@ -22,6 +22,12 @@ from backend.text import show
 from backend.userfiles import read_text
 
 SUPPORTED_SCHEMAS = (1,)
+MAX_SLUG = 200
+"""Longer is no catalog slug; the cap keeps every message that names a slug one readable line."""
+MAX_PROBLEMS = 100
+MAX_NODES = 1_200_000
+"""YAML values per estate file: ~120,000 pods (10 values each), listed within seconds and ~200 MB."""
+"""Longer is no catalog slug; the cap keeps every message that names a slug one readable line."""
 TOLERATED_TOP_KEYS = ("rig", "created", "updated")
 _TOP_KEYS = {"schema_version", "estate", *TOLERATED_TOP_KEYS}
 _SLUG_KEYS = ("slug", "compose", "compose_name")
@@ -76,6 +82,11 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
     pods: list[Pod] = []
     seen: dict[str, int] = {}
     for number, entry in enumerate(entries, start=1):
+        if len(problems) >= MAX_PROBLEMS:
+            # A file broken everywhere (a million bad entries) is reported by its first problems;
+            # collecting them all cost seconds and gigabytes.
+            problems.append(Problem(code="schema", message=f"estate file {source}: stopped after {MAX_PROBLEMS} problems (entries #{number}–#{len(entries)} not checked)"))
+            break
         where = f"estate entry #{number}"
         if not isinstance(entry, dict):
             bad(f"{where} must be a mapping with name, slug, gpus and port")
@@ -104,8 +115,8 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
         if slug is None:
             bad(f"{label} has no slug (club-3090 files say `compose:`; both are accepted)", pod=name)
             ok = False
-        elif not isinstance(slug, str) or not slug.strip():
-            bad(f"{label}: slug must be text such as vllm/qwen3-8b, not `{_show(slug)}`", pod=name)
+        elif not isinstance(slug, str) or not slug.strip() or len(slug) > MAX_SLUG:
+            bad(f"{label}: slug must be text such as vllm/qwen3-8b (at most {MAX_SLUG} characters), not `{_show(slug)}`", pod=name)
             ok = False
         elif len({s for s in slugs if isinstance(s, str)}) > 1:
             bad(f"{label} names two different slugs ({', '.join(str(s) for s in slugs)})", pod=name)
@@ -119,6 +130,9 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
             ok = False
         elif any(g < 0 for g in gpus):
             bad(f"{label} has a negative GPU index in {_show(gpus)}", pod=name)
+            ok = False
+        elif len(gpus) > 64 or any(g >= 4096 for g in gpus):
+            bad(f"{label} lists more than 64 GPUs or an index past 4095 in {_show(gpus)}", pod=name)
             ok = False
         elif len(set(gpus)) != len(gpus):
             dup = next(g for g in gpus if gpus.count(g) > 1)
@@ -161,7 +175,7 @@ def read_document(path: Path) -> Any:
     text = read_text(path, what="estate file", missing_ok=True)
     if text is None:
         return None
-    return strict_yaml.load(text, source=str(path), what="estate file")
+    return strict_yaml.load(text, source=str(path), what="estate file", max_nodes=MAX_NODES)
 
 
 def load_estate(path: Path) -> Estate:

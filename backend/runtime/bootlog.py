@@ -68,19 +68,30 @@ class BootLog:
         self._max = max_bytes
         self._capped = False
         self.error: str | None = None
+        folder = self.path.parent
+        made = not folder.exists()
+        fresh = folder / f".{self.path.name}.new"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            rotate(self.path, keep)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Write the new log's first line through to disk under a temporary name first: a full or
+            # read-only C3_STATE shows here, before the engine is launched and before the older logs
+            # are rotated, so a refusal leaves the state folder as it was.
+            fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.fchmod(fd, 0o600)
             self._file = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
-            # Write through once now: a full disk shows here, before the engine is launched.
             self._file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} boot log of pod {pod}\n")
             self._file.flush()
             os.fsync(self._file.fileno())
+            rotate(self.path, keep)
+            os.replace(fresh, self.path)
         except OSError as error:
             with contextlib.suppress(Exception):
                 self._file.close()
+            with contextlib.suppress(OSError):
+                fresh.unlink()
+            if made:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
             raise os_failure(error, getattr(error, "filename", None) or self.path, "write the boot log",
                              hint="C3_STATE must be a writable folder with free space") from None
 
