@@ -20,7 +20,7 @@ from backend.runtime.bootlog import BootLog
 from backend.runtime.context import RuntimeContext
 from backend.runtime.models import GateResult, LaunchSpec, Placement
 from backend.runtime.readiness import wait_ready
-from backend.runtime.status import placement_of
+from backend.runtime.status import describe_estate, placement_of, same_estate
 
 SECRET_ENV = ("HF_TOKEN",)
 Progress = Callable[[str, str], None]
@@ -51,26 +51,6 @@ class BootOutcome:
 def secret_env() -> dict[str, str]:
     """Secrets the container needs, from the caller's environment (never logged, never in argv)."""
     return {k: os.environ[k] for k in SECRET_ENV if os.environ.get(k)}
-
-
-def same_estate(running: str, wanted: str) -> bool:
-    """Whether a running workload's estate label names the same estate file as `wanted`.
-
-    Workloads are identified by estate file and pod name; `""` is `c3 serve` (no estate file).
-    """
-    if running == wanted:
-        return True
-    if not running or not wanted:
-        return False
-    try:
-        return os.path.samefile(running, wanted) or Path(running).resolve() == Path(wanted).resolve()
-    except OSError:
-        return Path(running).resolve() == Path(wanted).resolve()
-
-
-def describe_estate(estate: str) -> str:
-    """An estate label in words."""
-    return f"estate {estate}" if estate else "`c3 serve` (no estate file)"
 
 
 def pod_gpus(ctx: RuntimeContext, pod: Pod) -> list[Gpu]:

@@ -137,12 +137,13 @@ def register(pod_group: click.Group) -> None:
         path = resolve_file(file)
         pods = load_pods(path)
         ctx = open_context()
-        rows = pod_rows(ctx, pods, health_path_of=lambda p: _health_path(ctx, p))
-        planned = {p.name for p in pods}
+        rows = pod_rows(ctx, pods, health_path_of=lambda p: _health_path(ctx, p), estate=str(path.resolve()))
+        # Not this file's: other names, and this file's names started from another estate file.
+        mine = {r["name"] for r in rows if r["state"] != "other-estate"}
         others = [
             {"name": w.pod, "slug": w.slug, "port": w.host_port, "running": w.running, "estate": w.estate or None}
             for w in ctx.runtime.workloads().values()
-            if w.pod not in planned
+            if w.pod not in mine
         ]
         if as_json:
             emit_json({"file": str(path), "pods": rows, "unplanned": others})
@@ -195,7 +196,7 @@ def print_status(path: Path, rows: list[dict[str, Any]]) -> None:
         place = r["placement"]
         verdict = place["verdict"]
         mark = {"ok": "✓", "mismatch": "⚠", "unknown": "?"}[verdict]
-        detail = f" ({place['reason']})" if place["reason"] and r["running"] else ""
+        detail = f" ({place['reason']})" if place["reason"] and (r["running"] or r.get("state") == "other-estate") else ""
         click.echo(f"{r['name'].ljust(width)}  {r['slug']}  GPU {r['gpus']}  port {r['port']}  {state}  placement {mark} {verdict}{detail}")
         for f in place["foreign"]:
             who = f"pod {f['owner']}" if f["owner"] else "not a c3 pod"

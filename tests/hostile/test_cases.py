@@ -222,6 +222,12 @@ def test_same_pod_name_in_another_estate_is_reported_not_called_running(tmp_path
         assert up.rc == 0, up.out + up.err
         other = run("pod", "up", "chat", "--file", str(b), deadline=20)
         assert other.rc == 1 and f"runs from estate {a}" in other.error_line() and "already running" not in other.out
+        status = json.loads(run("pod", "status", "--json", "--file", str(b), deadline=20).out)
+        (row,) = status["pods"]
+        assert (row["state"], row["running"], row["other_estate"]) == ("other-estate", False, str(a))
+        assert [(u["name"], u["estate"], u["port"]) for u in status["unplanned"]] == [("chat", str(a), pa)]
+        mine = json.loads(run("pod", "status", "--json", "--file", str(a), deadline=20).out)
+        assert mine["pods"][0]["running"] is True and mine["unplanned"] == []
     finally:
         run("pod", "down", "chat", deadline=60)
 
