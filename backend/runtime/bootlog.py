@@ -47,14 +47,13 @@ def read_tail(pod: str, lines: int) -> tuple[Path, list[str]] | None:
 
 def rotate(path: Path, keep: int = KEEP) -> None:
     """Shift `path` → `.1` → … → `.keep`; the oldest falls off."""
-    oldest = path.with_name(f"{path.name}.{keep}")
-    if oldest.exists():
-        oldest.unlink()
+    # Two `pod up`s of one pod may rotate at once: a file the other one already moved is not an error.
+    with contextlib.suppress(FileNotFoundError):
+        path.with_name(f"{path.name}.{keep}").unlink()
     for n in range(keep - 1, 0, -1):
-        src = path.with_name(f"{path.name}.{n}")
-        if src.exists():
-            src.rename(path.with_name(f"{path.name}.{n + 1}"))
-    if path.exists():
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(f"{path.name}.{n}").rename(path.with_name(f"{path.name}.{n + 1}"))
+    with contextlib.suppress(FileNotFoundError):
         path.rename(path.with_name(f"{path.name}.1"))
 
 
@@ -70,7 +69,7 @@ class BootLog:
         self.error: str | None = None
         folder = self.path.parent
         made = not folder.exists()
-        fresh = folder / f".{self.path.name}.new"
+        fresh = folder / f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.new"  # one per writer
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             # Write the new log's first line through to disk under a temporary name first: a full or
