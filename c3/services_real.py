@@ -150,15 +150,16 @@ class RealServices:
             return []
         hub = self._live()
         if hub is None:
-            rows = pod_rows(self.ctx, pods, health_path_of=self._health_path)
+            rows = pod_rows(self.ctx, pods, health_path_of=self._health_path, estate=str(self.path.resolve()))
             return [self._state_of(row) for row in rows]
         return [self._state_of(row) for row in self._live_rows(hub, pods)]
 
     def _live_rows(self, hub: Any, pods: list[Pod]) -> list[dict[str, Any]]:
         """`pod status` rows from the hub's latest snapshot; a pod the hub has not seen yet (just
         created) is listed at once, as down."""
-        from backend.runtime.status import placement_json
+        from backend.runtime.status import describe_estate, placement_json, same_estate
 
+        mine = str(self.path.resolve())
         snap = hub.latest()
         status = snap.source("workloads")
         if status is not None and status.stale:
@@ -169,6 +170,15 @@ class RealServices:
         for pod in pods:
             entry = live.get(pod.name)
             workload = (entry.workload if entry else None) or workloads.get(pod.name)
+            if workload is not None and not same_estate(workload.estate, mine):
+                # c3-<name> from another estate file is not this pod (workloads are estate + name).
+                rows.append({
+                    "name": pod.name, "slug": pod.slug, "gpus": list(pod.gpus), "port": pod.port, "running": False, "serving": False,
+                    "state": "other-estate", "placement": {
+                        "verdict": "unknown", "requested": [], "actual": [], "requested_indices": list(pod.gpus), "actual_indices": [],
+                        "missing": [], "extra": [], "foreign": [], "reason": f"container c3-{pod.name} belongs to {describe_estate(workload.estate)}"},
+                })
+                continue
             running = bool(workload and workload.running)
             serving = running and bool(entry and entry.health and entry.health.healthy)
             place = entry.placement if entry else None

@@ -228,6 +228,15 @@ def test_same_pod_name_in_another_estate_is_reported_not_called_running(tmp_path
         assert [(u["name"], u["estate"], u["port"]) for u in status["unplanned"]] == [("chat", str(a), pa)]
         mine = json.loads(run("pod", "status", "--json", "--file", str(a), deadline=20).out)
         assert mine["pods"][0]["running"] is True and mine["unplanned"] == []
+        # The cockpit on b.yml (`c3 --file b.yml`) does not show a.yml's container as its pod either.
+        from c3.services_real import build_services
+
+        services = build_services(estate_path=b)
+        try:
+            (state,) = services.pod_states()
+            assert state.name == "chat" and state.state == "down" and f"belongs to estate {a}" in state.placement_detail
+        finally:
+            services.close()
     finally:
         run("pod", "down", "chat", deadline=60)
 
