@@ -4,7 +4,8 @@ Every node is reached through one small Protocol, `Shell`: a remote node through
 lazily, only here), a local node (`Node.local`, see backend.nodes.registry) through a local
 subprocess, so callers never branch on where a node is.
 
-Host keys are checked strictly (the files and trust live in backend.ssh_known_hosts). The keys trusted are the union of `$C3_HOME/known_hosts` (the file
+Targets are what people type: names, IPv4, `[IPv6]`, or `~/.ssh/config` aliases (backend.ssh_target
+applies the user's OpenSSH config and resolves the name). Host keys are checked strictly (the files and trust live in backend.ssh_known_hosts), by name and by resolved address as OpenSSH does. The keys trusted are the union of `$C3_HOME/known_hosts` (the file
 c3 manages: `c3 node trust NAME` shows a new host's fingerprint and adds it there, after the user
 confirms it or passes `--fingerprint SHA256:…` to match), `~/.ssh/known_hosts` and any files in
 `$C3_KNOWN_HOSTS` (os.pathsep-separated). An unknown host and a changed key are refused, each with
@@ -30,11 +31,11 @@ from backend.ssh_known_hosts import (  # noqa: F401 - part of this adapter's pub
     OfferedKey,
     default_known_hosts_files,
     fingerprint,
-    known_hosts_pattern,
     known_hosts_text,
     managed_known_hosts,
     trust_host_key,
 )
+from backend.ssh_target import connect_options, resolve_target
 
 if TYPE_CHECKING:
     from backend.nodes.registry import Node
@@ -282,13 +283,13 @@ class SshShell(_ShellBase):
         import asyncssh
 
         options = options or SshOptions()
-        text = known_hosts_text(options.known_hosts_files)
-        known_hosts = asyncssh.import_known_hosts(text)
-        port = node.ssh_port
-        known = any(known_hosts.match(node.ssh_host, node.ssh_host, port)[0:2])
+        try:
+            known_hosts = asyncssh.import_known_hosts(known_hosts_text(options.known_hosts_files))
+        except ValueError as exc:
+            raise NodeFailure(node.name, "ssh", f"a trusted host-key file is not valid: {exc}",
+                              hint=f"fix or remove the line in {managed_known_hosts()} or ~/.ssh/known_hosts") from None
         kwargs: dict[str, Any] = {
-            "port": port,
-            "username": node.ssh_user or None,
+            **connect_options(node),
             "known_hosts": known_hosts,
             "connect_timeout": options.connect_timeout,
             "login_timeout": options.connect_timeout,
@@ -297,7 +298,11 @@ class SshShell(_ShellBase):
         if node.ssh_key:
             kwargs["client_keys"] = [str(Path(node.ssh_key).expanduser())]
             kwargs["agent_path"] = None
+        known = False
         try:
+            # By name and by every address the name resolves to, as asyncssh (and OpenSSH) match.
+            target = await resolve_target(node, options.connect_timeout)
+            known = bool(target.trusted_keys(known_hosts))
             conn = await asyncio.wait_for(asyncssh.connect(node.ssh_host, **kwargs), options.connect_timeout + 5)
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
@@ -437,12 +442,15 @@ class Fleet:
 
 
 async def fetch_host_key(node: Node, options: SshOptions | None = None) -> OfferedKey:
-    """Connect without trusting anything and return the key the node offers."""
+    """Connect without trusting anything and return the key the node offers, with every known_hosts
+    pattern it should be filed under (its name and the addresses that name resolves to)."""
     import asyncssh
 
     options = options or SshOptions()
     try:
-        key = await asyncio.wait_for(asyncssh.get_server_host_key(node.ssh_host, node.ssh_port), options.connect_timeout + 5)
+        target = await resolve_target(node, options.connect_timeout)
+        kwargs = {k: v for k, v in connect_options(node).items() if k in ("config", "port")}
+        key = await asyncio.wait_for(asyncssh.get_server_host_key(node.ssh_host, **kwargs), options.connect_timeout + 5)
     except BaseException as exc:
         if isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
             raise
@@ -450,10 +458,12 @@ async def fetch_host_key(node: Node, options: SshOptions | None = None) -> Offer
     if key is None:
         raise NodeFailure(node.name, "ssh", f"ssh {node.ssh} offered no host key")
     line = key.export_public_key("openssh").decode().split()
-    trusted = asyncssh.import_known_hosts(known_hosts_text(options.known_hosts_files))
-    keys = trusted.match(node.ssh_host, node.ssh_host, node.ssh_port)[0]
-    already = any(k.public_data == key.public_data for k in keys)
-    return OfferedKey(node.name, known_hosts_pattern(node), line[0], line[1], fingerprint(line[1]), already)
+    try:
+        trusted = asyncssh.import_known_hosts(known_hosts_text(options.known_hosts_files))
+    except ValueError as exc:
+        raise NodeFailure(node.name, "ssh", f"a trusted host-key file is not valid: {exc}") from None
+    already = target.trusts_everywhere(trusted, key.public_data)
+    return OfferedKey(node.name, ",".join(target.patterns()), line[0], line[1], fingerprint(line[1]), already)
 
 
 def run_sync(coro: Awaitable[T]) -> T:

@@ -12,17 +12,12 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from backend import paths
 from backend.atomic import locked, write_atomic
 from backend.errors import C3Error
 from backend.userfiles import MiB, read_text
 
 KNOWN_HOSTS_LIMIT = 8 * MiB
-
-if TYPE_CHECKING:
-    from backend.nodes.registry import Node
 
 
 def managed_known_hosts() -> Path:
@@ -54,11 +49,6 @@ def fingerprint(public_key_b64: str) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-def known_hosts_pattern(node: Node) -> str:
-    """How known_hosts names this node's SSH endpoint (`host`, or `[host]:port` off port 22)."""
-    return node.ssh_host if node.ssh_port == 22 else f"[{node.ssh_host}]:{node.ssh_port}"
-
-
 @dataclass(frozen=True)
 class OfferedKey:
     """The host key a node presents, for the user to check before trusting it."""
@@ -66,7 +56,7 @@ class OfferedKey:
     node: str
     """Registry name."""
     pattern: str
-    """known_hosts host pattern (`host` or `[host]:port`)."""
+    """known_hosts host patterns, comma-separated: the name and its addresses (`[x]:port` off port 22)."""
     key_type: str
     """e.g. ssh-ed25519."""
     key_b64: str

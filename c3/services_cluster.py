@@ -228,20 +228,25 @@ def _launch_lines(request: RecipeLaunch) -> list[str]:
             plan = _render(replace(request, allow_unpinned=True), with_secrets=True, check_aborts=False)
         except C3Error as error:
             return [f"launch {request.recipe} on {', '.join(request.nodes) or 'no nodes'}: {error.message}"]
+    from backend.cluster.control import active_to_stand_down
+
     lines = plan.describe()
+    current = active_to_stand_down(plan.profile)
+    if current:
+        lines.insert(0, f"first: stop the active profile {current} (one profile is active at a time)")
     lines.append(f"then wait up to {plan.recipe.startup_grace_s} s for rank 0; write profile {plan.profile} and make it active")
     return lines
 
 
 def _stop_lines(name: str) -> list[str]:
-    from backend.cluster.control import plan_for
+    from backend.cluster.control import running_ranks
     from backend.profiles import load_profile
 
     try:
-        plan = plan_for(load_profile(name), with_secrets=False)
+        ranks = running_ranks(load_profile(name))
     except C3Error as error:
         return [f"stop profile {name}: {error.message}"]
-    lines = [f"node {rp.node.name} (rank {rp.rank}, {'local' if rp.node.local else 'ssh ' + rp.node.ssh}): $ docker rm -f {rp.container}" for rp in plan.ranks]
+    lines = [f"node {rp.node.name} (rank {rp.rank}, {'local' if rp.node.local else 'ssh ' + rp.node.ssh}): $ docker rm -f {rp.container}" for rp in ranks]
     lines.append("remember the stop: the watchdog leaves it stopped until the next launch")
     return lines
 

@@ -74,7 +74,40 @@ def _mlp_params(spec: ModelSpec, cfg: dict[str, Any], layer: int) -> tuple[int, 
         shared = 3 * h * spec.shared_expert_intermediate_size + h
     elif spec.num_shared_experts:
         shared = spec.num_shared_experts * 3 * h * width
+    elif spec.model_type.startswith("llama4"):
+        # transformers Llama4TextMoe: one shared expert of `intermediate_size` beside the routed ones.
+        shared = 3 * h * (spec.intermediate_size or width)
     return routed + shared + h * experts, routed
+
+
+def _mamba_params(spec: ModelSpec, cfg: dict[str, Any]) -> int:
+    """One Mamba mixer: Mamba-2 (in_proj to z, x, B, C, dt; conv; A, D, dt_bias; gated norm; out_proj)
+    or Mamba-1 (in_proj, conv, x_proj, dt_proj, A, D, out_proj)."""
+    h, inner, n, k = spec.hidden_size, spec.mamba_d_inner or 0, spec.mamba_d_state or 16, spec.mamba_d_conv or 4
+    if spec.mamba_version == 2:
+        heads, groups = spec.mamba_num_heads or 0, spec.mamba_n_groups or 1
+        conv_dim = inner + 2 * groups * n
+        return h * (2 * inner + 2 * groups * n + heads) + conv_dim * (k + 1) + 3 * heads + inner + inner * h
+    dt_rank = int(cfg.get("mamba_dt_rank") or -(-h // 16))
+    return h * 2 * inner + inner * (k + 1) + inner * (dt_rank + 2 * n) + dt_rank * inner + inner + inner * n + inner + inner * h
+
+
+def _layer_params(spec: ModelSpec, cfg: dict[str, Any], layer: int, kind: str) -> int:
+    h = spec.hidden_size
+    if spec.model_type == "nemotron_h":
+        # One block per layer: a Mamba-2 mixer, an attention mixer, or a squared-ReLU MLP (2 matrices).
+        if kind == "mlp":
+            return 2 * h * (spec.intermediate_size or 4 * h) + h
+        mixer = _mamba_params(spec, cfg) if kind == "mamba" else _attention_params(spec, cfg, kind)
+        return mixer + h
+    mixer = _mamba_params(spec, cfg) if kind == "mamba" else _attention_params(spec, cfg, kind)
+    period = cfg.get("expert_layer_period")
+    if isinstance(period, int) and period > 0 and layer % period != int(cfg.get("expert_layer_offset") or 0):
+        mlp = 3 * h * (spec.intermediate_size or 4 * h)  # Jamba: dense MLP between the MoE layers
+    else:
+        mlp, _ = _mlp_params(spec, cfg, layer)
+    norms = 4 * h if spec.model_type.startswith("gemma3") else 2 * h
+    return mixer + mlp + norms
 
 
 def count_params(spec: ModelSpec, cfg: dict[str, Any] | None = None) -> int:
@@ -83,10 +116,8 @@ def count_params(spec: ModelSpec, cfg: dict[str, Any] | None = None) -> int:
     h = spec.hidden_size
     total = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2) + h
     kinds = spec.layer_types or tuple("full_attention" for _ in range(spec.num_layers))
-    norms_per_layer = 4 * h if spec.model_type.startswith("gemma3") else 2 * h
     for layer, kind in enumerate(kinds):
-        mlp, _ = _mlp_params(spec, cfg, layer)
-        total += _attention_params(spec, cfg, kind) + mlp + norms_per_layer
+        total += _layer_params(spec, cfg, layer, kind)
     return total
 
 
@@ -95,6 +126,8 @@ def count_vision_params(vision: dict[str, Any], spec: ModelSpec, raw: dict[str, 
 
     Within 1 % of the stated counts: SigLIP in Gemma 3 416.9 M, Pixtral in Mistral Small 3.1 403.3 M
     (+ 35.7 M projector) (shared data README)."""
+    if vision.get("model_type") == "llama4_vision_model":
+        return _llama4_vision_params(vision, spec)
     h = int(vision.get("hidden_size") or 1024)
     width = int(vision.get("intermediate_size") or 4 * h)
     layers = int(vision.get("num_hidden_layers") or 24)
@@ -110,6 +143,29 @@ def count_vision_params(vision: dict[str, Any], spec: ModelSpec, raw: dict[str, 
         merge = int(raw.get("spatial_merge_size") or 2)
         projector = h * h * merge * merge + h * text + text * text
     return layers * per_layer + positions + patch_embed + projector
+
+
+def _llama4_vision_params(vision: dict[str, Any], spec: ModelSpec) -> int:
+    """Llama 4's ViT (transformers `Llama4VisionModel`): biased q/k/v/o and fc1/fc2 (GELU, not gated),
+    two biased LayerNorms per layer, an unfold patch linear without bias, class and (patches + 1)
+    position embeddings, pre/post LayerNorms, the pixel-shuffle adapter MLP
+    (`intermediate_size` → `projector_input_dim` → `projector_output_dim`, biased only with
+    `multi_modal_projector_bias`) and the projector to the text width. Scout: 871,932,416, so that
+    with its 107,769,861,120 text parameters the total is the hub's 108,641,793,536."""
+    h = int(vision.get("hidden_size") or 1408)
+    width = int(vision.get("intermediate_size") or 4 * h)
+    layers = int(vision.get("num_hidden_layers") or 34)
+    patch = int(vision.get("patch_size") or 14)
+    image = int(vision.get("image_size") or 336)
+    adapter_in = int(vision.get("projector_input_dim") or 4096)
+    adapter_out = int(vision.get("projector_output_dim") or 4096)
+    out_dim = int(vision.get("vision_output_dim") or adapter_out)
+    per_layer = 4 * (h * h + h) + (h * width + width) + (width * h + h) + 4 * h
+    embeddings = h + ((image // patch) ** 2 + 1) * h + int(vision.get("num_channels") or 3) * patch * patch * h + 4 * h
+    adapter = width * adapter_in + adapter_in * adapter_out
+    if vision.get("multi_modal_projector_bias"):
+        adapter += adapter_in + adapter_out
+    return layers * per_layer + embeddings + adapter + out_dim * spec.hidden_size
 
 
 def expert_params(spec: ModelSpec) -> int:

@@ -1,7 +1,8 @@
 """Launch a recipe across its nodes, all or nothing.
 
 Order: refuse bad overrides/node counts/unpinned images (nothing touched) → check every node
-concurrently (reachable, Docker answers, the image is there) → start rank by rank (stale container
+concurrently (reachable, Docker answers, the image is there) → resolve the ranks' addresses → stop
+the active profile if it is another one (one active profile) → start rank by rank (stale container
 removed, secrets uploaded to a 0600 env file, `docker run`) → wait for rank 0 to answer. Any
 failure after the first container starts rolls back every node already touched, and the error names
 the node and the cause.
@@ -14,9 +15,9 @@ import shlex
 import time
 from collections.abc import Callable
 
+from backend.cluster import addresses
 from backend.cluster.health import probe
 from backend.cluster.plan import LaunchPlan, RankPlan, shell_join
-from backend.errors import Refused
 from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
 from backend.ssh import Fleet, NodeFailure, SshOptions, shell_path
 
@@ -52,6 +53,15 @@ async def preflight(plan: LaunchPlan, fleet: Fleet) -> None:
             raise result
         if isinstance(result, BaseException):
             raise result
+
+
+async def resolve_addresses(plan: LaunchPlan, fleet: Fleet):
+    """Ask the nodes for the ranks' addresses (backend.cluster.addresses, shared with shard)."""
+    async def run(node, script: str) -> str:
+        shell = await fleet.shell(node)
+        return (await shell.run(script, timeout=_limit(fleet, 30))).stdout
+
+    return await addresses.resolve(plan.nodes, run)
 
 
 async def remove_containers(plan_or_ranks, fleet: Fleet, say: Say = _quiet) -> dict[str, str]:
@@ -134,6 +144,15 @@ async def launch(
     try:
         await preflight(plan, fleet)
         say("preflight ok on " + ", ".join(rp.node.name for rp in plan.ranks))
+        if plan.needs_addresses:
+            plan = plan.with_addresses(await resolve_addresses(plan, fleet))
+            assert plan.addresses is not None
+            say(f"head address {plan.addresses.head_address}; " + ", ".join(
+                f"{r.node} {r.address} ({r.interface})" for r in plan.addresses.ranks.values()))
+        # One active profile: the new one checked out, the old one stops before anything starts.
+        from backend.cluster.control import stand_down_active
+
+        await stand_down_active(plan.profile, options=options, say=say)
         try:
             for rp in plan.ranks:
                 touched.append(rp)
@@ -163,7 +182,3 @@ async def launch(
     clear_stopped(profile.name)
     return profile
 
-
-def refuse_if_running_elsewhere(active: str | None, target: str) -> None:
-    if active and active != target:
-        raise Refused(f"profile `{active}` is active", hint=f"`c3 profile switch {target}` stops it first")

@@ -1,8 +1,9 @@
 """Turn a recipe, its nodes and local overrides into the exact commands each node will run.
 
 The same plan is what `--dry-run` prints and what launch executes, so the preview cannot drift from
-the real thing. Secrets (the API key, HF_TOKEN, any secret-looking env) are never part of a command:
-they go into a 0600 env file uploaded on stdin and passed with `--env-file`.
+the real thing. Secrets (the API key, HF_TOKEN, and every recipe env entry not listed in `public_env`
+or that looks like a credential: backend.secrets_env) are never part of a command: they go into a
+0600 env file uploaded on stdin and passed with `--env-file`.
 """
 
 from __future__ import annotations
@@ -10,16 +11,17 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
 from backend import paths
+from backend.cluster.addresses import GroupAddresses, placeholders
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
 from backend.recipes import ParamValue, Recipe, check_overrides
+from backend.secrets_env import split_secrets
 from backend.ssh import shell_path
 
-SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
 LABEL_PROFILE = "io.c3.profile"
 
 
@@ -58,6 +60,21 @@ class LaunchPlan:
     base_url: str
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
     """Secret values by name; only ever written into env files."""
+    addresses: GroupAddresses | None = None
+    """The ranks' network addresses (placeholders until resolved on the nodes); None for one node."""
+    nodes: list[Node] = field(default_factory=list)
+    """The nodes in rank order (to render again once the addresses are known)."""
+    allow_unpinned: bool = False
+
+    @property
+    def needs_addresses(self) -> bool:
+        """True while the addresses are a dry run's placeholders."""
+        return self.addresses is not None and not self.addresses.resolved
+
+    def with_addresses(self, addresses: GroupAddresses) -> LaunchPlan:
+        """The same plan with the addresses the nodes reported."""
+        return render(self.recipe, self.nodes, self.overrides, profile=self.profile, secrets=self.secrets,
+                      allow_unpinned=self.allow_unpinned, addresses=addresses)
 
     def env_file_text(self) -> str:
         return "".join(f"{k}={v}\n" for k, v in self.secrets.items())
@@ -72,6 +89,9 @@ class LaunchPlan:
         ]
         if not re.search(r"(@sha256:[0-9a-f]{64}$)|(^sha256:[0-9a-f]{64}$)", self.image):
             lines.append(f"image {self.image} is not pinned by digest: a real launch needs --allow-unpinned or --set image=…@sha256:…")
+        if self.needs_addresses:
+            lines.append("addresses in <…> are resolved on the nodes at launch: the head's from `ip -o -4 addr` "
+                         "on the head, each worker's from `ip -o -4 route get HEAD` on that worker")
         if self.overrides:
             lines.append("local overrides: " + ", ".join(f"{k}={v}" for k, v in self.overrides.items()) + " (recipe + local overrides: no verified numbers)")
         for rp in self.ranks:
@@ -134,9 +154,14 @@ def render(
     profile: str | None = None,
     secrets: dict[str, str] | None = None,
     allow_unpinned: bool = False,
+    addresses: GroupAddresses | None = None,
 ) -> LaunchPlan:
     """The launch plan; refuses (before any node is touched) a known-abort override, a wrong node
-    count, or an image not pinned by digest (unless `allow_unpinned`)."""
+    count, or an image not pinned by digest (unless `allow_unpinned`).
+
+    With several nodes, `{head_address}`, `{node_address}` and `{node_interface}` are what the nodes
+    reported (backend.cluster.addresses), or placeholders naming where they will be resolved; every
+    rank also gets VLLM_HOST_IP, NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless the recipe sets them."""
     overrides = dict(overrides or {})
     check_overrides(recipe, overrides)
     if len(nodes) != recipe.nodes:
@@ -153,25 +178,30 @@ def render(
         )
     profile = profile or recipe.id
     params: dict[str, ParamValue] = {**recipe.defaults, **{k: v for k, v in overrides.items() if k != "image"}}
-    head = nodes[0].address or nodes[0].ssh_host
+    registry_head = nodes[0].address or nodes[0].ssh_host
+    group = (addresses or placeholders(nodes)) if len(nodes) > 1 else None
     secrets = dict(secrets or {})
     secret_env: dict[str, str] = {}
     ranks: list[RankPlan] = []
     for rank, node in enumerate(nodes):
+        if group is not None:
+            net_env = group.env(node.name)
+            where = {"head_address": group.head_address, "node_address": group.ranks[node.name].address,
+                     "node_interface": group.ranks[node.name].interface}
+        else:
+            net_env = {}
+            where = {"head_address": registry_head, "node_address": registry_head, "node_interface": ""}
         values: dict[str, object] = {
             **params, "model": recipe.model, "served_model_name": recipe.model_name, "rank": rank,
-            "nnodes": len(nodes), "head_address": head, "node_address": node.address or node.ssh_host,
-            "profile": profile,
+            "nnodes": len(nodes), **where, "profile": profile,
         }
         template = recipe.command if rank == 0 or recipe.worker_command is None else recipe.worker_command
         args = [_fill(part, values, f"{recipe.id} command") for part in template]
-        plain_env: dict[str, str] = {}
-        for key, val in recipe.env.items():
-            filled = _fill(val, values, f"{recipe.id} env {key}")
-            if SECRET_NAME.search(key):
-                secret_env[key] = filled
-            else:
-                plain_env[key] = filled
+        plain_env: dict[str, str] = {k: v for k, v in net_env.items() if k not in recipe.env}
+        filled = {key: _fill(val, values, f"{recipe.id} env {key}") for key, val in recipe.env.items()}
+        shown, hidden = split_secrets(filled, recipe.public_env)
+        plain_env.update(shown)
+        secret_env.update(hidden)
         name = container_name(profile)
         argv = ["docker", "run", "-d", "--name", name,
                 "--label", f"{LABEL_PROFILE}={profile}", "--label", f"io.c3.recipe={recipe.id}", "--label", f"io.c3.rank={rank}"]
@@ -196,5 +226,6 @@ def render(
         argv += [image, *args]
         ranks.append(RankPlan(rank, node, name, argv, env_file, sorted(all_secrets)))
     scheme = urlparse(nodes[0].host).scheme or "http"
-    base_url = f"{scheme}://{head}:{params['port']}/v1"
-    return LaunchPlan(recipe, profile, params, image, overrides, ranks, base_url, {**secrets, **secret_env})
+    base_url = f"{scheme}://{registry_head}:{params['port']}/v1"
+    return LaunchPlan(recipe, profile, params, image, overrides, ranks, base_url, {**secrets, **secret_env},
+                      addresses=group, nodes=list(nodes), allow_unpinned=allow_unpinned)

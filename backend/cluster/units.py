@@ -2,8 +2,10 @@
 relaunch it when its endpoint stops answering.
 
 - Starting c3-cluster.service is a deliberate start: it relaunches whatever the active profile names
-  (and clears a remembered stop). `Conflicts=` stands down a native single-node unit (vllm.service by
-  default) that would compete for the GPUs.
+  (and clears a remembered stop). `Conflicts=` keeps a native single-node unit (vllm.service by
+  default) that would compete for the GPUs from running beside it, and `install-service` stands that
+  unit down for good (`systemctl disable --now`), shown before it asks; c3 never re-enables it, and
+  says how to (`systemctl enable --now UNIT`).
 - Stopping it is a deliberate stop: ExecStop runs `c3 profile stop`, which writes the marker the
   watchdog honours until the next launch.
 - The API key is not in any unit: put `C3_API_KEY=…` in `$C3_HOME/cluster.env` (0600), which the
@@ -140,3 +142,56 @@ def enable_units() -> list[str]:
         subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60)
         done.append(shlex.join(cmd))
     return done
+
+
+@dataclass(frozen=True)
+class NativeUnit:
+    """The single-node unit c3-cluster.service replaces, as systemctl reports it."""
+
+    name: str
+    active: bool
+    """`systemctl is-active` said active (or activating)."""
+    enabled: bool
+    """`systemctl is-enabled` said enabled (it would start again at boot)."""
+
+    @property
+    def needs_stand_down(self) -> bool:
+        return self.active or self.enabled
+
+    def stand_down_argv(self) -> list[str]:
+        return ["systemctl", "disable", "--now", self.name]
+
+    def restore_hint(self) -> str:
+        return f"systemctl enable --now {self.name}"
+
+
+def native_unit_state(name: str) -> NativeUnit | None:
+    """What systemctl says about `name`; None when there is no systemctl here."""
+    tool = shutil.which("systemctl")
+    if tool is None:
+        return None
+
+    def ask(verb: str) -> str:
+        try:
+            result = subprocess.run([tool, verb, name], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        return result.stdout.strip().splitlines()[0] if result.stdout.strip() else ""
+
+    return NativeUnit(name, ask("is-active") in ("active", "activating", "reloading"), ask("is-enabled") in ("enabled", "enabled-runtime"))
+
+
+def stand_down(unit: NativeUnit) -> str:
+    """`systemctl disable --now UNIT`; the command line run, or an EnvironmentProblem with its error."""
+    from backend.errors import EnvironmentProblem
+
+    argv = unit.stand_down_argv()
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"`{shlex.join(argv)}` could not run: {exc}") from None
+    if result.returncode != 0:
+        said = (result.stderr or result.stdout).strip().splitlines()
+        raise EnvironmentProblem(f"`{shlex.join(argv)}` failed: {said[-1] if said else f'exit {result.returncode}'}",
+                                 hint="run it yourself with the rights it needs (sudo), then start c3-cluster.service")
+    return shlex.join(argv)

@@ -112,9 +112,42 @@ class KvLayout:
         return int(int(available_bytes) // self.page_bytes // self.group_size)
 
 
+STATE_KINDS = ("linear_attention", "mamba")
+"""Layer kinds that hold a fixed per-sequence state instead of per-token KV."""
+
+
 def _layer_kinds(spec: ModelSpec) -> list[str]:
-    kinds = list(spec.layer_types or ["full_attention"] * spec.num_layers)
-    return kinds
+    """Cache-holding layer kinds in order (`mlp` layers of Nemotron-H hold no cache and are dropped)."""
+    return [k for k in (spec.layer_types or ["full_attention"] * spec.num_layers) if k != "mlp"]
+
+
+def _ssm_bytes(spec: ModelSpec) -> int:
+    return dtype_bytes(spec.mamba_ssm_dtype) if spec.mamba_ssm_dtype else served_dtype_bytes(spec.dtype)
+
+
+def _mamba_state_bytes(spec: ModelSpec, tp: int) -> int:
+    """vLLM mamba_utils.py MambaStateShapeCalculator: Mamba-1 conv `(d_inner/TP, d_conv − 1)` +
+    temporal `(d_inner/TP, d_state)`; Mamba-2 conv `((d_inner + 2·G·d_state)/TP, d_conv − 1)` with G
+    padded to a multiple of TP (`extra_groups_for_head_shards`) + temporal `(heads/TP, head_dim,
+    d_state)`. Conv in the model dtype, temporal in the SSM-cache dtype."""
+    inner, d_state, d_conv = spec.mamba_d_inner or 0, spec.mamba_d_state or 16, spec.mamba_d_conv or 4
+    e = served_dtype_bytes(spec.dtype)
+    if spec.mamba_version == 2:
+        groups = spec.mamba_n_groups or 1
+        groups += 0 if groups % tp == 0 else tp - groups
+        conv = (inner + 2 * groups * d_state) // tp * (d_conv - 1) * e
+        temporal = (spec.mamba_num_heads or 0) // tp * (spec.mamba_head_dim or 0) * d_state * _ssm_bytes(spec)
+        return conv + temporal
+    return inner // tp * (d_conv - 1) * e + inner // tp * d_state * _ssm_bytes(spec)
+
+
+def state_bytes_per_layer(spec: ModelSpec, tp: int, kinds: dict[str, int]) -> int:
+    """The state page of one recurrent layer (Gated DeltaNet or Mamba), per sequence, per rank."""
+    if kinds.get("linear_attention"):
+        return _gdn_state_bytes(spec, tp)
+    if kinds.get("mamba"):
+        return _mamba_state_bytes(spec, tp)
+    return 0
 
 
 def _gdn_state_bytes(spec: ModelSpec, tp: int) -> int:
@@ -122,7 +155,7 @@ def _gdn_state_bytes(spec: ModelSpec, tp: int) -> int:
     kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
     conv_dim = 2 * kh * kd + vh * vd
     conv = (conv_dim // tp) * ((spec.linear_conv_kernel_dim or 4) - 1) * served_dtype_bytes(spec.dtype)
-    ssm = (vh // tp) * vd * kd * (dtype_bytes(spec.mamba_ssm_dtype) if spec.mamba_ssm_dtype else served_dtype_bytes(spec.dtype))
+    ssm = (vh // tp) * vd * kd * _ssm_bytes(spec)
     return conv + ssm
 
 
@@ -162,8 +195,8 @@ def kv_layout(
     counts: dict[str, int] = {}
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
-    attention_layers = sum(n for k, n in counts.items() if k != "linear_attention")
-    state = _gdn_state_bytes(spec, tp) if counts.get("linear_attention") else 0
+    attention_layers = sum(n for k, n in counts.items() if k not in STATE_KINDS)
+    state = state_bytes_per_layer(spec, tp, counts)
     bs = block_size or DEFAULT_BLOCK
     if state:
         needed = _ALIGN * cdiv(state, _ALIGN * attn_tok)

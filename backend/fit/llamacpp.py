@@ -6,7 +6,9 @@ cells of its layers (`n_ctx` cells padded to 256 for full layers; SWA layers hol
 `min(n_ctx, pad(window × n_seq + n_ubatch, 256))` cells; recurrent layers a fixed state per
 sequence) + compute buffer (logits of one ubatch over the vocabulary plus the graph's scratch) +
 CUDA context (~0.4 GiB, never logged) must stay under the device total minus llama.cpp's own 1 GiB
-fit margin. `--ctx-size` is shared by the `--parallel` slots, so tokens are not per slot.
+fit margin. `--ctx-size` is shared by the `--parallel` slots, so tokens are not per slot; with `-np`
+left at 1 the server runs 4 slots over one unified pool, with `-np N > 1` N streams of `ctx/N`
+(`server_slots`).
 """
 
 from __future__ import annotations
@@ -31,27 +33,55 @@ def _kv_bytes_per_token_layer(spec: ModelSpec, dtype: str) -> float:
     return 2 * spec.num_kv_heads * spec.head_dim * e
 
 
-def _kv_gib(spec: ModelSpec, n_ctx: int, n_seq: int, dtype: str) -> tuple[float, int]:
-    """(KV + state GiB of the whole model at n_ctx, attention bytes per token)."""
+def server_slots(n_parallel: int | None, extra_args: tuple[str, ...] = ()) -> tuple[int, bool]:
+    """(slots, unified KV) llama-server really runs with. tools/server/server.cpp: when `-np` is left at
+    1 (its default) and `-kvu` is not given, the server switches to 4 slots over one unified KV pool
+    ("setting n_parallel = 4 and kv_unified = true"); `-np N>1` gives N separate streams."""
+    unified = any(a in ("-kvu", "--kv-unified") for a in extra_args)
+    speculative = any(a in ("-md", "--model-draft") for a in extra_args)
+    slots = n_parallel or 1
+    if slots == 1 and not unified and not speculative:
+        return 4, True
+    return slots, unified
+
+
+def _state_bytes(spec: ModelSpec, kind: str) -> int:
+    """Recurrent state of one layer per sequence (llama-memory-recurrent: r and s rows, f32)."""
+    if kind == "linear_attention":
+        kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
+        kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
+        return ((2 * kh * kd + vh * vd) * ((spec.linear_conv_kernel_dim or 4) - 1) + vh * vd * kd) * 4
+    inner, d_state, d_conv = spec.mamba_d_inner or 0, spec.mamba_d_state or 16, spec.mamba_d_conv or 4
+    groups = (spec.mamba_n_groups or 1) if spec.mamba_version == 2 else 0
+    # llama-hparams.cpp n_embd_r = (d_conv − 1)·(d_inner + 2·n_group·d_state), n_embd_s = d_state·d_inner.
+    return ((d_conv - 1) * (inner + 2 * groups * d_state) + d_state * inner) * 4
+
+
+def _kv_gib(spec: ModelSpec, n_ctx: int, n_seq: int, dtype: str, *, unified: bool = True, swa_full: bool = False) -> tuple[float, int]:
+    """(KV + state GiB of the whole model at n_ctx, attention bytes per token).
+
+    Cells (src/llama-context.cpp, src/llama-kv-cache-iswa.cpp): a unified pool holds one stream of
+    `pad(n_ctx, 256)` cells; non-unified, each of the n_seq streams holds `n_ctx / n_seq`. SWA layers
+    hold `pad(min(size, n_swa·(unified ? n_seq : 1) + n_ubatch), 256)` per stream (all with --swa-full).
+    """
     per_layer = _kv_bytes_per_token_layer(spec, dtype)
-    cells = cdiv(max(1, n_ctx), 256) * 256
+    streams = 1 if unified else max(1, n_seq)
+    size = cdiv(max(1, n_ctx // streams), 256) * 256
     kinds = spec.layer_types or tuple("full_attention" for _ in range(spec.num_layers))
     total = 0.0
     per_token = 0
     for kind in kinds:
-        if kind == "linear_attention":
-            kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
-            kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
-            conv = (2 * kh * kd + vh * vd) * ((spec.linear_conv_kernel_dim or 4) - 1)
-            total += (conv + vh * vd * kd) * 4 * n_seq
+        if kind == "mlp":
             continue
-        if kind == "sliding_attention" and spec.sliding_window:
-            swa = min(cells, cdiv(spec.sliding_window * n_seq + N_UBATCH, 256) * 256)
-            total += swa * per_layer
-        elif kind == "chunked_attention" and spec.attention_chunk_size:
-            total += min(cells, cdiv(spec.attention_chunk_size * n_seq + N_UBATCH, 256) * 256) * per_layer
+        if kind in ("linear_attention", "mamba"):
+            total += _state_bytes(spec, kind) * max(1, n_seq)
+            continue
+        window = spec.sliding_window if kind == "sliding_attention" else spec.attention_chunk_size if kind == "chunked_attention" else None
+        if window and not swa_full:
+            cells = cdiv(min(size, window * (n_seq if unified else 1) + N_UBATCH), 256) * 256
         else:
-            total += cells * per_layer
+            cells = size
+        total += cells * streams * per_layer
         per_token += int(per_layer)
     return total / GIB, per_token
 
@@ -67,7 +97,8 @@ def price_llamacpp(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitRepor
     """Price llama-server with every layer offloaded over `ranks`."""
     reasons, notes = hardware_problems(ranks, replace(knobs, kv_cache_dtype="auto"))
     n_ctx = knobs.max_model_len or min(spec.max_position_embeddings, 4096)
-    n_seq = knobs.max_num_seqs or 1
+    n_seq, unified = server_slots(knobs.max_num_seqs, knobs.extra_args)
+    swa_full = "--swa-full" in knobs.extra_args
     dtype = knobs.kv_cache_dtype if knobs.kv_cache_dtype not in ("auto", "bf16", "fp16") else "f16"
     base = dict(engine="llamacpp", max_model_len=n_ctx, max_num_seqs=n_seq)
     if reasons:
@@ -76,15 +107,17 @@ def price_llamacpp(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitRepor
         return FitReport(verdict="unknown", reasons=["a GPU reports no usable memory total"], notes=notes, **base)
     if knobs.weights_bytes is None and knobs.weights_gib is None:
         return FitReport(verdict="unknown", reasons=["weight size unknown"], notes=notes, **base)
+    if spec.unpriced:
+        return FitReport(verdict="unknown", reasons=[spec.unpriced], notes=notes, **base)
     weights_total = knobs.weights_gib * len(ranks) if knobs.weights_gib is not None else (knobs.weights_bytes or 0) / GIB
     totals = [r.total_gib or 0.0 for r in ranks]
     shares = [t / sum(totals) for t in totals]
     compute = _compute_gib(spec, n_ctx)
 
     def kv_need(ctx: int) -> float:
-        return _kv_gib(spec, ctx, n_seq, dtype)[0]
+        return _kv_gib(spec, ctx, n_seq, dtype, unified=unified, swa_full=swa_full)[0]
 
-    kv_total, per_token = _kv_gib(spec, n_ctx, n_seq, dtype)
+    kv_total, per_token = _kv_gib(spec, n_ctx, n_seq, dtype, unified=unified, swa_full=swa_full)
     gpus = []
     room = []
     for i, rank in enumerate(ranks):
@@ -111,7 +144,10 @@ def price_llamacpp(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitRepor
     report = dict(base, kv_bytes_per_token=per_token, kv_cache_tokens=low, max_model_len_fits=low,
                   max_concurrency=round(low / n_ctx * n_seq, 2) if n_ctx else None,
                   available_kv_gib=round(min(a for a, _ in room), 3), gpus=gpus)
-    notes.append(f"KV at --ctx-size {n_ctx:,} ({n_seq} slot(s), {dtype}): {kv_total:.2f} GiB over {len(ranks)} GPU(s)")
+    pool = "one unified pool" if unified else f"{n_seq} streams of {n_ctx // n_seq:,} tokens (one request holds at most that)"
+    notes.append(f"KV at --ctx-size {n_ctx:,} ({n_seq} slot(s), {pool}, {dtype}): {kv_total:.2f} GiB over {len(ranks)} GPU(s)")
+    if (knobs.max_num_seqs or 1) == 1 and n_seq == 4:
+        notes.append("llama-server runs 4 slots over a unified KV pool when -np is 1 or unset (server.cpp); priced that way")
     if min(a for a, _ in room) <= 0:
         return FitReport(verdict="wont-fit", reasons=["the weights and compute buffers alone exceed a device (all layers offloaded)"], notes=notes, **report)
     if not fits(n_ctx):

@@ -9,16 +9,25 @@ forward pass over `B = max_num_batched_tokens` tokens, then a dummy sampler pass
 `S = max_num_seqs` rows of `V = vocab` logits. The peak is the larger of the two:
 - forward: the residual stream and norms `B × 4·hidden × 2 B`, plus the MLP transient: dense
   `B × 3·I/TP × 2 B`; MoE the fused-MoE caches `B × top_k × (3·I_expert/TP + hidden) × 2 B`;
-- sampler: `S × V × 38 B` (+ 8 B with TP > 1, where the vocab-parallel logits are gathered): the
-  logits in the model dtype, their fp32 copy, the top-k/top-p sort (fp32 values + int64 indices),
-  softmax/cumsum, the scatter back, the exponential draw. 38 B/logit is what public H100 logs of
-  gpt-oss-120b imply (about 7.4 GiB of non-KV memory besides weights at S = 1024, V = 201,088,
-  whatever B was: vllm#23278, vllm#27508); 46 B at TP = 4 for Qwen3-235B-A22B (vllm#21348);
+- sampler: `S × V × b` bytes, the same at every TP size (vllm/v1/worker/gpu_model_runner.py
+  `_dummy_sampler_run` samples the gathered, full-vocabulary logits on every rank): the logits,
+  their fp32 copy, the top-k/top-p sort, softmax/cumsum, the scatter back. `b` is 38 B/logit up
+  to v0.16 (gpt-oss-120b on H100, vllm#23278/#27508; Qwen3-14B on H100 v0.15/v0.16: 5.64 GiB at
+  S = 1024, V = 151,936) and 15 B/logit from v0.17 (the same Qwen3-14B: 2.23 GiB on v0.17/v0.18;
+  Llama-3.1-8B on v0.19: 1.89 GiB, i.e. 14.2 B + the floor; +5 % margin) — llm-d-planner
+  accuracy/results version-sweep and v0.19.0 runs; an unknown version is priced at 38 B;
 - Gated-DeltaNet hybrids add the chunked-prefill scratch of the linear layers,
   `B × (2·kh·kd + 2·vh·vd)/TP × 8 B` (a 2× RTX 5090 log of a 27B GDN hybrid shows 1.59 GiB of peak
   activation at B = 8192 where the dense terms alone give 0.7: club-3090#1087);
 - multimodal checkpoints (vision tower loaded): the encoder profile run, taken as 0.5 GiB inside the
   max(), plus the encoder cache of 16,384 tokens × hidden × 2 B held through the profile;
+- MoE from v0.12: the fused-MoE scratch is no longer freed after the forward pass. The modular kernel
+  takes it from the process-wide `WorkspaceManager` (vllm/v1/worker/workspace.py: one buffer that only
+  grows and lives as long as the worker; `modular_kernel.py` `_allocate_buffers` →
+  `current_workspace_manager().get_simultaneous(...)`, introduced by vllm#27532, merged Dec 2025), so
+  it is still held while the sampler runs: `B × top_k × (max(2·I/TP, hidden) + I/TP) × 2 B` on top of
+  the sampler term (Qwen3-30B-A3B at B = 8192: 0.34 GiB; DeepSeek-V2-Lite: 0.39 GiB). An unknown
+  version is priced with it (the safe side);
 plus a 0.15 GiB floor (attention metadata, torch.compile scratch). At the 24 GB-card defaults
 (S = 256) the sampler term is 1.2–1.9 GiB for 128–200 K vocabularies.
 
@@ -28,8 +37,20 @@ only materialises the fp32 logits (`S × V × 6 B`); beyond 32 K V0 turned chunk
 small batches (B = 512).
 
 Non-torch memory (`non-torch forward increase`): cuBLAS/attention workspaces and, with TP > 1, NCCL
-and custom all-reduce buffers: 0.25 GiB at TP = 1, 0.75 GiB at TP ≥ 2 (the H100 data show about
-0.1–0.35 and 0.5; vllm#10517 logged 0.35 at TP = 1 on V0, inside the margin of the floor above).
+and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced per version and fabric:
+- TP = 1 (and pipeline-only sets, whose stages only send activations: 0.07 logged at PP 2/4):
+  0.15 GiB up to v0.17 (0.13 logged on H100 up to v0.17, llm-d-planner version sweep), 0.25 from
+  v0.18 (0.24–0.27 logged on v0.18/v0.19); on V0 0.35 on consumer cards (vllm#10517) but 1.8 on
+  HGX boards (1.79 for Llama-3-8B on H100, vllm#10511).
+- TP > 1 on NVSwitch boards (HGX A100/H100/H200/B200), where NCCL maps NVLS buffers: 2.2 GiB on V1
+  (2.04 at TP 4 on H200 v0.9.2, vllm#21429; 2.07/2.13 for Llama-3.1-8B at TP 2/4 on H100 v0.19,
+  llm-d-planner; one llm-d-benchmark H100 TP 2 log shows 0.55, so this errs high there); 3.6 GiB on
+  V0 (3.58 at TP 2 on H100, vllm#10511).
+- TP > 1 on PCIe cards: 0.75 GiB (2× RTX 5090, TP 2, v0.26: "15.03 GiB for consumed memory (weights +
+  non-torch)" in club-3090#1087 with 14.28 GiB of weights per GPU for the same checkpoint in
+  vllm-project/recipes#810 leaves 0.75; V0 on 2× RTX 4090 logged 0.25, vllm#13061).
+A TP set whose fabric is unknown is priced as NVSwitch when its cards hold ≥ 38 GiB (an SXM
+A100-40GB is the smallest such board), else as PCIe.
 
 CUDA graphs (budgeted from v0.21; earlier versions carve graph memory after the KV pool, so the term
 is 0 there and the physical headroom check covers it): `0.2 GiB + 0.012 GiB × layers_on_rank`, ×1.5
@@ -38,12 +59,9 @@ transient that grows with max_num_batched_tokens: vllm#50780); 0 with `--enforce
 (club-3090#127, #1087), 0.36 GiB on L40S TP=2 (gpustack/runner#251), 1.3 GiB on an H100 MoE
 (vllm#50722); the formula stays at or above them for the same layer counts.
 
-Calibration: `bench/fit_accuracy.py` replays every public boot log collected in
-`bench/data/bootlogs.yaml` (each cited) and prints predicted vs logged available KV memory. The
-sampler coefficient and the load factors were fitted to those points, so the figures there are
-in-sample: five full points (RTX 3090 V0 ×2, gpt-oss-120b on H100 ×2, Qwen3-235B-FP8 on 4× H100),
-median |error| 0.20 GiB, every one pessimistic (−0.07 to −0.28 GiB). Untested corners, priced on
-the safe side: V1 on 24 GB cards at S = 256 (no public log with all flags found), GDN hybrids.
+Calibration: the constants above were fitted on `bench/data/bootlogs-calibration.yaml` only (each
+row names what it fitted); `bench/data/bootlogs-validation.yaml` holds out-of-sample boot logs no
+constant was fitted to, and `bench/fit_accuracy.py` reports the two splits apart (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -55,14 +73,23 @@ from backend.models import ModelSpec
 GIB = 1024**3
 ACTIVATION_FLOOR_GIB = 0.15
 SAMPLER_BYTES_PER_LOGIT = 38
-SAMPLER_TP_EXTRA_BYTES = 8
+SAMPLER_V017_BYTES_PER_LOGIT = 15
+SMALL_SAMPLER_FROM = (0, 17)
 V0_SAMPLER_BYTES_PER_LOGIT = 6
 V1_FROM = (0, 8)
 GDN_PREFILL_BYTES = 8
+MOE_WORKSPACE_PERSISTS_FROM = (0, 12)
 ENCODER_PEAK_GIB = 0.5
 ENCODER_CACHE_TOKENS = 16384
 NON_TORCH_TP1_GIB = 0.25
-NON_TORCH_TP_GIB = 0.75
+NON_TORCH_TP1_OLD_GIB = 0.15
+NON_TORCH_TP1_GREW_FROM = (0, 18)
+NON_TORCH_V0_TP1_GIB = 0.35
+NON_TORCH_V0_HGX_TP1_GIB = 1.8
+NON_TORCH_PCIE_TP_GIB = 0.75
+NON_TORCH_NVSWITCH_TP_GIB = 2.2
+NON_TORCH_NVSWITCH_V0_GIB = 3.6
+NVSWITCH_ASSUMED_FROM_GIB = 38.0
 GRAPH_BASE_GIB = 0.2
 GRAPH_PER_LAYER_GIB = 0.012
 GRAPH_MOE_FACTOR = 1.5
@@ -87,6 +114,16 @@ def _transient_width(spec: ModelSpec, tp: int) -> float:
     return 3 * (spec.intermediate_size or 4 * spec.hidden_size) / tp
 
 
+def moe_workspace_bytes(spec: ModelSpec, *, tp: int, tokens: int) -> int:
+    """The fused-MoE workspace the `WorkspaceManager` keeps after the profile forward (one rank):
+    `TritonExperts.workspace_shapes` — workspace13 `(M, top_k, max(N, K))` shared with the output,
+    workspace2 `(M, top_k, N // 2)` — with `N = 2·I/TP`, `K = hidden`, `M = tokens`, 2 B each."""
+    if not spec.num_experts:
+        return 0
+    width = (spec.moe_intermediate_size or spec.intermediate_size or spec.hidden_size) // tp
+    return tokens * (spec.num_experts_per_tok or 1) * (max(2 * width, spec.hidden_size) + width) * 2
+
+
 def activation_gib(
     spec: ModelSpec,
     *,
@@ -98,25 +135,41 @@ def activation_gib(
 ) -> float:
     """Predicted torch activation peak of vLLM's profile run on one rank."""
     tokens = max_num_batched_tokens
-    per_logit = SAMPLER_BYTES_PER_LOGIT + (SAMPLER_TP_EXTRA_BYTES if tp > 1 else 0)
+    # Every TP rank samples the full (gathered) vocabulary: the dummy sampler run is the same at any TP.
+    # An unknown version is priced with the older, larger warm-up (the safe side).
+    per_logit = SAMPLER_V017_BYTES_PER_LOGIT if version is not None and version >= SMALL_SAMPLER_FROM else SAMPLER_BYTES_PER_LOGIT
+    width_tp = tp
     if version is not None and version < V1_FROM:
         length = max_model_len or tokens
         tokens = length if length <= 32768 else 512
         per_logit = V0_SAMPLER_BYTES_PER_LOGIT
-    forward = tokens * 2 * (4 * spec.hidden_size + _transient_width(spec, tp))
+        # V0's peak did not shrink with TP (1.26 GiB at TP 1 and TP 2 for Llama-3-8B, vllm#10511).
+        width_tp = 1
+    forward = tokens * 2 * (4 * spec.hidden_size + _transient_width(spec, width_tp))
     if spec.layer_types and "linear_attention" in spec.layer_types:
         kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
         kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
         forward += tokens * (2 * kh * kd + 2 * vh * vd) / tp * GDN_PREFILL_BYTES
     sampler = min(max_num_seqs, tokens) * spec.vocab_size * per_logit
+    if version is None or version >= MOE_WORKSPACE_PERSISTS_FROM:
+        sampler += moe_workspace_bytes(spec, tp=tp, tokens=tokens)
     peak = max(forward, sampler, ENCODER_PEAK_GIB * GIB if spec.has_vision else 0.0)
     encoder_cache = ENCODER_CACHE_TOKENS * spec.hidden_size * 2 if spec.has_vision else 0
     return ACTIVATION_FLOOR_GIB + (peak + encoder_cache) / GIB
 
 
-def non_torch_gib(*, tp: int, pp: int) -> float:
+def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: float = 0.0, version: tuple[int, int] | None = None) -> float:
     """Non-torch memory growth (NCCL, custom all-reduce, workspaces) on one rank."""
-    return NON_TORCH_TP1_GIB if tp * pp == 1 else NON_TORCH_TP_GIB
+    if nvswitch is None:
+        nvswitch = total_gib >= NVSWITCH_ASSUMED_FROM_GIB
+    v0 = version is not None and version < V1_FROM
+    if tp == 1:
+        if v0:
+            return NON_TORCH_V0_HGX_TP1_GIB if nvswitch else NON_TORCH_V0_TP1_GIB
+        return NON_TORCH_TP1_OLD_GIB if version is not None and version < NON_TORCH_TP1_GREW_FROM else NON_TORCH_TP1_GIB
+    if not nvswitch:
+        return NON_TORCH_PCIE_TP_GIB
+    return NON_TORCH_NVSWITCH_V0_GIB if v0 else NON_TORCH_NVSWITCH_TP_GIB
 
 
 def cudagraph_gib(spec: ModelSpec, *, pp: int, enforce_eager: bool, version: tuple[int, int] | None) -> float:
@@ -144,12 +197,14 @@ def overheads(
     enforce_eager: bool = False,
     version: tuple[int, int] | None = None,
     max_model_len: int | None = None,
+    nvswitch: bool | None = None,
+    total_gib: float = 0.0,
 ) -> Overheads:
     """All three terms for one rank."""
     return Overheads(
         activation_gib=activation_gib(
             spec, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, version=version, max_model_len=max_model_len
         ),
-        non_torch_gib=non_torch_gib(tp=tp, pp=pp),
+        non_torch_gib=non_torch_gib(tp=tp, pp=pp, nvswitch=nvswitch, total_gib=total_gib, version=version),
         cudagraph_gib=cudagraph_gib(spec, pp=pp, enforce_eager=enforce_eager, version=version),
     )

@@ -21,6 +21,12 @@ class Rank:
     how: str = ""
     """Where total_gib came from."""
     kv_dtypes: tuple[str, ...] | None = None
+    nvswitch: bool | None = None
+    """On an NVSwitch board (HGX/SXM: NCCL maps large NVLS buffers); None when not known."""
+    nvml_name: str | None = None
+    """NVML device name (vLLM's batch defaults key on it)."""
+    nvml_total_gib: float | None = None
+    """NVML total (vLLM's `get_device_total_memory`)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,10 @@ class Knobs:
     fallback_sm: str | None = None
     requires_homogeneous_arch: bool = False
     extra_notes: tuple[str, ...] = field(default_factory=tuple)
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+    """The slug's extra engine flags (llama.cpp: `-kvu`, `--swa-full`, a draft model)."""
+    hybrid_kv_env: bool | None = None
+    """VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as set in the slug's env (None: the version's default)."""
 
 
 def parse_version(text: str | None) -> tuple[int, int] | None:

@@ -13,7 +13,7 @@ one slot per running request. Every rank takes the minimum pool.
 from __future__ import annotations
 
 from backend.fit.compat import hardware_problems
-from backend.fit.kvspec import attention_bytes_per_token_layer, kv_layout
+from backend.fit.kvspec import STATE_KINDS, attention_bytes_per_token_layer, kv_layout
 from backend.fit.plan import GIB, Knobs, Rank
 from backend.fit.weights import stage_weights_gib
 from backend.models import FitReport, GpuFit, ModelSpec
@@ -29,12 +29,14 @@ def price_sglang(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     seqs = knobs.max_num_seqs or 256
     kinds = spec.layer_types or tuple("full_attention" for _ in range(spec.num_layers))
     per_layer = attention_bytes_per_token_layer(spec, knobs.tp, knobs.kv_cache_dtype)
-    attention_layers = sum(1 for k in kinds if k != "linear_attention")
+    attention_layers = sum(1 for k in kinds if k not in STATE_KINDS and k != "mlp")
     if knobs.pp > 1:
         attention_layers = -(-attention_layers // knobs.pp)
     cell = attention_layers * per_layer
     layout = kv_layout(spec, tp=knobs.tp, pp=knobs.pp, kv_cache_dtype=knobs.kv_cache_dtype)
-    state = layout.state_bytes_per_layer * layout.kinds.get("linear_attention", 0) * seqs / GIB
+    state = layout.state_bytes_per_layer * sum(layout.kinds.get(k, 0) for k in STATE_KINDS) * seqs / GIB
+    if spec.unpriced:
+        return FitReport(verdict="unknown", engine="sglang", reasons=[spec.unpriced], notes=notes)
     base = dict(engine="sglang", kv_bytes_per_token=cell, max_model_len=length, max_num_seqs=seqs, gpu_memory_utilization=knobs.util)
     if reasons:
         return FitReport(verdict="incompatible-hw", reasons=reasons, notes=notes, **base)

@@ -10,8 +10,8 @@ heterogeneous TP set ends up limited by its smallest card). One request of `max_
 from __future__ import annotations
 
 from backend.fit.compat import hardware_problems
-from backend.fit.kvspec import KvLayout, kv_layout
-from backend.fit.overhead import overheads
+from backend.fit.kvspec import STATE_KINDS, KvLayout, kv_layout
+from backend.fit.overhead import NVSWITCH_ASSUMED_FROM_GIB, overheads
 from backend.fit.plan import GIB, Knobs, Rank
 from backend.fit.weights import stage_weights_gib
 from backend.models import FitReport, GpuFit, ModelSpec
@@ -24,12 +24,50 @@ MIN_HEADROOM_GIB = 1.0
 UNIFIED_FREE_GIB = 102.0
 
 
-def default_batching(total_gib: float, sm: str | None) -> tuple[int, int]:
-    """`vllm serve` defaults (max_num_seqs, max_num_batched_tokens): 1024/8192 on ≥ 70 GiB non-A100
-    cards, else 256/2048."""
-    if total_gib >= 70 and sm != "8.0":
-        return 1024, 8192
-    return 256, 2048
+HYBRID_MANAGER_FROM = (0, 10)
+"""vLLM's hybrid KV-cache manager (per-kind groups) shipped in v0.10; before it, mixed sliding/chunked
+stacks were unified to full attention (every layer keeps every token)."""
+CHUNKED_HYBRID_DEFAULT_FROM = (0, 19)
+"""VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaulted to off when it was added (vllm#21761,
+v0.10) and was later flipped on (vllm#29627); v0.19 logs show it on. Versions in between are priced
+with it off (the pessimistic reading)."""
+
+
+def default_batching(nvml_total_gib: float, gpu_name: str | None) -> tuple[int, int, str | None]:
+    """`vllm serve` defaults (max_num_seqs, max_num_batched_tokens, caveat). vllm/engine/arg_utils.py
+    `_set_default_args`: `device_memory >= 70 GiB and "a100" not in device_name` → 1024/8192, else
+    256/2048; `device_memory` is `get_device_total_memory()`, the NVML total. Without a device name
+    a ≥ 70 GiB card is priced with the larger (costlier) defaults and says so."""
+    if nvml_total_gib < 70:
+        return 256, 2048, None
+    if gpu_name is None:
+        return 1024, 8192, "GPU name unknown: priced with vLLM's ≥ 70 GiB defaults (an A100 would get 256/2048)"
+    if "a100" in gpu_name.lower():
+        return 256, 2048, None
+    return 1024, 8192, None
+
+
+def hybrid_manager_on(spec: ModelSpec, knobs: Knobs) -> tuple[bool, str | None]:
+    """Whether vLLM keeps per-kind KV groups, and why not. vllm/config/vllm.py turns the hybrid
+    manager off for chunked local attention (Llama 4: "There is a latency regression when using
+    chunked local attention with the hybrid KV cache manager") unless
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is set — its default changed between
+    versions — and for KV connectors that do not support it; `unify_hybrid_kv_cache_specs` then
+    turns every sliding/chunked layer into a full-attention one."""
+    kinds = set(spec.layer_types or ())
+    if not kinds & {"sliding_attention", "chunked_attention"}:
+        return True, None
+    if knobs.version is not None and knobs.version < HYBRID_MANAGER_FROM:
+        return False, f"vLLM {knobs.version[0]}.{knobs.version[1]} predates the hybrid KV manager: sliding/chunked layers priced as full attention"
+    if any(a.startswith("--kv-transfer-config") for a in knobs.extra_args):
+        return False, "a KV connector is configured: vLLM turns the hybrid KV manager off for connectors without support for it, so every layer is priced as full attention"
+    if "chunked_attention" in kinds:
+        env = knobs.hybrid_kv_env
+        default_on = knobs.version is not None and knobs.version >= CHUNKED_HYBRID_DEFAULT_FROM
+        if env is False or (env is None and not default_on):
+            why = "off" if knobs.version is not None or env is False else "default unknown without an engine version"
+            return False, f"chunked local attention: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE {why}, so vLLM may run without the hybrid KV manager: every layer is priced as full attention"
+    return True, None
 
 
 def largest_fitting_len(layout: KvLayout, blocks: int, batched: int, cap: int) -> int:
@@ -65,14 +103,21 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     notes = list(knobs.extra_notes)
     reasons, hw_notes = hardware_problems(ranks, knobs)
     notes += hw_notes
-    layout = kv_layout(spec, tp=knobs.tp, pp=knobs.pp, kv_cache_dtype=knobs.kv_cache_dtype, block_size=knobs.block_size)
+    hybrid, why_not = hybrid_manager_on(spec, knobs)
+    if why_not:
+        notes.append(why_not)
+    layout = kv_layout(spec, tp=knobs.tp, pp=knobs.pp, kv_cache_dtype=knobs.kv_cache_dtype, block_size=knobs.block_size, hybrid_manager=hybrid)
     known = [r for r in ranks if r.total_gib is not None]
     smallest = min((r.total_gib for r in known), default=0.0) or 0.0
-    seqs_default, batched_default = default_batching(smallest, known[0].sm if known else None)
+    first = known[0] if known else None
+    nvml_total = min((r.nvml_total_gib or r.total_gib or 0.0 for r in known), default=0.0)
+    seqs_default, batched_default, caveat = default_batching(nvml_total, first.nvml_name if first else None)
     seqs = knobs.max_num_seqs or seqs_default
     batched = knobs.max_num_batched_tokens or batched_default
     if knobs.max_num_seqs is None or knobs.max_num_batched_tokens is None:
         notes.append(f"priced with vLLM's defaults for this GPU class: max_num_seqs {seqs}, max_num_batched_tokens {batched} (pass them explicitly)")
+        if caveat:
+            notes.append(caveat)
     length = knobs.max_model_len or spec.max_position_embeddings
     base = dict(
         engine="vllm",
@@ -82,13 +127,15 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         block_size=layout.block_size,
         kv_groups=len(layout.groups),
         kv_padding_layers=layout.padding_layers,
-        state_bytes_per_request=layout.state_bytes_per_layer * layout.kinds.get("linear_attention", 0),
+        state_bytes_per_request=layout.state_bytes_per_layer * sum(layout.kinds.get(k, 0) for k in STATE_KINDS),
         max_num_seqs=seqs,
         max_num_batched_tokens=batched,
         gpu_memory_utilization=knobs.util,
     )
     if reasons:
         return FitReport(verdict="incompatible-hw", reasons=reasons, notes=notes, **base)
+    if spec.unpriced:
+        return FitReport(verdict="unknown", reasons=[spec.unpriced], notes=notes, **base)
     if (problem := shard_problem(spec, knobs.tp)) is not None:
         return FitReport(verdict="wont-fit", reasons=[f"vLLM cannot shard this model: {problem}"], notes=notes, **base)
     if len(known) < len(ranks):
@@ -97,7 +144,13 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     stage_weights = stage_weights_gib(spec, knobs)
     if stage_weights is None:
         return FitReport(verdict="unknown", reasons=["weight size unknown"], notes=notes, **base)
-    over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager, version=knobs.version, max_model_len=length)
+    fabric = {r.nvswitch for r in ranks}
+    nvswitch = True if True in fabric else (False if fabric == {False} else None)
+    over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager,
+                     version=knobs.version, max_model_len=length, nvswitch=nvswitch, total_gib=smallest)
+    if knobs.tp * knobs.pp > 1 and nvswitch is None:
+        kind = "NVSwitch (HGX/SXM)" if smallest >= NVSWITCH_ASSUMED_FROM_GIB else "PCIe"
+        notes.append(f"interconnect unknown: non-torch memory priced for a {kind} board ({over.non_torch_gib:.2f} GiB per rank)")
     gpus: list[GpuFit] = []
     rank_blocks: list[int] = []
     for position, rank in enumerate(ranks):

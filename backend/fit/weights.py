@@ -3,6 +3,7 @@
 vLLM's `Model loading took X GiB` is the torch allocation delta of loading on one rank. Under TP it is
 about total / TP plus replicated tensors (norms, routers, K/V projections when KV heads < TP); public
 TP=2 logs show +0.02–0.07 GiB over an exact halving, so every TP > 1 rank is charged 0.07 GiB extra.
+Every rank (and every PP stage) also builds the rotary cos/sin cache at load (`ModelSpec.rope_cache_bytes`).
 Load factors over the checkpoint size: see `load_factor`.
 """
 
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 GIB = 1024**3
 _TP_REPLICATED_GIB = 0.07
 _REPACK = 1.01
-_BF16_LOAD = 1.003
 _MXFP4_LOAD = 1.086
 
 
@@ -38,11 +38,14 @@ def variant_bytes(spec: ModelSpec | None, entry: CatalogEntry | None) -> tuple[i
 def load_factor(spec: ModelSpec | None, quantized: bool) -> float:
     """Loaded / checkpoint bytes: MXFP4 experts are padded and their E8M0 scales widened at load
     (gpt-oss-120b on H100 logged 65.97 GiB for a 60.77 GiB checkpoint, vllm#23278); other quantised
-    formats are repacked (+1 %); bf16 adds rotary caches and buffers (+0.3 %: 14.99 vs 14.96 GiB for
-    Llama-3.1-8B, vllm#10517)."""
+    formats are repacked (+1 %; for FP8 the logs show the checkpoint plus the rotary cache — 33.88 GiB
+    per rank for Llama-3.3-70B-FP8 at TP 2, llm-d — but the 1 % stays: it covers the FP8 rows'
+    other terms, which run above this model); bf16 loads as stored — the +0.03 GiB Llama-3.1-8B shows
+    over its checkpoint (14.99 vs 14.96 GiB, vllm#10517) is its rotary cache (131,072 × 128 × 2 B),
+    priced apart."""
     if spec is not None and spec.quant_method == "mxfp4":
         return _MXFP4_LOAD
-    return _REPACK if quantized else _BF16_LOAD
+    return _REPACK if quantized else 1.0
 
 
 def stage_weights_gib(spec: ModelSpec, knobs: Knobs) -> list[float] | None:
@@ -72,4 +75,5 @@ def rank_weights_gib(spec: ModelSpec | None, total_bytes: int, *, tp: int, pp: i
         per_stage[0] += embed
         per_stage[-1] += head if head else embed
     extra = _TP_REPLICATED_GIB if tp > 1 else 0.0
-    return [w / tp + extra for w in per_stage]
+    rope = (spec.rope_cache_bytes if spec is not None else 0) / GIB
+    return [w / tp + extra + rope for w in per_stage]

@@ -85,7 +85,8 @@ class ModelSpec(BaseModel):
     dtype: str = "bfloat16"
     """`torch_dtype` / `dtype`."""
     layer_types: tuple[str, ...] | None = None
-    """Per-layer attention kind (`full_attention`, `sliding_attention`, `linear_attention`)."""
+    """Per-layer kind: `full_attention`, `sliding_attention`, `chunked_attention`, `linear_attention`
+    (Gated DeltaNet), `mamba` (Mamba-1/2 state) or `mlp` (no cache: Nemotron-H `-`/`E` layers)."""
     sliding_window: int | None = None
     """Window of sliding-attention layers, tokens."""
     kv_lora_rank: int | None = None
@@ -144,6 +145,25 @@ class ModelSpec(BaseModel):
     """Parameters of the language model computed from the config's shapes (no vision tower)."""
     vision_param_count: int | None = None
     """Vision tower + projector parameters estimated from `vision_config` (loaded unless disabled)."""
+    rope_cache_bytes: int = 0
+    """Bytes of the rotary cos/sin cache(s) every rank builds at load: positions × rotary dim × dtype
+    per distinct rope (vLLM `RotaryEmbedding._compute_cos_sin_cache`); 2.5 GiB for Llama 4's 10 M positions."""
+    mamba_version: int | None = None
+    """1 (Jamba: `mamba_expand`) or 2 (Nemotron-H, Bamba: heads × head_dim) for layers of kind `mamba`."""
+    mamba_d_inner: int | None = None
+    """Mamba inner width (Mamba-1 `mamba_expand × hidden`, Mamba-2 `mamba_num_heads × mamba_head_dim`)."""
+    mamba_num_heads: int | None = None
+    """Mamba-2 heads (`mamba_num_heads`)."""
+    mamba_head_dim: int | None = None
+    """Mamba-2 head dim (`mamba_head_dim`)."""
+    mamba_n_groups: int | None = None
+    """Mamba-2 B/C groups (`n_groups`)."""
+    mamba_d_state: int | None = None
+    """SSM state size (`ssm_state_size` / `mamba_d_state`)."""
+    mamba_d_conv: int | None = None
+    """Short-conv kernel (`conv_kernel` / `mamba_d_conv`)."""
+    unpriced: str | None = None
+    """Why the engine's KV layout for this architecture is not modelled (the verdict is then `unknown`)."""
 
 
 class CatalogEntry(BaseModel):

@@ -89,6 +89,12 @@ async def probe_nodes(nodes: list[Node], options: SshOptions | None = None) -> l
                 row.gpu_error = "node not reachable"
             else:
                 row.gpu_error = failure.detail
+        except Exception as exc:  # noqa: BLE001 - one node's surprise is its own row, never the whole table's
+            detail = f"{type(exc).__name__}: {exc}"[:200]
+            if not row.reachable:
+                row.ssh_error, row.ssh_kind, row.gpu_error = detail, "ssh", "node not reachable"
+            else:
+                row.gpu_error = detail
         row.endpoint_ok, row.endpoint_detail = await endpoint
         return row
 

@@ -1,8 +1,9 @@
 """The node registry: `$C3_HOME/nodes.json`, mode 0600, written atomically under a lock.
 
 A node has a name, the URL where it answers OpenAI requests (`host`) and the SSH target this
-machine orchestrates it through (`ssh`). A node whose host is this machine is `local` and is driven
-without SSH. Every name passed to `--nodes` anywhere must be registered, this machine included.
+machine orchestrates it through (`ssh`). A node is `local` (driven without SSH) when its SSH target
+names this machine — the endpoint URL does not count, since a node reached through a tunnel answers
+on 127.0.0.1 — or when it was added with `--local`. Every name passed to `--nodes` anywhere must be registered, this machine included.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ NODE_NAME_MAX = 63
 class Node(BaseModel):
     """One machine in the registry."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
     name: str = Field(pattern=NODE_NAME_PATTERN, max_length=NODE_NAME_MAX)
     """Registry key, `[a-z0-9][a-z0-9_-]*`."""
@@ -42,6 +43,8 @@ class Node(BaseModel):
     """SSH target `USER@HOST` (or `USER@HOST:PORT`)."""
     ssh_key: str | None = None
     """Private key file for SSH, when not the agent's or the default."""
+    local_override: bool = Field(default=False, alias="local")
+    """`node add --local`: this machine, whatever the SSH target says (e.g. a name it is not known by)."""
 
     # nodes.json is checked on load with the very rules `node add` applies, so a hand edit cannot
     # smuggle in a URL that crashes `pool serve` later (port 99999, `:abc`) or one with a password.
@@ -85,8 +88,10 @@ class Node(BaseModel):
 
     @property
     def local(self) -> bool:
-        """True when the node's SSH host or endpoint host is this machine."""
-        return is_local_address(self.ssh_host) or is_local_address(self.address)
+        """This machine: `--local`, else the SSH target names it (the endpoint only without a target)."""
+        if self.local_override:
+            return True
+        return is_local_address(self.ssh_host) if self.ssh else is_local_address(self.address)
 
 
 class NodeRegistry(BaseModel):
@@ -127,11 +132,32 @@ def local_identities() -> frozenset[str]:
 
 
 def is_local_address(host: str) -> bool:
-    """True when `host` names this machine (loopback range included)."""
+    """True when `host` names this machine (loopback range included), also through a name that
+    resolves to one of its addresses (a head registered by its DNS name while c3 runs on it)."""
     host = host.strip().strip("[]").lower()
     if not host:
         return False
-    return host in local_identities() or host.startswith("127.")
+    if host in local_identities() or host.startswith("127.") or host == "::1":
+        return True
+    return any(a in local_identities() or a.startswith("127.") or a == "::1" for a in resolved_addresses(host))
+
+
+@lru_cache(maxsize=256)
+def resolved_addresses(host: str) -> tuple[str, ...]:
+    """The addresses `host` resolves to (empty for an address literal or a name that does not resolve
+    within 2 s: an unknown name is not this machine)."""
+    if re.fullmatch(r"[0-9.]+|[0-9a-f:]+", host):
+        return ()
+    from concurrent.futures import ThreadPoolExecutor, TimeoutError as Late
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        infos = pool.submit(socket.getaddrinfo, host, None).result(timeout=2)
+    except (OSError, Late, UnicodeError):
+        return ()
+    finally:
+        pool.shutdown(wait=False)
+    return tuple(sorted({str(i[4][0]).split("%", 1)[0].lower() for i in infos}))
 
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
@@ -239,13 +265,13 @@ def _save(registry: NodeRegistry, path: Path) -> None:
     write_atomic(path, registry.model_dump_json(indent=2) + "\n", mode=0o600)
 
 
-def add_node(name: str, host: str, ssh: str, ssh_key: str | None = None, path: Path | None = None) -> Node:
+def add_node(name: str, host: str, ssh: str, ssh_key: str | None = None, path: Path | None = None, *, local: bool = False) -> Node:
     """Register a node; refuses a name already taken (case-insensitively)."""
     path = path or paths.nodes_file()
     if not re.fullmatch(NODE_NAME_PATTERN, name) or len(name) > NODE_NAME_MAX:
         raise UsageError(f"node name `{name[:40]}{'…' if len(name) > 40 else ''}` must match [a-z0-9][a-z0-9_-]* "
                          f"and have at most {NODE_NAME_MAX} characters")
-    node = Node(name=name, host=_validate_url(host), ssh=_validate_ssh(ssh), ssh_key=ssh_key)
+    node = Node(name=name, host=_validate_url(host), ssh=_validate_ssh(ssh), ssh_key=ssh_key, local_override=local)
     with _fs_errors(path):
         with locked(path):
             registry = load_registry(path)

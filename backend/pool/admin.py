@@ -14,13 +14,8 @@ import json
 import os
 from urllib.parse import parse_qs
 
-from backend.pool.http1 import (
-    BadMessage,
-    Head,
-    body_framing,
-    simple_response,
-    wants_close,
-)
+from backend.pool.heads import Head
+from backend.pool.http1 import simple_response
 
 
 def json_error(status: int, message: str, kind: str, close: bool = False, extra: list[bytes] | None = None) -> bytes:
@@ -46,16 +41,11 @@ def _loopback(peer) -> bool:
 
 async def handle_admin(server, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
     """Answer one admin request; True when the client connection may carry another."""
+    del reader  # never read: see below
     router = server.router
-    close = wants_close(req) or server.closing
-    try:
-        framing, length = body_framing(req.headers)
-    except BadMessage:
-        framing, length = "chunked", 0
-    if framing == "chunked":
-        close = True
-    elif length:
-        await reader.readexactly(length)
+    # Admin endpoints take no body and never read one: a request that has one gets its answer and the
+    # connection closes (its unread body must never be parsed as the next request).
+    close = not req.keep_alive or server.closing or req.framing == "chunked" or req.length > 0
     path, _, query = req.b.partition(b"?")
     if path in (b"/c3/drain", b"/c3/undrain"):
         writer.write(_drain(router, req, path == b"/c3/drain", query, writer.get_extra_info("peername"), close))

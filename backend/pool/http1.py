@@ -1,126 +1,57 @@
-"""Just enough HTTP/1.1 for a pass-through proxy: parse heads, rewrite hop-by-hop headers, frame bodies.
+"""HTTP/1.1 bodies for a pass-through proxy: strict chunk framing, bounded buffering, raw relay.
 
-Bodies are never decoded: chunked bodies are relayed chunk by chunk with their framing bytes intact
-(the client receives exactly the bytes the backend sent), so SSE streams stay byte-identical and
-unbuffered. Only the head is parsed, with `bytes.split`, which is several times faster than a general
-parser (see `proxy.py` for the measurement).
+Heads are parsed in `heads.py`. Response bodies are never decoded: a chunked body is relayed with its
+framing bytes intact (the client receives exactly the bytes the backend sent), so SSE streams stay
+byte-identical and unbuffered — but every size line, chunk end and trailer line is checked on the way
+(`ChunkScanner`), so a body the router frames one way is never read another way by the client.
+Request bodies are decoded strictly (`ChunkedBody`) and re-framed by the router, never copied raw.
+
+Memory per connection is bounded: reads are at most `READ_SIZE`, a chunk's data is streamed in pieces
+whatever size its line announces, and a size, trailer or head line is at most a few KiB.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 
-MAX_HEAD = 64 * 1024
-HOP_BY_HOP = frozenset(
-    {b"connection", b"keep-alive", b"proxy-connection", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer", b"upgrade"}
-)
+from backend.pool.heads import Head, HeadError, parse_response
+
+READ_SIZE = 256 * 1024
+MAX_HEAD = 32 * 1024
+"""Largest request or response head (a bigger one is 431 from a client, 502 from a backend)."""
+MAX_LINE = 4096
+"""Largest chunk-size or trailer line."""
+MAX_TRAILERS = 32
 REASONS = {
-    100: "Continue", 200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-    413: "Payload Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
-    501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+    100: "Continue", 200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    408: "Request Timeout", 413: "Payload Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+    501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
 }
+# RFC 9112 §7.1: chunk-size = 1*HEXDIG, then optional extensions (BWS ";" …), then CRLF. No sign, no 0x,
+# no underscores, no whitespace before the size; at most 16 hex digits. Extension bytes: no CTLs.
+_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[\x20-\x7e\t\x80-\xff]*)?\r\n")
+_TRAILER = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\x20-\x7e\t\x80-\xff]*\r\n")
 
 
-class BadMessage(Exception):
-    """A head or body that is not valid HTTP/1.1; the connection cannot be reused."""
+class BadMessage(HeadError):
+    """A body that is not valid HTTP/1.1; the connection cannot be reused."""
+
+    def __init__(self, reason: str, status: int = 400) -> None:
+        super().__init__(status, reason)
 
 
-class Head:
-    """A parsed request or response head: first line, raw header lines and a lower-cased lookup."""
-
-    __slots__ = ("first", "lines", "names", "headers", "a", "b", "version")
-
-    def __init__(self, first: bytes, lines: list[bytes], headers: dict[bytes, bytes], a: bytes, b: bytes, version: bytes,
-                 names: list[bytes] | None = None) -> None:
-        self.first = first
-        self.lines = lines  # raw "Name: value" lines, order and case kept
-        self.names = names  # lower-cased name of each line (parsed once, reused when forwarding)
-        self.headers = headers  # lower-cased name -> stripped value (last one wins; enough for framing)
-        self.a = a  # method, or status code
-        self.b = b  # target, or reason phrase
-        self.version = version
+def chunk_size(line: bytes) -> int:
+    """The size of a chunk-size line (ending in CRLF); BadMessage unless it is exactly RFC 9112's syntax."""
+    m = _SIZE_LINE.fullmatch(line)
+    if m is None:
+        raise BadMessage("bad chunk size line")
+    return int(m.group(1), 16)
 
 
-def _parse(raw: bytes) -> tuple[bytes, list[bytes], dict[bytes, bytes], list[bytes]]:
-    parts = raw[:-4].split(b"\r\n") if raw.endswith(b"\r\n\r\n") else raw.rstrip(b"\r\n").split(b"\r\n")
-    first = parts[0]
-    lines = parts[1:]
-    headers: dict[bytes, bytes] = {}
-    names: list[bytes] = []
-    for line in lines:
-        colon = line.find(b":")
-        if colon <= 0 or line[0] in b" \t":
-            raise BadMessage("malformed header line")
-        name = line[:colon].strip().lower()
-        names.append(name)
-        value = line[colon + 1 :].strip()
-        if name in headers and name in (b"content-length", b"transfer-encoding"):
-            if name == b"content-length" and headers[name] != value:
-                raise BadMessage("conflicting Content-Length")
-            if name == b"transfer-encoding":
-                value = headers[name] + b", " + value
-        headers[name] = value
-    return first, lines, headers, names
-
-
-def parse_request(raw: bytes) -> Head:
-    """Parse a request head (`raw` ends with CRLFCRLF)."""
-    first, lines, headers, names = _parse(raw)
-    pieces = first.split(b" ")
-    if len(pieces) != 3 or not pieces[2].startswith(b"HTTP/1.") or not pieces[1]:
-        raise BadMessage("malformed request line")
-    return Head(first, lines, headers, pieces[0], pieces[1], pieces[2], names)
-
-
-def parse_response(raw: bytes) -> Head:
-    """Parse a response head."""
-    first, lines, headers, names = _parse(raw)
-    pieces = first.split(b" ", 2)
-    if len(pieces) < 2 or not pieces[0].startswith(b"HTTP/1.") or not pieces[1].isdigit():
-        raise BadMessage("malformed status line")
-    return Head(first, lines, headers, pieces[1], pieces[2] if len(pieces) > 2 else b"", pieces[0], names)
-
-
-def body_framing(headers: dict[bytes, bytes]) -> tuple[str, int]:
-    """('chunked', 0), ('length', n) or ('none', 0) for a request; responses add ('eof', 0) themselves."""
-    te = headers.get(b"transfer-encoding")
-    if te is not None:
-        if te.lower().rsplit(b",", 1)[-1].strip() != b"chunked":
-            raise BadMessage("unsupported Transfer-Encoding")
-        return "chunked", 0
-    cl = headers.get(b"content-length")
-    if cl is not None:
-        if not cl.isdigit():
-            raise BadMessage("bad Content-Length")
-        return "length", int(cl)
-    return "none", 0
-
-
-def wants_close(head: Head) -> bool:
-    """True when this message ends its connection (HTTP/1.0 without keep-alive, or `Connection: close`)."""
-    conn = head.headers.get(b"connection", b"").lower()
-    if head.version == b"HTTP/1.0":
-        return b"keep-alive" not in conn
-    return b"close" in conn
-
-
-def connection_tokens(head: Head) -> set[bytes]:
-    """Headers named in `Connection:` are hop-by-hop too (RFC 9110 §7.6.1)."""
-    conn = head.headers.get(b"connection")
-    if not conn:
-        return set()
-    return {t.strip().lower() for t in conn.split(b",") if t.strip()}
-
-
-def forward_lines(head: Head, drop: frozenset[bytes] | set[bytes]) -> list[bytes]:
-    """Header lines minus hop-by-hop ones and any in `drop` (lower-cased names)."""
-    extra = connection_tokens(head)
-    names = head.names
-    if names is None:
-        names = [line[: line.find(b":")].strip().lower() for line in head.lines]
-    if extra:
-        return [line for name, line in zip(names, head.lines, strict=True) if name not in HOP_BY_HOP and name not in drop and name not in extra]
-    return [line for name, line in zip(names, head.lines, strict=True) if name not in HOP_BY_HOP and name not in drop]
+def check_trailer(line: bytes) -> None:
+    if _TRAILER.fullmatch(line) is None:
+        raise BadMessage("bad trailer line")
 
 
 def simple_response(status: int, body: bytes, content_type: bytes = b"application/json", extra: list[bytes] | None = None, close: bool = False) -> bytes:
@@ -138,148 +69,320 @@ def simple_response(status: int, body: bytes, content_type: bytes = b"applicatio
 
 
 async def read_head(reader: asyncio.StreamReader) -> bytes:
-    """Read up to and including the blank line; IncompleteReadError on a clean EOF, BadMessage when too big."""
+    """Read up to and including the blank line; IncompleteReadError on EOF, HeadError(431) when too big.
+
+    The reader's limit is `MAX_HEAD`, so a head without an end never buffers more than that.
+    """
     try:
         return await reader.readuntil(b"\r\n\r\n")
     except asyncio.LimitOverrunError as exc:
-        raise BadMessage("head too large") from exc
+        raise HeadError(431, "head too large") from exc
+
+
+async def read_response_head(reader: asyncio.StreamReader) -> Head:
+    """A backend's final response head (informational 1xx heads are skipped, at most 8 of them).
+
+    Raises HeadError(502) for a malformed or oversized head, IncompleteReadError on EOF.
+    """
+    for _ in range(8):
+        try:
+            raw = await read_head(reader)
+        except HeadError as exc:
+            raise HeadError(502, exc.reason) from None
+        if len(raw) > MAX_HEAD:
+            raise HeadError(502, "response head too large")
+        resp = parse_response(raw)
+        if resp.a == b"101":
+            raise HeadError(502, "101 Switching Protocols to a request that asked for no upgrade")
+        if resp.a[:1] != b"1":
+            return resp
+    raise HeadError(502, "too many informational responses")
+
+
+async def _line(reader: asyncio.StreamReader) -> bytes:
+    try:
+        line = await reader.readuntil(b"\n")
+    except asyncio.LimitOverrunError as exc:
+        raise BadMessage("chunk framing line too long") from exc
+    if len(line) > MAX_LINE:
+        raise BadMessage("chunk framing line too long")
+    return line
 
 
 class ChunkScanner:
-    """Follows chunked framing over arbitrary byte pieces without copying or re-encoding them.
+    """Follows (and checks) chunked framing over arbitrary byte pieces without copying them.
 
     `feed(piece)` returns how many bytes of `piece` belong to the body (anything after the last chunk
     and trailers is not ours) and sets `boundary` to the offset just after the last complete chunk in
     `piece` (-1 when none ended in it). `done` turns True after the terminating chunk and trailers.
+    A size line, chunk end or trailer that is not exactly RFC 9112's syntax raises BadMessage(502).
     """
 
-    __slots__ = ("state", "need", "line", "done", "boundary")
+    __slots__ = ("state", "need", "line", "done", "boundary", "trailers")
 
     def __init__(self) -> None:
-        self.state = 0  # 0 size line, 1 chunk data (+CRLF), 2 trailer lines
+        self.state = 0  # 0 size line, 1 chunk data, 2 the CRLF after the data, 3 trailer lines
         self.need = 0
         self.line = b""
         self.done = False
         self.boundary = -1
+        self.trailers = 0
 
     def feed(self, data: bytes) -> int:
         i, n = 0, len(data)
         self.boundary = -1
         while i < n and not self.done:
-            if self.state == 1:
+            state = self.state
+            if state == 1:
                 take = self.need if self.need < n - i else n - i
                 i += take
                 self.need -= take
+                if not self.need:
+                    self.state, self.need = 2, 2
+                continue
+            if state == 2:
+                while self.need and i < n:
+                    if data[i] != (13 if self.need == 2 else 10):
+                        raise BadMessage("chunk data not followed by CRLF", 502)
+                    i += 1
+                    self.need -= 1
                 if not self.need:
                     self.state = 0
                     self.boundary = i
                 continue
             j = data.find(b"\n", i)
+            if state == 0 and j >= 0 and not self.line and j - i < MAX_LINE:
+                # Fast path: a whole size line in this piece (no copy), and often the whole chunk too.
+                m = _SIZE_LINE.fullmatch(data, i, j + 1)
+                if m is None:
+                    raise BadMessage("bad chunk size line", 502)
+                size = int(m.group(1), 16)
+                i = j + 1
+                if not size:
+                    self.state = 3
+                elif i + size + 2 <= n:
+                    end = i + size
+                    if data[end] != 13 or data[end + 1] != 10:
+                        raise BadMessage("chunk data not followed by CRLF", 502)
+                    i = end + 2
+                    self.boundary = i
+                else:
+                    self.need = size
+                    self.state = 1
+                continue
             if j < 0:
                 self.line += data[i:]
-                if len(self.line) > 8192:
-                    raise BadMessage("chunk size line too long")
+                if len(self.line) > MAX_LINE:
+                    raise BadMessage("chunk framing line too long", 502)
                 return n
             line = self.line + data[i : j + 1] if self.line else data[i : j + 1]
             self.line = b""
             i = j + 1
-            if self.state == 0:
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError as exc:
-                    raise BadMessage("bad chunk size") from exc
+            if len(line) > MAX_LINE:
+                raise BadMessage("chunk framing line too long", 502)
+            if state == 0:
+                m = _SIZE_LINE.fullmatch(line)
+                if m is None:
+                    raise BadMessage("bad chunk size line", 502)
+                size = int(m.group(1), 16)
                 if size:
-                    self.need = size + 2
+                    self.need = size
                     self.state = 1
                 else:
-                    self.state = 2
-            elif line in (b"\r\n", b"\n"):
+                    self.state = 3
+            elif line == b"\r\n":
                 self.done = True
                 self.boundary = i
+            else:
+                self.trailers += 1
+                if self.trailers > MAX_TRAILERS or _TRAILER.fullmatch(line) is None:
+                    raise BadMessage("bad trailer line", 502)
         return i
 
 
 HOLD_LIMIT = 64 * 1024
+HIGH_WATER = 256 * 1024
+"""Client write buffer above which the backend connection stops being read (backpressure)."""
 
 
-async def relay_chunked(src: asyncio.StreamReader, write, drain=None, prefix: bytes = b"") -> bool:
-    """Copy one chunked body verbatim (framing included) as it arrives, ending after the trailers.
+class ChunkRelay:
+    """Checked chunked framing plus hold-back: turns arriving pieces into bytes that may go out now.
 
-    Whatever bytes arrive are written at once, except the unfinished tail of a chunk, which is held
-    back until the chunk completes (up to HOLD_LIMIT): then a failure midway leaves the client at a
-    chunk boundary, where the proxy can still append an error event. `prefix` (the response head) goes
-    out with the first bytes when they are already there. Returns True when the body ended exactly
-    (nothing extra followed it, so the connection can be reused). Raises IncompleteReadError on EOF.
+    The unfinished tail of a chunk is held back until the chunk completes (up to HOLD_LIMIT, beyond
+    which a huge chunk streams): a failure midway then leaves the client at a chunk boundary, where the
+    proxy can still append an SSE error event. `clean` turns False when bytes followed the body.
     """
-    scanner = ChunkScanner()
-    held = b""
-    clean = True
-    while not scanner.done:
-        if prefix and not src._buffer:  # noqa: SLF001 - nothing buffered: send the head now, not later
-            write(prefix)
-            prefix = b""
-        data = await src.read(256 * 1024)
-        if not data:
-            raise asyncio.IncompleteReadError(held, None)
+
+    __slots__ = ("scanner", "held", "clean")
+
+    def __init__(self) -> None:
+        self.scanner = ChunkScanner()
+        self.held = b""
+        self.clean = True
+
+    def push(self, data: bytes) -> bytes:
+        scanner = self.scanner
         used = scanner.feed(data)
         if used < len(data):
             data = data[:used]
-            clean = False
+            self.clean = False
         cut = scanner.boundary
         if cut >= 0:
-            out = held + data[:cut] if held else data[:cut]
-            held = data[cut:]
+            out = self.held + data[:cut] if self.held else data[:cut]
+            self.held = data[cut:]
         else:
             out = b""
-            held += data
-        if len(held) > HOLD_LIMIT:  # a huge chunk: stream it rather than buffer it
-            out += held
-            held = b""
-        if prefix:
-            out = prefix + out
-            prefix = b""
-        if out:
-            write(out)
-            if drain is not None:
-                await drain()
-    return clean
+            self.held += data
+        if len(self.held) > HOLD_LIMIT:
+            out += self.held
+            self.held = b""
+        return out
 
 
-async def relay_chunked_exact(src: asyncio.StreamReader, write, drain=None) -> None:
-    """Copy one chunked body verbatim, a chunk at a time, never reading past its end.
+class _RelayProtocol(asyncio.Protocol):
+    """Takes over a backend connection while its chunked body is relayed: each arriving piece is checked
+    and written to the client from `data_received`, with no coroutine wake-up per chunk."""
 
-    For request bodies: a client may pipeline its next request right behind this one.
-    """
-    while True:
-        line = await src.readuntil(b"\r\n")
-        try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError as exc:
-            raise BadMessage("bad chunk size") from exc
-        if size == 0:
-            trailer = line
-            while True:
-                t = await src.readuntil(b"\r\n")
-                trailer += t
-                if t == b"\r\n":
-                    break
-            write(trailer)
-            if drain is not None:
-                await drain()
+    def __init__(self, relay: ChunkRelay, write, transport: asyncio.Transport, client_buffer) -> None:
+        self.relay = relay
+        self.write = write
+        self.transport = transport
+        self.client_buffer = client_buffer  # () -> bytes waiting in the client's transport
+        self.waiter: asyncio.Future | None = None
+        self.error: BaseException | None = None
+        self.paused = False
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        if self.error is not None or self.relay.scanner.done:
+            self.relay.clean = False  # bytes after the body: the connection is not reusable
             return
-        data = await src.readexactly(size + 2)
-        if data[-2:] != b"\r\n":
-            raise BadMessage("chunk not followed by CRLF")
-        write(line + data)
-        if drain is not None:
-            await drain()
+        try:
+            out = self.relay.push(data)
+            if out:
+                self.write(out)
+        except BaseException as exc:  # noqa: BLE001 - handed to the relaying coroutine
+            self.error = exc
+        if self.error is not None or self.relay.scanner.done:
+            self.transport.pause_reading()
+            self._wake()
+        elif self.client_buffer() > HIGH_WATER:
+            self.transport.pause_reading()
+            self.paused = True
+            self._wake()
+
+    def eof_received(self) -> bool:
+        if self.error is None and not self.relay.scanner.done:
+            self.error = asyncio.IncompleteReadError(self.relay.held, None)
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.error is None and not self.relay.scanner.done:
+            self.error = exc or asyncio.IncompleteReadError(self.relay.held, None)
+        self._wake()
+
+
+async def relay_chunked(src: asyncio.StreamReader, write, drain=None, prefix: bytes = b"",
+                        transport: asyncio.Transport | None = None, client_buffer=None) -> bool:
+    """Copy one chunked body verbatim (framing included, checked) as it arrives, ending after the trailers.
+
+    Whatever bytes arrive are written at once (see ChunkRelay for the hold-back). `prefix` (the
+    response head) goes out with the first bytes when they are already there. With `transport` (the
+    backend connection) the relay runs in that transport's `data_received` until the body ends, which
+    saves an event-loop pass per chunk; without it, a read loop on `src`. Returns True when the body
+    ended exactly (nothing extra followed, so the connection can be reused). Raises
+    IncompleteReadError or ConnectionError when the backend goes away, BadMessage on broken framing.
+    """
+    relay = ChunkRelay()
+    while src._buffer and not relay.scanner.done:  # noqa: SLF001 - bytes read along with the head
+        out = relay.push(await src.read(READ_SIZE))
+        if prefix or out:
+            write(prefix + out)
+            prefix = b""
+    if prefix:
+        write(prefix)
+    if relay.scanner.done:
+        return relay.clean
+    if transport is None:
+        while not relay.scanner.done:
+            data = await src.read(READ_SIZE)
+            if not data:
+                raise asyncio.IncompleteReadError(relay.held, None)
+            out = relay.push(data)
+            if out:
+                write(out)
+                if drain is not None:
+                    await drain()
+        return relay.clean
+    loop = asyncio.get_running_loop()
+    proto = _RelayProtocol(relay, write, transport, client_buffer or (lambda: 0))
+    original = transport.get_protocol()
+    transport.set_protocol(proto)
+    try:
+        while True:
+            proto.waiter = loop.create_future()
+            await proto.waiter
+            if proto.error is not None:
+                raise proto.error
+            if relay.scanner.done:
+                return relay.clean
+            if proto.paused:  # the client reads slower than the backend writes
+                if drain is not None:
+                    await drain()
+                proto.paused = False
+                transport.resume_reading()
+    finally:
+        transport.set_protocol(original)
+        if relay.scanner.done and proto.error is None:
+            transport.resume_reading()
+
+
+class ChunkedBody:
+    """Decodes a chunked request body strictly, a bounded piece at a time (never a client-chosen size at once)."""
+
+    __slots__ = ("reader", "left", "done", "size")
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.left = 0  # bytes of the current chunk still to read
+        self.done = False
+        self.size = 0  # data bytes decoded so far
+
+    async def piece(self) -> bytes:
+        """The next piece of body data (at most READ_SIZE bytes); b"" once the body (and trailers) ended."""
+        reader = self.reader
+        if self.done:
+            return b""
+        if not self.left:
+            size = chunk_size(await _line(reader))
+            if size == 0:
+                for _ in range(MAX_TRAILERS + 1):
+                    line = await _line(reader)
+                    if line == b"\r\n":
+                        self.done = True
+                        return b""
+                    check_trailer(line)
+                raise BadMessage("too many trailer lines")
+            self.left = size
+        data = await reader.read(min(self.left, READ_SIZE))
+        if not data:
+            raise asyncio.IncompleteReadError(b"", self.left)
+        self.left -= len(data)
+        self.size += len(data)
+        if not self.left and await reader.readexactly(2) != b"\r\n":
+            raise BadMessage("chunk data not followed by CRLF")
+        return data
 
 
 async def relay_length(src: asyncio.StreamReader, write, length: int, drain=None) -> None:
     """Copy exactly `length` body bytes, as they arrive."""
     remaining = length
     while remaining > 0:
-        data = await src.read(min(remaining, 256 * 1024))
+        data = await src.read(min(remaining, READ_SIZE))
         if not data:
             raise asyncio.IncompleteReadError(b"", remaining)
         remaining -= len(data)
@@ -291,7 +394,7 @@ async def relay_length(src: asyncio.StreamReader, write, length: int, drain=None
 async def relay_eof(src: asyncio.StreamReader, write, drain=None) -> None:
     """Copy a close-delimited body until the sender closes."""
     while True:
-        data = await src.read(256 * 1024)
+        data = await src.read(READ_SIZE)
         if not data:
             return
         write(data)
@@ -301,32 +404,17 @@ async def relay_eof(src: asyncio.StreamReader, write, drain=None) -> None:
 
 async def relay_dechunked(src: asyncio.StreamReader, write, drain=None, prefix: bytes = b"") -> bool:
     """Copy a chunked body's data without its framing, for an HTTP/1.0 client (which cannot parse
-    chunked encoding; the response is then close-delimited). Each chunk's data goes out as it arrives,
-    so SSE stays unbuffered. Never reads past the body; returns True (the connection stays reusable).
+    chunked encoding; the response is then close-delimited). Each piece goes out as it arrives, so SSE
+    stays unbuffered. Never reads past the body; returns True (the connection stays reusable).
     """
     if prefix:
         write(prefix)
+    body = ChunkedBody(src)
     try:
-        while True:
-            line = await src.readuntil(b"\r\n")
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError as exc:
-                raise BadMessage("bad chunk size") from exc
-            if size == 0:
-                while await src.readuntil(b"\r\n") != b"\r\n":  # trailers: not forwarded to a 1.0 client
-                    pass
-                return True
-            remaining = size
-            while remaining:
-                data = await src.read(min(remaining, 256 * 1024))
-                if not data:
-                    raise asyncio.IncompleteReadError(b"", remaining)
-                remaining -= len(data)
-                write(data)
-            if await src.readexactly(2) != b"\r\n":
-                raise BadMessage("chunk not followed by CRLF")
+        while data := await body.piece():
+            write(data)
             if drain is not None:
                 await drain()
-    except asyncio.LimitOverrunError as exc:
-        raise BadMessage("chunk size line too long") from exc
+    except BadMessage as exc:
+        raise BadMessage(exc.reason, 502) from None
+    return True

@@ -1,25 +1,26 @@
-"""The router's HTTP/1.1 front end: a hand-rolled pass-through proxy on asyncio streams.
+"""The router's HTTP/1.1 front end: a pass-through proxy on asyncio streams.
 
-Why hand-rolled: a proxy only needs the request/response *heads* parsed; bodies are relayed as raw
-bytes (chunk framing included), so SSE arrives byte-identical and unbuffered. Measured on the shared
-2-vCPU build VM (CPython 3.11, `timeit`, a 16-header OpenAI-SDK request head): `bytes.split` parsing
-~13 µs, h11 0.16 ~80 µs (about 6× slower, before any event handling). Swapping only the upstream
-side for `httpx.AsyncClient.stream` (same front end, same stub engines, 64 streams) served ~200 req/s
-at ~430 requests per router CPU-second, against ~2,600-2,900 req/s and ~12,000 per CPU-second for
-the hand-rolled upstream: httpx builds request/response objects, runs its own pool and decoders.
-The profile of this proxy under load is dominated by the two `send` syscalls per request, so the
+Heads are parsed strictly by llhttp (`heads.py`) and the forwarded head is rebuilt from validated
+fields; request bodies are decoded strictly and re-framed by the router (`intake.py`); response bodies
+are relayed as raw bytes with their framing checked on the way (`http1.py`), so SSE arrives
+byte-identical and unbuffered. Swapping the upstream side for `httpx.AsyncClient.stream` (same
+front end, same stub engines, 64 streams) served ~200 req/s against ~2,600-2,900 req/s for this
+hand-rolled upstream: httpx builds request/response objects, runs its own pool and decoders. The
 relay coalesces: whatever bytes arrived are forwarded in one write, and a response head leaves
 together with the first body bytes when they are already there (see `http1.relay_chunked`).
-`bench/router.py` has the end-to-end numbers against the stub engine direct, nginx and LiteLLM.
+`bench/router.py` has the end-to-end numbers.
 
 Request life:
-1. Read the head; bodies up to `retry_body_limit` are read whole (so they can be retried), larger or
-   chunked ones are streamed to the backend as they arrive (and then are not retried).
+1. Read the head (a malformed one is 400/431/501 and the connection closes before any byte goes
+   upstream); bodies up to `retry_body_limit` are read whole (so they can be retried), larger ones
+   are streamed to the backend as they arrive (and then are not retried). Any answer the router
+   gives before the body was read to its end closes the connection.
 2. Pick a backend (`router.py`), send, wait for the response head. A connect error, a connection that
    closes before answering, or 429/502/503/504 retries on another backend, at most `max_attempts` in
    all. Retries happen only before the client has seen a single byte.
    A backend that sends no response head within `upstream_timeout_s` fails the same way (504 when
    the body was streamed through and cannot be resent).
+   A backend's malformed response head is a 502 (that connection is dropped, never pooled).
 3. Forward the head (plus `X-C3-Backend`, `X-C3-Sticky`, `X-C3-Key-Source`) and relay the body.
    If the backend dies midway through an SSE stream, the client gets one final
    `event: error` with an OpenAI-style error object and the response ends; nothing is replayed.
@@ -34,25 +35,16 @@ import logging
 import time
 
 from backend.pool.admin import handle_admin, is_admin_path, json_error
-from backend.pool.http1 import (
-    BadMessage,
-    Head,
-    body_framing,
-    forward_lines,
-    parse_request,
-    parse_response,
-    read_head,
-    relay_chunked_exact,
-    relay_length,
-    wants_close,
-)
+from backend.pool.heads import Head, HeadError, forward_fields, parse_request
+from backend.pool.http1 import MAX_HEAD, BadMessage, read_head
+from backend.pool.intake import Body, send_rest, take_body
 from backend.pool.keys import extract_key
-from backend.pool.respond import READ_ERRORS, ClientGone, relay_response
+from backend.pool.listener import Listener
+from backend.pool.respond import READ_ERRORS, ClientGone, read_response_head, relay_response
 from backend.pool.router import Router
 
 log = logging.getLogger("c3.pool")
 
-IDLE_TIMEOUT_S = 75.0
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 UPSTREAM_DROP = frozenset({b"host", b"expect"})
 
@@ -61,7 +53,7 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
     """Stream protocol that notices a client leaving even while nobody reads from it."""
 
     def __init__(self, server: PoolServer) -> None:
-        self.reader = asyncio.StreamReader(limit=64 * 1024)
+        self.reader = asyncio.StreamReader(limit=MAX_HEAD)
         super().__init__(self.reader, self._connected)
         self.server = server
         self.lost = False
@@ -73,6 +65,7 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
         self.wait_deadline = 0.0  # while waiting for a backend's response head: when to give up; else 0
         self.wait_transport: asyncio.Transport | None = None
         self.wait_expired = False
+        self.body_deadline = 0.0  # while reading a request body: when the next bytes are overdue; else 0
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -102,7 +95,7 @@ class PoolServer:
     def __init__(self, router: Router) -> None:
         self.router = router
         self.config = router.config
-        self.server: asyncio.AbstractServer | None = None
+        self.server: Listener | None = None
         self.port = 0
         self.closing = False
         self.force = False  # a second signal: stop waiting for requests in progress
@@ -114,20 +107,21 @@ class PoolServer:
         """Probe the backends, then listen."""
         await self.router.start()
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: ClientProtocol(self), self.config.host, self.config.port, backlog=4096, reuse_address=True
-        )
-        self.port = self.server.sockets[0].getsockname()[1]
+        self.server = Listener(self.config.host, self.config.port, lambda: ClientProtocol(self))
+        self.server.start()
+        self.port = self.server.port
         self._reaper = loop.create_task(self._reap())
 
     async def _reap(self) -> None:
-        """Idle keep-alive connections and backends silent past `upstream_timeout_s`, checked on a tick.
+        """Idle connections, overdue request bodies and silent backends, checked on a tick.
 
-        One sweep over the connections replaces two timers per request (idle + upstream timeout): under
-        load, arming and cancelling those left a cancelled handle per request in the event loop's heap.
-        Deadlines are met to within one tick (at most 1 s, a quarter of the upstream timeout when shorter).
+        One sweep over the connections replaces timers per request (idle, body, upstream timeout):
+        under load, arming and cancelling those left a cancelled handle per request in the event
+        loop's heap. Deadlines are met to within one tick (at most 1 s, a quarter of the shortest
+        timeout when shorter).
         """
-        tick = max(0.05, min(1.0, self.config.upstream_timeout_s / 4, IDLE_TIMEOUT_S / 4))
+        cfg = self.config
+        tick = max(0.05, min(1.0, cfg.upstream_timeout_s / 4, cfg.idle_timeout_s / 4, cfg.body_timeout_s / 4))
         while True:
             await asyncio.sleep(tick)
             now = time.monotonic()
@@ -136,7 +130,12 @@ class PoolServer:
                     proto.wait_expired = True
                     proto.wait_deadline = 0.0
                     proto.wait_transport.abort()
-                elif not proto.busy and now - proto.idle_since > IDLE_TIMEOUT_S and proto.transport is not None:
+                elif proto.body_deadline and now >= proto.body_deadline and proto.transport is not None:
+                    proto.body_deadline = 0.0
+                    log.info("closed a client connection: no request body bytes for %gs", cfg.body_timeout_s)
+                    proto.transport.write(json_error(408, f"request body stalled for {cfg.body_timeout_s:g}s", "invalid_request_error", close=True))
+                    proto.transport.close()
+                elif not proto.busy and now - proto.idle_since > cfg.idle_timeout_s and proto.transport is not None:
                     proto.transport.close()
 
     async def shutdown(self, timeout_s: float | None = None) -> None:
@@ -169,22 +168,28 @@ class PoolServer:
         self.connections.add(proto)
         try:
             while not self.closing:
-                # An idle keep-alive connection is closed after IDLE_TIMEOUT_S by the reaper (`_reap`).
+                # An idle keep-alive connection, or a head that takes longer than idle_timeout_s to
+                # arrive, is closed by the reaper (`_reap`).
                 try:
                     raw = await read_head(reader)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     break
-                except BadMessage:
-                    writer.write(json_error(431, "request head too large", "invalid_request_error", close=True))
+                except HeadError as exc:
+                    writer.write(json_error(exc.status, f"malformed request: {exc.reason}", "invalid_request_error", close=True))
                     break
                 proto.busy = True
                 try:
                     req = parse_request(raw)
-                except BadMessage as exc:
-                    writer.write(json_error(400, f"malformed request: {exc}", "invalid_request_error", close=True))
+                except HeadError as exc:
+                    # Refused before a byte goes anywhere; the connection closes (its framing is unknown).
+                    writer.write(json_error(exc.status, f"malformed request: {exc.reason}", "invalid_request_error", close=True))
                     break
                 try:
                     keep = await self.handle(proto, req, reader, writer)
+                except BadMessage as exc:
+                    if not proto.lost:
+                        writer.write(json_error(exc.status, f"malformed request body: {exc.reason}", "invalid_request_error", close=True))
+                    keep = False
                 except (ClientGone, asyncio.IncompleteReadError, ConnectionError):
                     keep = False
                 except Exception:  # one bad request must not take the router down
@@ -213,37 +218,27 @@ class PoolServer:
 
     async def handle(self, proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Serve one request; True when the client connection may carry another."""
-        target = req.b
-        if is_admin_path(target):
+        if is_admin_path(req.b):
             return await handle_admin(self, req, reader, writer)
-        client_close = wants_close(req) or self.closing
-        try:
-            framing, length = body_framing(req.headers)
-        except BadMessage as exc:
-            writer.write(json_error(400, f"malformed request: {exc}", "invalid_request_error", close=True))
-            return False
-        expect = req.headers.get(b"expect", b"").lower().startswith(b"100-continue")
-        streamed = framing == "chunked" or (framing == "length" and length > self.config.retry_body_limit)
-        body = b""
-        if framing == "length" and not streamed and length:
-            if expect:
-                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            body = await reader.readexactly(length)
+        client_close = not req.keep_alive or self.closing
+        if req.framing != "none" and req.headers.get(b"expect", b"").lower() == b"100-continue":
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        body = await take_body(proto, req, reader, self.config.retry_body_limit, self.config.body_timeout_s)
 
         router = self.router
         raw_key, source = extract_key(req.headers, router.mode)
         key = router.hasher.digest(raw_key) if raw_key is not None else None
         del raw_key
-        tail = b"\r\n".join(forward_lines(req, UPSTREAM_DROP))
-        tail = (b"\r\n" + tail if tail else b"") + b"\r\n\r\n"
+        # The forwarded head is rebuilt from validated fields; framing is the router's own.
+        tail = forward_fields(req, UPSTREAM_DROP) + body.framing_header() + b"\r\n"
         source_b = source.encode("latin-1")
         first = (router.choose(key),)  # decided before counting this request as the key's own in-flight
         if key is None:
-            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, framing, length, streamed, expect, client_close)
+            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close)
         busy = router.key_busy
         busy[key] = busy.get(key, 0) + 1  # holds a pin on a draining backend while the key is mid-request
         try:
-            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, framing, length, streamed, expect, client_close)
+            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close)
         finally:
             left = busy.get(key, 1) - 1
             if left > 0:
@@ -251,17 +246,26 @@ class PoolServer:
             else:
                 busy.pop(key, None)
 
-    async def _forward(self, proto, req: Head, reader, writer, first: tuple, key: str | None, tail: bytes, source_b: bytes, body: bytes,
-                       framing: str, length: int, streamed: bool, expect: bool, client_close: bool) -> bool:
+    async def _forward(self, proto, req: Head, reader, writer, first: tuple, key: str | None, tail: bytes, source_b: bytes, body: Body,
+                       client_close: bool) -> bool:
         """Send the request to a backend (retrying before the first byte) and relay its answer."""
         router = self.router
         target = req.b
+        streamed = body.streamed
         tried: set[str] = set()
         attempts = 0
         stale_retry_used = False
         outcome = "none"
         last_failure = "no backend is routable"
         fail_status = 502
+
+        def refuse(status: int, message: str, kind: str, extra: list[bytes] | None = None) -> bool:
+            # An answer before the request body was read to its end closes the connection: the rest
+            # of the body must never be read as the next request.
+            close = client_close or not body.done
+            writer.write(json_error(status, message, kind, close=close, extra=extra))
+            return not close
+
         while True:
             if first:
                 choice, first = first[0], ()
@@ -270,8 +274,7 @@ class PoolServer:
             if choice is None:
                 router.metrics.no_backend += 1
                 status = fail_status if tried else 503
-                writer.write(json_error(status, f"c3 pool: {last_failure}", "c3_no_backend", close=client_close, extra=[b"X-C3-Sticky: none", b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"]))
-                return not client_close
+                return refuse(status, f"c3 pool: {last_failure}", "c3_no_backend", [b"X-C3-Sticky: none", b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"])
             b, sticky = choice
             if not (sticky == "hit" and outcome in ("miss", "repin")):
                 outcome = sticky  # a retry keeps the first decision's miss/repin
@@ -293,30 +296,23 @@ class PoolServer:
                         attempts += 1
                         if attempts >= self.config.max_attempts:
                             router.metrics.no_backend += 1
-                            writer.write(json_error(502, f"c3 pool: {last_failure}", "c3_no_backend", close=client_close))
-                            return not client_close
+                            return refuse(502, f"c3 pool: {last_failure}", "c3_no_backend")
                         continue
                 up_r, up_w = conn
                 if proto.lost:
                     up_w.transport.abort()
                     raise ClientGone
                 proto.on_lost = up_w.transport.abort
-                head = b"%s %s%s HTTP/1.1\r\nHost: %s%s" % (req.a, b.prefix, target, b.host_header, tail)
+                head = b"%s %s%s HTTP/1.1\r\nHost: %s\r\n%s" % (req.a, b.prefix, target, b.host_header, tail)
                 if not streamed:
-                    up_w.write(head + body if body else head)
+                    up_w.write(head + body.data if body.data else head)
                 else:
                     up_w.write(head)
-                    if expect:
-                        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                     try:
-                        if framing == "chunked":
-                            await relay_chunked_exact(reader, up_w.write, up_w.drain)
-                        else:
-                            await relay_length(reader, up_w.write, length, up_w.drain)
-                    except BadMessage as exc:
+                        await send_rest(proto, body, reader, up_w, self.config.body_timeout_s)
+                    except BadMessage:
                         up_w.transport.abort()
-                        writer.write(json_error(400, f"malformed request body: {exc}", "invalid_request_error", close=True))
-                        return False
+                        raise
                     except (asyncio.IncompleteReadError, ConnectionError, OSError):
                         up_w.transport.abort()
                         if proto.lost or reader.at_eof():
@@ -331,17 +327,20 @@ class PoolServer:
                 proto.wait_transport = up_w.transport
                 proto.wait_deadline = time.monotonic() + self.config.upstream_timeout_s
                 try:
-                    raw = await read_head(up_r)
-                    resp = parse_response(raw)
-                    while resp.a[:1] == b"1" and resp.a != b"101":
-                        raw = await read_head(up_r)
-                        resp = parse_response(raw)
+                    resp = await read_response_head(up_r)
                 except READ_ERRORS as exc:
                     up_w.transport.abort()
                     proto.on_lost = None
                     if proto.lost:
                         router.metrics.client_disconnects += 1
                         raise ClientGone from None
+                    if isinstance(exc, HeadError):
+                        # A backend that breaks HTTP is failing: this connection is dropped (never pooled)
+                        # and the client gets a 502 (nothing of the bad answer reaches it).
+                        last_failure = f"backend {b.name} sent a malformed response head ({exc.reason})"
+                        log.warning("%s", last_failure)
+                        router.passive_failure(b, last_failure, hard=False)
+                        return refuse(502, f"c3 pool: {last_failure}", "c3_backend_failed")
                     if proto.wait_expired:
                         # Accepted but silent: a wedged engine. Count it against the backend (suspect;
                         # enough of them take it down) and move on while the client has seen nothing.
@@ -356,8 +355,7 @@ class PoolServer:
                         tried.add(b.name)
                         attempts += 1
                         if attempts >= self.config.max_attempts:
-                            writer.write(json_error(504, f"c3 pool: {last_failure}", "c3_backend_timeout", close=client_close))
-                            return not client_close
+                            return refuse(504, f"c3 pool: {last_failure}", "c3_backend_timeout")
                         continue
                     if streamed:
                         router.passive_failure(b, "closed before answering", hard=False)
@@ -372,8 +370,7 @@ class PoolServer:
                     tried.add(b.name)
                     attempts += 1
                     if attempts >= self.config.max_attempts:
-                        writer.write(json_error(502, f"c3 pool: {last_failure}", "c3_backend_failed", close=client_close))
-                        return not client_close
+                        return refuse(502, f"c3 pool: {last_failure}", "c3_backend_failed")
                     continue
                 finally:
                     proto.wait_deadline = 0.0

@@ -11,24 +11,20 @@ import json
 import logging
 
 from backend.pool.admin import json_error
+from backend.pool.heads import Head, HeadError, forward_fields
 from backend.pool.http1 import (
-    BadMessage,
-    Head,
-    body_framing,
-    forward_lines,
+    read_response_head,
     relay_chunked,
     relay_dechunked,
     relay_eof,
     relay_length,
-    wants_close,
 )
 
 log = logging.getLogger("c3.pool")
 
 SMALL_BODY = 64 * 1024
-NO_DROP: frozenset[bytes] = frozenset()
-DROP_TE = frozenset({b"transfer-encoding"})
-READ_ERRORS = (asyncio.IncompleteReadError, ConnectionError, BadMessage, OSError)
+READ_ERRORS = (asyncio.IncompleteReadError, ConnectionError, HeadError, OSError)
+__all__ = ["READ_ERRORS", "ClientGone", "read_response_head", "relay_response"]
 
 
 class ClientGone(Exception):
@@ -54,24 +50,31 @@ async def relay_response(server, proto, req: Head, resp: Head, b, sticky: str, s
     if req.a == b"HEAD" or status in (204, 304):
         framing, length = "none", 0
     else:
-        try:
-            framing, length = body_framing(resp.headers)
-        except BadMessage:
-            framing, length = "eof", 0
+        framing, length = resp.framing, resp.length
         if framing == "none":
             framing = "eof"
     close = client_close or framing == "eof" or server.closing
-    reusable = framing != "eof" and not wants_close(resp)
+    reusable = framing != "eof" and resp.keep_alive
     old_client = req.version == b"HTTP/1.0"
     dechunk = old_client and framing == "chunked"  # HTTP/1.0 has no chunked encoding: close-delimit instead
     if dechunk:
         close = True
-    lines = [resp.first, *forward_lines(resp, DROP_TE if dechunk else NO_DROP), b"X-C3-Backend: " + b.name.encode(), b"X-C3-Sticky: " + sticky.encode(), b"X-C3-Key-Source: " + source_b]
+    # Re-serialized from the validated head: the backend's framing and connection headers are replaced
+    # by the router's own (the body keeps the framing the router checked).
+    out = [b"HTTP/1.1 %s %s\r\n" % (resp.a, resp.b), forward_fields(resp)]
+    if framing == "chunked" and not dechunk:
+        out.append(b"Transfer-Encoding: chunked\r\n")
+    elif framing == "length":
+        out.append(b"Content-Length: %d\r\n" % length)
+    elif framing == "none" and resp.framing == "length":
+        out.append(b"Content-Length: %d\r\n" % resp.length)  # HEAD/304: the length the GET would have
+    out.append(b"X-C3-Backend: %s\r\nX-C3-Sticky: %s\r\nX-C3-Key-Source: %s\r\n" % (b.name.encode(), sticky.encode(), source_b))
     if close:
-        lines.append(b"Connection: close")
+        out.append(b"Connection: close\r\n")
     elif old_client:
-        lines.append(b"Connection: keep-alive")  # a 1.0 client assumes close unless told otherwise
-    out_head = b"\r\n".join(lines) + b"\r\n\r\n"
+        out.append(b"Connection: keep-alive\r\n")  # a 1.0 client assumes close unless told otherwise
+    out.append(b"\r\n")
+    out_head = b"".join(out)
 
     head_sent = False
 
@@ -92,7 +95,8 @@ async def relay_response(server, proto, req: Head, resp: Head, b, sticky: str, s
         elif dechunk:
             reusable = await relay_dechunked(up_r, write, writer.drain, prefix=out_head) and reusable
         elif framing == "chunked":
-            reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head) and reusable
+            reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head, transport=up_w.transport,
+                                           client_buffer=writer.transport.get_write_buffer_size) and reusable
         else:
             write(out_head)
             if framing == "length":

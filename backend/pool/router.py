@@ -86,6 +86,11 @@ class PoolConfig(BaseModel):
     """Longest wait for a backend's response head once the request is sent; then the backend counts as
     failing (a held request is retried elsewhere, otherwise the client gets 504). Non-streaming requests
     only get their head when generation ends, so raise it for very long non-streamed generations."""
+    body_timeout_s: float = Field(default=60.0, gt=0)
+    """Longest wait for the next bytes of a request body; then the client gets 408 and is disconnected."""
+    idle_timeout_s: float = Field(default=75.0, gt=0)
+    """A client connection idle this long between requests, or still sending its request head after
+    this long, is closed (bounds slow-header clients)."""
     hot_key_share: float = Field(default=0.5, gt=0, le=1)
     """Flag a key holding more than this share of a backend's recent requests."""
     hot_key_window: int = Field(default=200, ge=1)
@@ -107,6 +112,10 @@ class Router:
             name: Backend(name, url, policy, connect_timeout_s=config.connect_timeout_s) for name, url in config.backends
         }
         self.order = list(self.backends.values())
+        for name, url in config.backends:
+            if self.backends[name].url != url.rstrip("/"):
+                log.warning("backend %s: its URL carries user:password; the router never uses, sends or shows it "
+                            "(authenticate with the pool's own API key or a header instead)", name)
         self.ring = HashRing(list(self.backends), vnodes=config.vnodes)
         self.pins = PinTable(cap=config.pin_cap, ttl_s=config.pin_ttl_s)
         self.hasher = KeyHasher(salt or os.urandom(32))

@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from backend.errors import EnvironmentProblem
+from backend.errors import EnvironmentProblem, Refused
 from backend.pool import status as status_mod
 from backend.pool.keys import load_or_create_salt
 from backend.pool.proxy import PoolServer
@@ -36,7 +36,10 @@ def _setup_logging() -> None:
 async def serve(config: PoolConfig, on_ready: Callable[[PoolServer], None] | None = None, stop: asyncio.Event | None = None) -> None:
     """Run until `stop` is set or a SIGTERM/SIGINT arrives; then drain and return."""
     salt = load_or_create_salt(config.state_dir / "salt") if config.state_dir else None
-    router = Router(config, salt=salt)
+    try:
+        router = Router(config, salt=salt)
+    except ValueError as exc:
+        raise Refused(str(exc), hint="fix the node's URL with `c3 node add` (http(s)://host:port)") from None
     server = PoolServer(router)
     try:
         await server.start()
@@ -85,17 +88,16 @@ async def serve(config: PoolConfig, on_ready: Callable[[PoolServer], None] | Non
 
 
 def event_loop_kind() -> str:
-    """`asyncio`, or `uvloop` when `C3_POOL_LOOP=uvloop` and it is installed.
+    """`uvloop` (a dependency, the default) or `asyncio` when `C3_POOL_LOOP=asyncio` or uvloop is missing.
 
-    Opt-in only: on the loopback bench uvloop saved ~10 % CPU per request (the proxy's time goes to
-    send/recv syscalls, which no event loop removes), not enough to make it a dependency.
+    Measured independently for issue #10: uvloop took the router from ~8.5k to ~12k req/s on one core
+    (~29 % less CPU per request); bench/RESULTS.md has this repo's own figures.
     """
-    if os.environ.get("C3_POOL_LOOP", "").lower() != "uvloop":
+    if os.environ.get("C3_POOL_LOOP", "").lower() == "asyncio":
         return "asyncio"
     try:
-        import uvloop  # noqa: F401 - optional
+        import uvloop  # noqa: F401 - a dependency on Linux/macOS; absent elsewhere
     except ImportError:
-        log.warning("C3_POOL_LOOP=uvloop but uvloop is not installed; using asyncio")
         return "asyncio"
     return "uvloop"
 

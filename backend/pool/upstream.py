@@ -11,13 +11,30 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlunparse
 
 from backend.pool.health import BackendHealth, HealthPolicy
-from backend.pool.http1 import BadMessage, parse_response, read_head
+from backend.pool.heads import HeadError
+from backend.pool.http1 import read_response_head
 from backend.pool.metrics import BackendMetrics
 
 STREAM_LIMIT = 256 * 1024
+
+
+def redact_url(url: str) -> str:
+    """The URL without any `user:password@` part: what the router shows, logs and serves.
+
+    Node URLs with credentials are refused when a node is added; this is the second line of defence
+    for one that reaches the router anyway (a hand-edited registry): its userinfo is never used, never
+    sent upstream (Host is built from host:port) and never printed, logged or served.
+    """
+    try:
+        parsed = urlparse(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if "@" not in parsed.netloc:
+        return url
+    return urlunparse(parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1]))
 
 
 class Backend:
@@ -26,13 +43,18 @@ class Backend:
     __slots__ = ("name", "url", "host", "port", "ssl", "prefix", "host_header", "idle", "max_idle", "connect_timeout_s", "health", "metrics")
 
     def __init__(self, name: str, url: str, policy: HealthPolicy, *, connect_timeout_s: float = 3.0, max_idle: int = 256) -> None:
-        parsed = urlparse(url)
+        shown = redact_url(url)
+        try:
+            parsed = urlparse(url)
+            port = parsed.port
+        except ValueError:
+            raise ValueError(f"backend {name}: `{shown}` is not a valid URL") from None
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"backend {name}: `{url}` is not an http(s) URL")
+            raise ValueError(f"backend {name}: `{shown}` is not an http(s) URL")
         self.name = name
-        self.url = url.rstrip("/")
+        self.url = shown.rstrip("/")  # never the userinfo: this is what status, metrics and logs show
         self.host = parsed.hostname
-        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.port = port or (443 if parsed.scheme == "https" else 80)
         self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parsed.scheme == "https" else None
         prefix = parsed.path.rstrip("/")
         # A node registered as http://h:8000/v1 still receives /v1/... paths once, not /v1/v1/...
@@ -80,7 +102,7 @@ async def _get_status(backend: Backend, path: bytes) -> int:
             b"GET " + backend.prefix + path + b" HTTP/1.1\r\nHost: " + backend.host_header
             + b"\r\nUser-Agent: c3-pool-probe\r\nConnection: close\r\n\r\n"
         )
-        head = parse_response(await read_head(reader))
+        head = await read_response_head(reader)
         return int(head.a)
     finally:
         writer.transport.abort()
@@ -97,7 +119,7 @@ async def probe(backend: Backend) -> tuple[str, float | None, str | None]:
                 status = await _get_status(backend, b"/v1/models")
     except TimeoutError:
         return "fail", None, f"probe timed out after {backend.health.policy.timeout_s:g}s"
-    except (OSError, asyncio.IncompleteReadError, BadMessage) as exc:
+    except (OSError, asyncio.IncompleteReadError, HeadError) as exc:
         return "fail", None, type(exc).__name__ + (f": {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else "")
     rtt = round((time.perf_counter() - started) * 1000.0, 3)
     if 200 <= status < 300:

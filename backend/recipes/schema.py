@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from backend.envnames import ENV_NAME
+
 RECIPE_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 DIGEST_RE = re.compile(r"(@sha256:[0-9a-f]{64}$)|(^sha256:[0-9a-f]{64}$)")
 ParamValue = str | int | float | bool
@@ -152,7 +154,9 @@ class Recipe(BaseModel):
     worker_command: list[str] | None = None
     """Ranks ≥ 1 (None: the same as `command`). Extra placeholders: rank, nnodes, head_address, node_address."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Non-secret environment for every rank (`{placeholders}` allowed)."""
+    """Environment for every rank (`{placeholders}` allowed); secret (env file, redacted) unless in `public_env`."""
+    public_env: list[str] = Field(default_factory=list)
+    """Names in `env` that may go on the command line and be shown (never a credential-looking one)."""
     api_key_env: str | None = "C3_API_KEY"
     """Variable in c3's environment whose value becomes the engine's API key (VLLM_API_KEY), sent in a 0600 env file."""
     health_path: str = "/health"
@@ -174,6 +178,11 @@ class Recipe(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Recipe:
+        bad = [k for k in self.env if not ENV_NAME.fullmatch(k)]
+        if bad:
+            raise ValueError(f"env name {bad[0][:60]!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        if self.api_key_env is not None and not ENV_NAME.fullmatch(self.api_key_env):
+            raise ValueError(f"api_key_env {self.api_key_env[:60]!r} is not a valid variable name")
         if "port" not in self.defaults:
             raise ValueError("defaults must set `port` (rank 0 serves the API there)")
         if self.verified:

@@ -24,7 +24,7 @@ Decisions (also in the CLI help):
   successful TCP connect proves route and firewall (and a busy port is refused before anything starts).
 - **Versions**: Ray (`ray --version`) and Python (the interpreter in the `ray` script's first line, or
   `--python`) must be identical on every node.
-- **Secrets**: profile env names that look secret (…TOKEN, …KEY, …SECRET, …PASSWORD) and HF_TOKEN from
+- **Secrets**: every profile env value not listed in `public_env` (or that looks like a credential, backend.secrets_env) and HF_TOKEN from
   c3's environment go to every step on stdin, never in argv or the dry-run (shown as `<hidden>`).
 - **No state**: every process carries `C3_SHARD=<head>-<port>`; `shard stop`/`status` find them through
   /proc/PID/environ. Ctrl+C (SIGINT/SIGTERM): server first, `ray stop` on every node, each part's

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from backend.envnames import assignments, check_env_name
 from backend.shard.models import Step
 
 PGID_MARK = "c3-pgid "
@@ -78,8 +79,10 @@ def launch_script(env: dict[str, str], step: Step, *, tag: str, secret_names: li
              'while IFS= read -r c3_line; do [ -z "$c3_line" ] && break; export "$c3_line"; done; exec </dev/null']
     lines.append(f'echo "{PGID_MARK}$$"')
     lines.append(f"export C3_SHARD={shlex.quote(tag)}")
-    assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**env, **step.env}.items())
-    lines.append(f"exec env {assignments} {' '.join(shlex.quote(a) for a in step.argv)} 2>&1")
+    for name in secret_names:
+        check_env_name(name, "secret")
+    words = assignments({**env, **step.env}, "shard environment")
+    lines.append(f"exec env {words} {' '.join(shlex.quote(a) for a in step.argv)} 2>&1")
     return "\n".join(lines) + "\n"
 
 
@@ -87,7 +90,7 @@ def secrets_stdin(secrets: dict[str, str]) -> str | None:
     """What `launch_script` reads from stdin (None when there are no secrets)."""
     if not secrets:
         return None
-    return "".join(f"{k}={v}\n" for k, v in secrets.items() if "\n" not in v) + "\n"
+    return "".join(f"{check_env_name(k, 'secret')}={v}\n" for k, v in secrets.items() if "\n" not in v) + "\n"
 
 
 def kill_group_script(pgid: int, grace_s: float, *, settle_s: float = 0) -> str:

@@ -37,7 +37,7 @@ FORWARDED_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 def collect_secrets(options: ShardOptions) -> dict[str, str]:
     """Secret values for the nodes: the profile's secret-looking env plus HF_TOKEN from c3's environment."""
-    _, secrets = split_env(options.env)
+    _, secrets = split_env(options.env, options.public_env)
     for name in FORWARDED_SECRETS:
         if name in os.environ and name not in secrets:
             secrets[name] = os.environ[name]
@@ -48,7 +48,24 @@ async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run
                 timing: Timing | None = None) -> int:
     """Plan, then (unless `dry_run`) run in the foreground; the exit code."""
     secrets = collect_secrets(options)
-    execs = await open_execs(nodes, ssh_key=ssh_key)
+    if dry_run:
+        execs, failures = await open_execs_partial(nodes, ssh_key=ssh_key)
+        if failures:
+            # A dry run needs no node: show the plan with what only the nodes can tell as placeholders.
+            await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+            from backend.shard.plan import placeholder_plan
+            from backend.shard.render import describe
+
+            plan = placeholder_plan(nodes, options, secret_names=sorted(secrets))
+            said = "; ".join(f"{name}: {getattr(f, 'detail', None) or getattr(f, 'message', str(f))}" for name, f in failures.items())
+            echo(f"dry run without checks: {', '.join(failures)} could not be reached ({said})")
+            echo("values in <…> are resolved on the nodes at start: the head address from the head's interfaces, "
+                 "each worker's address and interface from `ip -o -4 route get HEAD` there; GPUs from nvidia-smi")
+            for line in describe(plan):
+                echo(line)
+            return 0
+    else:
+        execs = await open_execs(nodes, ssh_key=ssh_key)
     try:
         prepared: Prepared = await prepare(nodes, execs, options, secret_names=sorted(secrets))
         head = prepared.plan.parts[0]

@@ -6,19 +6,25 @@ every refusal is unit-testable and `--dry-run` shows exactly what a real start w
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import shlex
 
 from pydantic import BaseModel, Field
 
+from backend.cluster.addresses import (  # noqa: F401 - shared with recipes; tests import them here
+    GroupAddresses,
+    assign,
+    check_routes,
+    choose_head_address,
+    placeholders,
+)
+from backend.envnames import assignments, check_env_name
 from backend.errors import Refused, UsageError
+from backend.secrets_env import split_secrets
 from backend.nodes.registry import Node
 from backend.shard import mp_cmds, ray_cmds
 from backend.shard.models import Backend, NodeFacts, NodePart, Route, ShardPlan, Step
-from backend.shard.probe import is_virtual
 
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL)", re.IGNORECASE)
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9@_.:-]+$")
 
 
@@ -58,7 +64,9 @@ class ShardOptions(BaseModel):
     args: list[str] = Field(default_factory=list)
     """Extra `vllm serve` arguments (from the profile)."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment for every step (from the profile); secret-looking names are never shown."""
+    """Extra environment for every step (from the profile); secret unless named in `public_env`."""
+    public_env: list[str] = Field(default_factory=list)
+    """Names in `env` that may be shown and passed in the clear (backend.secrets_env)."""
 
 
 def order_nodes(nodes: list[Node], options: ShardOptions) -> list[Node]:
@@ -147,74 +155,9 @@ def check_sudo(ordered: list[Node], facts: dict[str, NodeFacts]) -> None:
         )
 
 
-def _is_ipv4(text: str) -> bool:
-    try:
-        return isinstance(ipaddress.ip_address(text), ipaddress.IPv4Address)
-    except ValueError:
-        return False
-
-
-def choose_head_address(head: Node, facts: dict[str, NodeFacts], workers: list[Node], override: str | None) -> str:
-    """The address workers reach the head at.
-
-    Order: `--head-address`; else a head address on a subnet every worker also has an address on
-    (a direct cluster link such as a Spark's QSFP cable), preferring the registry's address when it
-    is one; else the registry's address (endpoint host, then SSH host) when the head owns it.
-    """
-    own = facts[head.name].interfaces
-    owned = {i.address for i in own}
-    if override:
-        if not _is_ipv4(override):
-            raise UsageError(f"--head-address {override} is not an IPv4 address")
-        if override not in owned:
-            raise Refused(
-                f"--head-address {override} is not an address of {head.name} "
-                f"(it has {', '.join(sorted(owned)) or 'no IPv4 address'})"
-            )
-        return override
-    shared: list[str] = []
-    for iface in own:
-        if is_virtual(iface.name) or iface.address.startswith("127."):
-            continue
-        net = ipaddress.ip_network(f"{iface.address}/{iface.prefix}", strict=False)
-        if all(any(ipaddress.ip_address(w.address) in net for w in facts[n.name].interfaces) for n in workers):
-            shared.append(iface.address)
-    registry = [a for a in (head.address, head.ssh_host) if _is_ipv4(a) and a in owned]
-    for address in registry:
-        if address in shared:
-            return address
-    if shared:
-        return shared[0]
-    if registry:
-        return registry[0]
-    candidates = [i.address for i in own if not is_virtual(i.name)]
-    if candidates:
-        return candidates[0]
-    raise Refused(f"{head.name} reports no usable IPv4 address", hint="pass --head-address ADDR")
-
-
-def check_routes(head_address: str, port: int, routes: dict[str, Route]) -> None:
-    """Refuse when any worker cannot reach the head (no route, or the TCP connect failed)."""
-    bad = [r for r in routes.values() if r.error]
-    if bad:
-        said = "; ".join(f"{r.node}: {r.error}" for r in bad)
-        raise Refused(
-            f"head address {head_address}:{port} is not reachable from {', '.join(r.node for r in bad)} ({said})",
-            hint="pick an address every worker routes to with --head-address, or fix the route/firewall",
-        )
-    for route in routes.values():
-        if route.source and (route.source.startswith("127.") or (route.interface and is_virtual(route.interface))):
-            raise Refused(
-                f"{route.node} would reach the head through {route.interface} ({route.source}), a loopback or bridge address",
-                hint="use --head-address on the cluster link",
-            )
-
-
-def split_env(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """(shown, secret): secret-looking names are passed on stdin, never shown or put in argv."""
-    shown = {k: v for k, v in env.items() if not SECRET_NAME.search(k)}
-    secret = {k: v for k, v in env.items() if SECRET_NAME.search(k)}
-    return shown, secret
+def split_env(env: dict[str, str], public: list[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """(shown, secret): everything not public is passed on stdin, never shown or put in argv."""
+    return split_secrets(env, public or [])
 
 
 def build_plan(
@@ -229,27 +172,37 @@ def build_plan(
     """Assemble each node's part in start order (checks must already have passed)."""
     ordered = order_nodes(nodes, options)
     counts = gpu_counts(ordered, facts, options)
-    shown_env, _ = split_env(options.env)
+    addresses = assign(ordered, facts, routes, head_address)
+    return _assemble(ordered, counts, addresses, options, secret_names=secret_names,
+                     local={n.name: facts[n.name].local for n in ordered},
+                     gb10={n.name: any("GB10" in g for g in facts[n.name].gpu_names) for n in ordered})
+
+
+def placeholder_plan(nodes: list[Node], options: ShardOptions, *, secret_names: list[str] | None = None) -> ShardPlan:
+    """The plan a dry run shows without asking the nodes: addresses and interfaces are placeholders
+    that say where they will be resolved; GPUs per node are --gpus-per-node, else tp × pp spread evenly."""
+    ordered = order_nodes(nodes, options)
+    total = options.tp * options.pp
+    per_node = options.gpus_per_node if options.gpus_per_node is not None else max(1, total // len(ordered))
+    counts = {n.name: per_node for n in ordered}
+    return _assemble(ordered, counts, placeholders(ordered), options, secret_names=secret_names,
+                     local={n.name: n.local for n in ordered}, gb10={n.name: False for n in ordered})
+
+
+def _assemble(ordered: list[Node], counts: dict[str, int], addresses: GroupAddresses, options: ShardOptions, *,
+              secret_names: list[str] | None, local: dict[str, bool], gb10: dict[str, bool]) -> ShardPlan:
+    shown_env, _ = split_env(options.env, options.public_env)
     head = ordered[0]
-    head_iface = next((i.name for i in facts[head.name].interfaces if i.address == head_address), "")
+    head_address = addresses.head_address
     port = options.ray_port if options.backend == "ray" else options.master_port
     tag = f"{head.name}-{port}"
     parts: list[NodePart] = []
     for rank, node in enumerate(ordered):
-        if rank == 0:
-            address, iface = head_address, head_iface
-        else:
-            route = routes[node.name]
-            address, iface = route.source or "", route.interface or ""
-        env = {
-            "VLLM_HOST_IP": address,
-            "NCCL_SOCKET_IFNAME": iface,
-            "GLOO_SOCKET_IFNAME": iface,
-            **shown_env,
-        }
+        address, iface = addresses.ranks[node.name].address, addresses.ranks[node.name].interface
+        env = {**addresses.env(node.name), **shown_env}
         if options.backend == "mp":
             env["MASTER_ADDR"] = head_address
-        elif any("GB10" in name for name in facts[node.name].gpu_names):
+        elif gb10[node.name]:
             # Unified memory: Ray's OOM monitor sees the model's weights as host memory pressure
             # and kills vLLM's workers (NVIDIA's Spark playbook and eugr set this too).
             env["RAY_memory_monitor_refresh_ms"] = "0"
@@ -258,8 +211,8 @@ def build_plan(
                 node=node.name,
                 role="head" if rank == 0 else "worker",
                 rank=rank,
-                local=facts[node.name].local,
-                ssh=None if facts[node.name].local else f"{node.ssh_user}@{node.ssh_host}:{node.ssh_port}",
+                local=local[node.name],
+                ssh=None if local[node.name] else f"{node.ssh_user}@{node.ssh_host}:{node.ssh_port}",
                 address=address,
                 interface=iface,
                 gpus=counts[node.name],
@@ -267,9 +220,6 @@ def build_plan(
                 steps=_steps(options, rank, len(ordered), head_address, address, counts[node.name]),
             )
         )
-    if options.backend == "ray":
-        # The server starts last, once every worker has joined: move it to the end of the order.
-        pass
     stop = []
     if options.stop_services:
         if not SERVICE_NAME.match(options.service_name):
@@ -286,7 +236,7 @@ def build_plan(
         pp=options.pp,
         parts=parts,
         stop_services=stop,
-        secret_env=sorted(set(secret_names or []) | set(split_env(options.env)[1])),
+        secret_env=sorted(set(secret_names or []) | set(split_env(options.env, options.public_env)[1])),
         tag=tag,
     )
 
@@ -313,6 +263,6 @@ def _steps(options: ShardOptions, rank: int, nnodes: int, head_address: str, add
 def render_step(env: dict[str, str], step: Step, secret_names: list[str]) -> str:
     """One shell line for the dry-run: `VAR=… … argv`, secrets as `VAR=<hidden>`."""
     merged = {**env, **step.env}
-    words = [f"{k}={shlex.quote(v)}" for k, v in merged.items()]
-    words += [f"{name}=<hidden>" for name in secret_names]
+    words = [assignments(merged, "shard environment")] if merged else []
+    words += [f"{check_env_name(name, 'secret')}=<hidden>" for name in secret_names]
     return " ".join(words + [shlex.quote(a) for a in step.argv])

@@ -6,15 +6,17 @@ level (`kind: shard` or no kind) or under a `shard:` mapping (so a recipe profil
 
     model: Qwen/Qwen3-235B-A22B-GPTQ-Int4   # what `vllm serve` gets (HF id or a local path)
     args: [--max-model-len, "32768"]        # extra `vllm serve` arguments (a list, or one string)
-    env: {NCCL_IB_DISABLE: "0"}             # extra environment on every node
+    env: {NCCL_IB_DISABLE: "0"}             # extra environment on every node (secret by default)
+    public_env: [NCCL_IB_DISABLE]           # names that may be shown and passed in the clear
     tp: 2                                   # defaults for --tp/--pp/--backend/--port
     pp: 1
     backend: ray
     port: 8000
 
 Without such a file, the value is taken as model args: `--profile "Qwen/Qwen3-8B --max-model-len 8192"`
-is the model followed by `vllm serve` arguments. Environment names that look secret (…TOKEN, …KEY,
-…SECRET, …PASSWORD) are never printed; HF_TOKEN from c3's own environment is passed on too.
+is the model followed by `vllm serve` arguments. Every `env` value is a secret (passed on stdin, shown
+as `<hidden>`) unless its name is in `public_env` and neither name nor value looks like a credential
+(backend.secrets_env); HF_TOKEN from c3's own environment is passed on too.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from backend import paths, strict_yaml
-from backend.userfiles import read_text
+from backend.envnames import ENV_NAME
 from backend.errors import Refused, UsageError
+from backend.userfiles import read_text
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -40,7 +43,9 @@ class ShardProfile(BaseModel):
     args: list[str] = Field(default_factory=list)
     """Extra `vllm serve` arguments."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment on every node."""
+    """Extra environment on every node (secret unless named in `public_env`)."""
+    public_env: list[str] = Field(default_factory=list)
+    """Names in `env` that may be shown in the dry run and passed in the clear."""
     tp: int | None = Field(default=None, ge=1)
     """Default for `--tp`."""
     pp: int | None = Field(default=None, ge=1)
@@ -61,6 +66,15 @@ class ShardProfile(BaseModel):
     @classmethod
     def _env_strings(cls, value: object) -> object:
         return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        # Every key reaches a shell on each node: only POSIX names (backend.envnames).
+        bad = [k for k in value if not ENV_NAME.fullmatch(k)]
+        if bad:
+            raise ValueError(f"environment name {bad[0][:60]!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        return value
 
 
 def load_profile(value: str, directory: Path | None = None) -> ShardProfile:
@@ -103,7 +117,7 @@ def _from_file(path: Path) -> ShardProfile:
         )
     else:
         section = data
-    known = {k: section[k] for k in ("model", "args", "env", "tp", "pp", "backend", "port") if k in section}
+    known = {k: section[k] for k in ("model", "args", "env", "public_env", "tp", "pp", "backend", "port") if k in section}
     if "model" not in known:
         raise Refused(f"profile {path} has no `model:` for a shard", hint="add `model: ORG/NAME` (top level or under `shard:`)")
     try:

@@ -28,7 +28,8 @@ HELP = """Price a launch with the engine's own memory rules before anything boot
 --weights-gib is what EACH RANK loads (vLLM's "Model loading took W GiB"); without it the weights
 are params × dtype from config.json (MXFP4 experts at 4.25 bits) split by TP. --gpu-mem-util
 defaults to vLLM's 0.90 (0.92 with --engine-version ≥ 0.25), SGLang's 0.85; max_num_seqs and
-max_num_batched_tokens default to vLLM's per-GPU-class values (1024/8192 on ≥ 70 GiB, else 256/2048).
+max_num_batched_tokens default to vLLM's per-GPU-class values (1024/8192 on ≥ 70 GiB unless the
+--gpu-name is an A100, else 256/2048).
 
 \b
 Exit codes: 0 fits or tight; 1 wont-fit, incompatible-hw, unknown (could not be priced),
@@ -161,7 +162,7 @@ def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int
 def _fit_config(
     config: Path, vram: str | None, tp: int | None, pp: int, weights_gib: float | None, util: float | None, max_model_len: int | None,
     max_num_seqs: int | None, batched: int | None, kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
-    *, enforce_eager: bool = False, block_size: int | None = None,
+    *, enforce_eager: bool = False, block_size: int | None = None, gpu_name: str | None = None,
 ) -> int:
     from backend.catalog.configs import load_config_file
     from backend.fit import fit_config
@@ -196,7 +197,7 @@ def _fit_config(
         weights_gib=weights_gib,
         quantized=bool(spec.quant_method),
     )
-    report = fit_config(spec, totals, knobs)
+    report = fit_config(spec, totals, knobs, gpu_name=gpu_name)
     title = f"{config.name} ({spec.architecture or spec.model_type}, {engine}, tp {tp} × pp {pp}, util {knobs.util:.2f}) on {', '.join(f'{t:g}' for t in totals)} GiB"
     if as_json:
         emit_json(_payload(report, config=str(config), tp=tp, pp=pp))
@@ -223,11 +224,12 @@ def _fit_config(
 @click.option("--engine-version", help="Engine version the numbers should assume, e.g. 0.11.0 (--config form; default: current).")
 @click.option("--enforce-eager", is_flag=True, help="No CUDA graphs (--config form): no graph memory is priced.")
 @click.option("--block-size", type=click.IntRange(1, 4096), help="KV block size in tokens (--config form; default 16, enlarged for hybrids).")
+@click.option("--gpu-name", help="NVML name of the GPUs (--config form), e.g. 'NVIDIA A100-SXM4-80GB': vLLM's batch defaults and the interconnect depend on it.")
 @json_option
 def fit(
     slug: str | None, gpus: str | None, cards: str | None, config: Path | None, vram: str | None, tp: int | None, pp: int,
     weights_gib: float | None, util: float | None, max_model_len: int | None, max_num_seqs: int | None, batched: int | None,
-    kv_dtype: str, engine: str, engine_version: str | None, enforce_eager: bool, block_size: int | None, as_json: bool,
+    kv_dtype: str, engine: str, engine_version: str | None, enforce_eager: bool, block_size: int | None, gpu_name: str | None, as_json: bool,
 ) -> None:
     if slug and config:
         raise UsageError("give a SLUG or --config, not both")
@@ -235,11 +237,11 @@ def fit(
         if gpus or cards:
             raise UsageError("--config prices on --vram-gib; --gpus/--card go with a SLUG")
         code = _fit_config(config, vram, tp, pp, weights_gib, util, max_model_len, max_num_seqs, batched, kv_dtype.lower(), engine, engine_version,
-                           as_json, enforce_eager=enforce_eager, block_size=block_size)
+                           as_json, enforce_eager=enforce_eager, block_size=block_size, gpu_name=gpu_name)
     elif slug:
         config_only = [n for n, v in (("--vram-gib", vram), ("--tp", tp), ("--weights-gib", weights_gib), ("--gpu-mem-util", util),
                                       ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", batched), ("--engine-version", engine_version),
-                                      ("--block-size", block_size), ("--enforce-eager", enforce_eager or None)) if v is not None]
+                                      ("--block-size", block_size), ("--enforce-eager", enforce_eager or None), ("--gpu-name", gpu_name)) if v is not None]
         if config_only:
             raise UsageError(f"{', '.join(config_only)} only go with --config; a slug carries its own settings")
         code = _fit_slug(slug, gpus, cards, max_model_len, as_json)

@@ -19,11 +19,13 @@ def node() -> None:
 @click.option("--host", "host", required=True, help="OpenAI endpoint base URL, e.g. http://10.0.0.5:8000")
 @click.option("--ssh", "ssh", required=True, help="USER@HOST[:PORT] this machine orchestrates it through")
 @click.option("--ssh-key", "ssh_key", default=None, help="Private key file (default: agent / ~/.ssh)")
-def add(name: str, host: str, ssh: str, ssh_key: str | None) -> None:
-    """Register a node."""
+@click.option("--local", "local", is_flag=True,
+              help="This machine, driven without SSH, whatever --ssh names (locality otherwise follows --ssh only).")
+def add(name: str, host: str, ssh: str, ssh_key: str | None, local: bool) -> None:
+    """Register a node. HOST in --ssh may be a DNS name, an IPv4 address, [IPv6] or a ~/.ssh/config alias."""
     from backend.nodes.registry import add_node
 
-    node_ = add_node(name, host, ssh, ssh_key)
+    node_ = add_node(name, host, ssh, ssh_key, local=local)
     where = "this machine (run without SSH)" if node_.local else f"ssh {node_.ssh}"
     click.echo(f"added node {node_.name}: {node_.host} via {where}")
     if not node_.local:

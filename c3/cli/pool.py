@@ -56,11 +56,21 @@ SERVE_OPTIONS = (
     click.option("--pin-ttl", type=click.FloatRange(min=1), default=6 * 3600.0, show_default=True, help="Seconds an idle session stays pinned."),
     click.option("--upstream-timeout", type=click.FloatRange(min=0.05), default=300.0, show_default=True,
                  help="Seconds to wait for a backend's response head; then retry elsewhere (body held) or answer 504."),
+    click.option("--body-timeout", type=click.FloatRange(min=0.05), default=60.0, show_default=True,
+                 help="Seconds to wait for the next bytes of a request body; then 408 and the connection closes."),
+    click.option("--idle-timeout", type=click.FloatRange(min=0.05), default=75.0, show_default=True,
+                 help="Seconds a client connection may sit idle, or take to send a request head, before it is closed."),
+    click.option("--retry-body-limit", type=click.IntRange(min=0), default=8 * 1024 * 1024, show_default=True,
+                 help="Request bodies up to this many bytes are held (and can be retried); larger ones stream."),
     click.option("--hot-key-share", type=click.FloatRange(min=0.01, max=1.0), default=0.5, show_default=True,
                  help="Flag a key with more than this share of a backend's recent requests."),
     click.option("--hot-key-window", type=click.IntRange(min=1), default=200, show_default=True, help="Recent requests per backend for the hot-key share."),
     click.option("--hot-key-min", type=click.IntRange(min=1), default=20, show_default=True, help="Fewest requests of one key before it can be flagged."),
 )
+
+
+# Written into the unit even at their defaults, so an operator reading it sees every time limit.
+ALWAYS_IN_UNIT = frozenset({"drain_timeout", "body_timeout", "idle_timeout"})
 
 
 def serve_options(func):
@@ -73,7 +83,8 @@ def serve_options(func):
 @pool.command("serve")
 @serve_options
 def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
-          upstream_timeout: float, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
+          upstream_timeout: float, body_timeout: float, idle_timeout: float, retry_body_limit: int, hot_key_share: float,
+          hot_key_window: int, hot_key_min: int) -> None:
     """Run the router in the foreground (SIGTERM/SIGINT: drain, then exit 0)."""
     from backend.pool.router import PoolConfig
     from backend.pool.serve import run_pool
@@ -86,6 +97,7 @@ def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeo
         backends=[(n.name, n.host) for n in resolved], host=host, port=port, sticky=mode,
         probe_interval_s=probe_interval, probe_timeout_s=probe_timeout, drain_timeout_s=drain_timeout,
         load_factor=load_factor, pin_ttl_s=pin_ttl, upstream_timeout_s=upstream_timeout,
+        body_timeout_s=body_timeout, idle_timeout_s=idle_timeout, retry_body_limit=retry_body_limit,
         hot_key_share=hot_key_share, hot_key_window=hot_key_window, hot_key_min=hot_key_min, state_dir=pool_dir(),
     )
     run_pool(config)
@@ -228,7 +240,7 @@ def _given_tuning_flags(tuning: dict[str, float]) -> dict[str, float]:
     for param in ctx.command.params:
         if param.name not in tuning or not isinstance(param, click.Option):
             continue
-        if param.name == "drain_timeout" or ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
+        if param.name in ALWAYS_IN_UNIT or ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
             flags[max(param.opts, key=len)] = tuning[param.name]
     return flags
 

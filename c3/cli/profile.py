@@ -138,6 +138,10 @@ def env(name: str | None) -> None:
     click.echo(f"export OPENAI_BASE_URL={shlex.quote(p.base_url)}")
     click.echo(f"export OPENAI_MODEL={shlex.quote(p.model)}")
     if p.api_key_env:
+        from backend.envnames import check_env_name
+
+        # Users eval this output: a name edited into the profile file must not run anything.
+        check_env_name(p.api_key_env, f"profile {p.name} api_key_env")
         # The name only: the shell expands it, so the key never passes through c3's output.
         click.echo(f'export OPENAI_API_KEY="${{{p.api_key_env}}}"')
         click.echo(f"# the API key is read from ${p.api_key_env}")

@@ -26,10 +26,13 @@ def list_(as_json: bool) -> None:
     if not items:
         click.echo("no recipes")
         return
+    # Status first: whether the numbers can be trusted matters before anything else on the line.
+    items.sort(key=lambda r: (not r.verified, r.id))
     width = max(len(r.id) for r in items)
+    click.echo(f"{'STATUS':<10}  {'ID':<{width}}  NODES  HARDWARE")
     for r in items:
         mark = "verified" if r.verified else "unverified"
-        click.echo(f"{r.id:<{width}}  {r.nodes} node(s)  {mark:<10}  {r.hardware.description}")
+        click.echo(f"{mark:<10}  {r.id:<{width}}  {r.nodes:<5}  {r.hardware.description}")
 
 
 @recipes.command("show")
@@ -87,7 +90,10 @@ def show(recipe_id: str, as_json: bool) -> None:
 @click.option("--timeout", "timeout", type=float, default=None, help="Seconds to wait for rank 0 (default: the recipe's start-up grace).")
 def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | None, dry_run: bool,
            allow_unpinned: bool, no_wait: bool, timeout: float | None) -> None:
-    """Start the recipe's containers on the nodes; writes profile NAME and makes it active."""
+    """Start the recipe's containers on the nodes; writes profile NAME and makes it active.
+
+    One profile is active at a time: once the new nodes pass their checks, the active profile (if it
+    is another one) is stopped first, as `c3 profile switch` does; if it cannot be stopped, nothing starts."""
     from backend.cluster.launch import launch as do_launch
     from backend.cluster.plan import collect_secrets, render
     from backend.nodes.registry import resolve_nodes
@@ -99,7 +105,12 @@ def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | No
     nodes = resolve_nodes(nodes_arg)
     plan = render(recipe, nodes, overrides, profile=name, secrets=collect_secrets(recipe), allow_unpinned=allow_unpinned or dry_run)
     if dry_run:
+        from backend.cluster.control import active_to_stand_down
+
         click.echo("dry run: nothing will be changed")
+        current = active_to_stand_down(plan.profile)
+        if current:
+            click.echo(f"first: stop the active profile {current} (one profile is active at a time)")
         for line in plan.describe():
             click.echo(line)
         return
@@ -115,23 +126,21 @@ def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | No
 def stop(recipe_id: str, nodes_arg: str, name: str | None) -> None:
     """Stop the recipe's containers on those nodes and remember the stop (the watchdog leaves it)."""
     from backend.cluster.launch import remove_containers
-    from backend.cluster.plan import env_file_path, render
+    from backend.cluster.plan import RankPlan, container_name, env_file_path
     from backend.nodes.registry import resolve_nodes
     from backend.profiles import mark_stopped
-    from backend.recipes import get_recipe
     from backend.ssh import Fleet, NodeFailure, run_sync
 
-    recipe = get_recipe(recipe_id)
+    # What runs is found by c3's container name on those nodes: the recipe is not re-rendered (an
+    # edited or removed recipe must not keep its containers from stopping).
     nodes = resolve_nodes(nodes_arg)
-    profile = name or recipe.id
-    plan = render(recipe.model_copy(update={"nodes": len(nodes)}), nodes, profile=profile, allow_unpinned=True)
-    for rp in plan.ranks:
-        rp.env_file = env_file_path(rp.node, profile)
+    profile = name or recipe_id
+    ranks = [RankPlan(rank, node, container_name(profile), [], env_file_path(node, profile)) for rank, node in enumerate(nodes)]
     mark_stopped(profile, "c3 recipes stop")
 
     async def go() -> dict[str, str]:
         async with Fleet(nodes) as fleet:
-            return await remove_containers(plan, fleet, click.echo)
+            return await remove_containers(ranks, fleet, click.echo)
 
     problems = run_sync(go())
     if problems:
@@ -144,20 +153,24 @@ def stop(recipe_id: str, nodes_arg: str, name: str | None) -> None:
 @click.option("--dry-run", is_flag=True, help="Show the unit files; write nothing.")
 @click.option("--yes", "-y", "yes", is_flag=True, help="Write without asking.")
 @click.option("--unit-dir", type=click.Path(file_okay=False), default="/etc/systemd/system", show_default=True)
-@click.option("--native-unit", default="vllm.service", show_default=True, help="Competing single-node unit to stand down ('' for none).")
+@click.option("--native-unit", default="vllm.service", show_default=True,
+              help="Competing single-node unit to stand down with `systemctl disable --now` ('' for none).")
 @click.option("--interval", type=int, default=30, show_default=True, help="Watchdog period, seconds.")
 @click.option("--failures", type=int, default=3, show_default=True, help="Consecutive failed probes before a relaunch.")
 @click.option("--cooldown", type=int, default=600, show_default=True, help="Seconds after a relaunch with no other relaunch.")
 @click.option("--user", default=None, help="Run the units as this user.")
 def install_service(dry_run: bool, yes: bool, unit_dir: str, native_unit: str, interval: int, failures: int,
                     cooldown: int, user: str | None) -> None:
-    """Install c3-cluster.service (runs the active profile) and its watchdog timer."""
+    """Install c3-cluster.service (runs the active profile) and its watchdog timer, and stand down the
+    native single-node unit it replaces (shown first; asks on a TTY, `--yes` for scripts)."""
     import sys
     from pathlib import Path
 
     from backend.cluster.units import (
         enable_units,
+        native_unit_state,
         render_units,
+        stand_down,
         systemd_running,
         verify_units,
         write_units,
@@ -169,13 +182,23 @@ def install_service(dry_run: bool, yes: bool, unit_dir: str, native_unit: str, i
     for unit in units:
         click.echo(f"--- {folder / unit.name}")
         click.echo(unit.text.rstrip("\n"))
+    native = native_unit_state(native_unit) if native_unit else None
+    if native_unit and native is None:
+        click.echo(f"--- {native_unit}: systemctl is not installed here; stand it down yourself: systemctl disable --now {native_unit}")
+    elif native is not None and native.needs_stand_down:
+        state = ", ".join(w for w, on in (("active", native.active), ("enabled", native.enabled)) if on)
+        click.echo(f"--- {native.name} is {state}: it will be stood down: {' '.join(native.stand_down_argv())}")
+        click.echo(f"    c3 never re-enables it; to restore it later: {native.restore_hint()}")
+    elif native is not None:
+        click.echo(f"--- {native.name} is neither active nor enabled: nothing to stand down")
     if dry_run:
-        click.echo("dry run: nothing written")
+        click.echo("dry run: nothing written, nothing stopped")
         return
     if not yes:
         if not sys.stdin.isatty():
             raise Refused("not writing unit files without confirmation", hint="review the output above, then pass --yes")
-        if not click.confirm(f"write these {len(units)} files to {folder}?", default=False):
+        what = f"write these {len(units)} files to {folder}" + (f" and stand down {native.name}" if native and native.needs_stand_down else "")
+        if not click.confirm(f"{what}?", default=False):
             raise Refused("nothing written")
     written = write_units(units, folder)
     verdict = verify_units(written)
@@ -187,6 +210,8 @@ def install_service(dry_run: bool, yes: bool, unit_dir: str, native_unit: str, i
         click.echo("systemd-analyze verify: ok")
     for path in written:
         click.echo(f"wrote {path}")
+    if native is not None and native.needs_stand_down:
+        click.echo(f"ran {stand_down(native)} (restore with: {native.restore_hint()})")
     if systemd_running() and folder == Path("/etc/systemd/system"):
         for line in enable_units():
             click.echo(f"ran {line}")

@@ -91,7 +91,7 @@ def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str
         backend=backend or prof.backend or "ray", tp=tp, pp=pp, head=head, head_address=head_address,
         api_port=port or prof.port or 8000, ray_port=ray_port, master_port=master_port, vllm=vllm, ray=ray,
         python=python, gpus_per_node=gpus_per_node, stop_services=stop_services, service_name=service_name,
-        model=prof.model, args=prof.args, env=prof.env,
+        model=prof.model, args=prof.args, env=prof.env, public_env=prof.public_env,
     )
     code = asyncio.run(run(_nodes(nodes), options, echo=_echo, dry_run=dry_run, ssh_key=ssh_key))
     sys.exit(code)

@@ -1,7 +1,9 @@
 """Test hosts on one machine: network namespaces, each with its own sshd and (optionally) dockerd.
 
 A *host* is a network namespace joined to the root namespace by a veth pair: 10.213.N.1 on the
-root side, 10.213.N.2 inside, loopback up. Each host runs its own sshd (own host key, a generated
+root side, 10.213.N.2 inside (and fdc3:213:N::1/::2 for IPv6), loopback up. Each host has DNS-style
+names in /etc/hosts for the run (`c3h-<tag>-h1.test` → both addresses, `c3h-<tag>-h1-v6.test` → the
+IPv6 one only; scripts/rig/names.py adds them and removes exactly those lines). Each host runs its own sshd (own host key, a generated
 client key in its AuthorizedKeysFile, `SetEnv DOCKER_HOST=…` pointing at its own daemon) and, on
 request, its own dockerd started with `nsenter --net=…` (not `ip netns exec`, which remounts /sys
 and hides the cgroup mounts). Containers with `--network host` then live in that host's namespace,
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 try:
+    from scripts.rig import names as rig_names
     from scripts.rig.netns_cleanup import (
         NETNS_DIR,
         reap_stale,
@@ -49,6 +52,7 @@ try:
         unmount_under,
     )
 except ModuleNotFoundError:  # run as a file: `python3 scripts/rig/hosts.py up`
+    import names as rig_names  # type: ignore[no-redef]
     from netns_cleanup import (
         NETNS_DIR,
         reap_stale,
@@ -61,6 +65,7 @@ except ModuleNotFoundError:  # run as a file: `python3 scripts/rig/hosts.py up`
 __all__ = ["HostRig", "HostRigError", "TestHost", "missing_requirements", "reap_stale"]
 
 SUBNET_PREFIX = "10.213"
+SUBNET6_PREFIX = "fdc3:213"
 LOCK_FILE = Path("/run/c3-test-hosts.lock")
 SSHD = "/usr/sbin/sshd"
 
@@ -158,11 +163,33 @@ class TestHost:
     """Port sshd listens on (inside the namespace)."""
     user: str = "root"
     """SSH user."""
+    tag: str = ""
+    """The rig's tag (part of the host's DNS names)."""
 
     @property
     def address(self) -> str:
         """The host's address, inside its namespace."""
         return f"{SUBNET_PREFIX}.{self.subnet}.2"
+
+    @property
+    def address6(self) -> str:
+        """The host's IPv6 address (a ULA), inside its namespace."""
+        return f"{SUBNET6_PREFIX}:{self.subnet:x}::2"
+
+    @property
+    def dns_name(self) -> str:
+        """A name that resolves (through /etc/hosts) to both of the host's addresses."""
+        return rig_names.host_name(self.tag, self.name)
+
+    @property
+    def dns_name6(self) -> str:
+        """A name that resolves to the host's IPv6 address only."""
+        return rig_names.host_name(self.tag, self.name, v6=True)
+
+    @property
+    def ssh_target_by_name(self) -> str:
+        """`USER@NAME`, the way people register their machines."""
+        return f"{self.user}@{self.dns_name}"
 
     @property
     def gateway(self) -> str:
@@ -217,10 +244,13 @@ class HostRig:
         rig = cls(folder=folder, client_key=key, known_hosts=folder / "known_hosts", tag=tag)
         rig.known_hosts.write_text("")
         reap_stale(folder.parent)
+        rig_names.reap_stale_names()
         try:
             for i in range(1, count + 1):
                 rig.hosts.append(rig._make_namespace(f"h{i}"))
                 rig._record()
+            rig_names.add_names(tag, folder, [e for h in rig.hosts for e in (
+                (h.address, h.dns_name), (h.address6, h.dns_name), (h.address6, h.dns_name6))])
             for host in rig.hosts:
                 rig._start_sshd(host)
                 if docker:
@@ -268,7 +298,7 @@ class HostRig:
                 raise HostRigError(f"no free {SUBNET_PREFIX}.N.0/24 subnet left")
             netns = f"c3h-{self.tag}-{name}"
             outer, inner = f"c3v{subnet}o", f"c3v{subnet}i"
-            host = TestHost(name=name, netns=netns, subnet=subnet, folder=self.folder / name)
+            host = TestHost(name=name, netns=netns, subnet=subnet, folder=self.folder / name, tag=self.tag)
             host.folder.mkdir()
             _run(["ip", "netns", "add", netns])
             _run(["ip", "link", "add", outer, "type", "veth", "peer", "name", inner])
@@ -276,6 +306,9 @@ class HostRig:
             _run(["ip", "addr", "add", f"{host.gateway}/24", "dev", outer])
             _run(["ip", "link", "set", outer, "up"])
             _run(["ip", "netns", "exec", netns, "ip", "addr", "add", f"{host.address}/24", "dev", inner])
+            # IPv6 too, without duplicate-address detection (a tentative address cannot be bound yet).
+            _run(["ip", "-6", "addr", "add", f"{SUBNET6_PREFIX}:{subnet:x}::1/64", "dev", outer, "nodad"])
+            _run(["ip", "netns", "exec", netns, "ip", "-6", "addr", "add", f"{host.address6}/64", "dev", inner, "nodad"])
             _run(["ip", "netns", "exec", netns, "ip", "link", "set", inner, "up"])
             _run(["ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up"])
         return host
@@ -291,6 +324,7 @@ class HostRig:
         use_pam = "yes" if _root_locked() else "no"
         lines = [
             f"ListenAddress {host.address}",
+            f"ListenAddress {host.address6}",
             f"Port {host.ssh_port}",
             f"HostKey {hostkey}",
             f"PidFile {d / 'sshd.pid'}",
@@ -323,7 +357,9 @@ class HostRig:
         self._procs[(host.name, "sshd")] = proc
         pub = Path(f"{hostkey}.pub").read_text().split()
         with open(self.known_hosts, "a") as fh:
+            # As OpenSSH records a host reached by name (CheckHostIP): the name and its addresses.
             fh.write(f"{host.address} {pub[0]} {pub[1]}\n")
+            fh.write(f"{host.dns_name},{host.dns_name6},{host.address6} {pub[0]} {pub[1]}\n")
 
     def _start_dockerd(self, host: TestHost) -> None:
         d = host.folder
@@ -429,6 +465,8 @@ class HostRig:
             unmount_under(host.folder)
             _run(["ip", "link", "del", f"c3v{host.subnet}o"], check=False)
             _run(["ip", "netns", "del", host.netns], check=False)
+        with contextlib.suppress(OSError):
+            rig_names.remove_names(self.tag)
         unmount_under(self.folder)
         remove_folder(self.folder)
         shutil.rmtree(self.folder, ignore_errors=True)

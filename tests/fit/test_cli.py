@@ -167,3 +167,20 @@ def test_defaults_are_named_in_the_output(capsys):
     assert code == 0 and "max_num_seqs 256" in out and "max_num_batched_tokens 2048" in out
     code, out, _ = run(capsys, "fit", "--config", LLAMA, "--vram-gib", "79.2", "--tp", "1", "--engine-version", "0.27.1", "--json")
     assert json.loads(out)["gpu_memory_utilization"] == 0.92
+
+
+def test_gpu_name_sets_vllm_batch_defaults_on_config(capsys):
+    # vllm/engine/arg_utils.py: "a100" in the device name keeps 256/2048 on an 80 GB card.
+    base = ("fit", "--config", LLAMA, "--vram-gib", "79.2", "--tp", "1", "--weights-gib", "15", "--engine-version", "0.27.1", "--json")
+    code, out, _ = run(capsys, *base, "--gpu-name", "NVIDIA A100-SXM4-80GB")
+    assert code == 0 and json.loads(out)["max_num_seqs"] == 256
+    code, out, _ = run(capsys, *base, "--gpu-name", "NVIDIA H100 80GB HBM3")
+    assert code == 0 and json.loads(out)["max_num_seqs"] == 1024
+    code, _, err = run(capsys, "fit", "vllm/llama-3.1-8b", "--card", "rtx-3090", "--gpu-name", "NVIDIA A100-SXM4-80GB")
+    assert code == 2 and "--gpu-name" in assert_one_error(err)
+
+
+def test_estimated_weights_are_never_fits(capsys):
+    code, out, _ = run(capsys, "fit", "--config", LLAMA, "--vram-gib", "79.2", "--tp", "1", "--max-model-len", "8192", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["verdict"] == "tight" and "estimated" in report["reasons"][0]

@@ -19,6 +19,13 @@ def shipped_hosts(docker_hosts, stub_image):
                               capture_output=True, text=True, check=True).stdout.strip()
     for host in docker_hosts.hosts:
         assert ssh(docker_hosts, host, f"docker image inspect {image_id} >/dev/null").returncode == 0
+    # Like machines on one LAN: each host has a route to the other, so `ip route get HEAD` (how a
+    # recipe learns each rank's address) answers on a worker as it does on a real node.
+    for host in docker_hosts.hosts:
+        for other in docker_hosts.hosts:
+            if other is not host:
+                subprocess.run(["ip", "-n", host.netns, "route", "replace", f"{other.address}/32", "via", host.gateway],
+                               check=True, capture_output=True, timeout=30)
     return SimpleNamespace(rig=docker_hosts, image_id=image_id, ship_seconds=seconds)
 
 
@@ -37,7 +44,8 @@ def cluster(shipped_hosts, monkeypatch, tmp_path):
     from backend.ssh import managed_known_hosts
 
     for host in rig.hosts:
-        add_node(host.name, f"http://{host.address}:{PORT}", host.ssh_target, str(rig.client_key))
+        # By DNS name, as people register their machines (the rig's names are in /etc/hosts).
+        add_node(host.name, f"http://{host.dns_name}:{PORT}", host.ssh_target_by_name, str(rig.client_key))
     managed_known_hosts().parent.mkdir(parents=True, exist_ok=True)
     managed_known_hosts().write_text(rig.known_hosts.read_text())
     write_recipes(Path(os.environ["C3_HOME"]), shipped_hosts.image_id)

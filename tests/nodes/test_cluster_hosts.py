@@ -44,9 +44,14 @@ def test_launch_on_two_nodes_then_status_logs_env_restart_stop(cluster, monkeypa
     assert "profile stub-pair is active" in out
     assert containers(cluster.rig, h1) == {"c3-profile_stub-pair": "running"}
     assert containers(cluster.rig, h2) == {"c3-profile_stub-pair": "running"}
-    # Rank 0 serves on h1's own address (host networking inside h1's namespace), with the key.
-    base = f"http://{h1.address}:{PORT}"
+    # Rank 0 serves on h1's own address (host networking inside h1's namespace), with the key; the
+    # nodes were registered by DNS name, and the profile's endpoint is that name.
+    base = f"http://{h1.dns_name}:{PORT}"
     assert http_status(base + "/v1/models") == 401
+    # Each rank was told the address the nodes themselves reported (never the registered name).
+    env2 = ssh(cluster.rig, h2, "docker inspect --format '{{json .Config.Env}}' c3-profile_stub-pair").stdout
+    assert f"VLLM_HOST_IP={h2.address}" in env2 and f"NCCL_SOCKET_IFNAME=c3v{h2.subnet}i" in env2
+    assert _args(cluster, h2)[_args(cluster, h2).index("--host") + 1] == h2.address
     assert http_status(base + "/v1/models", {"Authorization": f"Bearer {SECRET}"}) == 200
     assert http_status(f"http://127.0.0.1:{PORT}/health", timeout=1) is None
     # The secret went through a 0600 env file, never argv.
@@ -263,3 +268,34 @@ def test_each_failing_node_kind_names_the_node_and_leaves_nothing_running(cluste
     assert refused.returncode == 3 and "node `h2`: authentication refused" in refused.stderr
     assert containers(rig, cluster.h1) == {}
     assert all("Traceback" not in out for out in c3.outputs)
+
+
+def test_launching_another_recipe_stops_the_active_one_and_an_edited_profile_still_stops(cluster):
+    """One active profile: `recipes launch` of a second recipe stops the first (seed's switch), and a
+    known-abort value edited into the running profile does not lock `profile status/logs/stop`."""
+    import yaml
+
+    c3, h1, h2 = cluster.c3, cluster.h1, cluster.h2
+    c3.ok("recipes", "launch", "stub-pair", "--nodes", "h1,h2", "--timeout", "60")
+    dry = c3.ok("recipes", "launch", "stub-alt", "--nodes", "h1,h2", "--dry-run")
+    assert "first: stop the active profile stub-pair" in dry
+    assert containers(cluster.rig, h1) == {"c3-profile_stub-pair": "running"}  # the dry run changed nothing
+
+    out = c3.ok("recipes", "launch", "stub-alt", "--nodes", "h1,h2", "--timeout", "60")
+    assert "stopping the active profile stub-pair first" in out
+    assert containers(cluster.rig, h1) == {"c3-profile_stub-alt": "running"}
+    assert containers(cluster.rig, h2) == {"c3-profile_stub-alt": "running"}
+    listed = json.loads(c3.ok("profile", "ls", "--json"))
+    assert listed["active"] == "stub-alt"
+    assert {p["name"]: p["stopped"] for p in listed["profiles"]} == {"stub-alt": False, "stub-pair": True}
+
+    # Edit a value the recipe refuses (known to abort) into the running profile, and remove the recipe.
+    path = Path(os.environ["C3_HOME"]) / "profiles" / "stub-alt.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["overrides"] = {"max_model_len": 10**6}
+    path.write_text(yaml.safe_dump(data))
+    status = json.loads(c3.ok("profile", "status", "--json"))
+    assert status["serving"] is True and [n["state"] for n in status["nodes"]] == ["running", "running"]
+    assert "Application startup complete" in c3.ok("profile", "logs", "--tail", "50")
+    c3.ok("profile", "stop")
+    assert containers(cluster.rig, h1) == {} and containers(cluster.rig, h2) == {}

@@ -68,3 +68,35 @@ def test_a_rig_whose_session_died_is_reaped(require_service):
         assert not Path(f"/proc/{sshd}").exists()  # its sshd (inside the namespace) was stopped
     finally:
         rig.teardown()
+
+
+def test_hosts_answer_by_name_and_over_ipv6_with_strict_host_keys(ssh_hosts):
+    """The rig's DNS-style names resolve through glibc (getent) and OpenSSH reaches each host by its
+    name and by its IPv6-only name, strict host-key checking on."""
+    import socket
+
+    for host in ssh_hosts.hosts:
+        resolved = {info[4][0] for info in socket.getaddrinfo(host.dns_name, 22)}
+        assert resolved == {host.address, host.address6}
+        assert {info[4][0] for info in socket.getaddrinfo(host.dns_name6, 22)} == {host.address6}
+        for name in (host.dns_name, host.dns_name6):
+            argv = ssh_hosts.ssh_argv(host, "echo here")
+            argv[argv.index(host.ssh_target)] = f"{host.user}@{name}"
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            assert result.returncode == 0 and result.stdout.strip() == "here", (name, result.stderr)
+
+
+def test_rig_names_are_removed_exactly(tmp_path):
+    """Only the lines a rig added leave /etc/hosts at teardown; a dead rig's lines are reaped."""
+    from scripts.rig import names
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n10.0.0.9 mine.lan  # not ours\n")
+    live, dead = tmp_path / "c3h-live", tmp_path / "c3h-dead"
+    live.mkdir()
+    names.add_names("live", live, [("10.213.1.2", "a.test")], path=hosts)
+    names.add_names("dead", dead, [("10.213.2.2", "b.test")], path=hosts)
+    names.reap_stale_names(path=hosts)
+    assert "b.test" not in hosts.read_text() and "a.test" in hosts.read_text()
+    names.remove_names("live", path=hosts)
+    assert hosts.read_text() == "127.0.0.1 localhost\n10.0.0.9 mine.lan  # not ours\n"

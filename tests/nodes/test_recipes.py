@@ -87,13 +87,16 @@ def test_overrides_are_typed_and_known_aborts_refused():
 
 
 def test_plan_renders_ranks_and_keeps_secrets_out_of_commands():
-    recipe = Recipe.model_validate({**stub_recipe("x", IMAGE_ID, 8000), "env": {"A": "{node_address}", "MY_TOKEN": "t0ps3cret"}})
+    recipe = Recipe.model_validate({**stub_recipe("x", IMAGE_ID, 8000), "env": {"A": "{node_address}", "MY_TOKEN": "t0ps3cret"},
+                                    "public_env": ["A", "MY_TOKEN"]})
     secrets = collect_secrets(recipe, {"C3_API_KEY": "sk-shh", "HF_TOKEN": "hf_shh"})
     plan = render(recipe, _nodes(), {"max_model_len": 1024}, secrets=secrets)
     assert plan.base_url == "http://10.213.99.1:8000/v1"
     r0, r1 = plan.ranks
     assert r0.run_argv[:4] == ["docker", "run", "-d", "--name"] and "c3-profile_x" in r0.run_argv
-    assert "-e" in r1.run_argv and "A=10.213.99.2" in r1.run_argv
+    # Unresolved (a dry run): a placeholder that says where the address comes from, never the registry's.
+    a1 = next(a for a in r1.run_argv if a.startswith("A="))
+    assert "ip route get HEAD on n2" in a1
     assert r1.run_argv[r1.run_argv.index("--max-model-len") + 1] == "1024"
     assert r1.run_argv[r1.run_argv.index("--name", 5) + 1] == "x-rank1"
     assert r0.env_file == "~/.c3/run/x-n1.env" and r0.secret_names == ["HF_TOKEN", "MY_TOKEN", "VLLM_API_KEY"]
@@ -142,3 +145,87 @@ def test_profile_containers_never_take_a_pods_container_name():
     for name in ("chat", "stub-pair", "a1"):
         assert profile_container(name) != pod_container(name)
         assert "_" in profile_container(name)  # pod names cannot contain `_` (POD_NAME_PATTERN)
+
+
+def _facts_run(addrs: dict[str, str], routes: dict[str, str]):
+    """A stand-in for the nodes' shells: `ip -o -4 addr` and `ip -o -4 route get` as Linux prints them."""
+    async def run(node, script: str) -> str:
+        if "route get" in script:
+            return f"route={routes[node.name]}\n"
+        return "".join(f"addr=2: {iface}    inet {cidr} brd + scope global {iface}\\\n" for iface, cidr in
+                       (pair.split("=") for pair in addrs[node.name].split(","))) + "\n"
+    return run
+
+
+def test_rank_addresses_come_from_the_nodes_not_the_registry():
+    """A head registered as `root@127.0.0.1` and a worker registered by name: the worker is told the
+    head's cluster-link address and its own route's source, never `127.0.0.1` or a name."""
+    import asyncio
+
+    from backend.cluster.addresses import resolve
+
+    recipe = Recipe.model_validate({**stub_recipe("x", IMAGE_ID, 8000), "env": {"A": "{node_address}"}, "public_env": ["A"],
+                                    "command": ["--master-addr", "{head_address}"]})
+    nodes = [Node(name="head", host="http://127.0.0.1:8000", ssh="root@127.0.0.1"),
+             Node(name="spark2", host="http://spark2:8000", ssh="coder@spark2")]
+    run = _facts_run({"head": "eth0=192.168.1.10/24,enp1s0f1np1=169.254.10.1/16", "spark2": "eth0=192.168.1.11/24,enp1s0f1np1=169.254.10.2/16"},
+                     {"spark2": "192.168.1.10 dev eth0 src 192.168.1.11 uid 0 \\    cache"})
+    group = asyncio.run(resolve(nodes, run))
+    plan = render(recipe, nodes, addresses=group)
+    worker = plan.ranks[1].run_argv
+    assert worker[worker.index("--master-addr") + 1] == "192.168.1.10"
+    assert "VLLM_HOST_IP=192.168.1.11" in worker and "NCCL_SOCKET_IFNAME=eth0" in worker and "A=192.168.1.11" in worker
+    assert "VLLM_HOST_IP=192.168.1.10" in plan.ranks[0].run_argv
+    assert not any("127.0.0.1" in a or "spark2" in a for a in worker)
+
+
+def test_a_head_with_only_loopback_is_refused_with_the_reason():
+    import asyncio
+
+    from backend.cluster.addresses import refuse_loopback_head, resolve
+
+    nodes = [Node(name="head", host="http://127.0.0.1:8000", ssh="root@127.0.0.1"),
+             Node(name="w", host="http://10.0.0.2:8000", ssh="root@10.0.0.2")]
+    with pytest.raises(Refused, match="no usable IPv4 address"):
+        asyncio.run(resolve(nodes, _facts_run({"head": "docker0=172.17.0.1/16", "w": "eth0=10.0.0.2/24"}, {})))
+    with pytest.raises(Refused, match="would dial 127.0.0.1 on their own machine"):
+        refuse_loopback_head("127.0.0.1", nodes[0], nodes[1:])
+    refuse_loopback_head("127.0.0.1", nodes[0], [])  # one node: loopback is fine
+
+
+def test_secrets_by_value_and_by_default():
+    """Recipe env is secret unless public; a public name whose value or name looks like a credential
+    stays secret: it reaches the node only in the env file, never argv or the dry run."""
+    env = {"HTTPS_PROXY": "http://bob:hunter2pw@proxy.lan:3128", "NCCL_DEBUG": "INFO", "REGISTRY_PASS": "pa55word",
+           "MY_AUTH": "opaque-value-1", "NOTE": "not-listed-public", "EXTRA": "hf_abcdefghijklmnopqrstu"}
+    recipe = Recipe.model_validate({**stub_recipe("x", IMAGE_ID, 8000), "env": env,
+                                    "public_env": ["HTTPS_PROXY", "NCCL_DEBUG", "REGISTRY_PASS", "MY_AUTH", "EXTRA"]})
+    plan = render(recipe, _nodes())
+    shown = "\n".join(plan.describe()) + " ".join(" ".join(rp.run_argv) for rp in plan.ranks)
+    assert "NCCL_DEBUG=INFO" in shown
+    for value in ("hunter2pw", "pa55word", "opaque-value-1", "not-listed-public", "hf_abcdefghijklmnopqrstu"):
+        assert value not in shown
+        assert value in plan.env_file_text()
+    assert "HTTPS_PROXY=<redacted>" in shown and "NOTE=<redacted>" in shown
+
+    from backend.shard.plan import split_env
+
+    shown_env, secret = split_env(env, ["HTTPS_PROXY", "NCCL_DEBUG", "REGISTRY_PASS"])
+    assert shown_env == {"NCCL_DEBUG": "INFO"} and set(secret) == set(env) - {"NCCL_DEBUG"}
+
+
+def test_every_builtin_renders_and_cites_its_run():
+    """Each built-in recipe renders to the command it documents (a `{` in a JSON flag must be escaped
+    as `{{`), and the command carries JSON flags through intact; verified ones cite a source and a digest."""
+    import json as _json
+
+    recipes = load_recipes()
+    assert len(recipes) >= 8
+    for recipe in recipes.values():
+        plan = render(recipe, _nodes(recipe.nodes), allow_unpinned=True)
+        argv = plan.ranks[0].run_argv
+        for i, word in enumerate(argv):
+            if word == "--speculative-config":
+                assert _json.loads(argv[i + 1])["num_speculative_tokens"] >= 1
+        if recipe.verified:
+            assert recipe.image_pinned and recipe.provenance.source.startswith("https://github.com/"), recipe.id

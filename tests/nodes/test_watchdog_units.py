@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -81,3 +82,30 @@ def test_units_render_verify_and_install_service_cli(tmp_path, require_service):
     assert "systemd-analyze verify: ok" in done.stdout
     assert sorted(p.name for p in (tmp_path / "u3").iterdir()) == [
         "c3-cluster-watchdog.service", "c3-cluster-watchdog.timer", "c3-cluster.service"]
+
+
+def test_install_service_stands_the_native_unit_down_after_showing_it(tmp_path):
+    """`install-service` shows the native unit's state and the exact command first, refuses without a
+    TTY or --yes, then runs `systemctl disable --now` (here a stand-in systemctl that records its argv:
+    this container runs no systemd) and says how to restore it."""
+    bindir, log = tmp_path / "bin", tmp_path / "systemctl.log"
+    bindir.mkdir()
+    (bindir / "systemctl").write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        'case "$1" in is-active) echo active;; is-enabled) echo enabled;; esac\n')
+    (bindir / "systemctl").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", *a, "--unit-dir",
+                                           str(tmp_path / "units")], capture_output=True, text=True, env=env, **kw)
+    dry = run("--dry-run")
+    assert dry.returncode == 0 and "vllm.service is active, enabled: it will be stood down: systemctl disable --now vllm.service" in dry.stdout
+    assert "to restore it later: systemctl enable --now vllm.service" in dry.stdout
+    refused = run(stdin=subprocess.DEVNULL)
+    assert refused.returncode == 1 and "disable" not in log.read_text()
+    done = run("--yes")
+    assert done.returncode == 0, done.stderr
+    assert "ran systemctl disable --now vllm.service (restore with: systemctl enable --now vllm.service)" in done.stdout
+    assert "disable --now vllm.service" in log.read_text() and "enable --now" not in log.read_text().replace("disable --now", "")
+    none = run("--yes", "--native-unit", "")
+    assert none.returncode == 0 and log.read_text().count("disable") == 1

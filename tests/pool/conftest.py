@@ -79,33 +79,44 @@ def register(name: str, url: str) -> None:
         add_node(name, url, "tester@localhost")
 
 
+def launch_pool(log_dir: Path, nodes: dict[str, str], *args: str, probe_interval: float = 0.25, port: int | None = None,
+                env: dict | None = None) -> PoolProcess:
+    """Register `nodes`, start `c3 pool serve` in front of them and return once it answers."""
+    for name, url in nodes.items():
+        register(name, url)
+    port = port or free_port()
+    log_path = log_dir / f"pool-{port}.log"
+    argv = [*c3_argv(), "pool", "serve", "--nodes", ",".join(nodes), "--bind", f"127.0.0.1:{port}",
+            "--probe-interval", str(probe_interval), "--probe-timeout", "1", *args]
+    with open(log_path, "wb") as log:
+        popen = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    proc = PoolProcess(popen, port, log_path)
+
+    def ready():
+        if popen.poll() is not None:
+            raise AssertionError(f"c3 pool serve exited {popen.returncode}:\n{proc.log()}")
+        try:
+            return httpx.get(proc.url + "/c3/health", timeout=1).status_code in (200, 503)
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(ready, timeout=30, what="the router to listen")
+    except BaseException:
+        proc.stop(signal.SIGKILL)
+        raise
+    return proc
+
+
 @pytest.fixture
 def pool_process(tmp_path):
     """Factory: `pool_process({"a": url, ...}, "--sticky", "auto")` → PoolProcess once it answers."""
     started: list[PoolProcess] = []
 
-    def start(nodes: dict[str, str], *args: str, probe_interval: float = 0.25, port: int | None = None) -> PoolProcess:
-        for name, url in nodes.items():
-            register(name, url)
-        port = port or free_port()
-        log_path = tmp_path / f"pool-{port}.log"
-        argv = [*c3_argv(), "pool", "serve", "--nodes", ",".join(nodes), "--bind", f"127.0.0.1:{port}",
-                "--probe-interval", str(probe_interval), "--probe-timeout", "1", *args]
-        with open(log_path, "wb") as log:
-            popen = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
-        proc = PoolProcess(popen, port, log_path)
+    def start(nodes: dict[str, str], *args: str, probe_interval: float = 0.25, port: int | None = None, env: dict | None = None) -> PoolProcess:
+        proc = launch_pool(tmp_path, nodes, *args, probe_interval=probe_interval, port=port, env=env)
         started.append(proc)
-
-        def ready():
-            if popen.poll() is not None:
-                raise AssertionError(f"c3 pool serve exited {popen.returncode}:\n{proc.log()}")
-            try:
-                return httpx.get(proc.url + "/c3/health", timeout=1).status_code in (200, 503)
-            except httpx.HTTPError:
-                return False
-
-        wait_until(ready, timeout=30, what="the router to listen")
         return proc
 
     yield start

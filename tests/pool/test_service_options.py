@@ -20,6 +20,9 @@ GIVEN = {
     "--load-factor": "1.6",
     "--pin-ttl": "7200",
     "--upstream-timeout": "120.5",
+    "--body-timeout": "20",
+    "--idle-timeout": "40",
+    "--retry-body-limit": "1000",
     "--hot-key-share": "0.3",
     "--hot-key-window": "500",
     "--hot-key-min": "7",
@@ -74,12 +77,15 @@ def test_every_given_value_reaches_exec_start_and_serve_parses_it_back(require_s
     assert "# systemd-analyze verify: ok" in out
 
 
-def test_defaults_stay_out_of_the_unit_but_drain_timeout_is_always_written():
+def test_defaults_stay_out_of_the_unit_but_the_client_time_limits_are_always_written():
     out = _install("--upstream-timeout", "60")
     exec_args = _exec_start_args(out)
     assert exec_args[exec_args.index("--upstream-timeout") + 1] == "60"
     assert exec_args[exec_args.index("--drain-timeout") + 1] == "30"
-    assert not set(exec_args) & (set(GIVEN) - {"--upstream-timeout", "--drain-timeout"})
+    assert exec_args[exec_args.index("--body-timeout") + 1] == "60"
+    assert exec_args[exec_args.index("--idle-timeout") + 1] == "75"
+    always = {"--upstream-timeout", "--drain-timeout", "--body-timeout", "--idle-timeout"}
+    assert not set(exec_args) & (set(GIVEN) - always)
     # Passing a flag at its default value still pins it: the user asked for it explicitly.
     pinned = _exec_start_args(_install("--hot-key-min", "20"))
     assert pinned[pinned.index("--hot-key-min") + 1] == "20"

@@ -23,7 +23,7 @@ def test_a_silent_backend_times_out_retries_elsewhere_and_turns_suspect(stubs, s
     backends = stubs("a", "b", extra=("--tokens", "1"))
     # Probes every 120 s: after the first (healthy) round only live traffic judges the hung backend.
     pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "header:X-Session-ID", "--upstream-timeout", "1",
-                        probe_interval=120)
+                        "--retry-body-limit", "256", probe_interval=120)
     owners = pin_sessions(pool, 12)
     session = next(s for s, b in owners.items() if b == "b")
     port = backends["b"].port
@@ -41,9 +41,9 @@ def test_a_silent_backend_times_out_retries_elsewhere_and_turns_suspect(stubs, s
         assert row["suspect"] is True and row["healthy"] is True and row["consecutive_failures"] >= 1
         assert "no response head within 1s" in row["last_error"] and row["retries"] >= 1
 
-        # A chunked request body is streamed to the backend, so it cannot be resent: 504.
+        # A chunked request body over --retry-body-limit is streamed to the backend, so it cannot be resent: 504.
         def body():
-            yield b'{"model": "stub/model", "messages": [{"role": "user", "content": "hi"}], '
+            yield b'{"model": "stub/model", "messages": [{"role": "user", "content": "hi%s"}], ' % (b" " * 300)
             yield b'"max_tokens": 1}'
 
         started = time.monotonic()

@@ -10,7 +10,7 @@ import pytest
 
 from backend.errors import UsageError
 from backend.pool.health import BackendHealth, HealthPolicy
-from backend.pool.http1 import BadMessage, body_framing, forward_lines, parse_request, parse_response, wants_close
+from backend.pool.heads import HeadError, forward_fields, parse_request, parse_response
 from backend.pool.keys import KeyHasher, extract_key, load_or_create_salt, parse_sticky
 from backend.pool.pins import PinTable
 from backend.pool.ring import HashRing, key_point
@@ -166,19 +166,35 @@ def test_http_heads_parse_and_hop_by_hop_headers_are_dropped():
     req = parse_request(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, X-Hop\r\n"
                         b"X-Hop: 1\r\nAuthorization: Bearer k\r\nContent-Length: 12\r\n\r\n")
     assert req.a == b"POST" and req.b == b"/v1/chat/completions"
-    assert body_framing(req.headers) == ("length", 12)
-    kept = forward_lines(req, {b"host"})
-    assert kept == [b"Authorization: Bearer k", b"Content-Length: 12"]
-    assert not wants_close(req)
-    assert wants_close(parse_request(b"GET / HTTP/1.0\r\n\r\n"))
+    assert (req.framing, req.length) == ("length", 12)
+    # Re-serialized from fields: framing, Host and hop-by-hop headers are the router's to write.
+    assert forward_fields(req, {b"host"}) == b"Authorization: Bearer k\r\n"
+    assert req.keep_alive
+    assert not parse_request(b"GET / HTTP/1.0\r\n\r\n").keep_alive
     resp = parse_response(b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n")
-    assert resp.a == b"503" and body_framing(resp.headers) == ("chunked", 0)
-    for bad in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nno-colon\r\n\r\n",
-                b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"):
-        with pytest.raises(BadMessage):
+    assert resp.a == b"503" and resp.framing == "chunked"
+    for bad, status in ((b"GARBAGE\r\n\r\n", 400), (b"GET / HTTP/1.1\r\nHost: x\r\nno-colon\r\n\r\n", 400),
+                        (b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400),
+                        (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+                        (b"POST / HTTP/1.1\r\nHost: x\r\nConnection: content-length\r\nContent-Length: 2\r\n\r\n", 400)):
+        with pytest.raises(HeadError) as info:
             parse_request(bad)
-    with pytest.raises(BadMessage):
-        body_framing(parse_request(b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n").headers)
+        assert info.value.status == status, bad
+    for bad in (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nConnection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nX: a\nTransfer-Encoding: chunked\r\n\r\n"):
+        with pytest.raises(HeadError) as info:
+            parse_response(bad)
+        assert info.value.status == 502
+
+
+def test_chunk_scanner_refuses_malformed_sizes_without_looping():
+    from backend.pool.http1 import BadMessage, ChunkScanner
+
+    for bad in (b"-6\r\nhello\r\n0\r\n\r\n", b"0x5\r\nhello\r\n", b"+5\r\nhello\r\n", b"0_5\r\nhello\r\n",
+                b"5\r\nhelloXY0\r\n\r\n", b"5\nhello\r\n", b"0\r\nX: a\nY: b\r\n\r\n", b"1" * 17 + b"\r\n"):
+        with pytest.raises(BadMessage):
+            ChunkScanner().feed(bad)
 
 
 def test_metrics_render_has_every_family():
@@ -292,3 +308,36 @@ def test_drain_keeps_a_busy_pin_and_moves_an_idle_one():
     assert outcome == "repin" and moved is not first
     router.set_draining(first.name, False)
     assert router.choose(key) == (moved, "hit")  # undrain does not pull it back
+
+
+async def test_a_node_url_with_credentials_is_never_shown_served_or_logged(caplog):
+    """Defence in depth: node add refuses userinfo, but one that reaches the router anyway is redacted."""
+    import asyncio
+    import logging
+
+    from backend.pool.proxy import PoolServer
+    from backend.pool.router import PoolConfig, Router
+
+    secret_url = "http://alice:hunter2-s3cret@127.0.0.1:9/v1"
+    config = PoolConfig(backends=[("a", secret_url)], host="127.0.0.1", port=0, probe_interval_s=60, probe_timeout_s=0.2)
+    with caplog.at_level(logging.INFO, logger="c3.pool"):
+        router = Router(config)
+        server = PoolServer(router)
+        await server.start()
+        try:
+            answers = []
+            for path in (b"/c3/status", b"/metrics"):
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                answers.append(await reader.read())
+                writer.close()
+        finally:
+            await server.shutdown(0)
+    assert all(a.startswith(b"HTTP/1.1 200 ") for a in answers)
+    shown = b"".join(answers).decode() + str(router.status()) + router.render_metrics() + caplog.text
+    assert "hunter2" not in shown and "alice" not in shown
+    assert "http://127.0.0.1:9/v1" in shown  # still identifiable without its credentials
+    assert "carries user:password" in caplog.text
+    with pytest.raises(ValueError) as info:
+        Router(PoolConfig(backends=[("b", "ftp://bob:pw-s3cret@host")]))
+    assert "pw-s3cret" not in str(info.value) and "ftp://host" in str(info.value)

@@ -63,11 +63,12 @@ class ShardRig:
         return str(RAY_VENV / "bin" / "python")
 
     def register(self, home: Path | None = None) -> None:
-        """Register the hosts as nodes a (head) and b in this test's C3_HOME (or in `home`)."""
+        """Register the hosts as nodes a (head) and b in this test's C3_HOME (or in `home`), by their
+        DNS names, as people register their machines."""
         from backend.nodes.registry import add_node
 
         for name, host in (("a", self.head), ("b", self.worker)):
-            add_node(name, f"http://{host.address}:{API_PORT}", host.ssh_target, ssh_key=str(self.rig.client_key),
+            add_node(name, f"http://{host.dns_name}:{API_PORT}", host.ssh_target_by_name, ssh_key=str(self.rig.client_key),
                      path=home / "nodes.json" if home else None)
 
     def env(self, **extra: str) -> dict[str, str]:

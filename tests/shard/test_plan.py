@@ -200,14 +200,15 @@ def test_mp_command_line_for_every_rank():
 
 
 def test_dry_run_text_hides_secrets_and_shows_env_per_node():
-    o = opts(tp=2, pp=1, env={"HF_TOKEN": "hf_supersecret", "NCCL_DEBUG": "INFO"}, stop_services=True)
+    o = opts(tp=2, pp=1, env={"HF_TOKEN": "hf_supersecret", "NCCL_DEBUG": "INFO", "NCCL_X": "1"}, public_env=["NCCL_DEBUG", "HF_TOKEN"],
+             stop_services=True)
     plan = build_plan([A, B], two_sparks(), routes_b(), o, head_address="192.168.1.10")
     text = "\n".join(describe(plan, checks=["x"]))
     assert "hf_supersecret" not in text and "HF_TOKEN=<hidden>" in text
     assert "NCCL_DEBUG=INFO" in text
     assert "[a] head (rank 0), local" in text and "[b] worker (rank 1), ssh ubuntu@192.168.1.11:2222" in text
     assert "sudo -n systemctl stop vllm.service" in text
-    assert plan.secret_env == ["HF_TOKEN"]
+    assert plan.secret_env == ["HF_TOKEN", "NCCL_X"] and "NCCL_X=<hidden>" in text  # not public: secret by default
 
 
 def test_bad_service_name_is_refused():

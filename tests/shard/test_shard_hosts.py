@@ -83,7 +83,7 @@ def test_dry_run_shows_each_node_address_interface_and_hides_secrets(shard_rig, 
     a_if, b_if = shard_rig.link_names
     assert f"head a at {shard_rig.head_link} (Ray GCS port {RAY_PORT})" in out
     assert f"[a] head (rank 0), local, address {shard_rig.head_link} on {a_if}" in out
-    assert f"[b] worker (rank 1), ssh root@{shard_rig.worker.address}:22, address {shard_rig.worker_link} on {b_if}" in out
+    assert f"[b] worker (rank 1), ssh root@{shard_rig.worker.dns_name}:22, address {shard_rig.worker_link} on {b_if}" in out
     assert f"VLLM_HOST_IP={shard_rig.worker_link} NCCL_SOCKET_IFNAME={b_if} GLOO_SOCKET_IFNAME={b_if}" in out
     assert f"--address={shard_rig.head_link}:{RAY_PORT}" in out
     assert "--tensor-parallel-size 1 --pipeline-parallel-size 2 --distributed-executor-backend ray" in out
@@ -290,7 +290,11 @@ def test_unreachable_node_is_one_line_exit_3(shard_rig):
     assert r.stderr.startswith("c3: error: 1 of 2 node(s) unreachable: b")
     stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "mp")
     assert stop.returncode == 3 and "a: stopped 0 process(es)" in stop.stdout and "b: node `b`: unreachable" in stop.stdout
-    start = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1", "--dry-run")
+    # A dry run needs no node: it prints the plan, with what only b can tell as placeholders.
+    dry = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1", "--dry-run")
+    assert dry.returncode == 0 and "b could not be reached (b: unreachable" in dry.stdout, dry.stdout + dry.stderr
+    assert "<address of b: ip route get HEAD on b>" in dry.stdout
+    start = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1")
     assert start.returncode == 3 and start.stderr.startswith("c3: error: node `b`: unreachable")
 
 

@@ -1,0 +1,119 @@
+"""A client's request body as the router takes it in: read (and decoded) strictly, bounded, on a deadline.
+
+The router never forwards a client's body framing: a body it holds whole is sent with its own
+`Content-Length`; a larger one is streamed and re-chunked from the decoded data. So the backend frames
+the body exactly as the router did, whatever the client's bytes said.
+
+- `Content-Length` up to `retry_body_limit`: read whole (it can be retried on another backend);
+- chunked: decoded until it ends or passes `retry_body_limit`; a body that ended is held whole and
+  sent with `Content-Length`, a longer one is streamed as `Transfer-Encoding: chunked`;
+- larger `Content-Length`: streamed as it arrives.
+
+Every read waits at most `body_timeout_s` for the next bytes (the reaper in `proxy.py` enforces the
+deadline in `proto.body_deadline`, so no timer is armed per read); then the client gets 408 and the
+connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from backend.pool.heads import Head
+from backend.pool.http1 import READ_SIZE, ChunkedBody
+
+
+class Body:
+    """The request body: what is held, and what is still to come from the client."""
+
+    __slots__ = ("framing", "data", "length", "streamed", "done", "chunks")
+
+    def __init__(self, framing: str, length: int = 0) -> None:
+        self.framing = framing  # "none", "length" (data holds it, or it streams) or "chunked" (streams)
+        self.data = b""  # held bytes (the whole body unless streamed)
+        self.length = length  # Content-Length to send upstream (length framing)
+        self.streamed = False
+        self.done = framing == "none"  # read to its end
+        self.chunks: ChunkedBody | None = None
+
+    def framing_header(self) -> bytes:
+        """The framing line the router sends upstream (its own, never the client's)."""
+        if self.framing == "chunked":
+            return b"Transfer-Encoding: chunked\r\n"
+        if self.framing == "length":
+            return b"Content-Length: %d\r\n" % self.length
+        return b""
+
+
+def _bump(proto, timeout_s: float) -> None:
+    proto.body_deadline = time.monotonic() + timeout_s
+
+
+async def take_body(proto, req: Head, reader: asyncio.StreamReader, limit: int, timeout_s: float) -> Body:
+    """Read what the router holds of the body before choosing a backend (see the module doc)."""
+    if req.framing == "none":
+        return Body("none")
+    if req.framing == "length":
+        body = Body("length", req.length)
+        if req.length > limit:
+            body.streamed = True
+            return body
+        if req.length:
+            _bump(proto, timeout_s)
+            try:
+                body.data = await reader.readexactly(req.length)
+            finally:
+                proto.body_deadline = 0.0
+        body.done = True
+        return body
+    chunks = ChunkedBody(reader)
+    held: list[bytes] = []
+    try:
+        while True:
+            _bump(proto, timeout_s)
+            piece = await chunks.piece()
+            if not piece:
+                break
+            held.append(piece)
+            if chunks.size > limit:
+                body = Body("chunked")
+                body.data, body.streamed, body.chunks = b"".join(held), True, chunks
+                return body
+    finally:
+        proto.body_deadline = 0.0
+    data = b"".join(held)
+    body = Body("length", len(data))
+    body.data, body.done = data, True
+    return body
+
+
+async def send_rest(proto, body: Body, reader: asyncio.StreamReader, up_w: asyncio.StreamWriter, timeout_s: float) -> None:
+    """Stream the part of a body that was not held to the backend (after the head and held bytes)."""
+    try:
+        if body.framing == "chunked":
+            assert body.chunks is not None
+            if body.data:
+                up_w.write(b"%x\r\n%s\r\n" % (len(body.data), body.data))
+            while True:
+                _bump(proto, timeout_s)
+                piece = await body.chunks.piece()
+                if not piece:
+                    break
+                up_w.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                await up_w.drain()
+            up_w.write(b"0\r\n\r\n")
+        else:
+            remaining = body.length - len(body.data)
+            if body.data:
+                up_w.write(body.data)
+            while remaining > 0:
+                _bump(proto, timeout_s)
+                data = await reader.read(min(remaining, READ_SIZE))
+                if not data:
+                    raise asyncio.IncompleteReadError(b"", remaining)
+                remaining -= len(data)
+                up_w.write(data)
+                await up_w.drain()
+        body.done = True
+    finally:
+        proto.body_deadline = 0.0
