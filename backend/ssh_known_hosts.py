@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from backend import paths
 from backend.atomic import locked, write_atomic
+from backend.errors import C3Error
+from backend.userfiles import MiB, read_text
+
+KNOWN_HOSTS_LIMIT = 8 * MiB
 
 
 def managed_known_hosts() -> Path:
@@ -32,9 +36,9 @@ def known_hosts_text(files: Iterable[Path] | None = None) -> str:
     """Every trusted host key line from `files` (default: `default_known_hosts_files()`); unreadable files are skipped."""
     chunks = []
     for file in files or default_known_hosts_files():
-        try:
-            chunks.append(Path(file).read_text(encoding="utf-8", errors="replace"))
-        except OSError:
+        try:  # bounded, regular files only: a FIFO named here must not hang every SSH connection
+            chunks.append(read_text(Path(file), what="known_hosts file", limit=KNOWN_HOSTS_LIMIT, missing_ok=True, errors="replace") or "")
+        except C3Error:
             continue
     return "\n".join(chunks) + "\n"
 
@@ -67,7 +71,7 @@ def trust_host_key(offered: OfferedKey) -> Path:
     """Append the offered key to `$C3_HOME/known_hosts` (0600, atomic, locked)."""
     path = managed_known_hosts()
     with locked(path):
-        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        current = read_text(path, what="known_hosts file", limit=KNOWN_HOSTS_LIMIT, missing_ok=True, errors="replace") or ""
         entry = f"{offered.pattern} {offered.key_type} {offered.key_b64}"
         if entry not in current.splitlines():
             write_atomic(path, current + ("" if current.endswith("\n") or not current else "\n") + entry + "\n", mode=0o600)

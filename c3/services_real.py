@@ -151,15 +151,16 @@ class RealServices:
             return []
         hub = self._live()
         if hub is None:
-            rows = pod_rows(self.ctx, pods, health_path_of=self._health_path)
+            rows = pod_rows(self.ctx, pods, health_path_of=self._health_path, estate=str(self.path.resolve()))
             return [self._state_of(row) for row in rows]
         return [self._state_of(row) for row in self._live_rows(hub, pods)]
 
     def _live_rows(self, hub: Any, pods: list[Pod]) -> list[dict[str, Any]]:
         """`pod status` rows from the hub's latest snapshot; a pod the hub has not seen yet (just
         created) is listed at once, as down."""
-        from backend.runtime.status import placement_json
+        from backend.runtime.status import describe_estate, placement_json, same_estate
 
+        mine = str(self.path.resolve())
         snap = hub.latest()
         status = snap.source("workloads")
         if status is not None and status.stale:
@@ -170,6 +171,15 @@ class RealServices:
         for pod in pods:
             entry = live.get(pod.name)
             workload = (entry.workload if entry else None) or workloads.get(pod.name)
+            if workload is not None and not same_estate(workload.estate, mine):
+                # c3-<name> from another estate file is not this pod (workloads are estate + name).
+                rows.append({
+                    "name": pod.name, "slug": pod.slug, "gpus": list(pod.gpus), "port": pod.port, "running": False, "serving": False,
+                    "state": "other-estate", "placement": {
+                        "verdict": "unknown", "requested": [], "actual": [], "requested_indices": list(pod.gpus), "actual_indices": [],
+                        "missing": [], "extra": [], "foreign": [], "reason": f"container c3-{pod.name} belongs to {describe_estate(workload.estate)}"},
+                })
+                continue
             running = bool(workload and workload.running)
             serving = running and bool(entry and entry.health and entry.health.healthy)
             place = entry.placement if entry else None
@@ -231,14 +241,18 @@ class RealServices:
         return default_port(estate, entry.default_port)
 
     def pod_logs(self, name: str, tail: int) -> list[str]:
-        from backend.runtime.bootlog import boot_log_path
+        from backend.errors import C3Error
+        from backend.runtime.bootlog import read_tail
 
         workload = self.ctx.runtime.workload(name)
         if workload.status == "absent":
-            boot = boot_log_path(name)
-            if boot.exists():
-                lines = boot.read_text(encoding="utf-8", errors="replace").splitlines()
-                return [f"(no container; last boot log {boot})", *lines[-tail:]]
+            try:
+                found = read_tail(name, tail)
+            except C3Error as error:
+                return [f"(no container; the boot log cannot be read: {error.message})"]
+            if found is not None:
+                boot, lines = found
+                return [f"(no container; last boot log {boot})", *lines]
             return [f"pod {name} has no container and no boot log yet — press u to boot it"]
         return self.ctx.runtime.logs(name, tail=tail).splitlines()[-tail:]
 
@@ -480,11 +494,11 @@ class RealServices:
             stop_demo_pods()
 
 
-def build_services(readonly: bool = False, demo: bool = False) -> RealServices:
-    """The facade `c3` and `c3 demo` run on."""
+def build_services(readonly: bool = False, demo: bool = False, estate_path: Path | None = None) -> RealServices:
+    """The facade `c3` and `c3 demo` run on (`c3 --file P` shows and edits that estate file)."""
     if demo:
         from c3.demo import prepare_demo
 
         prepare_demo()
-    return RealServices(readonly=readonly, demo=demo)
+    return RealServices(readonly=readonly, demo=demo, estate_path=estate_path)
 

@@ -10,19 +10,18 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
+from backend import strict_yaml
 from backend.catalog.configs import load_config_file
 from backend.catalog.specs import base_model_of, shipped_spec
 from backend.errors import Refused, UsageError
 from backend.models import CatalogEntry, ModelSpec, WeightsVariant
 from backend.paths import user_catalog_dir
+from backend.text import show
+from backend.userfiles import read_text
 
 BUILTIN_DIR = Path(__file__).with_name("builtin")
-
-# libyaml's loader parses the built-in catalog ~10x faster than the pure-Python one; same safety.
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 __all__ = ["Catalog", "load_catalog", "parse_catalog_file"]
 
@@ -74,14 +73,8 @@ class Catalog:
 
 def parse_catalog_file(path: Path, *, user: bool) -> list[CatalogEntry]:
     """Entries of one YAML file; UsageError naming the file and the problem."""
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: cannot read ({error.__class__.__name__})") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"{path}: not valid YAML{where}", hint="fix the file or move it out of catalog.d") from None
+    text = read_text(path, what="catalog file")
+    data = strict_yaml.load(text, source=str(path), what="catalog file", hint="fix the file or move it out of catalog.d")
     if data is None:
         return []
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
@@ -99,7 +92,7 @@ def parse_catalog_file(path: Path, *, user: bool) -> list[CatalogEntry]:
         except ValidationError as error:
             first = error.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "entry"
-            raise UsageError(f"{path}: entry {number} ({raw.get('slug', 'no slug')}): {field}: {first['msg']}") from None
+            raise UsageError(f"{path}: entry {number} ({show(raw.get('slug', 'no slug'))}): {show(field, 60)}: {show(first['msg'], 120)}") from None
         prefix, _, name = entry.slug.partition("/")
         if not name or prefix != entry.engine:
             raise UsageError(f"{path}: entry {number}: slug `{entry.slug}` must be `{entry.engine}/<name>`")

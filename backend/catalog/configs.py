@@ -20,12 +20,13 @@ config says it another way:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from backend.errors import UsageError
 from backend.models import ModelSpec, WeightsVariant
+from backend.text import show
+from backend.userfiles import load_json, read_text
 
 # Gemma3TextConfig defaults (transformers); the official sparse config.json relies on them.
 _GEMMA3_DEFAULTS: dict[str, Any] = {
@@ -300,16 +301,10 @@ def spec_from_config(raw: dict[str, Any], *, repo: str = "", source: str = "") -
 def load_config_file(path: str | Path, *, repo: str = "") -> ModelSpec:
     """Read a config.json from disk; a missing or malformed file is a usage error naming it."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{file}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"{file}: cannot read ({error.__class__.__name__})") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UsageError(f"{file}: not valid JSON (line {error.lineno}: {error.msg})") from None
+    text = read_text(file, what="model config", missing_ok=True)
+    if text is None:
+        raise UsageError(f"{file}: no such file")
+    raw = load_json(text, source=file, what="model config")
     if not isinstance(raw, dict):
         raise UsageError(f"{file}: a config.json must hold a JSON object")
     try:
@@ -317,7 +312,7 @@ def load_config_file(path: str | Path, *, repo: str = "") -> ModelSpec:
     except UsageError as error:
         raise UsageError(f"{file}: {error.message}", hint=error.hint) from None
     except (TypeError, ValueError) as error:
-        raise UsageError(f"{file}: unusable config ({error})") from None
+        raise UsageError(f"{file}: unusable config ({show(str(error), 120)})") from None
 
 
 def with_weights(spec: ModelSpec, variants: tuple[WeightsVariant, ...]) -> ModelSpec:

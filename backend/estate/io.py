@@ -13,11 +13,21 @@ from typing import Any
 
 import yaml
 
+from backend import strict_yaml
 from backend.atomic import write_atomic
+from backend.estate.roundtrip import dump_preserving
 from backend.errors import UsageError
 from backend.models.estate import POD_NAME_PATTERN, Estate, Pod, Problem
+from backend.text import show
+from backend.userfiles import read_text
 
 SUPPORTED_SCHEMAS = (1,)
+MAX_SLUG = 200
+"""Longer is no catalog slug; the cap keeps every message that names a slug one readable line."""
+MAX_PROBLEMS = 100
+MAX_NODES = 1_200_000
+"""YAML values per estate file: ~120,000 pods (10 values each), listed within seconds and ~200 MB."""
+"""Longer is no catalog slug; the cap keeps every message that names a slug one readable line."""
 TOLERATED_TOP_KEYS = ("rig", "created", "updated")
 _TOP_KEYS = {"schema_version", "estate", *TOLERATED_TOP_KEYS}
 _SLUG_KEYS = ("slug", "compose", "compose_name")
@@ -36,8 +46,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _show(value: Any) -> str:
-    text = repr(value) if not isinstance(value, str) else value
-    return text if len(text) <= 40 else text[:37] + "..."
+    return show(value, 40)
 
 
 def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
@@ -73,6 +82,11 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
     pods: list[Pod] = []
     seen: dict[str, int] = {}
     for number, entry in enumerate(entries, start=1):
+        if len(problems) >= MAX_PROBLEMS:
+            # A file broken everywhere (a million bad entries) is reported by its first problems;
+            # collecting them all cost seconds and gigabytes.
+            problems.append(Problem(code="schema", message=f"estate file {source}: stopped after {MAX_PROBLEMS} problems (entries #{number}–#{len(entries)} not checked)"))
+            break
         where = f"estate entry #{number}"
         if not isinstance(entry, dict):
             bad(f"{where} must be a mapping with name, slug, gpus and port")
@@ -101,8 +115,8 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
         if slug is None:
             bad(f"{label} has no slug (club-3090 files say `compose:`; both are accepted)", pod=name)
             ok = False
-        elif not isinstance(slug, str) or not slug.strip():
-            bad(f"{label}: slug must be text such as vllm/qwen3-8b, not `{_show(slug)}`", pod=name)
+        elif not isinstance(slug, str) or not slug.strip() or len(slug) > MAX_SLUG:
+            bad(f"{label}: slug must be text such as vllm/qwen3-8b (at most {MAX_SLUG} characters), not `{_show(slug)}`", pod=name)
             ok = False
         elif len({s for s in slugs if isinstance(s, str)}) > 1:
             bad(f"{label} names two different slugs ({', '.join(str(s) for s in slugs)})", pod=name)
@@ -116,6 +130,9 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
             ok = False
         elif any(g < 0 for g in gpus):
             bad(f"{label} has a negative GPU index in {_show(gpus)}", pod=name)
+            ok = False
+        elif len(gpus) > 64 or any(g >= 4096 for g in gpus):
+            bad(f"{label} lists more than 64 GPUs or an index past 4095 in {_show(gpus)}", pod=name)
             ok = False
         elif len(set(gpus)) != len(gpus):
             dup = next(g for g in gpus if gpus.count(g) > 1)
@@ -150,29 +167,15 @@ def estate_exists(path: Path) -> bool:
 
 
 def read_document(path: Path) -> Any:
-    """The YAML document in `path` (None for a missing or empty file); unreadable → UsageError."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    """The YAML document in `path` (None for a missing or empty file).
+
+    A regular file of bounded size only; aliases, duplicate keys and unknown tags are refused with
+    their line (backend.strict_yaml) — a usage error (exit 2), as is every malformed file.
+    """
+    text = read_text(path, what="estate file", missing_ok=True)
+    if text is None:
         return None
-    except IsADirectoryError:
-        raise UsageError(f"estate file {path} is a directory") from None
-    except OSError as error:
-        raise UsageError(f"cannot read estate file {path}: {error.strerror or error}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"estate file {path} is not UTF-8 text") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or "syntax error"
-        raise UsageError(f"failed to parse estate file {path}{at}: {problem}", hint="fix the YAML by hand; c3 wrote nothing") from None
-    except (ValueError, TypeError, RecursionError) as error:  # e.g. absurd tags or nesting
-        raise UsageError(f"failed to parse estate file {path}: {type(error).__name__}") from None
+    return strict_yaml.load(text, source=str(path), what="estate file", max_nodes=MAX_NODES)
 
 
 def load_estate(path: Path) -> Estate:
@@ -207,5 +210,8 @@ def dump_estate(estate: Estate) -> str:
 
 
 def save_estate(path: Path, estate: Estate) -> None:
-    """Write atomically. Callers doing a read-modify-write hold `backend.atomic.locked(path)`."""
-    write_atomic(Path(path), dump_estate(estate))
+    """Write atomically, keeping the file's comments, key order and `compose:` spelling
+    (backend.estate.roundtrip). Callers doing a read-modify-write hold `backend.atomic.locked(path)`."""
+    old = read_text(path, what="estate file", missing_ok=True) or ""
+    text = dump_preserving(old, estate) if old else None
+    write_atomic(Path(path), text if text is not None else dump_estate(estate))

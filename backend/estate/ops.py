@@ -23,6 +23,7 @@ from backend.models.catalog import CatalogEntry
 from backend.models.estate import Estate, Pod, Problem
 from backend.models.fit import FitReport
 from backend.models.gpu import Gpu
+from backend.userfiles import os_failure
 
 IsRunning = Callable[[Pod], bool | None]
 """Asks the runtime whether a pod's container runs: True, False, or None when it cannot tell."""
@@ -49,22 +50,33 @@ class RemoveResult:
     warning: str | None = None
 
 
-def _refusal(name: str, errors: Sequence[Problem]) -> Refused:
+def _refusal(name: str, errors: Sequence[Problem], doing: str = "create pod") -> Refused:
     first_hint = next((p.hint for p in errors if p.hint), None)
     joined = "; ".join(p.message for p in errors)
-    return Refused(f"cannot create pod `{name}` — {joined}", hint=first_hint)
+    return Refused(f"cannot {doing} `{name}` — {joined}", hint=first_hint)
+
+
+def check_lone_pod(pod: Pod, gpus: list[Gpu] | None, catalog: Any, *, force: bool = False, fit: FitFunction | None | str = "default") -> tuple[list[Problem], FitReport | None]:
+    """The rules `pod create` applies (TP count, required_sm, homogeneous arch, status, fit), for a pod
+    that lives in no estate file (`c3 serve`). Refused on a blocking problem; warnings come back."""
+    check = check_estate(Estate(pods=[pod]), gpus, catalog, force=force, fit=fit, price={pod.name})
+    mine = check.about(pod.name)
+    errors = [p for p in mine if p.blocking]
+    if errors:
+        raise _refusal(pod.slug, errors, doing="serve")
+    return [p for p in mine if not p.blocking], check.fits.get(pod.name)
 
 
 @contextlib.contextmanager
 def _file_errors(path: Path) -> Iterator[None]:
-    """A folder that cannot be created or written (a file in the way, no permission, a name too
-    long) is a problem with the path the user gave: one line, exit 2, never a traceback."""
+    """A folder that cannot be created or written (a file in the way, no permission, a read-only or
+    full file system, a name too long) is the file system refusing: one line with the path, exit 3."""
     try:
         yield
     except C3Error:
         raise
     except OSError as error:
-        raise UsageError(f"cannot write estate file {path}: {error.strerror or error}", hint="check the --file path and its folder's permissions") from None
+        raise os_failure(error, path, "write estate file", hint="check the --file path, its folder's permissions and free space") from None
 
 
 def _touched(estate: Estate) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from backend.errors import Refused
 from backend.models.estate import Estate
 
 PORT_STRIDE = 20
+FIRST_UNPRIVILEGED = 1024
 """Room between pods' default ports, so a slug's neighbours (metrics, a second server) stay free."""
 
 
@@ -40,16 +41,21 @@ def default_port(
     exclude: Iterable[int] = (),
     is_bound: Callable[[int], bool] | None = host_port_bound,
 ) -> int:
-    """`slug_default + 20 × len(pods)`, then +1 until the port is neither in the file nor bound here."""
+    """`slug_default + 20 × len(pods)`, then +1 until the port is neither in the file nor bound here.
+
+    Past 65535 the count wraps into the unprivileged range (1024–65535), so a file with thousands
+    of pods still gets a port instead of a refusal.
+    """
     taken = {pod.port for pod in estate.pods} | set(exclude)
-    port = slug_default + PORT_STRIDE * len(estate.pods)
+    start = _wrap(slug_default + PORT_STRIDE * len(estate.pods))
+    port = start
     for _ in range(2048):  # bounded: a host with thousands of listeners in a row is not our problem
-        if port > 65535:
-            break
         if port not in taken and (is_bound is None or not is_bound(port)):
             return port
-        port += 1
-    raise Refused(
-        f"no free port found from {slug_default + PORT_STRIDE * len(estate.pods)} upwards",
-        hint="choose one with --port N",
-    )
+        port = _wrap(port + 1)
+    raise Refused(f"no free port found from {start} upwards", hint="choose one with --port N")
+
+
+def _wrap(port: int) -> int:
+    """A port number folded into 1024–65535 once it passes 65535."""
+    return port if port <= 65535 else FIRST_UNPRIVILEGED + (port - FIRST_UNPRIVILEGED) % (65536 - FIRST_UNPRIVILEGED)

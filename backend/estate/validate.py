@@ -106,6 +106,12 @@ def _check_names(estate: Estate, out: list[Problem]) -> None:
             first[key] = pod.name
 
 
+def _listing(names: Sequence[str], most: int = 8) -> str:
+    """Pod names for a message: all of a few, the first `most` of many (a line stays a line)."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
+
+
 def _check_cross(estate: Estate, gpus: list[Gpu] | None, out: list[Problem]) -> None:
     by_gpu: dict[int, list[str]] = {}
     by_port: dict[int, list[str]] = {}
@@ -119,11 +125,11 @@ def _check_cross(estate: Estate, gpus: list[Gpu] | None, out: list[Problem]) -> 
             label = f"GPU {index}"
             if gpus is not None and 0 <= index < len(gpus):
                 label += f" ({_short(gpus[index].name)})"
-            out.append(_problem("E1", f"E1: {label} claimed by {', '.join(names)}", pods=names, hint="give each pod its own GPUs"))
+            out.append(_problem("E1", f"E1: {label} claimed by {_listing(names)}", pods=names, hint="give each pod its own GPUs"))
     for port in sorted(by_port):
         names = by_port[port]
         if len(names) > 1:
-            out.append(_problem("E4", f"E4: port {port} claimed by {', '.join(names)}", pods=names, hint="choose another --port, or leave it out for a free one"))
+            out.append(_problem("E4", f"E4: port {port} claimed by {_listing(names)}", pods=names, hint="choose another --port, or leave it out for a free one"))
 
 
 def _check_pod(
@@ -136,7 +142,7 @@ def _check_pod(
     check: EstateCheck,
 ) -> None:
     out = check.problems
-    errors_before = len(check.errors)
+    start = len(out)  # this pod's own problems are out[start:] (check.errors would rescan all: O(n²))
     name = pod.name
     want = entry.tp * entry.pp
     if len(pod.gpus) != want:
@@ -250,7 +256,7 @@ def _check_pod(
             )
         )
 
-    if len(check.errors) > errors_before or fit is None or len(chosen) != want:
+    if any(p.blocking for p in out[start:]) or fit is None or len(chosen) != want:
         return  # like club-3090's C12: only price a pod that passed the structural rules
     try:
         report = fit(entry, chosen)
@@ -281,6 +287,20 @@ def _check_pod(
         out.append(_problem("fit", f"pod `{name}`: `{entry.slug}` on {on} is not priced (fit unknown){detail}", name, severity="warning"))
 
 
+def _memoized(fit: FitFunction) -> FitFunction:
+    """One price per (slug, GPU set) within one check: an estate of thousands of pods repeats a few
+    slugs on a few GPU sets, and pricing is the slow part."""
+    seen: dict[tuple[str, tuple[str, ...]], FitReport] = {}
+
+    def priced(entry: CatalogEntry, chosen: list[Gpu]) -> FitReport:
+        key = (entry.slug, tuple(f"{g.uuid}|{g.total_mib}|{g.sm}|{getattr(g, 'cuda_total_mib', None)}" for g in chosen))
+        if key not in seen:
+            seen[key] = fit(entry, chosen)
+        return seen[key]
+
+    return priced
+
+
 def check_estate(
     estate: Estate,
     gpus: list[Gpu] | None,
@@ -300,6 +320,8 @@ def check_estate(
         plain = fit_fn
         # Hand the catalog we already hold to the fit-check instead of letting it load one per pod.
         fit_fn = lambda entry, chosen: plain(entry, chosen, catalog=catalog)  # noqa: E731
+    if fit_fn is not None:
+        fit_fn = _memoized(fit_fn)
     check = EstateCheck()
     _check_names(estate, check.problems)
     for pod in estate.pods:

@@ -8,19 +8,23 @@ on 127.0.0.1 — or when it was added with `--local`. Every name passed to `--no
 
 from __future__ import annotations
 
-import json
+import contextlib
+import ipaddress
 import re
 import socket
 import subprocess
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from backend import paths
 from backend.atomic import locked, write_atomic
-from backend.errors import EnvironmentProblem, Refused, UsageError
+from backend.errors import C3Error, Refused, UsageError
+from backend.text import show
+from backend.userfiles import load_json, os_failure, read_text
 
 NODE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 NODE_NAME_MAX = 63
@@ -41,6 +45,18 @@ class Node(BaseModel):
     """Private key file for SSH, when not the agent's or the default."""
     local_override: bool = Field(default=False, alias="local")
     """`node add --local`: this machine, whatever the SSH target says (e.g. a name it is not known by)."""
+
+    # nodes.json is checked on load with the very rules `node add` applies, so a hand edit cannot
+    # smuggle in a URL that crashes `pool serve` later (port 99999, `:abc`) or one with a password.
+    @field_validator("host")
+    @classmethod
+    def _host_is_an_endpoint(cls, value: str) -> str:
+        return check_endpoint_url(value)
+
+    @field_validator("ssh")
+    @classmethod
+    def _ssh_is_a_target(cls, value: str) -> str:
+        return check_ssh_target(value)
 
     @property
     def address(self) -> str:
@@ -87,6 +103,15 @@ class NodeRegistry(BaseModel):
     """Only 1 exists."""
     nodes: list[Node] = Field(default_factory=list)
     """Registered nodes, in the order they were added."""
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> NodeRegistry:
+        seen: set[str] = set()
+        for node in self.nodes:
+            if node.name.lower() in seen:
+                raise ValueError(f"node name `{node.name}` appears twice (names are unique ignoring case)")
+            seen.add(node.name.lower())
+        return self
 
 
 @lru_cache(maxsize=1)
@@ -135,29 +160,105 @@ def resolved_addresses(host: str) -> tuple[str, ...]:
     return tuple(sorted({str(i[4][0]).split("%", 1)[0].lower() for i in infos}))
 
 
-def _validate_url(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
-        raise UsageError(f"--host `{url}` is not an http(s) URL", hint="e.g. --host http://10.0.0.5:8000")
-    return url.rstrip("/")
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+_SSH_TARGET = re.compile(r"(?P<user>[A-Za-z0-9._-]{1,64})@(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9._-]{1,253}))(?::(?P<port>\d{1,5}))?")
 
 
-def _validate_ssh(target: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9._-]+@(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?", target):
-        raise UsageError(f"--ssh `{target}` is not USER@HOST[:PORT]", hint="e.g. --ssh ubuntu@spark-2")
+def _valid_host(host: str) -> bool:
+    """A DNS name or an IP address (IPv6 without its brackets)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return bool(_HOSTNAME.fullmatch(host)) and not host.replace(".", "").isdigit()
+
+
+def redact_url(url: str) -> str:
+    """`url` with any `user:password@` replaced by `***@`, for messages."""
+    return re.sub(r"(//)[^/@]*@", r"\1***@", show(url, 200))
+
+
+def check_endpoint_url(url: str) -> str:
+    """An http(s) base URL with a valid host and port and no credentials; ValueError says why.
+
+    The message never repeats a password: credentials in the URL are refused, not echoed.
+    """
+    if not isinstance(url, str) or not url or len(url) > 2048:
+        raise ValueError("must be an http(s) URL of at most 2048 characters")
+    parsed = urlparse(url.strip())
+    if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+        raise ValueError(f"`{redact_url(url)}` is not an http(s) URL")
+    if "@" in parsed.netloc:
+        raise ValueError(f"`{redact_url(url)}` carries credentials (user:password@); c3 stores no secrets in nodes.json")
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ValueError(f"`{redact_url(url)}` has a port that is not a number from 1 to 65535") from None
+    if port == 0:
+        raise ValueError(f"`{redact_url(url)}` has port 0")
+    host = parsed.hostname or ""
+    if not host or not _valid_host(host):
+        raise ValueError(f"`{redact_url(url)}` has no valid host name or address")
+    if parsed.query or parsed.fragment:
+        raise ValueError(f"`{redact_url(url)}` has a query or fragment; give the base URL")
+    return url.strip().rstrip("/")
+
+
+def check_ssh_target(target: str) -> str:
+    """`USER@HOST[:PORT]` (IPv6 in brackets) with a valid host and port; ValueError says why."""
+    match = _SSH_TARGET.fullmatch(target) if isinstance(target, str) else None
+    if match is None:
+        raise ValueError(f"`{show(target, 80)}` is not USER@HOST[:PORT]")
+    host = match["v6"] or match["host"]
+    if not _valid_host(host) or (match["v6"] and ":" not in host):
+        raise ValueError(f"`{show(target, 80)}` has no valid host name or address")
+    if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
+        raise ValueError(f"`{show(target, 80)}` has a port outside 1–65535")
     return target
 
 
-def load_registry(path: Path | None = None) -> NodeRegistry:
-    """Read `nodes.json` (an empty registry when the file does not exist)."""
-    path = path or paths.nodes_file()
-    if not path.exists():
-        return NodeRegistry()
+def _validate_url(url: str) -> str:
     try:
-        return NodeRegistry.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
-        first = str(exc).splitlines()[0]
-        raise UsageError(f"node registry {path} is not valid: {first}", hint="fix or remove the file") from exc
+        return check_endpoint_url(url)
+    except ValueError as error:
+        hint = ("put the credentials in the pool's own auth (an API key header), not in the URL" if "credentials" in str(error)
+                else "e.g. --host http://10.0.0.5:8000")
+        raise UsageError(f"--host {error}", hint=hint) from None
+
+
+def _validate_ssh(target: str) -> str:
+    try:
+        return check_ssh_target(target)
+    except ValueError as error:
+        raise UsageError(f"--ssh {error}", hint="e.g. --ssh ubuntu@spark-2") from None
+
+
+def load_registry(path: Path | None = None) -> NodeRegistry:
+    """Read `nodes.json` (an empty registry when the file does not exist), checked as `node add` checks.
+
+    A regular file of at most 1 MiB; malformed JSON, duplicate keys or names, bad URLs or SSH
+    targets are one usage error naming the node and field (never echoing a credential).
+    """
+    path = path or paths.nodes_file()
+    text = read_text(path, what="node registry", missing_ok=True)
+    if text is None:
+        return NodeRegistry()
+    hint = "fix the file by hand (`c3 node add` shows the rules) or remove it"
+    data = load_json(text, source=path, what="node registry", hint=hint)
+    try:
+        return NodeRegistry.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = first["loc"]
+        where = "top level"
+        if len(loc) >= 2 and loc[0] == "nodes" and isinstance(loc[1], int):
+            nodes = data.get("nodes") if isinstance(data, dict) else None
+            name = nodes[loc[1]].get("name") if isinstance(nodes, list) and loc[1] < len(nodes) and isinstance(nodes[loc[1]], dict) else None
+            where = f"node #{loc[1] + 1}" + (f" (`{show(name)}`)" if isinstance(name, str) else "") + "".join(f".{p}" for p in loc[2:])
+        elif loc:
+            where = ".".join(str(p) for p in loc)
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise UsageError(f"node registry {path} is not valid: {where}: {show(message, 160)}", hint=hint) from None
 
 
 def _save(registry: NodeRegistry, path: Path) -> None:
@@ -171,23 +272,31 @@ def add_node(name: str, host: str, ssh: str, ssh_key: str | None = None, path: P
         raise UsageError(f"node name `{name[:40]}{'…' if len(name) > 40 else ''}` must match [a-z0-9][a-z0-9_-]* "
                          f"and have at most {NODE_NAME_MAX} characters")
     node = Node(name=name, host=_validate_url(host), ssh=_validate_ssh(ssh), ssh_key=ssh_key, local_override=local)
-    try:
+    with _fs_errors(path):
         with locked(path):
             registry = load_registry(path)
             if any(n.name.lower() == name.lower() for n in registry.nodes):
                 raise Refused(f"node `{name}` is already registered", hint=f"`c3 node rm {name}` first")
             registry.nodes.append(node)
             _save(registry, path)
-    except OSError as error:
-        raise EnvironmentProblem(f"cannot write the node registry {path}: {error.strerror or error}",
-                                 hint="check C3_HOME and its folder's permissions") from None
     return node
+
+
+@contextlib.contextmanager
+def _fs_errors(path: Path) -> Iterator[None]:
+    """The file system refusing a write (read-only, full, no permission) is one line, exit 3."""
+    try:
+        yield
+    except C3Error:
+        raise
+    except OSError as error:
+        raise os_failure(error, path, "write the node registry", hint="check C3_HOME, its folder's permissions and free space") from None
 
 
 def remove_node(name: str, path: Path | None = None) -> Node:
     """Unregister a node."""
     path = path or paths.nodes_file()
-    with locked(path):
+    with _fs_errors(path), locked(path):
         registry = load_registry(path)
         for node in registry.nodes:
             if node.name == name:

@@ -15,9 +15,11 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from backend import paths
+from backend import paths, strict_yaml
 from backend.atomic import locked, write_atomic
-from backend.errors import Refused, UsageError
+from backend.errors import C3Error, Refused, UsageError
+from backend.text import show
+from backend.userfiles import read_text
 
 PROFILE_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 ParamValue = str | int | float | bool
@@ -75,11 +77,13 @@ def load_profile(name: str) -> Profile:
     path = profile_path(name)
     if not path.exists():
         raise Refused(f"no profile `{name}`", hint="`c3 profile ls` lists profiles; `c3 recipes launch ID --nodes a,b` makes one")
+    data = strict_yaml.load(read_text(path, what="profile"), source=str(path), what="profile", hint="fix or remove the file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
         return Profile.model_validate(data)
-    except (yaml.YAMLError, ValidationError, UnicodeDecodeError) as exc:
-        raise UsageError(f"profile {path} is not valid: {str(exc).splitlines()[0]}", hint="fix or remove the file") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "profile"
+        raise UsageError(f"profile {path} is not valid: {show(where, 60)}: {show(first['msg'], 120)}", hint="fix or remove the file") from None
 
 
 def save_profile(profile: Profile) -> Path:
@@ -94,10 +98,10 @@ def list_profiles() -> list[Profile]:
     found = []
     for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = strict_yaml.load(read_text(path, what="profile"), source=str(path), what="profile")
             if isinstance(data, dict) and data.get("kind", "recipe") == "recipe" and "recipe" in data:
                 found.append(Profile.model_validate(data))
-        except (yaml.YAMLError, ValidationError, UnicodeDecodeError):
+        except (C3Error, ValidationError):
             continue  # not ours (a shard profile) or broken: `profile status NAME` reports it
     return found
 
@@ -105,8 +109,8 @@ def list_profiles() -> list[Profile]:
 def active_name() -> str | None:
     path = active_file()
     try:
-        name = path.read_text(encoding="utf-8").strip()
-    except OSError:
+        name = (read_text(path, what="active-profile marker", limit=4096, missing_ok=True) or "").strip()
+    except C3Error:
         return None
     return name or None
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
-from backend import paths
+from backend import paths, strict_yaml
 from backend.errors import Refused, UsageError
 from backend.recipes.schema import (
     DockerOptions,
@@ -21,6 +20,8 @@ from backend.recipes.schema import (
     Provenance,
     Recipe,
 )
+from backend.text import show
+from backend.userfiles import read_text
 
 BUILTIN_DIR = Path(__file__).parent / "data"
 
@@ -40,10 +41,7 @@ __all__ = [
 
 
 def _read_file(path: Path) -> list[Recipe]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UsageError(f"recipe file {path} is not readable YAML: {str(exc).splitlines()[0]}") from exc
+    data = strict_yaml.load(read_text(path, what="recipe file"), source=str(path), what="recipe file")
     items = data.get("recipes") if isinstance(data, dict) and "recipes" in data else [data]
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise UsageError(f"recipe file {path} must hold a recipe mapping or `recipes: [...]`")
@@ -54,7 +52,7 @@ def _read_file(path: Path) -> list[Recipe]:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "recipe"
-            raise UsageError(f"recipe file {path}: {where}: {err['msg']}", hint="see `c3 recipes show ID` for a valid recipe") from exc
+            raise UsageError(f"recipe file {path}: {show(where, 60)}: {show(err['msg'], 120)}", hint="see `c3 recipes show ID` for a valid recipe") from None
     return recipes
 
 

@@ -21,7 +21,7 @@ from backend.runtime.bootlog import BootLog
 from backend.runtime.context import RuntimeContext
 from backend.runtime.models import GateResult, LaunchSpec, Placement
 from backend.runtime.readiness import wait_ready
-from backend.runtime.status import placement_of
+from backend.runtime.status import describe_estate, placement_of, same_estate
 
 SECRET_ENV = ("HF_TOKEN",)
 Progress = Callable[[str, str], None]
@@ -127,6 +127,12 @@ def boot_pod(
     say = progress or (lambda _pod, _line: None)
     begun = time.monotonic()
     current = ctx.runtime.workload(pod.name)
+    if current.running and not same_estate(current.estate, estate):
+        raise Refused(
+            f"pod `{pod.name}` runs from {describe_estate(current.estate)}, not from {describe_estate(estate)}"
+            f" (container c3-{pod.name}{f', port {current.host_port}' if current.host_port else ''})",
+            hint=f"container names are per host: rename this pod, or stop the other one first (`c3 pod down {pod.name}`)",
+        )
     if current.running:
         serving_place = placement_of(ctx, pod, current, serving=None)
         return BootOutcome(pod=pod.name, ok=True, phase="already-running", placement=serving_place, detail="already running")
@@ -137,7 +143,7 @@ def boot_pod(
     except Refused:
         # Another `up` of this very pod may have started it meanwhile: its port and GPUs are then "taken".
         current = ctx.runtime.workload(pod.name)
-        if current.running:
+        if current.running and same_estate(current.estate, estate):
             return BootOutcome(pod=pod.name, ok=True, phase="already-running", placement=placement_of(ctx, pod, current, serving=None), detail="started by another `up` meanwhile")
         raise
     log = BootLog(pod.name)

@@ -2,11 +2,15 @@
 
 Phases, reported with elapsed time: `starting` (no answer on the port), `loading` (the port answers but
 the health path is not 200 yet), `ready`. A workload that exits, or a deadline that passes, ends the wait
-with the engine's last log lines.
+with the engine's last log lines. An engine started with an API key (vLLM's `VLLM_API_KEY` or
+`--api-key`) answers 401/403 on `/v1/*`: that is `auth`, not `loading` — the probe sends
+`Authorization: Bearer $VLLM_API_KEY` when c3 has that variable, and a refusal ends the wait at once
+with what to do instead of waiting out the deadline.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,21 +27,28 @@ class ReadyResult:
     ok: bool
     elapsed_s: float
     phase: str
-    """ready | exited | timeout | absent."""
+    """ready | exited | timeout | absent | auth."""
     detail: str = ""
     log_tail: str = ""
 
 
+API_KEY_ENV = "VLLM_API_KEY"
+
+
 def probe_health(url: str, timeout: float = 3.0) -> str:
-    """`ready` (HTTP 200), `loading` (answers, not 200) or `starting` (no answer)."""
+    """`ready` (HTTP 200), `auth` (401/403), `loading` (answers, not 200) or `starting` (no answer)."""
     # Lazy: importing httpx imports its CLI (rich, click) when those are installed, and backend/
     # must not load rich merely by being imported (the layer test checks sys.modules).
     import httpx
 
+    key = os.environ.get(API_KEY_ENV)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        response = httpx.get(url, timeout=timeout)
+        response = httpx.get(url, timeout=timeout, headers=headers)
     except httpx.HTTPError:
         return "starting"
+    if response.status_code in (401, 403):
+        return "auth"
     return "ready" if response.status_code == 200 else "loading"
 
 
@@ -66,6 +77,13 @@ def wait_ready(
             code = f" (exit code {state.exit_code})" if state.exit_code is not None else ""
             return ReadyResult(False, elapsed, phase, f"the engine stopped during boot{code}", logs(LOG_LINES_ON_FAILURE))
         phase = health(url)
+        if phase == "auth":
+            if progress:
+                progress("auth required", elapsed)
+            sent = "the key in $" + API_KEY_ENV + " was refused" if os.environ.get(API_KEY_ENV) else "c3 has no key ($" + API_KEY_ENV + " is not set)"
+            detail = (f"the engine answers but requires an API key (HTTP 401/403 on its health path; {sent}); "
+                      f"set {API_KEY_ENV} in c3's environment to the engine's key — c3 sends it as a Bearer token")
+            return ReadyResult(False, elapsed, "auth", detail, "")
         if phase == "ready":
             if progress:
                 progress("ready", elapsed)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from backend.errors import C3Error
@@ -72,10 +74,37 @@ def engine_device(ctx: RuntimeContext, pod: Pod, tail: int = 2000) -> str | None
     return parse_boot_log(text).kv_device
 
 
-def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = None) -> list[dict[str, Any]]:
-    """`c3 pod status --json` rows: name, slug, gpus, port, running, serving, placement."""
+def same_estate(running: str, wanted: str) -> bool:
+    """Whether a running workload's estate label names the same estate file as `wanted`.
+
+    Workloads are identified by estate file and pod name; `""` is `c3 serve` (no estate file).
+    """
+    if running == wanted:
+        return True
+    if not running or not wanted:
+        return False
+    try:
+        return os.path.samefile(running, wanted) or Path(running).resolve() == Path(wanted).resolve()
+    except OSError:
+        return Path(running).resolve() == Path(wanted).resolve()
+
+
+def describe_estate(estate: str) -> str:
+    """An estate label in words."""
+    return f"estate {estate}" if estate else "`c3 serve` (no estate file)"
+
+
+def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = None, estate: str | None = None) -> list[dict[str, Any]]:
+    """`c3 pod status --json` rows: name, slug, gpus, port, running, serving, placement.
+
+    With `estate` (the file's absolute path), a workload of the same name started from another estate
+    file is not this pod: the row says `state: other-estate` and names that file in `other_estate`.
+    """
     pods = list(pods)
-    workloads = ctx.runtime.workloads()
+    workloads = dict(ctx.runtime.workloads())
+    foreign = {}
+    if estate is not None:
+        foreign = {p.name: workloads.pop(p.name) for p in pods if p.name in workloads and not same_estate(workloads[p.name].estate, estate)}
     procs = ctx.processes()
     owners: Mapping[int, str | None] = {}
     if procs and any(workloads.get(p.name) and workloads[p.name].running for p in pods):
@@ -96,10 +125,13 @@ def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = 
                 "port": pod.port,
                 "running": workload.running,
                 "serving": serving,
-                "state": workload.status,
+                "state": workload.status if pod.name not in foreign else "other-estate",
                 "placement": placement_json(place),
             }
         )
+        if pod.name in foreign:
+            rows[-1]["other_estate"] = foreign[pod.name].estate or ""
+            rows[-1]["placement"]["reason"] = f"container c3-{pod.name} belongs to {describe_estate(foreign[pod.name].estate)}"
     return rows
 
 

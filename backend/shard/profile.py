@@ -25,12 +25,12 @@ import re
 import shlex
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from backend import paths
+from backend import paths, strict_yaml
 from backend.envnames import ENV_NAME
 from backend.errors import Refused, UsageError
+from backend.userfiles import read_text
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -104,10 +104,7 @@ def load_profile(value: str, directory: Path | None = None) -> ShardProfile:
 
 
 def _from_file(path: Path) -> ShardProfile:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UsageError(f"profile {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    data = strict_yaml.load(read_text(path, what="profile"), source=str(path), what="profile") or {}
     if not isinstance(data, dict):
         raise UsageError(f"profile {path} must be a mapping")
     if isinstance(data.get("shard"), dict):

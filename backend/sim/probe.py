@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from backend import strict_yaml
 from backend.errors import UsageError
+from backend.text import show
+from backend.userfiles import read_text
 from backend.gpu.registry import GpuRegistry
 from backend.models.gpu import ComputeProcess, Gpu, GpuSnapshot
 
@@ -96,18 +98,10 @@ def derive_uuid(index: int, name: str) -> str:
 def load_rig(path: Path) -> Rig:
     """Read a rig YAML; anything malformed is a usage error naming the file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"simulated rig file {path} does not exist", hint="C3_RIG names a rig YAML (see DESIGN.md \"Simulator\"), or use C3_RIG=demo") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"cannot read simulated rig file {path}: {error}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        at = f" (line {where.line + 1})" if where is not None else ""
-        raise UsageError(f"simulated rig file {path} is not valid YAML{at}") from None
+    text = read_text(path, what="simulated rig file", missing_ok=True)
+    if text is None:
+        raise UsageError(f"simulated rig file {path} does not exist", hint="C3_RIG names a rig YAML (see DESIGN.md \"Simulator\"), or use C3_RIG=demo")
+    data = strict_yaml.load(text, source=str(path), what="simulated rig file", hint="fix the rig file C3_RIG names")
     if not isinstance(data, dict) or "gpus" not in data:
         raise UsageError(f"simulated rig file {path} must be a mapping with a `gpus:` list")
     try:
@@ -115,7 +109,7 @@ def load_rig(path: Path) -> Rig:
     except ValidationError as error:
         first = error.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"simulated rig file {path}: {loc}: {first['msg']}") from None
+        raise UsageError(f"simulated rig file {path}: {show(loc, 60)}: {show(first['msg'], 120)}") from None
     uuids = [g.uuid for g in rig.gpus if g.uuid]
     if len(uuids) != len(set(uuids)):
         raise UsageError(f"simulated rig file {path}: two GPUs share a uuid")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -53,9 +54,11 @@ class LazyGroup(click.Group):
 @click.option("--readonly", is_flag=True, help="Cockpit: refuse every write.")
 @click.option("--color", type=click.Choice(["auto", "truecolor", "256", "16"]), default="auto", help="Cockpit colour depth.")
 @click.option("--no-mouse", is_flag=True, help="Cockpit: do not capture the mouse (keeps terminal copy/paste).")
+@click.option("--file", "estate_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Cockpit: the estate file to show and edit (default $C3_HOME/estate.yml), as `--file` everywhere.")
 @click.version_option(package_name="c3", prog_name="c3")
 @click.pass_context
-def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool) -> None:
+def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool, estate_path: Path | None) -> None:
     """c3 — place, fit-check, launch and watch open-weight LLMs on your own GPUs.
 
     Run with no command for the cockpit; `c3 demo` runs it on a simulated rig.
@@ -65,7 +68,11 @@ def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool) -> None:
     if ctx.invoked_subcommand is None:
         from c3.cli.cockpit import run_cockpit
 
-        run_cockpit(readonly=readonly, color=color, no_mouse=no_mouse, demo=False)
+        if estate_path is not None:
+            from backend.estate import load_estate
+
+            load_estate(estate_path)  # a bad --file is one error line here, not a stale cockpit
+        run_cockpit(readonly=readonly, color=color, no_mouse=no_mouse, demo=False, estate_path=estate_path)
 
 
 def fail(error: C3Error) -> None:
@@ -121,6 +128,12 @@ def main(argv: list[str] | None = None) -> None:
         # `c3 gpus | head` closing the pipe is not an error worth a traceback.
         _silence_stdout()
         sys.exit(0)
+    except OSError as error:
+        # The last net under every file c3 touches in C3_HOME / C3_STATE (a read-only or full file
+        # system, a file where a folder should be): one line with the path, exit 3 (environment).
+        from backend.userfiles import os_failure
+
+        fail(os_failure(error, error.filename or "a file", "use"))
     except KeyboardInterrupt:
         click.echo("c3: interrupted", err=True)
         sys.exit(130)

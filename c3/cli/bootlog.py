@@ -38,10 +38,16 @@ def bootlog(path: str, as_json: bool) -> None:
     """
     from backend.fit.bootlog import parse_boot_log
 
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"cannot read boot log {path}: {exc.strerror or exc}") from None
+    from backend.userfiles import LIMITS, read_text
+
+    if path == "-":
+        cap = LIMITS["boot log"]
+        raw = sys.stdin.buffer.read(cap + 1)
+        if len(raw) > cap:
+            raise UsageError(f"the boot log on stdin is larger than {cap // (1024 * 1024)} MiB", hint="pass the engine's start-up output, e.g. `docker logs c3-chat 2>&1 | head -c 10M`")
+        text = raw.decode("utf-8", errors="replace")
+    else:
+        text = read_text(Path(path), what="boot log", errors="replace") or ""
     report = parse_boot_log(text)
     found = {key: getattr(report, key) for key, _, _ in FIELDS if getattr(report, key) not in (None, [], {})}
     if as_json:

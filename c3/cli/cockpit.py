@@ -22,7 +22,7 @@ def configure_terminal(color: str) -> None:
     os.environ.setdefault("TEXTUAL_FPS", "30")
 
 
-def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = False, demo: bool = False) -> None:
+def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = False, demo: bool = False, estate_path=None) -> None:
     """Build the facade (real backend; the simulated rig and runtime for `demo`) and run the app."""
     configure_terminal(color)
     from c3.app import C3App
@@ -30,7 +30,7 @@ def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = Fa
     def build_services():  # runs in a worker thread
         from c3.services_real import build_services as build
 
-        return build(readonly=readonly, demo=demo)
+        return build(readonly=readonly, demo=demo, estate_path=estate_path)
 
     # The facade (pydantic models, SDK adapters, the runtime) is built in a worker after the first
     # frame, so the cockpit shows up about as fast as a bare Textual app.

@@ -219,9 +219,13 @@ def validate(as_json: bool, file: Path | None, force: bool) -> None:
         for name, report in check.fits.items():
             click.echo(f"  · pod `{name}`: {describe_fit(report)}")
     if errors:
+        # One exit code per class (DESIGN.md): a file that does not parse as an estate is malformed
+        # input (2) wherever the problem sits; a well-formed plan that breaks a rule is refused (1).
+        malformed = [p for p in problems[: len(problems) - len(check.problems)] if p.blocking]
+        first = (malformed or errors)[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        click.echo(f"c3: error: {path} is not a valid estate: {errors[0].message}{more}", err=True)
-        raise SystemExit(1)
+        click.echo(f"c3: error: {path} is not a valid estate: {first.message}{more}", err=True)
+        raise SystemExit(2 if malformed else 1)
 
 
 # RUNTIME adds up/down/status/logs to the group defined above (so this import comes last).

@@ -137,12 +137,13 @@ def register(pod_group: click.Group) -> None:
         path = resolve_file(file)
         pods = load_pods(path)
         ctx = open_context()
-        rows = pod_rows(ctx, pods, health_path_of=lambda p: _health_path(ctx, p))
-        planned = {p.name for p in pods}
+        rows = pod_rows(ctx, pods, health_path_of=lambda p: _health_path(ctx, p), estate=str(path.resolve()))
+        # Not this file's: other names, and this file's names started from another estate file.
+        mine = {r["name"] for r in rows if r["state"] != "other-estate"}
         others = [
             {"name": w.pod, "slug": w.slug, "port": w.host_port, "running": w.running, "estate": w.estate or None}
             for w in ctx.runtime.workloads().values()
-            if w.pod not in planned
+            if w.pod not in mine
         ]
         if as_json:
             emit_json({"file": str(path), "pods": rows, "unplanned": others})
@@ -158,17 +159,17 @@ def register(pod_group: click.Group) -> None:
     @click.option("--tail", type=click.IntRange(0), default=200, show_default=True, help="Lines of history to show.")
     def logs(name: str, follow: bool, tail: int) -> None:
         """The engine's output (the container's log, or the simulator's)."""
-        from backend.runtime.bootlog import boot_log_path
+        from backend.runtime.bootlog import read_tail
         from backend.runtime.context import open_context
 
         ctx = open_context()
         workload = ctx.runtime.workload(name)
         if workload.status == "absent":
-            boot = boot_log_path(name)
-            if boot.exists():
+            found = read_tail(name, tail)
+            if found is not None:
+                boot, lines = found
                 click.echo(f"[{name}] no container; last boot log {boot}:", err=True)
-                lines = boot.read_text(encoding="utf-8", errors="replace").splitlines()
-                click.echo("\n".join(lines[-tail:]) if tail else "")
+                click.echo("\n".join(lines))
                 return
             raise Refused(f"pod {name} has no container and no boot log", hint=f"`c3 pod up {name}` first")
         if follow:
@@ -195,7 +196,7 @@ def print_status(path: Path, rows: list[dict[str, Any]]) -> None:
         place = r["placement"]
         verdict = place["verdict"]
         mark = {"ok": "✓", "mismatch": "⚠", "unknown": "?"}[verdict]
-        detail = f" ({place['reason']})" if place["reason"] and r["running"] else ""
+        detail = f" ({place['reason']})" if place["reason"] and (r["running"] or r.get("state") == "other-estate") else ""
         click.echo(f"{r['name'].ljust(width)}  {r['slug']}  GPU {r['gpus']}  port {r['port']}  {state}  placement {mark} {verdict}{detail}")
         for f in place["foreign"]:
             who = f"pod {f['owner']}" if f["owner"] else "not a c3 pod"

@@ -1,18 +1,24 @@
 """`c3 serve SLUG [--gpus 0,1] [--port N]`: one model, no estate file (a pod named `serve-<slug>`).
 
-When the GPUs are not given and more free GPUs exist than the slug needs, c3 asks on a terminal
-(like club-3090's launcher) and refuses with a clear line when it cannot ask.
+It passes the same rules as `pod create` (TP count, required_sm, one architecture per TP group,
+status, the fit-check; `--force` as there) and then the same boot gates as `pod up`.
+
+Which GPUs: asked as club-3090's seed asks when more GPUs are free than the slug needs — each free
+GPU alone, or all of them together ("both" on two cards, "all" on more), where "together" means the
+model's TP=N variant in the catalog (same engine, same model; c3 says when none exists). `--gpus`
+answers the same question in scripts: a count that differs from the slug's TP picks that variant.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 
 import click
 
 from backend.errors import Refused, UsageError
-from backend.models import Gpu, Pod
+from backend.models import CatalogEntry, Gpu, Pod
 from c3.cli.common import parse_index_list
 from c3.cli.pod_runtime import echo_progress, gpu_mode_option, placement_failure, report_outcome
 
@@ -30,52 +36,106 @@ def free_gpus(ctx, gpus: list[Gpu]) -> list[Gpu]:
     return [g for g in gpus if g.uuid not in claimed and g.uuid not in busy]
 
 
-def choose_gpus(ctx, need: int, given: str | None, *, interactive: bool) -> list[int]:
+def variant_for(catalog, entry: CatalogEntry, count: int) -> CatalogEntry | None:
+    """The catalog entry that runs `entry`'s model on `count` GPUs (TP × PP), itself included."""
+    if entry.gpu_count == count:
+        return entry
+    same = [e for e in catalog.entries if e.engine == entry.engine and e.model == entry.model and e.gpu_count == count]
+    same.sort(key=lambda e: (e.pp != 1, e.status != "production", e.slug))
+    return same[0] if same else None
+
+
+def _no_variant(entry: CatalogEntry, count: int) -> str:
+    return f"{entry.slug} needs {entry.gpu_count} GPU(s) and the catalog has no TP={count} variant of {entry.model or entry.slug}"
+
+
+def _by_count(catalog, entry: CatalogEntry, chosen: list[int], *, usage: bool) -> tuple[CatalogEntry, list[int]]:
+    variant = variant_for(catalog, entry, len(chosen))
+    if variant is None:
+        error = UsageError if usage else Refused
+        raise error(_no_variant(entry, len(chosen)), hint=f"give {entry.gpu_count} GPU(s), or add a TP={len(chosen)} entry in $C3_HOME/catalog.d/")
+    return variant, chosen
+
+
+def seed_question(free: list[Gpu]) -> tuple[str, str]:
+    """club-3090's seed question and its default for these free GPUs."""
+    if len(free) == 2:
+        return f"Use GPU {free[0].index}, GPU {free[1].index}, or both?", "both"
+    return "Which GPU(s)? (indices such as 0 or 0,2, or all)", "all"
+
+
+def parse_answer(answer: str, free: list[Gpu]) -> list[int]:
+    """`both`/`all` → every free GPU; `0` / `GPU 0` / `0,2` → those (each must be free)."""
+    text = answer.strip().lower()
+    if text in ("both", "all", "together"):
+        return [g.index for g in free]
+    chosen = parse_index_list(re.sub(r"\bgpu\s*", "", text), what="answer")
+    allowed = {g.index for g in free}
+    strangers = [i for i in chosen if i not in allowed]
+    if strangers:
+        raise UsageError(f"GPU {strangers[0]} is not one of the free GPUs ({', '.join(str(i) for i in sorted(allowed))})")
+    return chosen
+
+
+def choose(
+    ctx,
+    entry: CatalogEntry,
+    given: str | None,
+    *,
+    interactive: bool,
+    ask: Callable[[str, str], str] | None = None,
+) -> tuple[CatalogEntry, list[int]]:
+    """The entry to run (the slug or its TP=N variant) and its host GPU indices."""
+    catalog = ctx.catalog
     if given:
-        chosen = parse_index_list(given)
-        if len(chosen) != need:
-            raise UsageError(f"--gpus lists {len(chosen)} GPU(s) but this slug needs {need} (TP × PP)")
-        return chosen
-    gpus = ctx.gpus()
-    free = free_gpus(ctx, gpus)
+        return _by_count(catalog, entry, parse_index_list(given), usage=True)
+    need = entry.gpu_count
+    free = free_gpus(ctx, ctx.gpus())
+    listing = ", ".join(f"{g.index} ({g.name})" for g in free)
     if len(free) < need:
         raise Refused(f"this slug needs {need} GPU(s) but only {len(free)} are free ({', '.join(str(g.index) for g in free) or 'none'})", hint="stop a pod, or pass --gpus and --force")
     if len(free) == need:
-        return [g.index for g in free]
-    listing = ", ".join(f"{g.index} ({g.name})" for g in free)
+        return entry, [g.index for g in free]
     if not interactive:
         raise UsageError(f"several GPUs are free ({listing}); say which {need} with --gpus", hint=f"e.g. --gpus {','.join(str(g.index) for g in free[:need])}")
-    default = ",".join(str(g.index) for g in free[:need])
-    click.echo(f"free GPUs: {listing}", err=True)
-    answer = click.prompt(f"which {need} GPU(s)?", default=default, err=True)
-    chosen = parse_index_list(answer)
-    if len(chosen) != need:
-        raise UsageError(f"{len(chosen)} GPU(s) given but this slug needs {need}")
-    return chosen
+    question, default = seed_question(free)
+    if variant_for(catalog, entry, len(free)) is None:
+        default = ",".join(str(g.index) for g in free[:need])
+        click.echo(f"free GPUs: {listing} — together is not offered: {_no_variant(entry, len(free))}", err=True)
+    else:
+        click.echo(f"free GPUs: {listing}", err=True)
+    prompt = ask or (lambda text, value: click.prompt(text, default=value, err=True))
+    reply = prompt(question, default).strip() or default  # Enter takes the default
+    return _by_count(catalog, entry, parse_answer(reply, free), usage=True)
 
 
 @click.command("serve")
 @click.argument("slug")
-@click.option("--gpus", "gpus_text", default=None, help="Host GPU indices (asked on a terminal when several are free).")
+@click.option("--gpus", "gpus_text", default=None, help="Host GPU indices (asked on a terminal when several are free); a count other than the slug's TP picks its TP=N variant.")
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="Host port (default: the slug's default port).")
 @click.option("--name", default=None, help="Pod name (default serve-<slug>).")
-@click.option("--force", is_flag=True, help="Pass failing gates with a warning.")
+@click.option("--force", is_flag=True, help="Pass a wont-fit verdict, slug status and failing gates with a warning (never incompatible hardware).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=900.0, show_default=True, help="Seconds to wait for the engine to serve.")
 @gpu_mode_option
 def serve(slug: str, gpus_text: str | None, port: int | None, name: str | None, force: bool, timeout_s: float, gpu_mode: str | None) -> None:
-    """Serve one model without pods: pick GPUs, boot, wait until it serves, verify placement."""
+    """Serve one model without pods: pick GPUs, check the fit, boot, wait until it serves, verify placement."""
+    from backend.estate.ops import check_lone_pod
     from backend.runtime.boot import boot_pod
     from backend.runtime.context import open_context
 
     ctx = open_context(forced_mode=gpu_mode)
-    entry = ctx.entry(slug)
-    indices = choose_gpus(ctx, entry.gpu_count, gpus_text, interactive=sys.stdin.isatty())
+    entry, indices = choose(ctx, ctx.entry(slug), gpus_text, interactive=sys.stdin.isatty())
     pod_name = name or pod_name_for(entry.slug)
     try:
         pod = Pod(name=pod_name, slug=entry.slug, gpus=tuple(indices), port=port or entry.default_port)
     except ValueError:
         raise UsageError(f"`{pod_name}` is not a valid pod name", hint="use [a-z0-9][a-z0-9-]*") from None
-    click.echo(f"serving {entry.slug} as pod {pod.name} on GPU {','.join(map(str, indices))}, port {pod.port}")
+    rig = ctx.gpus() if ctx.probe is not None else None
+    warnings, fit = check_lone_pod(pod, rig, ctx.catalog, force=force)
+    for problem in warnings:
+        click.echo(f"warning: {problem.message}", err=True)
+    verdict = f" (fit: {fit.verdict})" if fit is not None else ""
+    click.echo(f"serving {entry.slug} as pod {pod.name} on GPU {','.join(map(str, indices))}, port {pod.port}{verdict}")
     outcome = boot_pod(ctx, pod, estate="", force=force, timeout_s=timeout_s, progress=echo_progress)
     report_outcome(outcome, pod.port)
     placement_failure(outcome)

@@ -189,7 +189,7 @@ def test_validate_hand_written_files(rig, estate, priced):
     )
     before = estate.read_bytes()
     r = run_inproc("pod", "validate", "--file", str(estate))
-    assert r.code == 1
+    assert r.code == 2  # issue 16: a malformed entry (`Bad`, `port: x`) is exit 2 wherever it sits
     assert "is not a valid estate: " in one_error_line(r.err) and "more)" in r.err
     for expected in ("E1: GPU 0 (RTX 3090) claimed by qwen-left, qwen-right", "E4: port 8110 claimed by qwen-left, qwen-right",
                      "tp=2 * pp=1 = 2 != 1 cards selected", "unknown slug `vllm/not-real`", "pod name `Bad` is not valid"):
@@ -197,6 +197,10 @@ def test_validate_hand_written_files(rig, estate, priced):
     data = json.loads(run_inproc("pod", "validate", "--json", "--file", str(estate)).out)
     assert data["valid"] is False and {p["code"] for p in data["problems"]} >= {"E1", "E4", "C1", "slug", "name"}
     assert estate.read_bytes() == before
+    # Well-formed but breaking rules only (collisions, TP count, unknown slug): refused, exit 1.
+    estate.write_text(before.decode().replace("  - {name: Bad, gpus: [1], port: x}\n", ""))
+    r = run_inproc("pod", "validate", "--file", str(estate))
+    assert r.code == 1 and "E1: GPU 0 (RTX 3090) claimed by qwen-left, qwen-right" in r.out
     estate.write_text("schema_version: 1\nestate:\n  - {name: ok, slug: vllm/qwen3-8b, gpus: [0], port: 8110}\n")
     r = run_inproc("pod", "validate", "--file", str(estate))
     assert r.code == 0 and r.out.startswith("✓ valid")
@@ -272,9 +276,9 @@ def test_unusable_file_paths_are_one_line_errors(rig, tmp_path, priced):
     blocker.write_text("x")
     for path in (blocker / "estate.yml", tmp_path / ("n" * 300) / "estate.yml"):
         r = run_inproc("pod", "create", "chat", "--gpus", "0", "--slug", "vllm/qwen3-8b", "--file", str(path))
-        assert r.code == 2 and "cannot write estate file" in one_error_line(r.err)
+        assert r.code == 3 and "cannot write estate file" in one_error_line(r.err)
         r = run_inproc("pod", "list", "--json", "--file", str(path))
-        assert r.code in (0, 2) and "Traceback" not in r.err
+        assert r.code == 3 and "cannot read estate file" in one_error_line(r.err)
         r = run_inproc("pod", "rm", "chat", "--file", str(path))
         assert r.code == 1 and "no estate file" in one_error_line(r.err)
     assert blocker.read_text() == "x"

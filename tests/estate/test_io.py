@@ -34,14 +34,16 @@ def test_club3090_file_is_accepted(tmp_path: Path):
     assert "created" in estate.extra
 
 
-def test_rewrite_keeps_tolerated_keys_and_writes_slug(tmp_path: Path):
+def test_rewrite_keeps_the_club3090_file_as_written(tmp_path: Path):
+    """Issue 16: a club-3090 file keeps its keys, spelling and layout (`compose:` kept; ruamel only
+    drops the alignment spaces inside flow mappings)."""
     path = tmp_path / "estate.yml"
     path.write_text(CLUB_FILE)
     save_estate(path, load_estate(path))
+    assert path.read_text() == CLUB_FILE.replace("chat,  ", "chat, ").replace("dual,    ", "dual, ").replace("[0],    ", "[0], ")
     doc = yaml.safe_load(path.read_text())
     assert doc["rig"]["gpu_count"] == 2 and doc["created"] is not None
-    assert doc["estate"][1] == {"name": "coder", "slug": "vllm/dual", "gpus": [1, 2], "port": 8010}
-    assert load_estate(path) == load_estate(path)
+    assert doc["estate"][1] == {"name": "coder", "compose_name": "vllm/dual", "gpus": [1, 2], "port": 8010}
 
 
 def test_round_trip_is_stable(tmp_path: Path):
@@ -144,4 +146,6 @@ def test_create_on_a_club_file_keeps_its_keys_and_stamps_updated(tmp_path: Path)
     assert doc["rig"]["hardware_id"] == "rtx-3090"
     assert str(doc["updated"]) != "2026-05-14 00:00:00+00:00" and str(doc["created"]).startswith("2026-05-14")
     assert [p["name"] for p in doc["estate"]] == ["chat", "coder", "new"]
-    assert doc["estate"][0] == {"name": "chat", "slug": "vllm/qwen3-8b", "gpus": [0], "port": 8020}
+    # issue 16: club-3090's `compose:` stays, and the new entry uses the file's own key
+    assert doc["estate"][0] == {"name": "chat", "compose": "vllm/qwen3-8b", "gpus": [0], "port": 8020}
+    assert doc["estate"][2]["compose"] == "vllm/qwen3-8b" and "slug" not in doc["estate"][2]

@@ -1,0 +1,141 @@
+"""Reading the files c3 is given or that a person may have edited: regular files only, size-capped.
+
+`open()` on a FIFO blocks until a writer appears and `read()` on /dev/zero never ends, so a file is
+opened non-blocking, checked with fstat to be a regular file, and read up to its cap plus one byte.
+Failures follow the exit-code classes (DESIGN.md "Exit codes"): what the file *is* or *holds*
+(not a regular file, too large, not UTF-8, malformed) is a usage error (2); what the file system
+refuses (permission, I/O error, a file where a folder should be) is an environment problem (3).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from backend.errors import EnvironmentProblem, UsageError
+from backend.text import show
+
+KiB, MiB = 1024, 1024 * 1024
+
+# Caps per kind of file: generous for what a person writes, small enough that parsing the worst
+# file of that size stays within seconds and a few hundred MB.
+LIMITS = {
+    "estate file": 16 * MiB,  # ~200,000 pods; the YAML node budget is the tighter bound
+    "node registry": 1 * MiB,
+    "catalog file": 4 * MiB,
+    "recipe file": 1 * MiB,
+    "profile": 1 * MiB,
+    "simulated rig file": 1 * MiB,
+    "boot log": 64 * MiB,
+    "model config": 8 * MiB,
+}
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def os_failure(error: OSError, path: Path | str, doing: str, hint: str | None = None) -> EnvironmentProblem:
+    """One environment-class error line for an OSError on `path` (never the errno's repr)."""
+    reason = error.strerror or type(error).__name__
+    if error.errno == errno.ENOSPC:
+        reason = "no space left on the device"
+    elif error.errno == errno.EROFS:
+        reason = "the file system is read-only"
+    return EnvironmentProblem(f"cannot {doing} {path}: {reason}", hint=hint or "check the folder's permissions and free space (C3_HOME / C3_STATE)")
+
+
+def read_bytes(path: Path | str, *, what: str, limit: int | None = None, missing_ok: bool = False) -> bytes | None:
+    """The bytes of `path`, a regular file of at most `limit` bytes (`LIMITS[what]` by default).
+
+    Missing: None when `missing_ok`, else a usage error. Symlinks are followed (the target is checked).
+    """
+    cap = limit if limit is not None else LIMITS.get(what, 4 * MiB)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise UsageError(f"cannot read {what} {path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{what} {path} is a directory, not a file") from None
+    except OSError as error:
+        raise os_failure(error, path, f"read {what}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{what} {path} is {kind_of(info.st_mode)}, not a regular file", hint="give c3 a regular file")
+        if info.st_size > cap:
+            raise UsageError(f"{what} {path} is larger than {_size(cap)} ({_size(info.st_size)})", hint="c3 reads files up to that size; split or trim it")
+        chunks, total = [], 0
+        while True:  # the size may change under us (a file being written): cap what we read
+            chunk = os.read(fd, min(1 * MiB, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > cap:
+                raise UsageError(f"{what} {path} is larger than {_size(cap)}", hint="c3 reads files up to that size; split or trim it")
+        return b"".join(chunks)
+    except OSError as error:
+        raise os_failure(error, path, f"read {what}") from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path | str, *, what: str, limit: int | None = None, missing_ok: bool = False, errors: str = "strict") -> str | None:
+    """`read_bytes` decoded as UTF-8; undecodable text is a usage error unless `errors="replace"`."""
+    raw = read_bytes(path, what=what, limit=limit, missing_ok=missing_ok)
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8", errors=errors)
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} {path} is not UTF-8 text") from None
+
+
+def load_json(text: str, *, source: str | Path, what: str, hint: str | None = None) -> Any:
+    """A JSON document; syntax errors, duplicate keys, absurd nesting or integers are one usage error."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise _Duplicate(key)
+            out[key] = value
+        return out
+
+    fix = hint or f"fix {source} by hand or remove it"
+    try:
+        return json.loads(text, object_pairs_hook=pairs)
+    except _Duplicate as dup:
+        raise UsageError(f"{what} {source}: duplicate key `{show(dup.key)}`", hint=fix) from None
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{what} {source} is not valid JSON at line {error.lineno}, column {error.colno}: {show(error.msg, 60)}", hint=fix) from None
+    except RecursionError:
+        raise UsageError(f"{what} {source} is nested too deeply", hint=fix) from None
+    except ValueError as error:  # Python's cap on integer digits, among others
+        raise UsageError(f"{what} {source} holds a value JSON cannot read ({show(str(error), 60)})", hint=fix) from None
+
+
+class _Duplicate(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _size(n: int) -> str:
+    return f"{n / MiB:.0f} MiB" if n >= MiB else f"{n / KiB:.0f} KiB" if n >= KiB else f"{n} bytes"
