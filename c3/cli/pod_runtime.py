@@ -116,13 +116,25 @@ def register(pod_group: click.Group) -> None:
     @pod_group.command("down")
     @click.argument("name")
     @click.option("--timeout", "timeout_s", type=click.FloatRange(0), default=30.0, show_default=True, help="Seconds to wait before killing.")
-    def down(name: str, timeout_s: float) -> None:
-        """Stop and remove a pod's container (works for any c3 pod, planned or not)."""
+    @file_option
+    def down(name: str, timeout_s: float, file: Path | None) -> None:
+        """Stop and remove a pod's container (works for any c3 pod, planned or not).
+
+        With `--file`, only a pod started from that estate file is stopped: a pod of the same name that
+        another estate file started is refused, naming that file (workloads are estate file + pod name).
+        """
         from backend.runtime.context import open_context
 
         ctx = open_context()
+        workload = next((w for w in ctx.runtime.workloads().values() if w.pod.casefold() == name.casefold()), None)
+        origin = workload.estate if workload is not None else ""
+        if file is not None and workload is not None and origin:
+            mine = str(resolve_file(file).resolve())
+            if origin != mine:
+                raise Refused(f"pod `{name}` running on this host was started from {origin}, not from {mine}",
+                              hint=f"stop it with `c3 pod down {name} --file {origin}` (or without --file)")
         if ctx.runtime.stop(name, timeout=timeout_s):
-            click.echo(f"[{name}] stopped")
+            click.echo(f"[{name}] stopped" + (f" (from {origin})" if origin else ""))
         else:
             click.echo(f"[{name}] was not running")
 

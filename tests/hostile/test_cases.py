@@ -237,6 +237,12 @@ def test_same_pod_name_in_another_estate_is_reported_not_called_running(tmp_path
             assert state.name == "chat" and state.state == "down" and f"belongs to estate {a}" in state.placement_detail
         finally:
             services.close()
+        # `pod down chat --file b.yml` must not stop a.yml's pod; with a.yml it does, and says whose it was.
+        refused = run("pod", "down", "chat", "--file", str(b), deadline=20)
+        assert refused.rc == 1 and f"started from {a}" in refused.error_line()
+        assert json.loads(run("pod", "status", "--json", "--file", str(a), deadline=20).out)["pods"][0]["running"] is True
+        down = run("pod", "down", "chat", "--file", str(a), deadline=60)
+        assert down.rc == 0 and f"stopped (from {a})" in down.out
     finally:
         run("pod", "down", "chat", deadline=60)
 

@@ -31,7 +31,11 @@ def recipe_commands(engine: str = "vllm") -> dict[str, list[str]]:
         plan = render_recipe(recipe, _NODES[: recipe.nodes], allow_unpinned=True)
         for rank in plan.ranks:
             argv = rank.run_argv
-            found[f"recipe:{recipe.id}:rank{rank.rank}"] = argv[argv.index(plan.image) + 1:]
+            engine_argv = argv[argv.index(plan.image) + 1:]
+            if engine == "vllm" and engine_argv[:1] != ["vllm"]:
+                # Arguments to the image's own entrypoint: vllm/vllm-openai images run `vllm serve` there.
+                engine_argv = ["vllm", "serve", *engine_argv]
+            found[f"recipe:{recipe.id}:rank{rank.rank}"] = engine_argv
     return found
 
 
