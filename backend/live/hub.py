@@ -1,4 +1,5 @@
-"""`LiveState`: the hub the cockpit drives — GPU poller, workload events, endpoint health, placement.
+"""`LiveState`: the hub the cockpit drives — GPU poller, workload events, endpoint health, placement,
+and engine metrics (each serving pod's /metrics, every 2 s).
 
 Each source runs in its own daemon thread (NVML, the Docker socket and HTTP all block); every change
 assembles a new immutable `RigSnapshot` and hands it to subscribers (a callback, called from the
@@ -17,13 +18,15 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from backend.errors import EnvironmentProblem
+from backend.live.engine_metrics import EngineMetricsError, EngineSample, derive, scrape
 from backend.live.events import EventSource
 from backend.live.health import check_all
-from backend.live.models import PodLive, RigSnapshot
+from backend.live.models import PodLive, PodMetrics, RigSnapshot
 from backend.live.source import Source, now
 from backend.models import Pod
 from backend.runtime import placement as placement_rules
@@ -53,6 +56,8 @@ class LiveState:
         health_interval_s: float = 2.0,
         placement_interval_s: float = 2.0,
         workload_interval_s: float = 1.0,
+        metrics_interval_s: float = 2.0,
+        metrics_timeout_s: float = 1.0,
     ) -> None:
         self.ctx = ctx
         self._pods = pods
@@ -64,6 +69,9 @@ class LiveState:
         self._queues: list[queue.Queue[RigSnapshot]] = []
         self._snapshot = RigSnapshot(taken_at=now(), version=0)
         self._pod_cache: tuple[Pod, ...] = ()
+        self._samples: dict[str, EngineSample] = {}  # each serving pod's previous scrape: rates need two
+        self._metrics_timeout_s = metrics_timeout_s
+        self._metrics_client: Any = None  # one keep-alive client, used only by the metrics thread
         events = getattr(ctx.runtime, "events", None)
         workloads: Source
         if callable(events):
@@ -75,6 +83,7 @@ class LiveState:
             "workloads": workloads,
             "health": Source("health", self._read_health, interval_s=health_interval_s),
             "placement": Source("placement", self._read_placement, interval_s=placement_interval_s),
+            "metrics": Source("metrics", self._read_metrics, interval_s=metrics_interval_s),
         }
         for source in self.sources.values():
             source.publish = self._changed
@@ -88,6 +97,9 @@ class LiveState:
     def stop(self) -> None:
         for source in self.sources.values():
             source.stop()
+        client, self._metrics_client = self._metrics_client, None
+        if client is not None:
+            client.close()
 
     def pause(self, name: str) -> None:
         self.sources[name].pause()
@@ -158,6 +170,33 @@ class LiveState:
                 targets.append((pod.name, f"http://127.0.0.1:{pod.port}{self._health_path_of(pod)}"))
         return check_all(targets)
 
+    def _read_metrics(self) -> dict[str, PodMetrics]:
+        """Scrape /metrics of every serving pod, one after another on one keep-alive client; each
+        wait is bounded by the timeout, and a pod that fails is reported, never raised."""
+        import httpx  # lazy: see backend.runtime.readiness
+
+        health = self.sources["health"].value or {}
+        running = self._workloads()
+        serving = [p for p in self._planned() if (w := running.get(p.name)) is not None and w.running and getattr(health.get(p.name), "healthy", False)]
+        self._samples = {name: s for name, s in self._samples.items() if name in {p.name for p in serving}}
+        if not serving:
+            if self._metrics_client is not None:
+                self._metrics_client.close()
+                self._metrics_client = None
+            return {}
+        if self._metrics_client is None:
+            self._metrics_client = httpx.Client(timeout=self._metrics_timeout_s)
+        out: dict[str, PodMetrics] = {}
+        for pod in serving:
+            try:
+                sample = scrape(self._metrics_client, f"http://127.0.0.1:{pod.port}/metrics", clock=time.monotonic(), taken_at=now())
+            except EngineMetricsError as error:
+                out[pod.name] = PodMetrics(pod=pod.name, error=error.message)
+                continue
+            out[pod.name] = PodMetrics(pod=pod.name, metrics=derive(sample, self._samples.get(pod.name)))
+            self._samples[pod.name] = sample
+        return out
+
     def _read_placement(self) -> dict[str, Placement]:
         gpus_snap = self.sources["gpus"].value
         gpus = [s.gpu for s in gpus_snap] if gpus_snap else []
@@ -186,8 +225,10 @@ class LiveState:
         workloads = self._workloads()
         health = self.sources["health"].value or {}
         places = self.sources["placement"].value or {}
+        metrics = self.sources["metrics"].value or {}
         pods = tuple(
-            PodLive(name=p.name, slug=p.slug, gpus=p.gpus, port=p.port, workload=workloads.get(p.name), health=health.get(p.name), placement=places.get(p.name))
+            PodLive(name=p.name, slug=p.slug, gpus=p.gpus, port=p.port, workload=workloads.get(p.name), health=health.get(p.name), placement=places.get(p.name),
+                    metrics=metrics.get(p.name))
             for p in self._pod_cache
         )
         with self._lock:

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from backend.live.engine_metrics import EngineMetrics
 from backend.models import GpuSnapshot
 from backend.runtime.models import Placement, Workload
 
@@ -16,7 +17,7 @@ class SourceStatus(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     name: str
-    """gpus | workloads | health | placement."""
+    """gpus | workloads | health | placement | metrics."""
     ok: bool
     """Its last attempt succeeded."""
     stale_since: datetime | None = None
@@ -55,6 +56,19 @@ class EndpointHealth(BaseModel):
     """Why it is not healthy."""
 
 
+class PodMetrics(BaseModel):
+    """One serving pod's last /metrics scrape: the derived metrics, or why there are none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pod: str
+    """Pod name."""
+    metrics: EngineMetrics | None = None
+    """What the engine reported (rates need the scrape before it)."""
+    error: str | None = None
+    """Why the scrape failed (HTTP status, timeout, not an engine's metrics)."""
+
+
 class PodLive(BaseModel):
     """One planned pod, live."""
 
@@ -74,6 +88,8 @@ class PodLive(BaseModel):
     """Its last health probe."""
     placement: Placement | None = None
     """Its last placement verdict."""
+    metrics: PodMetrics | None = None
+    """Its last engine-metrics scrape (None while it is not serving)."""
 
 
 class RigSnapshot(BaseModel):
