@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -98,6 +98,23 @@ class EngineMetrics(BaseModel):
     """Prompt tokens since start (cached included)."""
     generation_tokens_total: int | None = None
     """Generated tokens since start."""
+
+
+class PodMetrics(BaseModel):
+    """One serving pod's last /metrics scrape: the derived metrics, or why there are none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pod: str
+    """Pod name."""
+    metrics: EngineMetrics | None = None
+    """What the engine reported (rates need the scrape before it)."""
+    error: str | None = None
+    """Why the scrape failed (HTTP status, timeout, not an engine's metrics)."""
+
+    def row(self) -> dict[str, Any]:
+        """The `metrics` and `metrics_error` fields of a `c3 pod status --json` row."""
+        return {"metrics": self.metrics.model_dump(mode="json") if self.metrics else None, "metrics_error": self.error}
 
 
 def _family(name: str) -> tuple[Engine, str] | None:
@@ -249,3 +266,15 @@ def scrape(client: object, url: str, *, clock: float, taken_at: datetime) -> Eng
     except httpx.HTTPError as error:
         raise EngineMetricsError(f"{url}: {type(error).__name__}") from None
     return parse(body.decode("utf-8", "replace"), taken_at=taken_at, clock=clock)
+
+
+def read_pod(client: object, pod: str, port: int, previous: EngineSample | None = None) -> tuple[PodMetrics, EngineSample | None]:
+    """Scrape one pod on loopback: its metrics (or why none) and the sample to keep for the next rates."""
+    import time
+    from datetime import UTC
+
+    try:
+        sample = scrape(client, f"http://127.0.0.1:{port}/metrics", clock=time.monotonic(), taken_at=datetime.now(UTC))
+    except EngineMetricsError as error:
+        return PodMetrics(pod=pod, error=error.message), None
+    return PodMetrics(pod=pod, metrics=derive(sample, previous)), sample

@@ -18,15 +18,14 @@ import itertools
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from backend.errors import EnvironmentProblem
-from backend.live.engine_metrics import EngineMetricsError, EngineSample, derive, scrape
+from backend.live.engine_metrics import EngineSample, PodMetrics, read_pod
 from backend.live.events import EventSource
 from backend.live.health import check_all
-from backend.live.models import PodLive, PodMetrics, RigSnapshot
+from backend.live.models import PodLive, RigSnapshot
 from backend.live.source import Source, now
 from backend.models import Pod
 from backend.runtime import placement as placement_rules
@@ -178,8 +177,10 @@ class LiveState:
         health = self.sources["health"].value or {}
         running = self._workloads()
         serving = [p for p in self._planned() if (w := running.get(p.name)) is not None and w.running and getattr(health.get(p.name), "healthy", False)]
-        self._samples = {name: s for name, s in self._samples.items() if name in {p.name for p in serving}}
+        previous = self._samples
+        samples: dict[str, EngineSample] = {}  # becomes self._samples whole: the health thread reads it
         if not serving:
+            self._samples = samples
             if self._metrics_client is not None:
                 self._metrics_client.close()
                 self._metrics_client = None
@@ -188,13 +189,10 @@ class LiveState:
             self._metrics_client = httpx.Client(timeout=self._metrics_timeout_s)
         out: dict[str, PodMetrics] = {}
         for pod in serving:
-            try:
-                sample = scrape(self._metrics_client, f"http://127.0.0.1:{pod.port}/metrics", clock=time.monotonic(), taken_at=now())
-            except EngineMetricsError as error:
-                out[pod.name] = PodMetrics(pod=pod.name, error=error.message)
-                continue
-            out[pod.name] = PodMetrics(pod=pod.name, metrics=derive(sample, self._samples.get(pod.name)))
-            self._samples[pod.name] = sample
+            out[pod.name], sample = read_pod(self._metrics_client, pod.name, pod.port, previous.get(pod.name))
+            if sample is not None:
+                samples[pod.name] = sample
+        self._samples = samples
         return out
 
     def _read_placement(self) -> dict[str, Placement]:
@@ -221,7 +219,11 @@ class LiveState:
 
     # -- assembly ------------------------------------------------------------------------------
 
-    def _changed(self, _source: Source | None) -> None:
+    def _changed(self, source: Source | None) -> None:
+        if source is self.sources["health"]:
+            healthy = {name for name, h in (source.value or {}).items() if h.healthy}
+            if healthy - set(self._samples):
+                self.sources["metrics"].poke()  # a pod just started serving: its metrics now, not at the next tick
         workloads = self._workloads()
         health = self.sources["health"].value or {}
         places = self.sources["placement"].value or {}

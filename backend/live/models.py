@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from backend.live.engine_metrics import EngineMetrics
+from backend.live.engine_metrics import PodMetrics
 from backend.models import GpuSnapshot
 from backend.runtime.models import Placement, Workload
 
@@ -54,19 +54,6 @@ class EndpointHealth(BaseModel):
     """Round trip, when it answered."""
     error: str | None = None
     """Why it is not healthy."""
-
-
-class PodMetrics(BaseModel):
-    """One serving pod's last /metrics scrape: the derived metrics, or why there are none."""
-
-    model_config = ConfigDict(frozen=True)
-
-    pod: str
-    """Pod name."""
-    metrics: EngineMetrics | None = None
-    """What the engine reported (rates need the scrape before it)."""
-    error: str | None = None
-    """Why the scrape failed (HTTP status, timeout, not an engine's metrics)."""
 
 
 class PodLive(BaseModel):

@@ -92,7 +92,7 @@ class NodesScreen(CockpitScreen):
     def refresh_chrome(self) -> None:
         app = self.app
         label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
-        self.query_one("#modebar", Static).update(mode_bar("nodes", label, app.readonly))  # type: ignore[attr-defined]
+        self.query_one("#modebar", Static).update(mode_bar("nodes", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
 
     def on_mount(self) -> None:
         self.refresh_chrome()

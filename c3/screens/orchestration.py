@@ -79,7 +79,7 @@ class OrchestrationScreen(CockpitScreen):
     def refresh_chrome(self) -> None:
         app = self.app
         label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
-        self.query_one("#modebar", Static).update(mode_bar("orchestration", label, app.readonly))  # type: ignore[attr-defined]
+        self.query_one("#modebar", Static).update(mode_bar("orchestration", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
 
     def on_mount(self) -> None:
         self.refresh_chrome()
@@ -127,6 +127,7 @@ class OrchestrationScreen(CockpitScreen):
         self.pods = pods
         self.pods_taken_at = self.app.clock()  # type: ignore[attr-defined]
         self.pods_error = None
+        self.app.pods_read(pods)  # type: ignore[attr-defined]
         with self.app.batch_update():
             self.render_pods()
             self.render_gpus()
@@ -135,6 +136,7 @@ class OrchestrationScreen(CockpitScreen):
     def _pods_failed(self, error: BaseException) -> None:
         self.pods_poller.landed()
         self.pods_error = describe_error(error)
+        self.app.pods_read(self.pods, stale=True)  # type: ignore[attr-defined]
         self.render_sources()
 
     def action_refresh_now(self) -> None:
