@@ -17,6 +17,7 @@ from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import gib, mode_bar, result_line
 from c3.services import NewNode, NodeRow, PoolRow, WriteResult
 from widgets.key_bar import KeyBar
+from widgets.nav_table import NavTable
 from widgets.source_badge import source_badge
 
 NODES_PERIOD_S = 10.0
@@ -83,7 +84,7 @@ class NodesScreen(CockpitScreen):
         yield Static("", id="nodes-result")
         yield Static("", id="nodes-empty", classes="empty")
         with Horizontal(id="nodes-pane"):
-            yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+            yield NavTable(id="nodes", cursor_type="row", zebra_stripes=True)
             yield Static("", id="node-detail")
         yield Static("", id="pools-title")
         yield DataTable(id="pool-backends", cursor_type="none", zebra_stripes=True)

@@ -128,6 +128,16 @@ class PodList(OptionList):
             names = [p.name for p in pods]
             self.highlighted = names.index(selected) if selected in names else 0
 
+    def action_cursor_down(self) -> None:
+        """Stop at the last pod: wrapping to the first would put `x` on a pod the user did not mean."""
+        if self.highlighted is None or self.highlighted < self.option_count - 1:
+            super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        """Stop at the first pod (no wrap-around, as above)."""
+        if self.highlighted is None or self.highlighted > 0:
+            super().action_cursor_up()
+
     def on_resize(self) -> None:
         """The metrics line's form follows the width."""
         if self._shown is not None:

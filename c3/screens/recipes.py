@@ -16,6 +16,7 @@ from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import mode_bar, result_line
 from c3.services import BootProgress, ProfileRow, RecipeLaunch, RecipeRow, WriteResult
 from widgets.key_bar import KeyBar
+from widgets.nav_table import NavTable
 from widgets.source_badge import source_badge
 
 NO_BACKEND = (
@@ -59,7 +60,7 @@ class RecipesScreen(CockpitScreen):
         yield Static("", id="profile-line")
         yield Static("", id="recipes-empty", classes="empty")
         with Horizontal(id="recipes-pane"):
-            yield DataTable(id="recipes", cursor_type="row", zebra_stripes=True)
+            yield NavTable(id="recipes", cursor_type="row", zebra_stripes=True)
             yield Static("", id="recipe-detail")
         yield Static("", id="launch-status")
         yield KeyBar()
