@@ -117,6 +117,23 @@ class PodMetrics(BaseModel):
         return {"metrics": self.metrics.model_dump(mode="json") if self.metrics else None, "metrics_error": self.error}
 
 
+WANTED = frozenset({
+    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
+    "vllm:time_to_first_token_seconds_bucket", "llamacpp:requests_processing", "llamacpp:requests_deferred",
+    "llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total", "llamacpp:tokens_predicted_total",
+})
+"""The samples read. Only their lines are handed to the parser: vLLM's body is ~50 KB of which these
+are ~40 lines, and parsing all of it costs ~6 ms a scrape (16 pods every 2 s: 5 % of a core)."""
+
+
+def _wanted(line: str) -> bool:
+    if not line.startswith(("vllm:", "llamacpp:")):
+        return False
+    end = min((i for i in (line.find("{"), line.find(" ")) if i >= 0), default=len(line))
+    return line[:end] in WANTED
+
+
 def _family(name: str) -> tuple[Engine, str] | None:
     for engine in ("vllm", "llamacpp"):
         prefix = engine + ":"
@@ -131,6 +148,7 @@ def parse(text: str, *, taken_at: datetime, clock: float) -> EngineSample:
 
     if len(text) > MAX_BYTES:
         raise EngineMetricsError(f"/metrics body is {len(text)} bytes (over {MAX_BYTES})")
+    text = "".join(line for line in text.splitlines(keepends=True) if _wanted(line))
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     buckets: dict[float, float] = {}

@@ -106,7 +106,7 @@ def test_histogram_median_interpolates_like_prometheus():
     assert histogram_p50(()) is None
 
 
-@pytest.mark.parametrize("body", ["<html>not metrics</html>\n", "foo_total 3\nbar 1\n", "vllm:x{engine=\"0\" 1\n"])
+@pytest.mark.parametrize("body", ["<html>not metrics</html>\n", "foo_total 3\nbar 1\n", "vllm:x{engine=\"0\" 1\n", "vllm:num_requests_running{engine=\"0\" 1\n"])
 def test_bodies_that_are_not_an_engines_metrics_are_refused_in_one_line(body):
     with pytest.raises(EngineMetricsError) as caught:
         parse(body, taken_at=T0, clock=1.0)
