@@ -58,6 +58,7 @@ def gpu_summary(row: NodeRow) -> Content:
 class NodesScreen(CockpitScreen):
     """Registry table, the highlighted node's GPUs beside it, running pools below; polled while shown."""
 
+    WRITES = frozenset({"node_add", "node_rm"})
     BINDINGS: ClassVar[list[Binding]] = [
         Binding("a", "add_node", "Add node", id="node_add", tooltip="Register a node: name, endpoint URL, SSH target, key"),
         Binding("x", "remove_node", "Remove", id="node_rm", tooltip="Unregister the highlighted node (nothing on it is touched)"),

@@ -35,6 +35,7 @@ class OrchestrationScreen(CockpitScreen):
 
     LIVE = True
 
+    WRITES = frozenset({"new_pod", "pod_up", "pod_down", "pod_rm", "stop_all"})
     BINDINGS = [
         Binding("n,N", "app.new_pod", "New pod", id="new_pod", tooltip="Create a pod: name, slug, GPUs, port, live fit"),
         Binding("u", "pod('up')", "Up", id="pod_up", tooltip="Boot the selected pod"),

@@ -37,6 +37,7 @@ EMPTY = (
 class RecipesScreen(CockpitScreen):
     """List on the left, details of the highlighted recipe on the right."""
 
+    WRITES = frozenset({"recipe_launch", "recipe_stop"})
     BINDINGS = [
         Binding("u", "launch", "Launch", id="recipe_launch", tooltip="Launch the highlighted recipe: pick nodes, preview the dry-run, confirm"),
         Binding("d", "stop_profile", "Stop profile", id="recipe_stop", tooltip="Stop the active profile's containers on its nodes"),
