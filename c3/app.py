@@ -28,12 +28,14 @@ from c3.services import (
     BootProgress,
     NewNode,
     NewPod,
+    PodState,
     RecipeLaunch,
     Services,
     WriteKind,
     WritePlan,
     WriteResult,
 )
+from c3.trouble import TroubleWatch
 
 # Only what the first frame needs is imported up front; the other modes and the modals (DataTable,
 # Input, Log…) load when first opened, and the facade (pydantic, SDK adapters) is built in a worker.
@@ -109,10 +111,13 @@ class C3App(ServiceCalls, App[None]):
     ]
 
     def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True,
-                 live: bool | None = None, **kwargs) -> None:
+                 live: bool | None = None, bell: bool = False, **kwargs) -> None:
         """`services` is the facade, or a factory for it: then it is built in a worker after the first frame.
-        `autopoll`: poll timers; `live` (default: as `autopoll`): subscribe to the facade's pod changes."""
+        `autopoll`: poll timers; `live` (default: as `autopoll`): subscribe to the facade's pod changes;
+        `bell`: ring the terminal bell when a pod gets into trouble."""
         super().__init__(**kwargs)
+        self.trouble = TroubleWatch()
+        self.bell_on_trouble = bell
         self.autopoll = autopoll
         self.live = autopoll if live is None else live
         self._unsubscribe: Callable[[], None] | None = None
@@ -167,6 +172,23 @@ class C3App(ServiceCalls, App[None]):
         orch = self._orchestration()
         if orch is not None and orch.is_mounted and orch.is_active:
             orch.pods_poller.tick()  # coalesced: a poll already in flight is not started twice
+
+    def pods_read(self, pods: list[PodState], *, stale: bool = False) -> None:
+        """Every pod reading passes here: trouble is counted in the mode bar and announced once per
+        change (a toast per pod and kind; the bell, when asked for, once per reading that adds any)."""
+        new, cleared = self.trouble.update(pods, stale=stale)
+        if not new and not cleared:
+            return
+        for t in new:
+            self.notify(f"{t.pod}: {t.kind} — {t.detail}", title="Attention", severity="warning" if t.kind in ("stale", "preempting") else "error",
+                        timeout=10, markup=False)
+        for t in cleared:
+            self.notify(f"{t.pod}: no longer {t.kind}", timeout=4, markup=False)
+        if new and self.bell_on_trouble:
+            self.bell()
+        for screen in self._mode_screens():
+            if isinstance(screen, CockpitScreen) and screen.is_mounted:
+                screen.refresh_chrome()
 
     def _services_ready(self, services: Services) -> None:
         self.services = services

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first frame
+    from backend.live.engine_metrics import EngineMetrics
     from backend.models import CatalogEntry, FitReport, GpuSnapshot
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
@@ -40,6 +41,10 @@ class PodState:
     """What is wrong (mismatch) or why it is unknown; empty when placed."""
     actual_gpus: tuple[int, ...] | None = None
     """GPUs the pod's processes really run on (None when not verified)."""
+    metrics: EngineMetrics | None = None
+    """The engine's own /metrics, derived (None while not serving or before the first scrape)."""
+    metrics_error: str | None = None
+    """Why the last /metrics scrape failed, one line."""
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from c3.services_cluster import (
     override_problems,
     pool_rows,
 )
+from c3.metrics_text import metrics_facts
 from c3.services_plans import plan_lines, recipes_rows
 
 HISTORY_SAMPLES = 180
@@ -192,6 +193,7 @@ class RealServices:
             rows.append({
                 "name": pod.name, "slug": pod.slug, "gpus": list(pod.gpus), "port": pod.port, "running": running, "serving": serving,
                 "state": workload.status if workload else "absent", "placement": placement,
+                **(entry.metrics.row() if serving and entry and entry.metrics else {"metrics": None, "metrics_error": None}),
             })
         return rows
 
@@ -214,9 +216,15 @@ class RealServices:
         if state == "failed" and place["verdict"] == "unknown":
             detail = "engine exited — press l for its log"
         actual = tuple(place.get("actual_indices") or ()) or None
+        metrics = None
+        if state == "serving" and row.get("metrics"):
+            from backend.live.engine_metrics import EngineMetrics
+
+            metrics = EngineMetrics.model_validate(row["metrics"])
         return PodState(
             name=row["name"], slug=row["slug"], port=row["port"], gpus=tuple(row["gpus"]), state=state,  # type: ignore[arg-type]
             placement=place["verdict"], placement_detail=detail if place["verdict"] != "ok" or foreign else "", actual_gpus=actual,
+            metrics=metrics, metrics_error=row.get("metrics_error") if state == "serving" else None,
         )
 
     def fit(self, slug: str, gpus: tuple[int, ...]) -> FitReport:
@@ -270,6 +278,7 @@ class RealServices:
         for index in pod.gpus:
             gpu = by_index.get(index)
             facts.append((f"GPU {index}", f"{gpu.name} {gpu.uuid}" if gpu else "not on this rig"))
+        facts += metrics_facts(state)
         report = None
         try:
             entry = self.catalog_obj().get(pod.slug)

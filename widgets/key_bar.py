@@ -31,7 +31,8 @@ class KeyBar(Static):
                 continue
             seen.add(binding.action)
             label = KEY_NAMES.get(key, key)
-            style = "b $accent" if active.enabled else "$text-disabled"
+            dims = getattr(self.screen, "dims_binding", None)  # e.g. a write key under --readonly
+            style = "b $accent" if active.enabled and not (dims and dims(binding)) else "$text-disabled"
             parts.append(Content.from_markup(f"[{style}]$k[/] $d", k=label, d=binding.description))
         parts.append(Content.from_markup("[b $accent]^p[/] palette"))
         self.update(Content("  ").join(parts))

@@ -1,4 +1,5 @@
-"""`LiveState`: the hub the cockpit drives — GPU poller, workload events, endpoint health, placement.
+"""`LiveState`: the hub the cockpit drives — GPU poller, workload events, endpoint health, placement,
+and engine metrics (each serving pod's /metrics, every 2 s).
 
 Each source runs in its own daemon thread (NVML, the Docker socket and HTTP all block); every change
 assembles a new immutable `RigSnapshot` and hands it to subscribers (a callback, called from the
@@ -21,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from backend.errors import EnvironmentProblem
+from backend.live.engine_metrics import EngineSample, PodMetrics, read_pod
 from backend.live.events import EventSource
 from backend.live.health import check_all
 from backend.live.models import PodLive, RigSnapshot
@@ -53,6 +55,8 @@ class LiveState:
         health_interval_s: float = 2.0,
         placement_interval_s: float = 2.0,
         workload_interval_s: float = 1.0,
+        metrics_interval_s: float = 2.0,
+        metrics_timeout_s: float = 1.0,
     ) -> None:
         self.ctx = ctx
         self._pods = pods
@@ -64,6 +68,9 @@ class LiveState:
         self._queues: list[queue.Queue[RigSnapshot]] = []
         self._snapshot = RigSnapshot(taken_at=now(), version=0)
         self._pod_cache: tuple[Pod, ...] = ()
+        self._samples: dict[str, EngineSample] = {}  # each serving pod's previous scrape: rates need two
+        self._metrics_timeout_s = metrics_timeout_s
+        self._metrics_client: Any = None  # one keep-alive client, used only by the metrics thread
         events = getattr(ctx.runtime, "events", None)
         workloads: Source
         if callable(events):
@@ -75,6 +82,7 @@ class LiveState:
             "workloads": workloads,
             "health": Source("health", self._read_health, interval_s=health_interval_s),
             "placement": Source("placement", self._read_placement, interval_s=placement_interval_s),
+            "metrics": Source("metrics", self._read_metrics, interval_s=metrics_interval_s),
         }
         for source in self.sources.values():
             source.publish = self._changed
@@ -88,6 +96,9 @@ class LiveState:
     def stop(self) -> None:
         for source in self.sources.values():
             source.stop()
+        client, self._metrics_client = self._metrics_client, None
+        if client is not None:
+            client.close()
 
     def pause(self, name: str) -> None:
         self.sources[name].pause()
@@ -158,6 +169,32 @@ class LiveState:
                 targets.append((pod.name, f"http://127.0.0.1:{pod.port}{self._health_path_of(pod)}"))
         return check_all(targets)
 
+    def _read_metrics(self) -> dict[str, PodMetrics]:
+        """Scrape /metrics of every serving pod, one after another on one keep-alive client; each
+        wait is bounded by the timeout, and a pod that fails is reported, never raised."""
+        import httpx  # lazy: see backend.runtime.readiness
+
+        health = self.sources["health"].value or {}
+        running = self._workloads()
+        serving = [p for p in self._planned() if (w := running.get(p.name)) is not None and w.running and getattr(health.get(p.name), "healthy", False)]
+        previous = self._samples
+        samples: dict[str, EngineSample] = {}  # becomes self._samples whole: the health thread reads it
+        if not serving:
+            self._samples = samples
+            if self._metrics_client is not None:
+                self._metrics_client.close()
+                self._metrics_client = None
+            return {}
+        if self._metrics_client is None:
+            self._metrics_client = httpx.Client(timeout=self._metrics_timeout_s)
+        out: dict[str, PodMetrics] = {}
+        for pod in serving:
+            out[pod.name], sample = read_pod(self._metrics_client, pod.name, pod.port, previous.get(pod.name))
+            if sample is not None:
+                samples[pod.name] = sample
+        self._samples = samples
+        return out
+
     def _read_placement(self) -> dict[str, Placement]:
         gpus_snap = self.sources["gpus"].value
         gpus = [s.gpu for s in gpus_snap] if gpus_snap else []
@@ -182,12 +219,18 @@ class LiveState:
 
     # -- assembly ------------------------------------------------------------------------------
 
-    def _changed(self, _source: Source | None) -> None:
+    def _changed(self, source: Source | None) -> None:
+        if source is self.sources["health"]:
+            healthy = {name for name, h in (source.value or {}).items() if h.healthy}
+            if healthy - set(self._samples):
+                self.sources["metrics"].poke()  # a pod just started serving: its metrics now, not at the next tick
         workloads = self._workloads()
         health = self.sources["health"].value or {}
         places = self.sources["placement"].value or {}
+        metrics = self.sources["metrics"].value or {}
         pods = tuple(
-            PodLive(name=p.name, slug=p.slug, gpus=p.gpus, port=p.port, workload=workloads.get(p.name), health=health.get(p.name), placement=places.get(p.name))
+            PodLive(name=p.name, slug=p.slug, gpus=p.gpus, port=p.port, workload=workloads.get(p.name), health=health.get(p.name), placement=places.get(p.name),
+                    metrics=metrics.get(p.name))
             for p in self._pod_cache
         )
         with self._lock:

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from backend.live.engine_metrics import PodMetrics
 from backend.models import GpuSnapshot
 from backend.runtime.models import Placement, Workload
 
@@ -16,7 +17,7 @@ class SourceStatus(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     name: str
-    """gpus | workloads | health | placement."""
+    """gpus | workloads | health | placement | metrics."""
     ok: bool
     """Its last attempt succeeded."""
     stale_since: datetime | None = None
@@ -74,6 +75,8 @@ class PodLive(BaseModel):
     """Its last health probe."""
     placement: Placement | None = None
     """Its last placement verdict."""
+    metrics: PodMetrics | None = None
+    """Its last engine-metrics scrape (None while it is not serving)."""
 
 
 class RigSnapshot(BaseModel):

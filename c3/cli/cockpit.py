@@ -22,7 +22,7 @@ def configure_terminal(color: str) -> None:
     os.environ.setdefault("TEXTUAL_FPS", "30")
 
 
-def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = False, demo: bool = False, estate_path=None) -> None:
+def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = False, demo: bool = False, estate_path=None, bell: bool = False) -> None:
     """Build the facade (real backend; the simulated rig and runtime for `demo`) and run the app."""
     configure_terminal(color)
     from c3.app import C3App
@@ -34,7 +34,7 @@ def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = Fa
 
     # The facade (pydantic models, SDK adapters, the runtime) is built in a worker after the first
     # frame, so the cockpit shows up about as fast as a bare Textual app.
-    app = C3App(build_services, readonly=readonly)
+    app = C3App(build_services, readonly=readonly, bell=bell)
 
     try:
         app.run(mouse=not no_mouse)
@@ -50,8 +50,9 @@ def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = Fa
 @click.option("--readonly", is_flag=True, help="Refuse every write.")
 @click.option("--color", type=click.Choice(list(COLOR_SYSTEMS)), default=None, help="Colour depth (default: what `c3 --color` said, else auto).")
 @click.option("--no-mouse", is_flag=True, help="Do not capture the mouse (keeps terminal copy/paste).")
+@click.option("--bell", is_flag=True, help="Ring the terminal bell when a pod gets into trouble.")
 @click.pass_context
-def demo(ctx: click.Context, readonly: bool, color: str | None, no_mouse: bool) -> None:
+def demo(ctx: click.Context, readonly: bool, color: str | None, no_mouse: bool, bell: bool) -> None:
     """The cockpit on a built-in simulated rig with a simulated runtime (no GPU, no Docker needed)."""
     parent = ctx.obj or {}
     run_cockpit(
@@ -59,4 +60,5 @@ def demo(ctx: click.Context, readonly: bool, color: str | None, no_mouse: bool) 
         color=color or parent.get("color", "auto"),
         no_mouse=no_mouse or parent.get("no_mouse", False),
         demo=True,
+        bell=bell or parent.get("bell", False),
     )

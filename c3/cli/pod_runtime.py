@@ -150,6 +150,7 @@ def register(pod_group: click.Group) -> None:
         pods = load_pods(path)
         ctx = open_context()
         rows = pod_rows(ctx, pods, health_path_of=lambda p: _health_path(ctx, p), estate=str(path.resolve()))
+        add_engine_metrics(rows)
         # Not this file's: other names, and this file's names started from another estate file.
         mine = {r["name"] for r in rows if r["state"] != "other-estate"}
         others = [
@@ -191,6 +192,18 @@ def register(pod_group: click.Group) -> None:
         click.echo(ctx.runtime.logs(name, tail=tail), nl=False)
 
 
+def add_engine_metrics(rows: list[dict[str, Any]]) -> None:
+    """`metrics` / `metrics_error` on each row: one scrape of each serving pod's /metrics (so the
+    rates, which need two, are null here; the cockpit's live view has them)."""
+    import httpx
+
+    from backend.live.engine_metrics import read_pod
+
+    with httpx.Client(timeout=2.0) as client:
+        for row in rows:
+            row.update(read_pod(client, row["name"], row["port"])[0].row() if row["serving"] else {"metrics": None, "metrics_error": None})
+
+
 def _health_path(ctx: Any, pod: Pod) -> str:
     try:
         return ctx.entry(pod.slug).health_path
@@ -210,6 +223,13 @@ def print_status(path: Path, rows: list[dict[str, Any]]) -> None:
         mark = {"ok": "✓", "mismatch": "⚠", "unknown": "?"}[verdict]
         detail = f" ({place['reason']})" if place["reason"] and (r["running"] or r.get("state") == "other-estate") else ""
         click.echo(f"{r['name'].ljust(width)}  {r['slug']}  GPU {r['gpus']}  port {r['port']}  {state}  placement {mark} {verdict}{detail}")
+        if r.get("metrics"):
+            from backend.live.engine_metrics import EngineMetrics
+            from c3.metrics_text import metrics_line
+
+            click.echo(f"{' ' * width}  engine: {metrics_line(EngineMetrics.model_validate(r['metrics']), form='wide')}")
+        elif r.get("metrics_error"):
+            click.echo(f"{' ' * width}  engine metrics: {r['metrics_error']}")
         for f in place["foreign"]:
             who = f"pod {f['owner']}" if f["owner"] else "not a c3 pod"
             click.echo(f"{' ' * width}  ⚠ pid {f['pid']} ({who}) holds memory on GPU {f['gpu_index']}")

@@ -102,6 +102,12 @@ class CockpitScreen(ServiceCalls, Screen):
 
     LIVE = False
     """Reads the facade's live hub: pause the hub's own threads while this screen is not shown."""
+    WRITES: frozenset[str] = frozenset()
+    """Ids of the bindings that write: dimmed in the key bar under --readonly (pressing one still says why)."""
+
+    def dims_binding(self, binding: Any) -> bool:
+        """The key bar asks: show this key dimmed?"""
+        return bool(getattr(self.app, "readonly", False)) and binding.id in self.WRITES
 
     @property
     def services(self) -> Any:
@@ -125,7 +131,11 @@ class CockpitScreen(ServiceCalls, Screen):
 
     def services_ready(self) -> None:
         """The app's facade was just built (see C3App): refresh the chrome and poll at once."""
+        from widgets.key_bar import KeyBar
+
         self.refresh_chrome()
+        for bar in self.query(KeyBar):  # the facade may have turned read-only on: dim the write keys
+            bar.refresh_keys()
         self.poll_now()
 
     def _set_live(self, active: bool) -> None:

@@ -7,14 +7,16 @@ from textual.content import Content
 MODES = (("orchestration", "1", "Orchestration"), ("nodes", "2", "Nodes"), ("recipes", "3", "Recipes"))
 
 
-def mode_bar(active: str, label: str, readonly: bool) -> Content:
-    """` c3  [1 Orchestration]  2 Nodes  3 Recipes   demo rig   READ-ONLY`."""
+def mode_bar(active: str, label: str, readonly: bool, trouble: str = "") -> Content:
+    """` c3  [1 Orchestration]  2 Nodes  3 Recipes  ⚠ 1 failed · 1 misplaced  demo rig   READ-ONLY`."""
     parts = [Content.from_markup("[b $accent] c3 [/] ")]
     for mode, key, title in MODES:
         if mode == active:
             parts.append(Content.from_markup(f"[reverse b] {key} {title} [/] "))
         else:
             parts.append(Content.from_markup(f"[$text-muted] {key} {title} [/] "))
+    if trouble:  # before the rig's label: at 80 columns the label is what gets cut, not the alarm
+        parts.append(Content.from_markup(" [$error b]⚠ $t[/]", t=trouble))
     parts.append(Content.from_markup("  [$text-muted]$l[/]", l=label))
     if readonly:
         parts.append(Content.from_markup("  [$warning b]READ-ONLY[/]"))

@@ -17,6 +17,7 @@ from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import gib, mode_bar, result_line
 from c3.services import NewNode, NodeRow, PoolRow, WriteResult
 from widgets.key_bar import KeyBar
+from widgets.nav_table import NavTable
 from widgets.source_badge import source_badge
 
 NODES_PERIOD_S = 10.0
@@ -57,6 +58,7 @@ def gpu_summary(row: NodeRow) -> Content:
 class NodesScreen(CockpitScreen):
     """Registry table, the highlighted node's GPUs beside it, running pools below; polled while shown."""
 
+    WRITES = frozenset({"node_add", "node_rm"})
     BINDINGS: ClassVar[list[Binding]] = [
         Binding("a", "add_node", "Add node", id="node_add", tooltip="Register a node: name, endpoint URL, SSH target, key"),
         Binding("x", "remove_node", "Remove", id="node_rm", tooltip="Unregister the highlighted node (nothing on it is touched)"),
@@ -83,7 +85,7 @@ class NodesScreen(CockpitScreen):
         yield Static("", id="nodes-result")
         yield Static("", id="nodes-empty", classes="empty")
         with Horizontal(id="nodes-pane"):
-            yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+            yield NavTable(id="nodes", cursor_type="row", zebra_stripes=True)
             yield Static("", id="node-detail")
         yield Static("", id="pools-title")
         yield DataTable(id="pool-backends", cursor_type="none", zebra_stripes=True)
@@ -92,7 +94,7 @@ class NodesScreen(CockpitScreen):
     def refresh_chrome(self) -> None:
         app = self.app
         label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
-        self.query_one("#modebar", Static).update(mode_bar("nodes", label, app.readonly))  # type: ignore[attr-defined]
+        self.query_one("#modebar", Static).update(mode_bar("nodes", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
 
     def on_mount(self) -> None:
         self.refresh_chrome()

@@ -35,6 +35,7 @@ class OrchestrationScreen(CockpitScreen):
 
     LIVE = True
 
+    WRITES = frozenset({"new_pod", "pod_up", "pod_down", "pod_rm", "stop_all"})
     BINDINGS = [
         Binding("n,N", "app.new_pod", "New pod", id="new_pod", tooltip="Create a pod: name, slug, GPUs, port, live fit"),
         Binding("u", "pod('up')", "Up", id="pod_up", tooltip="Boot the selected pod"),
@@ -79,7 +80,7 @@ class OrchestrationScreen(CockpitScreen):
     def refresh_chrome(self) -> None:
         app = self.app
         label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
-        self.query_one("#modebar", Static).update(mode_bar("orchestration", label, app.readonly))  # type: ignore[attr-defined]
+        self.query_one("#modebar", Static).update(mode_bar("orchestration", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
 
     def on_mount(self) -> None:
         self.refresh_chrome()
@@ -127,6 +128,7 @@ class OrchestrationScreen(CockpitScreen):
         self.pods = pods
         self.pods_taken_at = self.app.clock()  # type: ignore[attr-defined]
         self.pods_error = None
+        self.app.pods_read(pods)  # type: ignore[attr-defined]
         with self.app.batch_update():
             self.render_pods()
             self.render_gpus()
@@ -135,6 +137,7 @@ class OrchestrationScreen(CockpitScreen):
     def _pods_failed(self, error: BaseException) -> None:
         self.pods_poller.landed()
         self.pods_error = describe_error(error)
+        self.app.pods_read(self.pods, stale=True)  # type: ignore[attr-defined]
         self.render_sources()
 
     def action_refresh_now(self) -> None:

@@ -16,9 +16,14 @@ from textual.widgets.option_list import Option
 
 if TYPE_CHECKING:
     from backend.models import GpuSnapshot
+from c3.metrics_text import Form, metrics_line
 from c3.services import PodState
 from widgets.gpu_panel import short_name
 from widgets.meters import gib
+
+def metrics_form(width: int) -> Form:
+    """The metrics line that fits a pod list this wide (a wrapped line would push the GPUs off)."""
+    return "wide" if width >= 100 else "medium" if width >= 52 else "narrow"
 
 STATE_GLYPH = {
     "serving": ("●", "$success"),
@@ -38,8 +43,8 @@ def badge(pod: PodState) -> str:
     return "[$text-muted]? placement unknown[/]"
 
 
-def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot]) -> Content:
-    """The multi-line text of one pod."""
+def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot], *, form: Form = "medium") -> Content:
+    """The multi-line text of one pod (`form`: how much of the engine-metrics line)."""
     glyph, style = STATE_GLYPH.get(pod.state, ("?", "$text-muted"))
     head = Content.from_markup(
         f"[b]$name[/]  [$text-muted]$slug:$port[/]  [{style}]{glyph} {pod.state}[/]  {badge(pod)}",
@@ -49,6 +54,10 @@ def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot]) -> Content:
     if pod.placement != "ok" and pod.placement_detail:
         tone = "$error" if pod.placement == "mismatch" else "$text-muted"
         lines.append(Content.from_markup(f"  [{tone}]$d[/]", d=pod.placement_detail))
+    if pod.metrics is not None:
+        lines.append(Content.from_markup("  [$text-muted]$m[/]", m=metrics_line(pod.metrics, form=form)))
+    elif pod.metrics_error:
+        lines.append(Content.from_markup("  [$warning]metrics: $e[/]", e=pod.metrics_error))
     for n, index in enumerate(pod.gpus):
         branch = "└─" if n == len(pod.gpus) - 1 else "├─"
         snap = gpus.get(index)
@@ -95,6 +104,7 @@ class PodList(OptionList):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._key: tuple | None = None
+        self._shown: tuple[list[PodState], dict[int, GpuSnapshot]] | None = None
 
     @property
     def selected_pod(self) -> str | None:
@@ -105,13 +115,30 @@ class PodList(OptionList):
 
     def show(self, pods: list[PodState], gpus: dict[int, GpuSnapshot]) -> None:
         """Replace the options when anything visible changed; the highlight follows the pod name."""
-        key = (tuple(pods), tuple((i, s.used_mib, s.util_pct) for i, s in sorted(gpus.items())))
+        self._shown = (pods, gpus)
+        form = metrics_form(self.size.width)
+        key = (tuple(pods), tuple((i, s.used_mib, s.util_pct) for i, s in sorted(gpus.items())), form)
         if key == self._key:
             return
         self._key = key
         selected = self.selected_pod
         self.clear_options()
-        self.add_options([Option(pod_prompt(pod, gpus), id=pod.name) for pod in pods])
+        self.add_options([Option(pod_prompt(pod, gpus, form=form), id=pod.name) for pod in pods])
         if pods:
             names = [p.name for p in pods]
             self.highlighted = names.index(selected) if selected in names else 0
+
+    def action_cursor_down(self) -> None:
+        """Stop at the last pod: wrapping to the first would put `x` on a pod the user did not mean."""
+        if self.highlighted is None or self.highlighted < self.option_count - 1:
+            super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        """Stop at the first pod (no wrap-around, as above)."""
+        if self.highlighted is None or self.highlighted > 0:
+            super().action_cursor_up()
+
+    def on_resize(self) -> None:
+        """The metrics line's form follows the width."""
+        if self._shown is not None:
+            self.show(*self._shown)

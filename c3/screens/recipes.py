@@ -16,6 +16,7 @@ from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import mode_bar, result_line
 from c3.services import BootProgress, ProfileRow, RecipeLaunch, RecipeRow, WriteResult
 from widgets.key_bar import KeyBar
+from widgets.nav_table import NavTable
 from widgets.source_badge import source_badge
 
 NO_BACKEND = (
@@ -36,6 +37,7 @@ EMPTY = (
 class RecipesScreen(CockpitScreen):
     """List on the left, details of the highlighted recipe on the right."""
 
+    WRITES = frozenset({"recipe_launch", "recipe_stop"})
     BINDINGS = [
         Binding("u", "launch", "Launch", id="recipe_launch", tooltip="Launch the highlighted recipe: pick nodes, preview the dry-run, confirm"),
         Binding("d", "stop_profile", "Stop profile", id="recipe_stop", tooltip="Stop the active profile's containers on its nodes"),
@@ -59,7 +61,7 @@ class RecipesScreen(CockpitScreen):
         yield Static("", id="profile-line")
         yield Static("", id="recipes-empty", classes="empty")
         with Horizontal(id="recipes-pane"):
-            yield DataTable(id="recipes", cursor_type="row", zebra_stripes=True)
+            yield NavTable(id="recipes", cursor_type="row", zebra_stripes=True)
             yield Static("", id="recipe-detail")
         yield Static("", id="launch-status")
         yield KeyBar()
@@ -67,7 +69,7 @@ class RecipesScreen(CockpitScreen):
     def refresh_chrome(self) -> None:
         app = self.app
         label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
-        self.query_one("#modebar", Static).update(mode_bar("recipes", label, app.readonly))  # type: ignore[attr-defined]
+        self.query_one("#modebar", Static).update(mode_bar("recipes", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
 
     def on_mount(self) -> None:
         self.refresh_chrome()

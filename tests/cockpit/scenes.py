@@ -8,6 +8,7 @@ pictures in the README are exactly the screens the tests pin — and what `c3 de
 from __future__ import annotations
 
 import time
+from typing import Any
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -170,6 +171,11 @@ class Worlds:
             self.world = None
 
 
+def measured(state: Any) -> bool:
+    """Its engine metrics are in, rates included (two scrapes): the picture no longer changes."""
+    return state.metrics_error is not None or (state.metrics is not None and state.metrics.generation_tps is not None)
+
+
 def converged(svc: StableFacade, timeout: float = 20.0) -> None:
     """Block until the live view has caught up with the world: every running pod serving and judged."""
     deadline = time.monotonic() + timeout
@@ -177,7 +183,7 @@ def converged(svc: StableFacade, timeout: float = 20.0) -> None:
         states = svc.pod_states()
         workloads = svc.ctx.runtime.workloads()
         running = {name for name, w in workloads.items() if w.running}
-        if all(s.state == "serving" and s.placement != "unknown" for s in states if s.name in running) and all(
+        if all(s.state == "serving" and s.placement != "unknown" and measured(s) for s in states if s.name in running) and all(
             s.state == "down" for s in states if s.name not in running
         ):
             return
