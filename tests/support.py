@@ -90,3 +90,11 @@ def wait_for_http(url: str, timeout: float = 60.0, *, status: int = 200, proc: s
     """Wait until `url` answers with `status`."""
     return wait_until(lambda: http_status(url, timeout=2) == status and status, timeout, f"{url} to answer {status}",
                       interval=0.1, proc=proc, log=log)
+
+
+def use_rig(tmp_path, monkeypatch, text: str):
+    """Write a simulated rig file and point C3_RIG at it (the `rig` fixtures of several test files)."""
+    path = tmp_path / "rig.yaml"
+    path.write_text(text)
+    monkeypatch.setenv("C3_RIG", str(path))
+    return path

@@ -63,10 +63,12 @@ def rootfs_inputs() -> str:
 
 
 @contextlib.contextmanager
-def rig_lock(name: str):
-    """Serialise builders (several test sessions may start at once on one machine)."""
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(cache_dir() / f"{name}.lock", "w") as fh:
+def rig_lock(name: str, directory: Path | None = None):
+    """Serialise builders (several test sessions may start at once on one machine); the lock file lives
+    in `directory` (default: the rig's cache folder)."""
+    folder = directory if directory is not None else cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

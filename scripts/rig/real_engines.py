@@ -24,8 +24,6 @@ interrupted build is redone, never half-used; a file lock serialises concurrent 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -34,6 +32,11 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+
+try:
+    from scripts.rig.image import rig_lock
+except ModuleNotFoundError:  # run as a file: `python3 scripts/rig/real_engines.py build`
+    from image import rig_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_MODELS = ROOT / "scripts" / "rig" / "tiny_models.py"
@@ -86,16 +89,9 @@ def complete(path: Path) -> bool:
     return (path / STAMP).exists()
 
 
-@contextlib.contextmanager
 def build_lock(name: str):
     """One builder at a time per artefact, machine-wide (several pytest sessions may start at once)."""
-    cache_root().mkdir(parents=True, exist_ok=True)
-    with open(cache_root() / f"{name}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return rig_lock(name, cache_root())
 
 
 def _run(argv: list[str], log, *, cwd: Path | None = None, env: dict | None = None, what: str = "") -> None:

@@ -23,10 +23,9 @@ def _quiet_host(monkeypatch):
 
 @pytest.fixture
 def rig(tmp_path: Path, monkeypatch) -> Path:
-    path = tmp_path / "rig.yaml"
-    path.write_text(RIG_4)
-    monkeypatch.setenv("C3_RIG", str(path))
-    return path
+    from tests.support import use_rig
+
+    return use_rig(tmp_path, monkeypatch, RIG_4)
 
 
 @pytest.fixture

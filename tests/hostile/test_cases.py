@@ -32,10 +32,9 @@ def home() -> Path:
 
 @pytest.fixture
 def rig(tmp_path: Path, monkeypatch) -> Path:
-    path = tmp_path / "rig.yaml"
-    path.write_text(RIG)
-    monkeypatch.setenv("C3_RIG", str(path))
-    return path
+    from tests.support import use_rig
+
+    return use_rig(tmp_path, monkeypatch, RIG)
 
 
 def nodes_json(home: Path, *nodes: dict, raw: str | None = None) -> Path:

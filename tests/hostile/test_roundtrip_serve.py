@@ -34,10 +34,9 @@ RIG = 'gpus:\n' + '  - {name: "NVIDIA GeForce RTX 3090", total_mib: 24576, sm: "
 
 @pytest.fixture
 def rig(tmp_path: Path, monkeypatch) -> Path:
-    path = tmp_path / "rig.yaml"
-    path.write_text(RIG)
-    monkeypatch.setenv("C3_RIG", str(path))
-    return path
+    from tests.support import use_rig
+
+    return use_rig(tmp_path, monkeypatch, RIG)
 
 
 def test_pod_create_and_rm_keep_comments_order_and_compose(tmp_path, rig):
