@@ -20,6 +20,7 @@ depends on timing). It passes every call through to the real facade.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -49,6 +50,9 @@ PLACED = [("chat", "vllm/qwen3-8b", [0], 8020, True), ("coder", "vllm/qwen3-32b-
 MISPLACED = ("odd", "custom/demo-misplaced", [1], 8900, True)
 BENCH_SLUGS = ["vllm/qwen3-8b", "vllm/llama-3.1-8b", "vllm/qwen3-8b-awq", "vllm/gpt-oss-20b"]
 POOL_BIND = "127.0.0.1:8011"
+LOCK_FILE = Path(tempfile.gettempdir()) / "c3-cockpit-world.lock"
+"""Machine-wide: the worlds bind fixed ports (the pictures show them), so two test runs on one machine take turns."""
+_lock_state: dict[str, Any] = {"fd": None, "holders": 0}
 UNREACHABLE = "192.0.2.12"
 """TEST-NET-1 (RFC 5737): never routed, so SSH to it times out like a powered-off node."""
 
@@ -92,6 +96,24 @@ def environment(values: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
+def _hold_lock() -> None:
+    """Take the machine-wide world lock (re-entrant within this process: a run may hold two worlds)."""
+    if _lock_state["holders"] == 0:
+        fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another checkout's test run may hold it for a while: wait
+        _lock_state["fd"] = fd
+    _lock_state["holders"] += 1
+
+
+def _release_lock() -> None:
+    if _lock_state["holders"] == 0:
+        return
+    _lock_state["holders"] -= 1
+    if _lock_state["holders"] == 0:
+        os.close(_lock_state["fd"])  # closing the descriptor drops the flock
+        _lock_state["fd"] = None
+
+
 @dataclass
 class World:
     """One scenario's simulated world; `with world.active():` around everything that uses it."""
@@ -103,6 +125,8 @@ class World:
     """Real pid → the fixed number the pictures show (4100 + the pod's place in the estate)."""
     router: subprocess.Popen | None = None
     facades: list[StableFacade] = field(default_factory=list)
+    holds_lock: bool = False
+    """Whether this world still holds its share of the machine-wide lock (released once, by `stop`)."""
 
     @property
     def home(self) -> Path:
@@ -118,7 +142,8 @@ class World:
     def build(cls, scenario: str) -> World:
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}")
-        world = cls(scenario, Path(tempfile.mkdtemp(prefix="c3-world-")))
+        _hold_lock()
+        world = cls(scenario, Path(tempfile.mkdtemp(prefix="c3-world-")), holds_lock=True)
         try:
             world._build()
         except BaseException:
@@ -242,6 +267,9 @@ class World:
                 for name in runtime.workloads():
                     runtime.stop(name, timeout=5.0)
         shutil.rmtree(self.base, ignore_errors=True)
+        if self.holds_lock:
+            self.holds_lock = False
+            _release_lock()
 
     # -- the facade over it ------------------------------------------------------------------------
     def services(self, *, readonly: bool = False) -> StableFacade:
