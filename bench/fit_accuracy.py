@@ -84,25 +84,44 @@ def kv_check(point, spec):
     return (layout.bytes_per_token, tokens, round(conc, 2), tokens_logged, logged.get("max_concurrency"), None, None, *block)
 
 
+def card_class(point) -> str:
+    """The card class a row reports under: unified memory when the row says so, else by CUDA total."""
+    if point.get("unified"):
+        return "unified"
+    total = point["total_gib"]
+    for bound, name in ((26, "24 GB"), (36, "32 GB"), (50, "40-48 GB"), (100, "80-96 GB")):
+        if total < bound:
+            return name
+    return "141 GB+"
+
+
+def class_summary(label, by_class):
+    """One line per card class: rows, median |error|, worst optimistic, optimistic rows, within 1 GiB."""
+    for name, errs in sorted(by_class.items()):
+        print(f"[{label}] {name:<9} {len(errs):>3} rows · median |error| {statistics.median(abs(e) for e in errs):.2f} GiB · worst {max(errs, key=abs):+.2f} · "
+              f"worst optimistic {max(errs):+.2f} · optimistic {sum(1 for e in errs if e > 0)} · within 1 GiB {sum(1 for e in errs if abs(e) <= 1.0)}/{len(errs)}")
+
+
 def full_errors(points, label):
     """Print the available-KV table of one split; return (errors, errors with logged weights)."""
     print(f"\n[{label}] available KV memory per rank (GiB): predicted vs logged; error = predicted − logged (+ = optimistic)")
     print(f"{'point':<30}{'gpu':<16}{'tp':>3}{'logged':>9}{'pred':>9}{'err':>8}{'pred|W':>9}{'err|W':>8}  weights pred/logged  act pred/logged  non-torch pred/logged  verdict")
-    errors, errors_w = [], []
+    errors, errors_w, by_class = [], [], {}
     for p in points:
         if p["kind"] != "full":
             continue
         spec = spec_of(p)
         totals = [p["total_gib"]] * (p.get("tp", 1) * p.get("pp", 1))
-        report = fit_config(spec, totals, knobs(p, spec), gpu_name=p.get("nvml_name"))
+        report = fit_config(spec, totals, knobs(p, spec), gpu_name=p.get("nvml_name"), sm=p.get("sm"))
         logged = p["logged"]["available_kv_gib"]
         pred = report.available_kv_gib
         err = pred - logged
         errors.append(err)
+        by_class.setdefault(card_class(p), []).append(err)
         line = f"{p['id'][:29]:<30}{p['gpu'][:15]:<16}{p.get('tp', 1):>3}{logged:>9.2f}{pred:>9.2f}{err:>+8.2f}"
         w_logged = p["logged"].get("weights_gib")
         if w_logged is not None:
-            with_w = fit_config(spec, totals, knobs(p, spec, weights_gib=w_logged), gpu_name=p.get("nvml_name"))
+            with_w = fit_config(spec, totals, knobs(p, spec, weights_gib=w_logged), gpu_name=p.get("nvml_name"), sm=p.get("sm"))
             err_w = with_w.available_kv_gib - logged
             errors_w.append(err_w)
             line += f"{with_w.available_kv_gib:>9.2f}{err_w:>+8.2f}"
@@ -119,6 +138,8 @@ def full_errors(points, label):
             f"{max(abs(e) for e in errors):.2f} GiB · worst optimistic {max(errors):+.2f} GiB · optimistic rows {optimistic} "
             f"(> +0.5 GiB: {sum(1 for e in errors if e > 0.5)}) · within 1 GiB: {sum(1 for e in errors if abs(e) <= 1.0)}/{len(errors)}"
         )
+    if by_class:
+        class_summary(label, by_class)
     if errors_w:
         print(f"[{label}] with logged weights: median |error| {statistics.median(abs(e) for e in errors_w):.2f} GiB · worst optimistic {max(errors_w):+.2f} GiB")
     return errors, errors_w

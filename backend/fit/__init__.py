@@ -166,11 +166,13 @@ def fit_on_cards(entry: CatalogEntry, card_ids: list[str], *, max_model_len: int
     return _fit_entry(entry, [rank_for_card(c) for c in card_ids], max_model_len=max_model_len, catalog=catalog)
 
 
-def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs, *, gpu_name: str | None = None) -> FitReport:
+def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs, *, gpu_name: str | None = None, sm: str | None = None) -> FitReport:
     """Price any model on CUDA totals given in GiB (`c3 fit --config`); `gpu_name` is the NVML name
-    when known (vLLM's batch defaults and the interconnect depend on it)."""
+    when known (vLLM's batch defaults and the interconnect depend on it), `sm` its compute capability
+    (else the matched card profile's; v0.8–v0.9 fall back to V0 below 8.0)."""
     profile = match_card(Gpu(index=0, uuid="GPU-config", name=gpu_name, total_mib=None)) if gpu_name else None
-    ranks = [Rank(total_gib=t, card=f"{t:g} GiB", nvml_name=gpu_name, nvswitch=_on_nvswitch(profile)) for t in totals_gib]
+    sm = sm or (profile.sm if profile else None)
+    ranks = [Rank(total_gib=t, card=f"{t:g} GiB", sm=sm, nvml_name=gpu_name, nvswitch=_on_nvswitch(profile)) for t in totals_gib]
     if knobs.weights_bytes is None and knobs.weights_gib is None:
         from backend.catalog.params import estimated_weight_bytes
         from dataclasses import replace

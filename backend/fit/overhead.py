@@ -31,10 +31,16 @@ forward pass over `B = max_num_batched_tokens` tokens, then a dummy sampler pass
 plus a 0.15 GiB floor (attention metadata, torch.compile scratch). At the 24 GB-card defaults
 (S = 256) the sampler term is 1.2–1.9 GiB for 128–200 K vocabularies.
 
-Legacy V0 (< v0.8): no chunked prefill up to 32 K context, so the forward pass covers
-`B = max_model_len` tokens (the activation grew with max_model_len: vllm#10517), and the sampler
-only materialises the fp32 logits (`S × V × 6 B`); beyond 32 K V0 turned chunked prefill on with
-small batches (B = 512).
+Legacy V0 (< v0.8, and v0.8–v0.9 on GPUs below compute capability 8.0, which V1 refused:
+vllm/engine/arg_utils.py `_is_v1_supported_oracle` → `_raise_or_fallback(feature_name="Compute
+Capability < 8.0")`, so a V100 on v0.8.5 still runs V0): no chunked prefill up to 32 K context, so the
+forward pass covers `B = max_model_len` tokens (the activation grew with max_model_len: vllm#10517);
+beyond 32 K V0 turned chunked prefill on with small batches (B = 512). The sampler term is the same
+38 B/logit as early V1: V0's `profile_run` (vllm/worker/model_runner.py) samples all `max_num_seqs`
+dummy rows with `SamplingParams(top_p=0.99, top_k=vocab_size - 1)`, so `_apply_top_k_top_p`
+(vllm/model_executor/layers/sampler.py) sorts the full fp32 vocabulary (values + int64 indices,
+softmax, cumsum, masks) — the code V1's first sampler was ported from. (c3 priced V0 at 6 B/logit
+before; calibration row llama3-8b-h100-v0-tp1 logs 1.26 GiB where 6 B gave 1.06, 38 B gives 1.31.)
 
 Non-torch memory (`non-torch forward increase`): cuBLAS/attention workspaces and, with TP > 1, NCCL
 and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced per version and fabric:
@@ -50,7 +56,10 @@ and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced pe
   non-torch)" in club-3090#1087 with 14.28 GiB of weights per GPU for the same checkpoint in
   vllm-project/recipes#810 leaves 0.75; V0 on 2× RTX 4090 logged 0.25, vllm#13061).
 A TP set whose fabric is unknown is priced as NVSwitch when its cards hold ≥ 38 GiB (an SXM
-A100-40GB is the smallest such board), else as PCIe.
+A100-40GB is the smallest such board), else as PCIe — except CUDA totals of 42–48 GiB, which only
+PCIe/workstation cards have (shared/data/cards.csv: L40S 44.52, A40/L40 44.3–44.4, RTX A6000 44.55
+with ECC, RTX 6000 Ada ~47.5; the SXM boards sit at 39.4 and ≥ 79). The same guess picks V0's TP = 1
+term (a 44.39 GiB card logged 0.08 GiB, where the HGX value would be 1.8).
 
 CUDA graphs (budgeted from v0.21; earlier versions carve graph memory after the KV pool, so the term
 is 0 there and the physical headroom check covers it): `0.2 GiB + 0.012 GiB × layers_on_rank`, ×1.5
@@ -75,8 +84,9 @@ ACTIVATION_FLOOR_GIB = 0.15
 SAMPLER_BYTES_PER_LOGIT = 38
 SAMPLER_V017_BYTES_PER_LOGIT = 15
 SMALL_SAMPLER_FROM = (0, 17)
-V0_SAMPLER_BYTES_PER_LOGIT = 6
+V0_SAMPLER_BYTES_PER_LOGIT = 38
 V1_FROM = (0, 8)
+V1_ON_PRE_AMPERE_FROM = (0, 10)
 GDN_PREFILL_BYTES = 8
 MOE_WORKSPACE_PERSISTS_FROM = (0, 12)
 ENCODER_PEAK_GIB = 0.5
@@ -90,11 +100,23 @@ NON_TORCH_PCIE_TP_GIB = 0.75
 NON_TORCH_NVSWITCH_TP_GIB = 2.2
 NON_TORCH_NVSWITCH_V0_GIB = 3.6
 NVSWITCH_ASSUMED_FROM_GIB = 38.0
+PCIE_ONLY_GIB = (42.0, 48.0)
 GRAPH_BASE_GIB = 0.2
 GRAPH_PER_LAYER_GIB = 0.012
 GRAPH_MOE_FACTOR = 1.5
 GRAPH_GDN_FACTOR = 2.0
 CUDAGRAPH_BUDGETED_FROM = (0, 21)
+
+
+def priced_engine_version(version: tuple[int, int] | None, sms: list[tuple[int, int] | None]) -> tuple[tuple[int, int] | None, str | None]:
+    """The version whose profiler the pricing follows: v0.8–v0.9 fall back to the V0 engine on a GPU
+    below compute capability 8.0 (arg_utils.py `_is_v1_supported_oracle`); from v0.10 V1 serves them
+    (a T4 log on v0.10.2 shows the V1 FlexAttention backend). Returns (version to price, note)."""
+    if version is None or not (V1_FROM <= version < V1_ON_PRE_AMPERE_FROM):
+        return version, None
+    if any(sm is not None and sm < (8, 0) for sm in sms):
+        return (0, 7), f"vLLM {version[0]}.{version[1]} runs its V0 engine on compute capability < 8.0: priced with V0's profiler"
+    return version, None
 
 
 @dataclass(frozen=True)
@@ -158,10 +180,16 @@ def activation_gib(
     return ACTIVATION_FLOOR_GIB + (peak + encoder_cache) / GIB
 
 
+def assumed_nvswitch(total_gib: float) -> bool:
+    """The board guess for a card whose profile is unknown: NVSwitch from 38 GiB, but never in the
+    42–48 GiB band no SXM board occupies."""
+    return total_gib >= NVSWITCH_ASSUMED_FROM_GIB and not (PCIE_ONLY_GIB[0] <= total_gib < PCIE_ONLY_GIB[1])
+
+
 def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: float = 0.0, version: tuple[int, int] | None = None) -> float:
     """Non-torch memory growth (NCCL, custom all-reduce, workspaces) on one rank."""
     if nvswitch is None:
-        nvswitch = total_gib >= NVSWITCH_ASSUMED_FROM_GIB
+        nvswitch = assumed_nvswitch(total_gib)
     v0 = version is not None and version < V1_FROM
     if tp == 1:
         if v0:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from backend.fit.compat import hardware_problems
 from backend.fit.kvspec import STATE_KINDS, KvLayout, kv_layout
-from backend.fit.overhead import NVSWITCH_ASSUMED_FROM_GIB, overheads
-from backend.fit.plan import GIB, Knobs, Rank
+from backend.fit.overhead import assumed_nvswitch, overheads, priced_engine_version
+from backend.fit.plan import GIB, Knobs, Rank, sm_tuple
 from backend.fit.weights import stage_weights_gib
 from backend.models import FitReport, GpuFit, ModelSpec
 
@@ -146,10 +146,13 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         return FitReport(verdict="unknown", reasons=["weight size unknown"], notes=notes, **base)
     fabric = {r.nvswitch for r in ranks}
     nvswitch = True if True in fabric else (False if fabric == {False} else None)
+    priced_version, engine_note = priced_engine_version(knobs.version, [sm_tuple(r.sm) for r in ranks])
+    if engine_note:
+        notes.append(engine_note)
     over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager,
-                     version=knobs.version, max_model_len=length, nvswitch=nvswitch, total_gib=smallest)
+                     version=priced_version, max_model_len=length, nvswitch=nvswitch, total_gib=smallest)
     if knobs.tp * knobs.pp > 1 and nvswitch is None:
-        kind = "NVSwitch (HGX/SXM)" if smallest >= NVSWITCH_ASSUMED_FROM_GIB else "PCIe"
+        kind = "NVSwitch (HGX/SXM)" if assumed_nvswitch(smallest) else "PCIe"
         notes.append(f"interconnect unknown: non-torch memory priced for a {kind} board ({over.non_torch_gib:.2f} GiB per rank)")
     gpus: list[GpuFit] = []
     rank_blocks: list[int] = []

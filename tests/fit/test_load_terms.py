@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 
 from backend.catalog.specs import shipped_spec
 from backend.fit.overhead import activation_gib, moe_workspace_bytes
 from backend.fit.weights import rank_weights_gib
+from tests.fit.rows import boot_row
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1024**3
@@ -18,11 +18,7 @@ SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 
 
 def _logged(point_id: str) -> dict:
-    for name in ("bootlogs-calibration.yaml", "bootlogs-validation.yaml"):
-        for p in yaml.safe_load((ROOT / "bench" / "data" / name).read_text())["points"]:
-            if p["id"] == point_id:
-                return p["logged"]
-    raise KeyError(point_id)
+    return boot_row(point_id)["logged"]
 
 
 def _weights(repo: str, variant: str = "bf16"):
