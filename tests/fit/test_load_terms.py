@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from backend.catalog.specs import shipped_spec
 from backend.fit.overhead import activation_gib, moe_workspace_bytes
 from backend.fit.weights import rank_weights_gib

@@ -75,3 +75,17 @@ def test_an_unnamed_48gb_card_is_not_priced_as_an_hgx_board():
     assert non_torch_gib(tp=1, pp=1, total_gib=44.39, version=(0, 7)) <= logged + 0.3
     assert non_torch_gib(tp=1, pp=1, total_gib=79.22, version=(0, 7)) == 1.8  # vllm#10511, H100
     assert non_torch_gib(tp=2, pp=1, total_gib=39.4, version=(0, 19)) == 2.2  # A100-40GB SXM
+
+
+# -- Issue 15: "a verdict never says `fits` when any term is unknown". Without an engine version the
+#    activation (sampler bytes per logit: 38 up to v0.16, 15 from v0.17), non-torch (0.15/0.25 GiB) and
+#    CUDA-graph (budgeted from v0.21) terms are guesses; RTX 5090 AWQ boots of an unstated version
+#    (v1-5090-qwen3-14b-awq-*) were +0.83 GiB optimistic even at the costliest guess.
+def test_an_unknown_vllm_version_never_answers_fits():
+    spec = shipped_spec("Qwen/Qwen3-8B")
+    base = dict(util=0.90, max_model_len=8192, weights_gib=15.3)
+    unknown = fit_config(spec, [79.19], Knobs(**base))
+    pinned = fit_config(spec, [79.19], Knobs(**base, version=(0, 19)))
+    assert pinned.verdict == "fits"
+    assert unknown.verdict == "tight"
+    assert any("version unknown" in r for r in unknown.reasons)
