@@ -178,7 +178,8 @@ def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs, *, gpu_na
     (else the matched card profile's; v0.8–v0.9 fall back to V0 below 8.0)."""
     profile = match_card(Gpu(index=0, uuid="GPU-config", name=gpu_name, total_mib=None)) if gpu_name else None
     sm = sm or (profile.sm if profile else None)
-    ranks = [Rank(total_gib=t, card=f"{t:g} GiB", sm=sm, nvml_name=gpu_name, nvswitch=_on_nvswitch(profile)) for t in totals_gib]
+    unified = bool(profile and profile.unified_memory)
+    ranks = [Rank(total_gib=t, card=f"{t:g} GiB", sm=sm, unified=unified, nvml_name=gpu_name, nvswitch=_on_nvswitch(profile)) for t in totals_gib]
     if knobs.weights_bytes is None and knobs.weights_gib is None:
         from backend.catalog.params import estimated_weight_bytes
         from dataclasses import replace

@@ -89,3 +89,16 @@ def test_an_unknown_vllm_version_never_answers_fits():
     assert pinned.verdict == "fits"
     assert unknown.verdict == "tight"
     assert any("version unknown" in r for r in unknown.reasons)
+
+
+# -- Unified memory: row v1-gb10-qwen3-0-6b-util060 (GB10, vLLM 0.27.1) logs 3.35 GiB of "consumed memory
+#    (weights + non-torch)" for 1.12 GiB of weights; vLLM's profiler takes (total − free) deltas, and on a
+#    GB10 the host's own allocations (page cache during a cold load: NVIDIA/xr-ai#462) land in that term.
+#    c3 prices 0.25 GiB, so with the weights given a GB10 must still not answer `fits`.
+def test_a_unified_memory_gpu_never_answers_fits():
+    spec = load_config_file(ROOT / "bench/data/configs/Qwen__Qwen3-0.6B.config.json")
+    knobs = Knobs(util=0.60, max_model_len=40960, version=(0, 27), weights_gib=1.12)
+    gb10 = fit_config(spec, [121.69], knobs, gpu_name="NVIDIA GB10")
+    discrete = fit_config(spec, [121.69], knobs, gpu_name="NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    assert gb10.verdict == "tight" and any("unified-memory" in r for r in gb10.reasons)
+    assert discrete.verdict == "fits"
