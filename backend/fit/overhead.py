@@ -42,6 +42,16 @@ dummy rows with `SamplingParams(top_p=0.99, top_k=vocab_size - 1)`, so `_apply_t
 softmax, cumsum, masks) — the code V1's first sampler was ported from. (c3 priced V0 at 6 B/logit
 before; calibration row llama3-8b-h100-v0-tp1 logs 1.26 GiB where 6 B gave 1.06, 38 B gives 1.31.)
 
+Model Runner V2 (dense text models from v0.27; vllm/v1/worker/gpu/model_runner.py): `profile_run` runs
+`_dummy_run(max_num_batched_tokens)` over `min(B, max_num_seqs)` dummy requests and then
+`_dummy_sampler_run`, whose sampler skips top-k/top-p/logprobs during profiling ("NOTE(woosuk): During
+the initial memory profiling, the sampler may skip top_k, top_p, and logprobs"): only the logits are held,
+`S × V × 2 B`. Its `profile_cudagraph_memory` returns 0, so the graph pool is not taken out of the KV
+budget (it comes out of the headroom outside it). A v0.27.1 RTX 4090 boot logs GPUModelRunnerV2 in its
+traceback, 0.08 GiB of activation and KV = budget − consumed − activation (bench/data v1-4090-wsl-*).
+MoE, hybrid (Mamba/GDN) and multimodal models keep the V1-runner terms: MRv2 became the default for
+dense models only (vllm#44443), and the costlier terms are the safe side where c3 cannot tell.
+
 Non-torch memory (`non-torch forward increase`): cuBLAS/attention workspaces and, with TP > 1, NCCL
 and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced per version and fabric:
 - TP = 1 (and pipeline-only sets, whose stages only send activations: 0.07 logged at PP 2/4):
@@ -106,6 +116,8 @@ GRAPH_PER_LAYER_GIB = 0.012
 GRAPH_MOE_FACTOR = 1.5
 GRAPH_GDN_FACTOR = 2.0
 CUDAGRAPH_BUDGETED_FROM = (0, 21)
+MRV2_DENSE_FROM = (0, 27)
+MRV2_LOGIT_BYTES = 2
 
 
 def priced_engine_version(version: tuple[int, int] | None, sms: list[tuple[int, int] | None]) -> tuple[tuple[int, int] | None, str | None]:
@@ -146,6 +158,14 @@ def moe_workspace_bytes(spec: ModelSpec, *, tp: int, tokens: int) -> int:
     return tokens * (spec.num_experts_per_tok or 1) * (max(2 * width, spec.hidden_size) + width) * 2
 
 
+def model_runner_v2(spec: ModelSpec, version: tuple[int, int] | None) -> bool:
+    """Whether vLLM profiles this model with Model Runner V2 (dense text models from v0.27)."""
+    if version is None or version < MRV2_DENSE_FROM:
+        return False
+    hybrid = bool(spec.mamba_version) or bool(spec.layer_types and any(t not in ("full_attention", "sliding_attention", "chunked_attention") for t in spec.layer_types))
+    return not (spec.num_experts or hybrid or spec.has_vision)
+
+
 def activation_gib(
     spec: ModelSpec,
     *,
@@ -154,8 +174,10 @@ def activation_gib(
     max_num_seqs: int,
     version: tuple[int, int] | None = None,
     max_model_len: int | None = None,
+    mrv2: bool | None = None,
 ) -> float:
-    """Predicted torch activation peak of vLLM's profile run on one rank."""
+    """Predicted torch activation peak of vLLM's profile run on one rank (`mrv2`: force the runner; None = by
+    model and version)."""
     tokens = max_num_batched_tokens
     # Every TP rank samples the full (gathered) vocabulary: the dummy sampler run is the same at any TP.
     # An unknown version is priced with the older, larger warm-up (the safe side).
@@ -172,6 +194,8 @@ def activation_gib(
         kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
         kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
         forward += tokens * (2 * kh * kd + 2 * vh * vd) / tp * GDN_PREFILL_BYTES
+    if model_runner_v2(spec, version) if mrv2 is None else mrv2:
+        per_logit = MRV2_LOGIT_BYTES  # the profiling sampler skips top-k/top-p: only the logits are held
     sampler = min(max_num_seqs, tokens) * spec.vocab_size * per_logit
     if version is None or version >= MOE_WORKSPACE_PERSISTS_FROM:
         sampler += moe_workspace_bytes(spec, tp=tp, tokens=tokens)
@@ -200,12 +224,14 @@ def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: 
     return NON_TORCH_NVSWITCH_V0_GIB if v0 else NON_TORCH_NVSWITCH_TP_GIB
 
 
-def cudagraph_gib(spec: ModelSpec, *, pp: int, enforce_eager: bool, version: tuple[int, int] | None) -> float:
+def cudagraph_gib(spec: ModelSpec, *, pp: int, enforce_eager: bool, version: tuple[int, int] | None, mrv2: bool | None = None) -> float:
     """CUDA-graph memory vLLM subtracts from the KV budget (0 before v0.21 or when eager)."""
     if enforce_eager:
         return 0.0
     if version is not None and version < CUDAGRAPH_BUDGETED_FROM:
         return 0.0
+    if model_runner_v2(spec, version) if mrv2 is None else mrv2:
+        return 0.0  # MRv2's profile_cudagraph_memory() returns 0: the pool is not in the KV budget
     layers = -(-spec.num_layers // max(1, pp))
     graph = GRAPH_BASE_GIB + GRAPH_PER_LAYER_GIB * layers
     graph *= GRAPH_MOE_FACTOR if spec.num_experts else 1.0
@@ -227,12 +253,14 @@ def overheads(
     max_model_len: int | None = None,
     nvswitch: bool | None = None,
     total_gib: float = 0.0,
+    mrv2: bool | None = None,
 ) -> Overheads:
     """All three terms for one rank."""
     return Overheads(
         activation_gib=activation_gib(
-            spec, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, version=version, max_model_len=max_model_len
+            spec, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, version=version, max_model_len=max_model_len,
+            mrv2=mrv2,
         ),
         non_torch_gib=non_torch_gib(tp=tp, pp=pp, nvswitch=nvswitch, total_gib=total_gib, version=version),
-        cudagraph_gib=cudagraph_gib(spec, pp=pp, enforce_eager=enforce_eager, version=version),
+        cudagraph_gib=cudagraph_gib(spec, pp=pp, enforce_eager=enforce_eager, version=version, mrv2=mrv2),
     )

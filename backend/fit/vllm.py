@@ -149,8 +149,11 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     priced_version, engine_note = priced_engine_version(knobs.version, [sm_tuple(r.sm) for r in ranks])
     if engine_note:
         notes.append(engine_note)
+    # On unified memory the non-torch term carries host allocations c3 cannot price (see the note below), so
+    # the costlier V1-runner terms are kept there as margin even where Model Runner V2 profiles leaner.
+    unified = any(r.unified for r in ranks)
     over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager,
-                     version=priced_version, max_model_len=length, nvswitch=nvswitch, total_gib=smallest)
+                     version=priced_version, max_model_len=length, nvswitch=nvswitch, total_gib=smallest, mrv2=False if unified else None)
     if knobs.tp * knobs.pp > 1 and nvswitch is None:
         kind = "NVSwitch (HGX/SXM)" if assumed_nvswitch(smallest) else "PCIe"
         notes.append(f"interconnect unknown: non-torch memory priced for a {kind} board ({over.non_torch_gib:.2f} GiB per rank)")

@@ -48,7 +48,8 @@ def test_every_point_cites_a_source():
 
 
 # Validation rows c3 is still more than 0.5 GiB optimistic on (open; bench/RESULTS.md): RTX 5090 AWQ boots
-# of an unstated vLLM version whose "weights + non-torch" sits 1.7-1.9 GiB above the checkpoint.
+# of an unstated vLLM version whose "weights + non-torch" sits 1.7-1.9 GiB above the checkpoint. They answer
+# `tight`, never `fits`.
 KNOWN_OPTIMISTIC = {
     "v1-5090-qwen3-32b-awq-util085": "version not stated; weights+non-torch 20.04 GiB for an 18.00 GiB checkpoint",
     "v1-5090-qwen3-14b-awq-16k": "version not stated; weights+non-torch 11.22 GiB for a 9.29 GiB checkpoint",

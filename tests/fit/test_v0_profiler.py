@@ -102,3 +102,33 @@ def test_a_unified_memory_gpu_never_answers_fits():
     discrete = fit_config(spec, [121.69], knobs, gpu_name="NVIDIA RTX PRO 6000 Blackwell Server Edition")
     assert gb10.verdict == "tight" and any("unified-memory" in r for r in gb10.reasons)
     assert discrete.verdict == "fits"
+
+
+# -- vllm/v1/worker/gpu/model_runner.py (Model Runner V2, the default for dense models: vllm#44443):
+#    `profile_cudagraph_memory()` returns 0 and `_dummy_sampler_run` notes that "the sampler may skip top_k,
+#    top_p, and logprobs" while profiling. Row v1-4090-wsl-qwen25-0-5b-2k (v0.27.1, GPUModelRunnerV2 in its
+#    traceback) logs 0.08 GiB of activation and KV = budget − consumed − activation (no graph term).
+def test_model_runner_v2_prices_no_graph_pool_and_a_logits_only_sampler():
+    from backend.fit.overhead import cudagraph_gib
+
+    spec = load_config_file(ROOT / "bench/data/configs/Qwen__Qwen2.5-0.5B-Instruct.config.json")
+    v027 = activation_gib(spec, tp=1, max_num_batched_tokens=2048, max_num_seqs=256, version=(0, 27))
+    v021 = activation_gib(spec, tp=1, max_num_batched_tokens=2048, max_num_seqs=256, version=(0, 21))
+    assert v027 <= _point("v1-4090-wsl-qwen25-0-5b-2k")["logged"]["activation_gib"] + 0.15 < v021
+    assert cudagraph_gib(spec, pp=1, enforce_eager=False, version=(0, 27)) == 0.0
+    assert cudagraph_gib(spec, pp=1, enforce_eager=False, version=(0, 21)) > 0.0
+    moe = shipped_spec("Qwen/Qwen3-30B-A3B")  # MoE stays on the V1-runner terms
+    assert cudagraph_gib(moe, pp=1, enforce_eager=False, version=(0, 27)) > 0.0
+
+
+
+# -- The GB10 row (v1-gb10-qwen3-0-6b-util060) is +1.80 GiB optimistic with Model Runner V2's lean terms,
+#    because its non-torch term (2.2 GiB of host allocations) is not priced; a unified-memory rank keeps the
+#    costlier V1-runner terms as margin (and answers `tight`).
+def test_unified_memory_keeps_the_costlier_runner_terms():
+    spec = load_config_file(ROOT / "bench/data/configs/Qwen__Qwen3-0.6B.config.json")
+    knobs = Knobs(util=0.60, max_model_len=40960, version=(0, 27), weights_gib=1.12)
+    gb10 = fit_config(spec, [121.69], knobs, gpu_name="NVIDIA GB10")
+    discrete = fit_config(spec, [121.69], knobs, gpu_name="NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    assert gb10.gpus[0].cudagraph_gib > 0 == discrete.gpus[0].cudagraph_gib
+    assert gb10.available_kv_gib <= _point("v1-gb10-qwen3-0-6b-util060")["logged"]["available_kv_gib"] + 0.5
