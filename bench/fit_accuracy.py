@@ -59,6 +59,7 @@ def knobs(point, spec, weights_gib=None):
         weights_bytes=v.bytes if v else None,
         weights_gib=weights_gib,
         quantized=v is not None and v.name not in ("bf16", "fp16"),
+        quant_format=v.name if v is not None else None,
     )
 
 

@@ -113,6 +113,7 @@ def knobs_for(entry: CatalogEntry, spec: ModelSpec | None, *, max_model_len: int
         weights_bytes=weights_bytes,
         weights_how=how,
         quantized=any(q in variant for q in _QUANTISED),
+        quant_format=variant or None,
         required_sm=entry.required_sm,
         fallback_sm=entry.fallback_sm,
         requires_homogeneous_arch=entry.requires_homogeneous_arch,

@@ -158,12 +158,18 @@ def moe_workspace_bytes(spec: ModelSpec, *, tp: int, tokens: int) -> int:
     return tokens * (spec.num_experts_per_tok or 1) * (max(2 * width, spec.hidden_size) + width) * 2
 
 
-def model_runner_v2(spec: ModelSpec, version: tuple[int, int] | None) -> bool:
-    """Whether vLLM profiles this model with Model Runner V2 (dense text models from v0.27)."""
+def model_runner_v2(spec: ModelSpec, version: tuple[int, int] | None, *, quantized: bool = False) -> bool | None:
+    """Which profile vLLM runs: True Model Runner V2's lean one (dense text models from v0.27), False the V1
+    runner's, None when c3 cannot tell (a quantized dense model: the terms of the costliest known profile apply)."""
     if version is None or version < MRV2_DENSE_FROM:
         return False
     hybrid = bool(spec.mamba_version) or bool(spec.layer_types and any(t not in ("full_attention", "sliding_attention", "chunked_attention") for t in spec.layer_types))
-    return not (spec.num_experts or hybrid or spec.has_vision)
+    if spec.num_experts or hybrid or spec.has_vision:
+        return False
+    # MRv2's oracle went model class by model class (its first cut keyed on `is_quantized`, vllm#42665), and the
+    # RTX 5090 boots of Qwen3-14B/32B-AWQ on v0.28.0 log 1.46 GiB of activation for both: a full-vocabulary sampler,
+    # not MRv2's logits-only profile (bench/data v1-5090-*).
+    return None if quantized else True
 
 
 def activation_gib(
@@ -175,9 +181,10 @@ def activation_gib(
     version: tuple[int, int] | None = None,
     max_model_len: int | None = None,
     mrv2: bool | None = None,
+    quantized: bool = False,
 ) -> float:
     """Predicted torch activation peak of vLLM's profile run on one rank (`mrv2`: force the runner; None = by
-    model and version)."""
+    model, version and `quantized`)."""
     tokens = max_num_batched_tokens
     # Every TP rank samples the full (gathered) vocabulary: the dummy sampler run is the same at any TP.
     # An unknown version is priced with the older, larger warm-up (the safe side).
@@ -194,8 +201,11 @@ def activation_gib(
         kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
         kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
         forward += tokens * (2 * kh * kd + 2 * vh * vd) / tp * GDN_PREFILL_BYTES
-    if model_runner_v2(spec, version) if mrv2 is None else mrv2:
+    runner = model_runner_v2(spec, version, quantized=quantized) if mrv2 is None else mrv2
+    if runner:
         per_logit = MRV2_LOGIT_BYTES  # the profiling sampler skips top-k/top-p: only the logits are held
+    elif runner is None:
+        per_logit = SAMPLER_BYTES_PER_LOGIT  # either runner: the full-vocabulary sort, the costliest known profile
     sampler = min(max_num_seqs, tokens) * spec.vocab_size * per_logit
     if version is None or version >= MOE_WORKSPACE_PERSISTS_FROM:
         sampler += moe_workspace_bytes(spec, tp=tp, tokens=tokens)
@@ -224,13 +234,15 @@ def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: 
     return NON_TORCH_NVSWITCH_V0_GIB if v0 else NON_TORCH_NVSWITCH_TP_GIB
 
 
-def cudagraph_gib(spec: ModelSpec, *, pp: int, enforce_eager: bool, version: tuple[int, int] | None, mrv2: bool | None = None) -> float:
+def cudagraph_gib(
+    spec: ModelSpec, *, pp: int, enforce_eager: bool, version: tuple[int, int] | None, mrv2: bool | None = None, quantized: bool = False
+) -> float:
     """CUDA-graph memory vLLM subtracts from the KV budget (0 before v0.21 or when eager)."""
     if enforce_eager:
         return 0.0
     if version is not None and version < CUDAGRAPH_BUDGETED_FROM:
         return 0.0
-    if model_runner_v2(spec, version) if mrv2 is None else mrv2:
+    if model_runner_v2(spec, version, quantized=quantized) if mrv2 is None else mrv2:
         return 0.0  # MRv2's profile_cudagraph_memory() returns 0: the pool is not in the KV budget
     layers = -(-spec.num_layers // max(1, pp))
     graph = GRAPH_BASE_GIB + GRAPH_PER_LAYER_GIB * layers
@@ -254,13 +266,14 @@ def overheads(
     nvswitch: bool | None = None,
     total_gib: float = 0.0,
     mrv2: bool | None = None,
+    quantized: bool = False,
 ) -> Overheads:
     """All three terms for one rank."""
     return Overheads(
         activation_gib=activation_gib(
             spec, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, version=version, max_model_len=max_model_len,
-            mrv2=mrv2,
+            mrv2=mrv2, quantized=quantized,
         ),
         non_torch_gib=non_torch_gib(tp=tp, pp=pp, nvswitch=nvswitch, total_gib=total_gib, version=version),
-        cudagraph_gib=cudagraph_gib(spec, pp=pp, enforce_eager=enforce_eager, version=version, mrv2=mrv2),
+        cudagraph_gib=cudagraph_gib(spec, pp=pp, enforce_eager=enforce_eager, version=version, mrv2=mrv2, quantized=quantized),
     )

@@ -50,6 +50,8 @@ class Knobs:
     """Checkpoint total bytes, when known."""
     weights_how: str = ""
     quantized: bool = False
+    quant_format: str | None = None
+    """The checkpoint's quantisation as the catalog or config.json names it (`awq-int4`, `gptq`, `fp8`…)."""
     required_sm: str | None = None
     fallback_sm: str | None = None
     requires_homogeneous_arch: bool = False

@@ -98,6 +98,20 @@ def shard_problem(spec: ModelSpec, tp: int) -> str | None:
     return None
 
 
+MARLIN_FORMATS = ("awq", "gptq")
+MARLIN_NOTE = (
+    "AWQ/GPTQ checkpoint (repacked for Marlin at load): on an RTX 5090 (vLLM 0.28.0) such loads logged ~1.5 GiB more "
+    "'weights + non-torch' than the checkpoint, which awq_marlin's repack does not explain and c3 does not price; "
+    "pass --weights-gib (vLLM's `Model loading took`) for a firm verdict"
+)
+
+
+def marlin_repacked(spec: ModelSpec, knobs: Knobs) -> bool:
+    """Whether vLLM converts the checkpoint to Marlin's layout at load (awq → awq_marlin, gptq → gptq_marlin)."""
+    fmt = (knobs.quant_format or spec.quant_method or "").lower()
+    return any(name in fmt for name in MARLIN_FORMATS)
+
+
 def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     """Price a vLLM launch of `spec` on `ranks` (len(ranks) == tp × pp)."""
     notes = list(knobs.extra_notes)
@@ -152,8 +166,12 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     # On unified memory the non-torch term carries host allocations c3 cannot price (see the note below), so
     # the costlier V1-runner terms are kept there as margin even where Model Runner V2 profiles leaner.
     unified = any(r.unified for r in ranks)
+    quantized = knobs.quantized or spec.quant_method is not None
     over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager,
-                     version=priced_version, max_model_len=length, nvswitch=nvswitch, total_gib=smallest, mrv2=False if unified else None)
+                     version=priced_version, max_model_len=length, nvswitch=nvswitch, total_gib=smallest, mrv2=False if unified else None,
+                     quantized=quantized)
+    if marlin_repacked(spec, knobs) and knobs.weights_gib is None:
+        notes.append(MARLIN_NOTE)
     if knobs.tp * knobs.pp > 1 and nvswitch is None:
         kind = "NVSwitch (HGX/SXM)" if assumed_nvswitch(smallest) else "PCIe"
         notes.append(f"interconnect unknown: non-torch memory priced for a {kind} board ({over.non_torch_gib:.2f} GiB per rank)")
@@ -227,7 +245,7 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         )
     margin_blocks = min(layout.num_blocks((g.available_kv_gib - TIGHT_MARGIN_GIB) * GIB) for g in gpus)
     tight = [f"within the estimate's error band: {TIGHT_MARGIN_GIB} GiB less KV memory would not hold one {length:,}-token request"] if margin_blocks < need else []
-    tight += [n for n in notes if "outside the budget" in n or "unified-memory" in n]
+    tight += [n for n in notes if "outside the budget" in n or "unified-memory" in n or n == MARLIN_NOTE]
     if tight:
         return FitReport(verdict="tight", reasons=tight, notes=[n for n in notes if n not in tight], **report)
     return FitReport(verdict="fits", notes=notes, **report)

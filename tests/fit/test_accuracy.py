@@ -34,7 +34,8 @@ def predict(p: dict):
     knobs = Knobs(engine=p.get("engine", "vllm"), tp=p.get("tp", 1), pp=p.get("pp", 1), util=p["util"], max_model_len=p.get("max_model_len"),
                   max_num_seqs=p.get("max_num_seqs"), max_num_batched_tokens=p.get("max_num_batched_tokens"),
                   kv_cache_dtype=p.get("kv_cache_dtype", "auto"), version=parse_version(p.get("version")),
-                  weights_bytes=v.bytes if v else None, quantized=v is not None and v.name not in ("bf16", "fp16"))
+                  weights_bytes=v.bytes if v else None, quantized=v is not None and v.name not in ("bf16", "fp16"),
+                  quant_format=v.name if v else None)
     return fit_config(spec, [p["total_gib"]] * (p.get("tp", 1) * p.get("pp", 1)), knobs, gpu_name=p.get("nvml_name"), sm=p.get("sm"))
 
 
@@ -48,11 +49,12 @@ def test_every_point_cites_a_source():
 
 
 # Validation rows c3 is still more than 0.5 GiB optimistic on (open; bench/RESULTS.md): RTX 5090 AWQ boots
-# of an unstated vLLM version whose "weights + non-torch" sits 1.7-1.9 GiB above the checkpoint. They answer
-# `tight`, never `fits`.
+# on vLLM 0.28.0 whose "weights + non-torch" sits 1.9-2.0 GiB above the checkpoint (0.45 GiB of it is the box's
+# non-torch memory; the rest is not explained by awq_marlin's source). They answer `tight` (the Marlin rule in
+# backend/fit/vllm.py), never `fits`.
 KNOWN_OPTIMISTIC = {
-    "v1-5090-qwen3-32b-awq-util085": "version not stated; weights+non-torch 20.04 GiB for an 18.00 GiB checkpoint",
-    "v1-5090-qwen3-14b-awq-16k": "version not stated; weights+non-torch 11.22 GiB for a 9.29 GiB checkpoint",
+    "v1-5090-qwen3-32b-awq-util085": "weights+non-torch 20.04 GiB for an 18.00 GiB checkpoint",
+    "v1-5090-qwen3-14b-awq-16k": "weights+non-torch 11.22 GiB for a 9.29 GiB checkpoint",
     "v1-5090-qwen3-14b-awq-32k": "the same boot at --max-model-len 32768",
 }
 
