@@ -155,7 +155,9 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     if len(known) < len(ranks):
         missing = ", ".join(str(r.index if r.index is not None else r.card) for r in ranks if r.total_gib is None)
         return FitReport(verdict="unknown", reasons=[f"no usable memory total for GPU {missing}"], notes=notes, **base)
-    stage_weights = stage_weights_gib(spec, knobs)
+    # vLLM picks the MXFP4 MoE kernel per compute capability; a mixed set is priced at its costliest rank.
+    candidates = [w for sm in {r.sm for r in ranks} if (w := stage_weights_gib(spec, knobs, sm=sm)) is not None]
+    stage_weights = max(candidates, key=sum) if candidates else None
     if stage_weights is None:
         return FitReport(verdict="unknown", reasons=["weight size unknown"], notes=notes, **base)
     fabric = {r.nvswitch for r in ranks}

@@ -48,13 +48,36 @@ def load_factor(spec: ModelSpec | None, quantized: bool) -> float:
     return _REPACK if quantized else 1.0
 
 
-def stage_weights_gib(spec: ModelSpec, knobs: Knobs) -> list[float] | None:
+def mxfp4_kernel_padding(spec: ModelSpec | None, sm: str | None) -> float:
+    """Extra MXFP4 expert padding of the kernel vLLM picks on this GPU, relative to the calibrated load factor.
+
+    vllm/model_executor/layers/quantization/mxfp4.py: `get_mxfp4_backend` takes FlashInfer's MXFP4 MoE by default
+    only on compute capability 10.0 (`is_device_capability(100) and has_flashinfer()`); sm 9.0 takes the Triton
+    kernels or Marlin, older GPUs Marlin. `Mxfp4MoEMethod.create_weights` pads each expert for its kernel: Marlin
+    rounds the intermediate size up to 128, FlashInfer (sm 10.0) to 256 (both pad hidden to 256). The 1.086
+    factor was calibrated on a Marlin-padded H100 load, so only the FlashInfer case needs more: the ratio of the
+    two intermediate paddings (gpt-oss: 3072 / 2944)."""
+    if spec is None or spec.quant_method != "mxfp4" or sm is None or sm.strip() != "10.0":
+        return 1.0
+    inter = spec.moe_intermediate_size or spec.intermediate_size
+    if not inter:
+        return 1.0
+    return _round_up(inter, 256) / _round_up(inter, 128)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def stage_weights_gib(spec: ModelSpec, knobs: Knobs, *, sm: str | None = None) -> list[float] | None:
     """GiB one rank loads per pipeline stage: the measured `--weights-gib` for every stage, else the
-    weight bytes split by TP/PP; None when neither is known (the pricers then answer `unknown`)."""
+    weight bytes split by TP/PP (`sm`: the ranks' compute capability, which picks vLLM's MXFP4 kernel);
+    None when neither is known (the pricers then answer `unknown`)."""
     if knobs.weights_gib is not None:
         return [knobs.weights_gib] * knobs.pp
     if knobs.weights_bytes is not None:
-        return rank_weights_gib(spec, knobs.weights_bytes, tp=knobs.tp, pp=knobs.pp, quantized=knobs.quantized)
+        padded = int(knobs.weights_bytes * mxfp4_kernel_padding(spec, sm))
+        return rank_weights_gib(spec, padded, tp=knobs.tp, pp=knobs.pp, quantized=knobs.quantized)
     return None
 
 

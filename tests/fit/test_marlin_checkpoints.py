@@ -70,3 +70,24 @@ def test_an_awq_verdict_is_never_fits_and_says_why():
     assert gptq.verdict == "tight"
     plain = price_vllm(spec, [RTX_5090], Knobs(util=0.70, max_model_len=4096, version=(0, 28), weights_gib=27.5 * 0.5))
     assert not any("Marlin" in r for r in plain.reasons)
+
+
+# -- vllm/model_executor/layers/quantization/mxfp4.py `get_mxfp4_backend`: only compute capability 10.0 takes
+#    FlashInfer's MXFP4 MoE by default (`is_device_capability(100) and has_flashinfer()`); sm 9.0 takes the Triton
+#    kernels (or Marlin) and below sm 9.0 Marlin. `Mxfp4MoEMethod.create_weights` pads every expert to the
+#    kernel: Marlin rounds the intermediate size to 128 (and hidden to 256), FlashInfer on sm 10.0 both to 256.
+#    gpt-oss (2880 × 2880): Marlin 2944 × 3072, FlashInfer 3072 × 3072. c3's 1.086 load factor was calibrated on a
+#    Marlin-era H100 log (vllm#23278), so a B200 loads 3072/2944 = 4.3 % more than c3 priced: optimistic.
+def test_mxfp4_experts_on_sm100_are_priced_with_flashinfer_padding():
+    from backend.fit.weights import stage_weights_gib
+
+    spec = shipped_spec("openai/gpt-oss-120b")
+    variant = next(v for v in spec.weights if v.name == "mxfp4")
+    knobs = Knobs(util=0.90, version=(0, 28), weights_bytes=variant.bytes, quantized=True, quant_format="mxfp4")
+    hopper = stage_weights_gib(spec, knobs, sm="9.0")[0]
+    blackwell = stage_weights_gib(spec, knobs, sm="10.0")[0]
+    rope = spec.rope_cache_bytes / GIB
+    assert abs((blackwell - rope) / (hopper - rope) - 3072 / 2944) < 1e-6
+    assert stage_weights_gib(spec, knobs, sm="12.0")[0] == hopper  # RTX PRO 6000 / 5090: not the FlashInfer path
+    b200 = price_vllm(spec, [Rank(total_gib=178.35, sm="10.0", nvml_name="NVIDIA B200")], knobs)
+    assert b200.gpus[0].weights_gib == round(blackwell, 3)
