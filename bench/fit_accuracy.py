@@ -56,6 +56,7 @@ def knobs(point, spec, weights_gib=None):
         max_num_batched_tokens=point.get("max_num_batched_tokens"),
         kv_cache_dtype=point.get("kv_cache_dtype", "auto"),
         enforce_eager=point.get("enforce_eager", False),
+        extra_args=tuple(point.get("extra_args", ())),
         version=parse_version(point.get("version")),
         weights_bytes=v.bytes if v else None,
         weights_gib=weights_gib,

@@ -116,6 +116,8 @@ GRAPH_PER_LAYER_GIB = 0.012
 GRAPH_MOE_FACTOR = 1.5
 GRAPH_GDN_FACTOR = 2.0
 CUDAGRAPH_BUDGETED_FROM = (0, 21)
+# awq.py `AWQLinearMethod.apply`: `FP16_MATMUL_HEURISTIC_CONDITION = x.shape[:-1].numel() >= 256`
+AWQ_DEQUANT_FROM_TOKENS = 256
 MRV2_DENSE_FROM = (0, 27)
 MRV2_LOGIT_BYTES = 2
 
@@ -158,6 +160,23 @@ def moe_workspace_bytes(spec: ModelSpec, *, tp: int, tokens: int) -> int:
     return tokens * (spec.num_experts_per_tok or 1) * (max(2 * width, spec.hidden_size) + width) * 2
 
 
+def awq_dequant_bytes(spec: ModelSpec, *, tp: int, tokens: int) -> int:
+    """The fp16 weight vLLM's AWQ GEMM kernel materialises during the profile forward (one rank).
+
+    vllm/model_executor/layers/quantization/awq.py `AWQLinearMethod.apply`: at `x.shape[:-1].numel() >= 256`
+    tokens it runs `ops.awq_dequantize` on the whole weight and then `torch.matmul`, so the peak holds the
+    largest dequantized linear of the rank on top of the activations (Marlin multiplies the packed weight in
+    place). Dense models only: AWQ MoE layers run fused Marlin MoE."""
+    if spec.num_experts or tokens < AWQ_DEQUANT_FROM_TOKENS:
+        return 0
+    inter = spec.intermediate_size or 4 * spec.hidden_size
+    qkv = (spec.num_attention_heads + 2 * spec.num_kv_heads) * spec.head_dim
+    # the widest is the merged gate_up or qkv projection (column-parallel: its output shards over TP); down and
+    # o_proj are never wider
+    widest = max(2 * inter, qkv) // tp
+    return spec.hidden_size * widest * 2
+
+
 def model_runner_v2(spec: ModelSpec, version: tuple[int, int] | None, *, quantized: bool = False) -> bool | None:
     """Which profile vLLM runs: True Model Runner V2's lean one (dense text models from v0.27), False the V1
     runner's, None when c3 cannot tell (a quantized dense model: the terms of the costliest known profile apply)."""
@@ -182,9 +201,10 @@ def activation_gib(
     max_model_len: int | None = None,
     mrv2: bool | None = None,
     quantized: bool = False,
+    awq_gemm: bool = False,
 ) -> float:
     """Predicted torch activation peak of vLLM's profile run on one rank (`mrv2`: force the runner; None = by
-    model, version and `quantized`)."""
+    model, version and `quantized`; `awq_gemm`: AWQ runs vLLM's own GEMM kernel, not Marlin)."""
     tokens = max_num_batched_tokens
     # Every TP rank samples the full (gathered) vocabulary: the dummy sampler run is the same at any TP.
     # An unknown version is priced with the older, larger warm-up (the safe side).
@@ -201,6 +221,8 @@ def activation_gib(
         kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
         kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
         forward += tokens * (2 * kh * kd + 2 * vh * vd) / tp * GDN_PREFILL_BYTES
+    if awq_gemm:
+        forward += awq_dequant_bytes(spec, tp=tp, tokens=tokens)
     runner = model_runner_v2(spec, version, quantized=quantized) if mrv2 is None else mrv2
     if runner:
         per_logit = MRV2_LOGIT_BYTES  # the profiling sampler skips top-k/top-p: only the logits are held
@@ -267,12 +289,13 @@ def overheads(
     total_gib: float = 0.0,
     mrv2: bool | None = None,
     quantized: bool = False,
+    awq_gemm: bool = False,
 ) -> Overheads:
     """All three terms for one rank."""
     return Overheads(
         activation_gib=activation_gib(
             spec, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, version=version, max_model_len=max_model_len,
-            mrv2=mrv2, quantized=quantized,
+            mrv2=mrv2, quantized=quantized, awq_gemm=awq_gemm,
         ),
         non_torch_gib=non_torch_gib(tp=tp, pp=pp, nvswitch=nvswitch, total_gib=total_gib, version=version),
         cudagraph_gib=cudagraph_gib(spec, pp=pp, enforce_eager=enforce_eager, version=version, mrv2=mrv2, quantized=quantized),

@@ -100,7 +100,7 @@ def shard_problem(spec: ModelSpec, tp: int) -> str | None:
 
 MARLIN_FORMATS = ("awq", "gptq")
 MARLIN_NOTE = (
-    "AWQ/GPTQ checkpoint (repacked for Marlin at load): on an RTX 5090 (vLLM 0.28.0) such loads logged ~1.5 GiB more "
+    "AWQ/GPTQ checkpoint (repacked for Marlin at load unless vLLM's own AWQ kernel runs): on an RTX 5090 (vLLM 0.28.0) such loads logged ~1.5 GiB more "
     "'weights + non-torch' than the checkpoint, which awq_marlin's repack does not explain and c3 does not price; "
     "pass --weights-gib (vLLM's `Model loading took`) for a firm verdict"
 )
@@ -110,6 +110,32 @@ def marlin_repacked(spec: ModelSpec, knobs: Knobs) -> bool:
     """Whether vLLM converts the checkpoint to Marlin's layout at load (awq → awq_marlin, gptq → gptq_marlin)."""
     fmt = (knobs.quant_format or spec.quant_method or "").lower()
     return any(name in fmt for name in MARLIN_FORMATS)
+
+
+AWQ_GEMM_NOTE = (
+    "AWQ runs vLLM's own AWQ GEMM kernel here (forced `--quantization awq`, or a GPU below Marlin's compute "
+    "capability 8.0): at 256 tokens or more it dequantizes each weight to fp16 before the matmul, priced in the activation peak"
+)
+MARLIN_MIN_SM = (8, 0)
+
+
+def awq_gemm_kernel(spec: ModelSpec, knobs: Knobs, sms: list[tuple[int, int] | None]) -> bool:
+    """Whether an AWQ checkpoint runs vLLM's AWQ GEMM kernel rather than awq_marlin: the user forced
+    `quantization=awq` (awq_marlin.py `AWQMarlinConfig.override_quantization_method` honours it) or a rank is
+    below Marlin's compute capability 8.0 (`check_marlin_supported`; AWQ's own kernel runs from 7.5)."""
+    fmt = (knobs.quant_format or spec.quant_method or "").lower()
+    if "awq" not in fmt:
+        return False
+    forced = None
+    args = list(knobs.extra_args)
+    for i, arg in enumerate(args):
+        if arg in ("--quantization", "-q") and i + 1 < len(args):
+            forced = args[i + 1]
+        elif arg.startswith("--quantization="):
+            forced = arg.split("=", 1)[1]
+    if forced is not None:
+        return forced.lower() == "awq"
+    return any(sm is not None and sm < MARLIN_MIN_SM for sm in sms)
 
 
 def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
@@ -169,9 +195,12 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     # the costlier V1-runner terms are kept there as margin even where Model Runner V2 profiles leaner.
     unified = any(r.unified for r in ranks)
     quantized = knobs.quantized or spec.quant_method is not None
+    awq_gemm = awq_gemm_kernel(spec, knobs, [sm_tuple(r.sm) for r in ranks])
+    if awq_gemm:
+        notes.append(AWQ_GEMM_NOTE)
     over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager,
                      version=priced_version, max_model_len=length, nvswitch=nvswitch, total_gib=smallest, mrv2=False if unified else None,
-                     quantized=quantized)
+                     quantized=quantized, awq_gemm=awq_gemm)
     if marlin_repacked(spec, knobs) and knobs.weights_gib is None:
         notes.append(MARLIN_NOTE)
     if knobs.tp * knobs.pp > 1 and nvswitch is None:
