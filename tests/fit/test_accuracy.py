@@ -56,6 +56,10 @@ KNOWN_OPTIMISTIC = {
     "v1-5090-qwen3-32b-awq-util085": "weights+non-torch 20.04 GiB for an 18.00 GiB checkpoint",
     "v1-5090-qwen3-14b-awq-16k": "weights+non-torch 11.22 GiB for a 9.29 GiB checkpoint",
     "v1-5090-qwen3-14b-awq-32k": "the same boot at --max-model-len 32768",
+    # Fourth pass: awq_marlin on an A10G (vLLM 0.19.1) leaves 1.38 GiB of activation + non-torch where c3 prices
+    # 0.94 (+0.44 with the logged weights); the same checkpoint family on an L40S (v0.8.5-0.11) is 0.24 pessimistic.
+    # Its util-0.5 sibling (v1-a10g-qwen25-14b-awq-16k-util05-refused, +0.60) is refused by c3 as by vLLM.
+    "v1-a10g-qwen25-14b-awq-4k": "activation + non-torch 1.38 GiB logged, 0.94 priced",
 }
 
 
