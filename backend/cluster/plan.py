@@ -20,7 +20,7 @@ from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
 from backend.recipes import ParamValue, Recipe, check_overrides
 from backend.secrets_env import split_secrets
-from backend.ssh import shell_path
+from backend.remote import shell_path
 
 LABEL_PROFILE = "io.c3.profile"
 
