@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shlex
 from collections.abc import Callable
@@ -17,11 +16,12 @@ from pydantic import BaseModel, Field
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
 from backend.remote import Shell, close_all, open_shells
-from backend.shard.scripts import run_script, tagged_script
+from backend.settings import current
 from backend.shard.plan import ShardOptions, split_env
 from backend.shard.prepare import Prepared, prepare
 from backend.shard.probe import parse_interfaces
 from backend.shard.runner import ShardRunner, Timing
+from backend.shard.scripts import run_script, tagged_script
 
 Echo = Callable[[str], None]
 
@@ -34,9 +34,9 @@ FORWARDED_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 def collect_secrets(options: ShardOptions) -> dict[str, str]:
     """Secret values for the nodes: the profile's secret-looking env plus HF_TOKEN from c3's environment."""
     _, secrets = split_env(options.env, options.public_env)
-    for name in FORWARDED_SECRETS:
-        if name in os.environ and name not in secrets:
-            secrets[name] = os.environ[name]
+    for name, value in current().secret_env().items():
+        if name in FORWARDED_SECRETS and name not in secrets:
+            secrets[name] = value
     return secrets
 
 

@@ -13,14 +13,14 @@ import json
 import shlex
 import signal
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backend.errors import C3Error, Refused
+from backend.http_probe import probe
+from backend.remote import Shell, Spawned, close_all
 from backend.shard import ray_cmds
 from backend.shard.models import NodePart, ShardPlan, Step
-from backend.remote import Shell, Spawned, close_all
 from backend.shard.render import start_order
 from backend.shard.scripts import (
     kill_group_script,
@@ -254,9 +254,11 @@ class ShardRunner:
 
 
 def _get_models(url: str) -> list[str] | None:
+    answer = probe(url, timeout=3)
+    if not answer.ok:
+        return None
     try:
-        with urllib.request.urlopen(url, timeout=3) as response:
-            data = json.loads(response.read().decode())
+        data = json.loads(answer.body.decode())
         return [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
-    except (OSError, ValueError):
+    except (ValueError, AttributeError):
         return None
