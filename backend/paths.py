@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from backend.settings import current
 
 
 def config_home() -> Path:
     """`$C3_HOME`, default `~/.config/c3`."""
-    env = os.environ.get("C3_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".config" / "c3"
+    home = current().home
+    return home.expanduser() if home else Path.home() / ".config" / "c3"
 
 
 def state_home() -> Path:
     """`$C3_STATE`, default `~/.local/state/c3` (logs, boot logs, stop markers, router pins)."""
-    env = os.environ.get("C3_STATE")
-    return Path(env).expanduser() if env else Path.home() / ".local" / "state" / "c3"
+    state = current().state
+    return state.expanduser() if state else Path.home() / ".local" / "state" / "c3"
 
 
 def estate_file() -> Path:

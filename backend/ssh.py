@@ -1,32 +1,38 @@
-"""The SSH adapter: run commands on registered nodes, concurrently, with one error per node.
-
-Every node is reached through one small Protocol, `Shell`: a remote node through asyncssh (imported
-lazily, only here), a local node (`Node.local`, see backend.nodes.registry) through a local
-subprocess, so callers never branch on where a node is.
+"""The SSH implementation of the remote-exec Protocol (`backend.remote.Shell`): the only module that
+imports asyncssh (lazily, so the CLI's local paths never pay for it).
 
 Targets are what people type: names, IPv4, `[IPv6]`, or `~/.ssh/config` aliases (backend.ssh_target
-applies the user's OpenSSH config and resolves the name). Host keys are checked strictly (the files and trust live in backend.ssh_known_hosts), by name and by resolved address as OpenSSH does. The keys trusted are the union of `$C3_HOME/known_hosts` (the file
-c3 manages: `c3 node trust NAME` shows a new host's fingerprint and adds it there, after the user
-confirms it or passes `--fingerprint SHA256:…` to match), `~/.ssh/known_hosts` and any files in
-`$C3_KNOWN_HOSTS` (os.pathsep-separated). An unknown host and a changed key are refused, each with
-its own one-line error naming the node.
+applies the user's OpenSSH config and resolves the name). Host keys are checked strictly (the files
+and trust live in backend.ssh_known_hosts), by name and by resolved address as OpenSSH does. The keys
+trusted are the union of `$C3_HOME/known_hosts` (the file c3 manages: `c3 node trust NAME` shows a new
+host's fingerprint and adds it there, after the user confirms it or passes `--fingerprint SHA256:…` to
+match), `~/.ssh/known_hosts` and any files in `$C3_KNOWN_HOSTS` (os.pathsep-separated). An unknown
+host and a changed key are refused, each with its own one-line error naming the node.
 
-Secrets never travel on a command line: `Shell.upload` sends bytes on the command's stdin into a
-0600 file (`umask 077`), so neither this machine's nor the node's `ps` shows them.
+Every command is sent as `exec /bin/sh -c '…'`: the node user's login shell only starts it, so the
+command means the same on every node, and a spawned command's `$$` is the session leader sshd made —
+its process group, which `spawn` reports so the whole group can be stopped later.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
-import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from backend.errors import EnvironmentProblem, Refused
+from backend.remote import (
+    COMMAND_TIMEOUT_S,
+    PGID_MARK,
+    CommandResult,
+    NodeFailure,
+    ShellBase,
+    Spawned,
+    as_shell_command,
+    short,
+)
 from backend.ssh_known_hosts import (  # noqa: F401 - part of this adapter's public surface
     OfferedKey,
     default_known_hosts_files,
@@ -40,181 +46,7 @@ from backend.ssh_target import connect_options, resolve_target
 if TYPE_CHECKING:
     from backend.nodes.registry import Node
 
-T = TypeVar("T")
-
 CONNECT_TIMEOUT_S = 10.0
-COMMAND_TIMEOUT_S = 120.0
-
-
-# --- results and errors -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What one command did on one node."""
-
-    node: str
-    """Registry name of the node."""
-    command: str
-    """The command as run (a shell string; never holds a secret)."""
-    exit_status: int
-    """The command's exit status (-1 when killed by a signal)."""
-    stdout: str
-    """Everything it printed on stdout."""
-    stderr: str
-    """Everything it printed on stderr."""
-
-    @property
-    def ok(self) -> bool:
-        """True when the command exited 0."""
-        return self.exit_status == 0
-
-    def last_line(self) -> str:
-        """The last non-empty line of stderr (else stdout): what a one-line error should quote."""
-        for text in (self.stderr, self.stdout):
-            lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-            if lines:
-                return lines[-1][:300]
-        return f"exit status {self.exit_status}"
-
-
-class NodeFailure(EnvironmentProblem):
-    """A node could not be driven: `kind` says why (unreachable, auth, hostkey-unknown,
-    hostkey-changed, timeout, keyfile, ssh, docker, command, image, engine). The message names the node."""
-
-    def __init__(self, node: str, kind: str, detail: str, hint: str | None = None) -> None:
-        super().__init__(f"node `{node}`: {detail}", hint=hint)
-        self.node = node
-        self.kind = kind
-        self.detail = detail
-        # The node answered but what ran there failed (a command, the engine, a missing image):
-        # exit 1 like any failed request; only reaching the node is an environment problem (3).
-        if kind in ("command", "engine", "image"):
-            self.exit_code = Refused.exit_code
-
-
-# --- the protocol -----------------------------------------------------------------------------
-
-
-class Shell(Protocol):
-    """One node's command runner (remote over SSH, or this machine)."""
-
-    node: Node
-
-    async def run(
-        self, command: str | Sequence[str], *, input: bytes | str | None = None, timeout: float | None = None, check: bool = False
-    ) -> CommandResult:
-        """Run a shell command; `check` raises NodeFailure(kind="command") on a non-zero exit."""
-        ...
-
-    async def upload(self, data: bytes | str, remote_path: str, *, mode: int = 0o600) -> None:
-        """Write `data` to `remote_path` through stdin (never argv), created with `mode`."""
-        ...
-
-    def stream(self, command: str | Sequence[str], *, timeout: float | None = None) -> AsyncIterator[str]:
-        """Yield the command's output (stdout and stderr merged) line by line."""
-        ...
-
-    async def close(self) -> None:
-        """Release the connection."""
-        ...
-
-
-def as_shell_command(command: str | Sequence[str]) -> str:
-    """A list is an argv and gets quoted; a string is already shell."""
-    return command if isinstance(command, str) else shlex.join(command)
-
-
-def shell_path(path: str) -> str:
-    """Quote a path for the node's shell; a leading `~/` stays the node user's home (`"$HOME"/…`)."""
-    if path.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(path[2:])
-    return shlex.quote(path)
-
-
-def _upload_command(remote_path: str, mode: int) -> str:
-    path = shell_path(remote_path)
-    folder = shell_path(os.path.dirname(remote_path) or ".")
-    tmp = shell_path(remote_path + ".c3tmp")
-    return f"umask 077 && mkdir -p {folder} && cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {path}"
-
-
-class _ShellBase:
-    node: Node
-
-    async def run(self, command, *, input=None, timeout=None, check=False) -> CommandResult:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    async def upload(self, data: bytes | str, remote_path: str, *, mode: int = 0o600) -> None:
-        raw = data.encode() if isinstance(data, str) else data
-        await self.run(_upload_command(remote_path, mode), input=raw, check=True)
-
-    def _checked(self, result: CommandResult, check: bool) -> CommandResult:
-        if check and not result.ok:
-            raise NodeFailure(self.node.name, "command", f"`{_short(result.command)}` failed: {result.last_line()}")
-        return result
-
-
-def _short(command: str, limit: int = 80) -> str:
-    return command if len(command) <= limit else command[: limit - 1] + "…"
-
-
-def _kill_group(pid: int) -> None:
-    # The shell's children (e.g. `docker logs -f`) hold our pipes open: stop the whole group we made.
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-# --- this machine -----------------------------------------------------------------------------
-
-
-class LocalShell(_ShellBase):
-    """Runs a local node's commands as local processes (`/bin/sh -c`), no SSH."""
-
-    def __init__(self, node: Node) -> None:
-        self.node = node
-
-    async def run(self, command, *, input=None, timeout=None, check=False) -> CommandResult:
-        text = as_shell_command(command)
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", text,
-            stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        raw = input.encode() if isinstance(input, str) else input
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(raw), timeout or COMMAND_TIMEOUT_S)
-        except TimeoutError:
-            _kill_group(proc.pid)
-            await proc.wait()
-            raise NodeFailure(self.node.name, "timeout", f"`{_short(text)}` timed out after {timeout or COMMAND_TIMEOUT_S:.0f}s") from None
-        status = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else -1
-        return self._checked(CommandResult(self.node.name, text, status, out.decode(errors="replace"), err.decode(errors="replace")), check)
-
-    async def stream(self, command, *, timeout=None) -> AsyncIterator[str]:
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", as_shell_command(command),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
-        assert proc.stdout is not None
-        try:
-            while True:
-                line = await (asyncio.wait_for(proc.stdout.readline(), timeout) if timeout else proc.stdout.readline())
-                if not line:
-                    break
-                yield line.decode(errors="replace").rstrip("\n")
-        finally:
-            if proc.returncode is None:
-                _kill_group(proc.pid)
-            await proc.wait()
-
-    async def close(self) -> None:
-        return None
 
 
 # --- over SSH ---------------------------------------------------------------------------------
@@ -270,7 +102,72 @@ def map_ssh_error(node: Node, exc: BaseException, *, known: bool) -> NodeFailure
     return NodeFailure(node.name, "ssh", f"{where}: {type(exc).__name__}: {exc}")
 
 
-class SshShell(_ShellBase):
+def _sh(command: str) -> str:
+    """The command as the node's login shell should start it (see the module docstring)."""
+    return "exec /bin/sh -c " + shlex.quote(command)
+
+
+class _RemoteProcess:
+    """A spawned command over SSH: stdout and stderr read concurrently and merged into one queue;
+    the first `c3-pgid N` line (printed by the wrapper `spawn` adds) is its process group."""
+
+    def __init__(self, proc: Any) -> None:
+        self._proc = proc
+        self.pgid: int | None = None
+        self._status: int | None = None
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._open = 2
+        self._readers = [asyncio.create_task(self._read(getattr(proc, name))) for name in ("stdout", "stderr")]
+
+    @property
+    def returncode(self) -> int | None:
+        return self._status
+
+    async def _read(self, stream: Any) -> None:
+        try:
+            while True:
+                line = await stream.readline()
+                if not line:
+                    break
+                text = line.rstrip("\r\n")
+                number = text[len(PGID_MARK):]
+                if self.pgid is None and text.startswith(PGID_MARK) and number.isdigit() and int(number) > 1:
+                    self.pgid = int(number)
+                    continue
+                await self._queue.put(text)
+        except Exception:  # noqa: BLE001, S110 - a dropped connection ends the stream, it does not crash the reader
+            pass
+        finally:
+            self._open -= 1
+            if self._open == 0:
+                await self._queue.put(None)
+
+    async def lines(self) -> AsyncIterator[str]:
+        while True:
+            line = await self._queue.get()
+            if line is None:
+                return
+            yield line
+
+    async def started(self, timeout: float = 30) -> None:
+        """Wait for the pgid line (so a kill right after start has a group to kill)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.pgid is None and loop.time() < deadline and not all(r.done() for r in self._readers):
+            await asyncio.sleep(0.05)
+
+    async def wait(self) -> int:
+        if self._status is None:
+            try:
+                await self._proc.wait_closed()
+                status = self._proc.exit_status
+            except Exception:  # noqa: BLE001 - connection lost: the command is gone as far as we can tell
+                status = None
+            self._status = status if isinstance(status, int) and status >= 0 else 255
+        return self._status
+
+
+class SshShell(ShellBase):
     """A remote node over one asyncssh connection."""
 
     def __init__(self, node: Node, conn: Any, options: SshOptions) -> None:
@@ -310,15 +207,13 @@ class SshShell(_ShellBase):
             raise map_ssh_error(node, exc, known=known) from None
         return cls(node, conn, options)
 
-    async def run(self, command, *, input=None, timeout=None, check=False) -> CommandResult:
+    async def _communicate(self, text: str, raw: bytes | None, timeout: float | None) -> tuple[int, bytes, bytes]:
         import asyncssh
 
-        text = as_shell_command(command)
         limit = timeout or self._options.command_timeout
-        raw = input.encode() if isinstance(input, str) else input
 
         async def go() -> Any:
-            proc = await self._conn.create_process(text, encoding=None)
+            proc = await self._conn.create_process(_sh(text), encoding=None)
             if raw:
                 proc.stdin.write(raw)
             # Always send EOF (like `ssh -n`): a command that reads stdin must not wait forever.
@@ -328,20 +223,27 @@ class SshShell(_ShellBase):
         try:
             result = await asyncio.wait_for(go(), limit)
         except (TimeoutError, asyncssh.TimeoutError):
-            raise NodeFailure(self.node.name, "timeout", f"`{_short(text)}` timed out after {limit:.0f}s") from None
+            raise NodeFailure(self.node.name, "timeout", f"`{short(text)}` timed out after {limit:.0f}s") from None
         except (OSError, asyncssh.Error) as exc:
             raise map_ssh_error(self.node, exc, known=True) from None
-        status = result.exit_status if result.exit_status is not None else -1
-        out = (result.stdout or b"").decode(errors="replace") if isinstance(result.stdout, (bytes, type(None))) else result.stdout
-        err = (result.stderr or b"").decode(errors="replace") if isinstance(result.stderr, (bytes, type(None))) else result.stderr
-        return self._checked(CommandResult(self.node.name, text, status, out, err), check)
+        status = result.exit_status if result.exit_status is not None and result.exit_status >= 0 else -1
+        return status, result.stdout or b"", result.stderr or b""
 
-    async def stream(self, command, *, timeout=None) -> AsyncIterator[str]:
+    async def run(self, command: str | Sequence[str], *, input: bytes | str | None = None, timeout: float | None = None,
+                  env: Mapping[str, str] | None = None, check: bool = False) -> CommandResult:
+        text = as_shell_command(command, env)
+        raw = input.encode() if isinstance(input, str) else input
+        status, out, err = await self._communicate(text, raw, timeout)
+        return self._checked(CommandResult(self.node.name, text, status, out.decode(errors="replace"), err.decode(errors="replace")), check)
+
+    async def _run_bytes(self, command: str) -> tuple[int, bytes, bytes]:
+        return await self._communicate(command, None, None)
+
+    async def stream(self, command: str | Sequence[str], *, timeout: float | None = None) -> AsyncIterator[str]:
         import asyncssh
 
-        text = as_shell_command(command)
         try:
-            proc = await self._conn.create_process(text, stderr=asyncssh.STDOUT)
+            proc = await self._conn.create_process(_sh(as_shell_command(command)), stderr=asyncssh.STDOUT)
             proc.stdin.write_eof()  # the command reads nothing: do not leave it waiting for input
         except (OSError, asyncssh.Error) as exc:
             raise map_ssh_error(self.node, exc, known=True) from None
@@ -354,20 +256,20 @@ class SshShell(_ShellBase):
         finally:
             proc.close()
 
-    async def spawn(self, command: str | Sequence[str], *, input: str | None = None) -> Any:
-        """A long-running remote process (asyncssh SSHClientProcess, text mode): `input` is written to
-        its stdin (then EOF) so secrets stay off argv; read `.stdout`/`.stderr` line by line, then
-        `await .wait()` or `.wait_closed()` and `.exit_status`."""
+    async def spawn(self, command: str | Sequence[str], *, input: str | None = None) -> Spawned:
         import asyncssh
 
+        text = f'echo "{PGID_MARK}$$"; ' + as_shell_command(command)
         try:
-            proc = await self._conn.create_process(as_shell_command(command), encoding="utf-8", errors="replace")
+            proc = await self._conn.create_process(_sh(text), encoding="utf-8", errors="replace")
         except (OSError, asyncssh.Error) as exc:
             raise map_ssh_error(self.node, exc, known=True) from None
         if input:
             proc.stdin.write(input)
         proc.stdin.write_eof()
-        return proc
+        remote = _RemoteProcess(proc)
+        await remote.started()
+        return remote
 
     async def close(self) -> None:
         self._conn.close()
@@ -375,67 +277,6 @@ class SshShell(_ShellBase):
             await asyncio.wait_for(self._conn.wait_closed(), 5)
         except (TimeoutError, OSError):
             pass
-
-
-async def open_shell(node: Node, options: SshOptions | None = None) -> Shell:
-    """A Shell for `node`: local when the node is this machine, else SSH."""
-    if node.local:
-        return LocalShell(node)
-    return await SshShell.connect(node, options)
-
-
-# --- several nodes at once --------------------------------------------------------------------
-
-
-class Fleet:
-    """Shells for several nodes, opened on first use and closed together.
-
-        async with Fleet(nodes) as fleet:
-            results = await fleet.each(lambda sh: sh.run("docker ps"))
-    """
-
-    def __init__(self, nodes: Sequence[Node], options: SshOptions | None = None,
-                 opener: Callable[[Node, SshOptions | None], Awaitable[Shell]] | None = None) -> None:
-        self.nodes = list(nodes)
-        self.options = options
-        self._opener = opener or open_shell
-        self._shells: dict[str, Shell] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    async def shell(self, node: Node) -> Shell:
-        """The node's shell, connecting once."""
-        lock = self._locks.setdefault(node.name, asyncio.Lock())
-        async with lock:
-            if node.name not in self._shells:
-                self._shells[node.name] = await self._opener(node, self.options)
-            return self._shells[node.name]
-
-    async def each(self, op: Callable[[Shell], Awaitable[T]], nodes: Sequence[Node] | None = None) -> dict[str, T | NodeFailure]:
-        """Run `op` on every node concurrently; a node's failure is its value, never raised."""
-
-        async def one(node: Node) -> T | NodeFailure:
-            try:
-                return await op(await self.shell(node))
-            except NodeFailure as failure:
-                return failure
-
-        targets = list(nodes or self.nodes)
-        values = await asyncio.gather(*(one(n) for n in targets))
-        return {n.name: v for n, v in zip(targets, values)}
-
-    async def run_all(self, command: str | Sequence[str], *, timeout: float | None = None) -> dict[str, CommandResult | NodeFailure]:
-        """The same command on every node, concurrently."""
-        return await self.each(lambda sh: sh.run(command, timeout=timeout))
-
-    async def close(self) -> None:
-        shells, self._shells = list(self._shells.values()), {}
-        await asyncio.gather(*(s.close() for s in shells), return_exceptions=True)
-
-    async def __aenter__(self) -> Fleet:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 # --- trusting a new host ----------------------------------------------------------------------
@@ -464,8 +305,3 @@ async def fetch_host_key(node: Node, options: SshOptions | None = None) -> Offer
         raise NodeFailure(node.name, "ssh", f"a trusted host-key file is not valid: {exc}") from None
     already = target.trusts_everywhere(trusted, key.public_data)
     return OfferedKey(node.name, ",".join(target.patterns()), line[0], line[1], fingerprint(line[1]), already)
-
-
-def run_sync(coro: Awaitable[T]) -> T:
-    """Drive a coroutine from synchronous code (the CLI)."""
-    return asyncio.run(coro)  # type: ignore[arg-type]

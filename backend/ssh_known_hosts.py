@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
 from backend import paths
 from backend.atomic import locked, write_atomic
 from backend.errors import C3Error
+from backend.settings import current
 from backend.userfiles import MiB, read_text
 
 KNOWN_HOSTS_LIMIT = 8 * MiB
@@ -28,7 +29,7 @@ def managed_known_hosts() -> Path:
 def default_known_hosts_files() -> tuple[Path, ...]:
     """c3's own file, ~/.ssh/known_hosts, then whatever $C3_KNOWN_HOSTS lists (os.pathsep-separated)."""
     files = [managed_known_hosts(), Path.home() / ".ssh" / "known_hosts"]
-    files += [Path(p) for p in os.environ.get("C3_KNOWN_HOSTS", "").split(os.pathsep) if p]
+    files += current().known_hosts_files()
     return tuple(files)
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backend.settings import current
+
 if TYPE_CHECKING:
     from backend.nodes.registry import Node
 
@@ -29,7 +31,7 @@ RESOLVE_TIMEOUT_S = 5.0
 
 def ssh_config_files() -> list[str]:
     """The OpenSSH client config files c3 honours (see module docstring)."""
-    listed = os.environ.get("C3_SSH_CONFIG")
+    listed = current().ssh_config
     if listed is not None:
         return [p for p in listed.split(os.pathsep) if p]
     default = Path.home() / ".ssh" / "config"

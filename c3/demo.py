@@ -7,10 +7,9 @@ mismatch explained. Demo pods are local stub-engine processes; they are stopped 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from backend import paths
+from backend import paths, settings
 
 DEMO_CATALOG = """\
 # Written by `c3 demo`: an engine that ignores NVIDIA_VISIBLE_DEVICES and lands on GPU 0,
@@ -37,17 +36,25 @@ def demo_dirs() -> tuple[Path, Path]:
     return base / "home", base / "state"
 
 
-def prepare_demo(startup_delay_s: float = 3.0) -> None:
-    """Point C3_HOME/C3_STATE at the demo's folders and use the built-in rig and simulated runtime."""
-    if os.environ.get("C3_DEMO") == "1":
-        return
+def demo_settings(startup_delay_s: float = 3.0) -> settings.Settings:
+    """The demo's settings (its own C3_HOME/C3_STATE, the built-in rig, the simulated runtime), with
+    its folders and catalog entry written. The process environment is left as it is: what the stub
+    engines need reaches them through `Settings.child_env`."""
+    now = settings.current()
+    if now.demo:
+        return now  # already inside a demo (a process the demo started)
     home, state = demo_dirs()
     (home / "catalog.d").mkdir(parents=True, exist_ok=True)
     state.mkdir(parents=True, exist_ok=True)
     (home / "catalog.d" / "demo.yaml").write_text(DEMO_CATALOG, encoding="utf-8")
-    os.environ.update(C3_HOME=str(home), C3_STATE=str(state), C3_RIG="demo", C3_RUNTIME="sim", C3_DEMO="1")
     # Stub engines take a few seconds to "load", so the boot progress is visible.
-    os.environ.setdefault("C3_STUB_STARTUP_DELAY", str(startup_delay_s))
+    delay = now.stub_startup_delay if now.stub_startup_delay is not None else startup_delay_s
+    return now.model_copy(update={"home": home, "state": state, "rig": "demo", "runtime": "sim", "demo": True, "stub_startup_delay": delay})
+
+
+def enter_demo(startup_delay_s: float = 3.0) -> settings.Settings:
+    """Install the demo's settings for the rest of this process (the cockpit's threads read them)."""
+    return settings.install(demo_settings(startup_delay_s))
 
 
 def stop_demo_pods() -> list[str]:

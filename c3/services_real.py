@@ -506,8 +506,8 @@ class RealServices:
 def build_services(readonly: bool = False, demo: bool = False, estate_path: Path | None = None) -> RealServices:
     """The facade `c3` and `c3 demo` run on (`c3 --file P` shows and edits that estate file)."""
     if demo:
-        from c3.demo import prepare_demo
+        from c3.demo import enter_demo
 
-        prepare_demo()
+        enter_demo()
     return RealServices(readonly=readonly, demo=demo, estate_path=estate_path)
 

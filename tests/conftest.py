@@ -22,3 +22,7 @@ def _isolated_c3_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("C3_GPU_MODE", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     yield base
+    # Settings a test installed (`c3 demo`'s) must not reach the next test.
+    from backend.settings import reset
+
+    reset()

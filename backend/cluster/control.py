@@ -22,7 +22,8 @@ from backend.errors import C3Error, Refused
 from backend.nodes.registry import resolve_nodes
 from backend.profiles import Profile, active_name, clear_stopped, is_stopped, load_profile, mark_stopped
 from backend.recipes import get_recipe
-from backend.ssh import Fleet, NodeFailure, SshOptions
+from backend.remote import Fleet, NodeFailure
+from backend.ssh import SshOptions
 
 
 def plan_for(profile: Profile, *, with_secrets: bool = True) -> LaunchPlan:

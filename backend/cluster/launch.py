@@ -19,7 +19,8 @@ from backend.cluster import addresses
 from backend.cluster.health import probe
 from backend.cluster.plan import LaunchPlan, RankPlan, shell_join
 from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
-from backend.ssh import Fleet, NodeFailure, SshOptions, shell_path
+from backend.remote import Fleet, NodeFailure, shell_path
+from backend.ssh import SshOptions
 
 Say = Callable[[str], None]
 
@@ -90,7 +91,7 @@ async def start_rank(plan: LaunchPlan, rp: RankPlan, fleet: Fleet) -> None:
     shell = await fleet.shell(rp.node)
     await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1 || true", timeout=_limit(fleet, 60))
     if rp.env_file:
-        await shell.upload(plan.env_file_text(), rp.env_file, mode=0o600)
+        await shell.put_file(plan.env_file_text(), rp.env_file, mode=0o600)
     result = await shell.run(shell_join(rp.run_argv), timeout=_limit(fleet, 120))
     if not result.ok:
         raise NodeFailure(rp.node.name, "docker", f"docker run failed: {result.last_line()}")

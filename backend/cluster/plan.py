@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from backend import paths
@@ -19,8 +19,9 @@ from backend.cluster.addresses import GroupAddresses, placeholders
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
 from backend.recipes import ParamValue, Recipe, check_overrides
+from backend.remote import shell_path
 from backend.secrets_env import split_secrets
-from backend.ssh import shell_path
+from backend.settings import current
 
 LABEL_PROFILE = "io.c3.profile"
 
@@ -114,12 +115,15 @@ def shell_join(argv: list[str]) -> str:
 
 def collect_secrets(recipe: Recipe, environ: dict[str, str] | None = None) -> dict[str, str]:
     """Secret values from c3's own environment: the API key (as VLLM_API_KEY) and HF_TOKEN."""
+    # The recipe names its key's variable (`api_key_env`), so that one is read by name; the rest
+    # come from the settings.
     env = os.environ if environ is None else environ
     secrets: dict[str, str] = {}
     if recipe.api_key_env and env.get(recipe.api_key_env):
         secrets["VLLM_API_KEY"] = env[recipe.api_key_env]
-    if env.get("HF_TOKEN"):
-        secrets["HF_TOKEN"] = env["HF_TOKEN"]
+    token = env.get("HF_TOKEN") if environ is not None else current().secret_env().get("HF_TOKEN")
+    if token:
+        secrets["HF_TOKEN"] = token
     return secrets
 
 

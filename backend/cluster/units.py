@@ -23,6 +23,7 @@ from pathlib import Path
 
 from backend import paths
 from backend.atomic import write_atomic
+from backend.systemd_unit import Unit, path_value, plain_value
 
 CLUSTER_UNIT = "c3-cluster.service"
 WATCHDOG_SERVICE = "c3-cluster-watchdog.service"
@@ -56,59 +57,38 @@ def render_units(
     """The three unit files, exactly as they would be written."""
     c3 = c3 or c3_executable()
     home, state = paths.config_home(), paths.state_home()
-    env = [
-        f"Environment={shlex.quote(f'C3_HOME={home}')}",
-        f"Environment={shlex.quote(f'C3_STATE={state}')}",
-        f"EnvironmentFile=-{home / 'cluster.env'}",
-    ]
-    user_line = [f"User={user}"] if user else []
-    conflicts = [f"Conflicts={native_unit}", f"After=network-online.target {native_unit}"] if native_unit else ["After=network-online.target"]
-    cluster = "\n".join([
-        "[Unit]",
-        "Description=c3 cluster: the recipe the active c3 profile names",
-        "Wants=network-online.target",
-        *conflicts,
-        "",
-        "[Service]",
-        "Type=oneshot",
-        "RemainAfterExit=yes",
-        *user_line,
-        *env,
-        f"ExecStart={c3} profile restart --no-wait",
-        f"ExecStop={c3} profile stop --reason {CLUSTER_UNIT}",
-        "TimeoutStartSec=600",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-        "",
-    ])
-    watchdog = "\n".join([
-        "[Unit]",
-        "Description=c3 cluster watchdog: relaunch the active profile when its endpoint stops answering",
-        f"After={CLUSTER_UNIT}",
-        "",
-        "[Service]",
-        "Type=oneshot",
-        *user_line,
-        *env,
-        f"ExecStart={c3} profile watchdog-check --failures {failures} --cooldown {cooldown_s}",
-        "",
-    ])
-    timer = "\n".join([
-        "[Unit]",
-        "Description=c3 cluster watchdog timer",
-        "",
-        "[Timer]",
-        "OnBootSec=2min",
-        f"OnUnitActiveSec={interval_s}s",
-        "AccuracySec=5s",
-        f"Unit={WATCHDOG_SERVICE}",
-        "",
-        "[Install]",
-        "WantedBy=timers.target",
-        "",
-    ])
-    return [UnitFile(CLUSTER_UNIT, cluster), UnitFile(WATCHDOG_SERVICE, watchdog), UnitFile(WATCHDOG_TIMER, timer)]
+    native = plain_value(native_unit) if native_unit else ""
+
+    def service(unit: Unit) -> Unit:
+        unit.add("Service", "Type", "oneshot")
+        return unit
+
+    def common(unit: Unit) -> Unit:
+        if user:
+            unit.add("Service", "User", plain_value(user))
+        unit.environment({"C3_HOME": str(home), "C3_STATE": str(state)})
+        return unit.add("Service", "EnvironmentFile", "-" + path_value(str(home / "cluster.env")))
+
+    cluster = Unit().add("Unit", "Description", "c3 cluster: the recipe the active c3 profile names")
+    cluster.add("Unit", "Wants", "network-online.target")
+    if native:
+        cluster.add("Unit", "Conflicts", native).add("Unit", "After", f"network-online.target {native}")
+    else:
+        cluster.add("Unit", "After", "network-online.target")
+    common(service(cluster).add("Service", "RemainAfterExit", "yes"))
+    cluster.exec("ExecStart", [c3, "profile", "restart", "--no-wait"])
+    cluster.exec("ExecStop", [c3, "profile", "stop", "--reason", CLUSTER_UNIT])
+    cluster.add("Service", "TimeoutStartSec", "600").add("Install", "WantedBy", "multi-user.target")
+
+    watchdog = Unit().add("Unit", "Description", "c3 cluster watchdog: relaunch the active profile when its endpoint stops answering")
+    watchdog.add("Unit", "After", CLUSTER_UNIT)
+    common(service(watchdog)).exec("ExecStart", [c3, "profile", "watchdog-check", "--failures", str(failures), "--cooldown", str(cooldown_s)])
+
+    timer = Unit().add("Unit", "Description", "c3 cluster watchdog timer")
+    for key, value in (("OnBootSec", "2min"), ("OnUnitActiveSec", f"{interval_s}s"), ("AccuracySec", "5s"), ("Unit", WATCHDOG_SERVICE)):
+        timer.add("Timer", key, value)
+    timer.add("Install", "WantedBy", "timers.target")
+    return [UnitFile(CLUSTER_UNIT, cluster.text()), UnitFile(WATCHDOG_SERVICE, watchdog.text()), UnitFile(WATCHDOG_TIMER, timer.text())]
 
 
 def write_units(units: list[UnitFile], unit_dir: Path) -> list[Path]:

@@ -10,7 +10,6 @@ registration of a process that has gone, or for a GPU this rig does not have, is
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +17,13 @@ from pathlib import Path
 from backend import stub_registry
 from backend.models.gpu import ComputeProcess, Gpu
 from backend.paths import state_home
+from backend.settings import current
 
 
 def default_registry_dir() -> Path:
     """`$C3_GPU_REGISTRY`, else `$C3_STATE/sim/gpu-registry`."""
-    env = os.environ.get("C3_GPU_REGISTRY")
-    return Path(env).expanduser() if env else state_home() / "sim" / "gpu-registry"
+    env = current().gpu_registry
+    return env.expanduser() if env else state_home() / "sim" / "gpu-registry"
 
 
 @dataclass(frozen=True)

@@ -268,22 +268,18 @@ def derive(current: EngineSample, previous: EngineSample | None = None) -> Engin
 
 
 def scrape(client: object, url: str, *, clock: float, taken_at: datetime) -> EngineSample:
-    """GET one /metrics with an httpx client (its timeout bounds the wait), reading at most MAX_BYTES."""
-    import httpx
+    """GET one /metrics with a client from backend.http_probe (its timeout bounds the wait), reading at most MAX_BYTES."""
+    from backend.http_probe import fetch
 
-    try:
-        with client.stream("GET", url) as response:  # type: ignore[attr-defined]
-            if response.status_code != 200:
-                hint = "llama-server serves /metrics only with --metrics" if response.status_code in (404, 501) else None
-                raise EngineMetricsError(f"{url} answered HTTP {response.status_code}", hint=hint)
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_BYTES:
-                    raise EngineMetricsError(f"{url} sent more than {MAX_BYTES} bytes")
-    except httpx.HTTPError as error:
-        raise EngineMetricsError(f"{url}: {type(error).__name__}") from None
-    return parse(body.decode("utf-8", "replace"), taken_at=taken_at, clock=clock)
+    answer = fetch(client, url, max_bytes=MAX_BYTES)
+    if not answer.answered:
+        raise EngineMetricsError(f"{url}: {answer.error}")
+    if answer.status != 200:
+        hint = "llama-server serves /metrics only with --metrics" if answer.status in (404, 501) else None
+        raise EngineMetricsError(f"{url} answered HTTP {answer.status}", hint=hint)
+    if answer.truncated:
+        raise EngineMetricsError(f"{url} sent more than {MAX_BYTES} bytes")
+    return parse(answer.body.decode("utf-8", "replace"), taken_at=taken_at, clock=clock)
 
 
 def read_pod(client: object, pod: str, port: int, previous: EngineSample | None = None) -> tuple[PodMetrics, EngineSample | None]:

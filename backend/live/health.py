@@ -1,11 +1,11 @@
-"""Endpoint health via httpx: GET each pod's health path on its host port."""
+"""Endpoint health: GET each pod's health path on its host port (backend.http_probe's policy)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
+from backend import http_probe
 from backend.live.models import EndpointHealth
 
 Target = tuple[str, str]
@@ -14,24 +14,20 @@ Target = tuple[str, str]
 
 def check_all(targets: Iterable[Target], timeout_s: float = 1.5, client_factory: Callable[..., object] | None = None) -> dict[str, EndpointHealth]:
     """Probe every target once; a refused or slow endpoint is unhealthy, never an exception."""
-    import httpx  # lazy: see backend.runtime.readiness
-
     out: dict[str, EndpointHealth] = {}
-    factory = client_factory or httpx.Client
-    with factory(timeout=timeout_s) as client:  # type: ignore[operator]
+    factory = client_factory or http_probe.client
+    with factory(timeout_s) as client:  # type: ignore[operator]
         for pod, url in targets:
-            started = time.monotonic()
-            try:
-                response = client.get(url)  # type: ignore[attr-defined]
-            except httpx.HTTPError as error:
-                out[pod] = EndpointHealth(pod=pod, url=url, healthy=False, checked_at=datetime.now(UTC), error=type(error).__name__)
+            result = http_probe.fetch(client, url, max_bytes=64 * 1024)
+            if not result.answered:
+                out[pod] = EndpointHealth(pod=pod, url=url, healthy=False, checked_at=datetime.now(UTC), error=result.error)
                 continue
             out[pod] = EndpointHealth(
                 pod=pod,
                 url=url,
-                healthy=response.status_code == 200,
+                healthy=result.status == 200,
                 checked_at=datetime.now(UTC),
-                status_code=response.status_code,
-                latency_ms=round((time.monotonic() - started) * 1000, 1),
+                status_code=result.status,
+                latency_ms=result.elapsed_ms,
             )
     return out

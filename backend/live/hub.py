@@ -172,7 +172,7 @@ class LiveState:
     def _read_metrics(self) -> dict[str, PodMetrics]:
         """Scrape /metrics of every serving pod, one after another on one keep-alive client; each
         wait is bounded by the timeout, and a pod that fails is reported, never raised."""
-        import httpx  # lazy: see backend.runtime.readiness
+        from backend import http_probe  # httpx is imported lazily there
 
         health = self.sources["health"].value or {}
         running = self._workloads()
@@ -186,7 +186,7 @@ class LiveState:
                 self._metrics_client = None
             return {}
         if self._metrics_client is None:
-            self._metrics_client = httpx.Client(timeout=self._metrics_timeout_s)
+            self._metrics_client = http_probe.client(self._metrics_timeout_s)
         out: dict[str, PodMetrics] = {}
         for pod in serving:
             out[pod.name], sample = read_pod(self._metrics_client, pod.name, pod.port, previous.get(pod.name))

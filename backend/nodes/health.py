@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from backend.cluster.health import probe
 from backend.nodes.registry import Node
-from backend.ssh import Fleet, NodeFailure, SshOptions
+from backend.remote import Fleet, NodeFailure
+from backend.ssh import SshOptions
 
 GPU_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv,noheader,nounits"
 QUICK = SshOptions(connect_timeout=4.0, command_timeout=8.0)

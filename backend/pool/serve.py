@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -93,7 +92,9 @@ def event_loop_kind() -> str:
     Measured independently for issue #10: uvloop took the router from ~8.5k to ~12k req/s on one core
     (~29 % less CPU per request); bench/RESULTS.md has this repo's own figures.
     """
-    if os.environ.get("C3_POOL_LOOP", "").lower() == "asyncio":
+    from backend.settings import current
+
+    if current().pool_loop == "asyncio":
         return "asyncio"
     try:
         import uvloop  # noqa: F401 - a dependency on Linux/macOS; absent elsewhere

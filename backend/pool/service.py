@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from backend import paths
+from backend.settings import current
+from backend.systemd_unit import Unit, plain_value
 
 
 def unit_name(port: int) -> str:
@@ -30,8 +32,8 @@ def unit_dir(system: bool | None = None) -> Path:
     system = os.geteuid() == 0 if system is None else system
     if system:
         return Path("/etc/systemd/system")
-    base = os.environ.get("XDG_CONFIG_HOME")
-    return (Path(base) if base else Path.home() / ".config") / "systemd" / "user"
+    base = current().xdg_config_home
+    return (base or Path.home() / ".config") / "systemd" / "user"
 
 
 def c3_executable() -> list[str]:
@@ -43,11 +45,6 @@ def c3_executable() -> list[str]:
     if found:
         return [found]
     return [sys.executable, "-m", "c3"]
-
-
-def _quote(arg: str) -> str:
-    # systemd's ExecStart splitting is shell-like for quotes but expands `$` and `%`; escape both.
-    return shlex.quote(arg).replace("%", "%%").replace("$", "$$")
 
 
 def _flag_value(value: float | str) -> str:
@@ -81,29 +78,15 @@ def render_unit(
             raise ValueError(f"not a long flag: {flag!r}")
         argv += [flag, _flag_value(value)]
     env = {"C3_HOME": str(paths.config_home()), "C3_STATE": str(paths.state_home()), "PYTHONUNBUFFERED": "1"}
-    lines = [
-        "# Written by `c3 pool install-service`; edit the flags with that command, not by hand.",
-        "[Unit]",
-        f"Description=c3 pool router on {bind} ({', '.join(nodes)})",
-        "After=network-online.target",
-        "Wants=network-online.target",
-        "",
-        "[Service]",
-        "Type=simple",
-        f"ExecStart={' '.join(_quote(a) for a in argv)}",
-        *[f"Environment={_quote(f'{k}={v}')}" for k, v in env.items()],
-        "Restart=on-failure",
-        "RestartSec=2",
-        "KillSignal=SIGTERM",
-        f"TimeoutStopSec={int(drain_timeout_s) + 10}",
-        "LimitNOFILE=65536",
-        "NoNewPrivileges=yes",
-        "",
-        "[Install]",
-        f"WantedBy={'multi-user.target' if system else 'default.target'}",
-        "",
-    ]
-    return "\n".join(lines)
+    unit = Unit(header="Written by `c3 pool install-service`; edit the flags with that command, not by hand.")
+    unit.add("Unit", "Description", plain_value(f"c3 pool router on {bind} ({', '.join(nodes)})"))
+    unit.add("Unit", "After", "network-online.target").add("Unit", "Wants", "network-online.target")
+    unit.add("Service", "Type", "simple").exec("ExecStart", argv).environment(env)
+    for key, value in (("Restart", "on-failure"), ("RestartSec", "2"), ("KillSignal", "SIGTERM"),
+                       ("TimeoutStopSec", str(int(drain_timeout_s) + 10)), ("LimitNOFILE", "65536"), ("NoNewPrivileges", "yes")):
+        unit.add("Service", key, value)
+    unit.add("Install", "WantedBy", "multi-user.target" if system else "default.target")
+    return unit.text()
 
 
 def verify_unit(text: str, name: str) -> tuple[bool | None, str]:

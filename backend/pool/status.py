@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend import paths
 from backend.atomic import write_atomic
+from backend.http_probe import probe
 
 
 class BackendStatus(BaseModel):
@@ -186,8 +185,12 @@ def running_routers() -> list[dict]:
 
 def fetch_status(admin_url: str, timeout_s: float = 2.0) -> dict:
     """GET `<admin_url>/c3/status` (raises OSError / ValueError)."""
-    with urllib.request.urlopen(admin_url.rstrip("/") + "/c3/status", timeout=timeout_s) as resp:  # noqa: S310 - loopback/admin URL from our own file
-        return json.loads(resp.read().decode("utf-8"))
+    answer = probe(admin_url.rstrip("/") + "/c3/status", timeout=timeout_s)  # loopback/admin URL from our own file
+    if not answer.answered:
+        raise OSError(answer.error)
+    if not answer.ok:
+        raise OSError(f"HTTP {answer.status}")
+    return json.loads(answer.body.decode("utf-8"))
 
 
 def read_pools(timeout_s: float = 2.0) -> list[PoolStatus]:
@@ -197,7 +200,7 @@ def read_pools(timeout_s: float = 2.0) -> list[PoolStatus]:
         base = {"pid": doc["pid"], "bind": doc.get("bind", "?"), "admin_url": doc.get("admin_url", ""), "sticky": doc.get("sticky", "auto")}
         try:
             live = fetch_status(base["admin_url"], timeout_s)
-        except (OSError, ValueError, urllib.error.URLError) as exc:
+        except (OSError, ValueError) as exc:
             nodes = [BackendStatus(node=n, url="", healthy=False) for n in doc.get("nodes", [])]
             pools.append(PoolStatus(**base, reachable=False, error=str(exc)[:200], backends=nodes))
             continue

@@ -6,7 +6,6 @@ about as long as the slowest; `stagger` spaces the launches when engines contend
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -51,7 +50,9 @@ class BootOutcome:
 
 def secret_env() -> dict[str, str]:
     """Secrets the container needs, from the caller's environment (never logged, never in argv)."""
-    return {k: os.environ[k] for k in SECRET_ENV if os.environ.get(k)}
+    from backend.settings import current
+
+    return {k: v for k, v in current().secret_env().items() if k in SECRET_ENV}
 
 
 def pod_gpus(ctx: RuntimeContext, pod: Pod) -> list[Gpu]:

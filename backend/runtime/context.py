@@ -8,12 +8,11 @@ gets the simulated runtime and a real one gets Docker. No NVML is not fatal here
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.errors import EnvironmentProblem, UsageError
+from backend.errors import EnvironmentProblem
 from backend.models import CatalogEntry, ComputeProcess, Gpu
 from backend.runtime.protocol import PodRuntime
 
@@ -80,10 +79,10 @@ class RuntimeContext:
 
 def runtime_kind(simulated_probe: bool) -> str:
     """`sim` or `docker`, from C3_RUNTIME or the probe."""
-    value = os.environ.get("C3_RUNTIME", "").strip().lower()
+    from backend.settings import current
+
+    value = current().runtime  # a value other than sim/docker is refused when the settings are read
     if value:
-        if value not in {"sim", "docker"}:
-            raise UsageError(f"C3_RUNTIME={value} is not a runtime", hint="use C3_RUNTIME=sim or C3_RUNTIME=docker")
         return value
     return "sim" if simulated_probe else "docker"
 

@@ -13,7 +13,6 @@ after a crash or a reboot, and `pod down` (which removes the container) is never
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from backend.errors import EnvironmentProblem, Refused
 from backend.runtime import cgroup
 from backend.runtime.gpu_mode import ModeDecision, binding, detect_mode
 from backend.runtime.models import LaunchSpec, Workload
+from backend.settings import current
 
 LABEL_POD = "io.c3.pod"
 LABEL_SLUG = "io.c3.slug"
@@ -42,12 +42,12 @@ def container_name(pod: str) -> str:
 
 def host_hf_cache() -> Path:
     """The host's HF cache (`$HF_HOME` when set, else `~/.cache/huggingface`)."""
-    home = os.environ.get("HF_HOME")
-    return Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface"
+    home = current().hf_home
+    return home.expanduser() if home else Path.home() / ".cache" / "huggingface"
 
 
 def _where() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return current().docker_host or "unix:///var/run/docker.sock"
 
 
 def connect(timeout: float = 30.0) -> Any:
@@ -89,8 +89,7 @@ def gpu_registry() -> Path | None:
     Only the simulator and the test rig set it: a stand-in engine in the container writes which GPUs
     it holds there, and the (fake) NVML reads it — the container-side half of placement in tests.
     """
-    value = os.environ.get("C3_GPU_REGISTRY")
-    return Path(value) if value else None
+    return current().gpu_registry
 
 
 def create_kwargs(spec: LaunchSpec, mode: ModeDecision, secret_env: Mapping[str, str], hf_cache: Path, registry: Path | None = None) -> dict[str, Any]:

@@ -54,6 +54,13 @@ def vram_gate(
             free = read_free()
         except C3Error as error:
             return not_checked("vram", f"free VRAM: {error.message}")
+        unread = [g for g in gpus if g.uuid not in free]
+        if unread:
+            # A reading that lacks the pod's card (NVML answered for fewer GPUs, or not at all) is no
+            # data, never a pass. A card that is listed with no figure (a GB10's unified memory) is
+            # a known limit of that card and stays unjudged.
+            missing = ", ".join(f"GPU {g.index}" for g in unread)
+            return not_checked("vram", f"free VRAM: NVML's reading has no entry for {missing}")
         shortfalls = []
         judged: dict[str, int] = {}
         for g in gpus:

@@ -12,7 +12,6 @@ Pure functions over what the daemon reported (`docker info`) and what the CDI sp
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -122,7 +121,9 @@ def detect_mode(
 
 def forced_mode(cli_value: str | None) -> str | None:
     """`--gpu-mode` wins over `C3_GPU_MODE`; None when neither is set."""
-    return cli_value or os.environ.get("C3_GPU_MODE") or None
+    from backend.settings import current
+
+    return cli_value or current().gpu_mode or None
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ with what to do instead of waiting out the deadline.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from backend.http_probe import probe
 from backend.runtime.models import Workload
+from backend.settings import current
 
 LOG_LINES_ON_FAILURE = 30
 
@@ -35,21 +36,14 @@ class ReadyResult:
 API_KEY_ENV = "VLLM_API_KEY"
 
 
+def _api_key() -> str | None:
+    key = current().vllm_api_key
+    return key.get_secret_value() if key is not None and key.get_secret_value() else None
+
+
 def probe_health(url: str, timeout: float = 3.0) -> str:
     """`ready` (HTTP 200), `auth` (401/403), `loading` (answers, not 200) or `starting` (no answer)."""
-    # Lazy: importing httpx imports its CLI (rich, click) when those are installed, and backend/
-    # must not load rich merely by being imported (the layer test checks sys.modules).
-    import httpx
-
-    key = os.environ.get(API_KEY_ENV)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    try:
-        response = httpx.get(url, timeout=timeout, headers=headers)
-    except httpx.HTTPError:
-        return "starting"
-    if response.status_code in (401, 403):
-        return "auth"
-    return "ready" if response.status_code == 200 else "loading"
+    return probe(url, timeout=timeout, api_key=_api_key(), max_bytes=64 * 1024).phase
 
 
 def wait_ready(
@@ -80,7 +74,7 @@ def wait_ready(
         if phase == "auth":
             if progress:
                 progress("auth required", elapsed)
-            sent = "the key in $" + API_KEY_ENV + " was refused" if os.environ.get(API_KEY_ENV) else "c3 has no key ($" + API_KEY_ENV + " is not set)"
+            sent = "the key in $" + API_KEY_ENV + " was refused" if _api_key() else "c3 has no key ($" + API_KEY_ENV + " is not set)"
             detail = (f"the engine answers but requires an API key (HTTP 401/403 on its health path; {sent}); "
                       f"set {API_KEY_ENV} in c3's environment to the engine's key — c3 sends it as a Bearer token")
             return ReadyResult(False, elapsed, "auth", detail, "")

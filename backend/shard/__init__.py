@@ -3,7 +3,7 @@
 Modules: `models` (plan data), `profile` (what `--profile` means), `probe` (the per-node fact and
 route scripts), `plan` (head, tp × pp, per-node address/interface env, refusals), `ray_cmds` /
 `mp_cmds` (command lines), `prepare` (probe + pre-flight + plan), `render` (dry-run text),
-`nodeexec` (local and SSH executors, kill/sweep scripts), `runner` (foreground run, Ctrl+C cleanup),
+`scripts` (launch, kill and sweep scripts, run through backend.remote's Shell), `runner` (foreground run, Ctrl+C cleanup),
 `ops` (install-ray, start, status, stop).
 
 Decisions (also in the CLI help):

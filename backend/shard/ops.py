@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shlex
 from collections.abc import Callable
@@ -16,16 +15,13 @@ from pydantic import BaseModel, Field
 
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
-from backend.shard.nodeexec import (
-    NodeExec,
-    open_execs,
-    open_execs_partial,
-    tagged_script,
-)
+from backend.remote import Shell, close_all, open_shells
+from backend.settings import current
 from backend.shard.plan import ShardOptions, split_env
 from backend.shard.prepare import Prepared, prepare
 from backend.shard.probe import parse_interfaces
 from backend.shard.runner import ShardRunner, Timing
+from backend.shard.scripts import run_script, tagged_script
 
 Echo = Callable[[str], None]
 
@@ -38,10 +34,26 @@ FORWARDED_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 def collect_secrets(options: ShardOptions) -> dict[str, str]:
     """Secret values for the nodes: the profile's secret-looking env plus HF_TOKEN from c3's environment."""
     _, secrets = split_env(options.env, options.public_env)
-    for name in FORWARDED_SECRETS:
-        if name in os.environ and name not in secrets:
-            secrets[name] = os.environ[name]
+    for name, value in current().secret_env().items():
+        if name in FORWARDED_SECRETS and name not in secrets:
+            secrets[name] = value
     return secrets
+
+
+def _keyed(nodes: list[Node], ssh_key: str | None) -> list[Node]:
+    """The nodes with `--ssh-key` in place of their registered key (remote ones only)."""
+    if not ssh_key:
+        return nodes
+    return [n if n.local else n.model_copy(update={"ssh_key": ssh_key}) for n in nodes]
+
+
+async def _open_every(nodes: list[Node], ssh_key: str | None) -> dict[str, Shell]:
+    """A shell per node, or the first unreachable node's NodeFailure (exit 3) naming it."""
+    shells, failures = await open_shells(_keyed(nodes, ssh_key))
+    if failures:
+        await close_all(shells)
+        raise next(iter(failures.values()))
+    return shells
 
 
 async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run: bool, ssh_key: str | None = None,
@@ -49,10 +61,10 @@ async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run
     """Plan, then (unless `dry_run`) run in the foreground; the exit code."""
     secrets = collect_secrets(options)
     if dry_run:
-        execs, failures = await open_execs_partial(nodes, ssh_key=ssh_key)
+        execs, failures = await open_shells(_keyed(nodes, ssh_key))
         if failures:
             # A dry run needs no node: show the plan with what only the nodes can tell as placeholders.
-            await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+            await close_all(execs)
             from backend.shard.plan import placeholder_plan
             from backend.shard.render import describe
 
@@ -65,7 +77,7 @@ async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run
                 echo(line)
             return 0
     else:
-        execs = await open_execs(nodes, ssh_key=ssh_key)
+        execs = await _open_every(nodes, ssh_key)
     try:
         prepared: Prepared = await prepare(nodes, execs, options, secret_names=sorted(secrets))
         head = prepared.plan.parts[0]
@@ -75,14 +87,14 @@ async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run
                 hint=f"run it on {head.node}, or name this machine with --head (it must be in --nodes); --dry-run works from anywhere",
             )
     except BaseException:
-        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+        await close_all(execs)
         raise
     from backend.shard.render import describe
 
     for line in describe(prepared.plan, checks=prepared.checks):
         echo(line)
     if dry_run:
-        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+        await close_all(execs)
         return 0
     runner = ShardRunner(plan=prepared.plan, execs=execs, echo=echo, secrets=secrets, timing=timing or Timing(), ray=options.ray)
     return await runner.run()
@@ -127,7 +139,7 @@ _RAY_NODES = (
 
 async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None) -> ShardStatus:
     """Per node: c3's processes there and its Ray membership; the cluster as the first node's Ray sees it."""
-    execs, failures = await open_execs_partial(nodes, ssh_key=ssh_key)
+    execs, failures = await open_shells(_keyed(nodes, ssh_key))
     try:
         head = nodes[0]
         script = tagged_script("list") + "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
@@ -135,7 +147,7 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
         async def listing_of(node: Node):
             if node.name in failures:
                 raise failures[node.name]
-            return await execs[node.name].run(script, timeout=30)
+            return await run_script(execs[node.name], script, timeout=30)
 
         listing = await asyncio.gather(*(listing_of(n) for n in nodes), return_exceptions=True)
         result = ShardStatus(head=head.name, nodes=[])
@@ -149,12 +161,12 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
                 result.nodes.append(NodeStatus(node=node.name, reachable=False, error=getattr(out, "message", str(out))))
                 continue
             procs = []
-            for line in out.out.splitlines():
+            for line in out.stdout.splitlines():
                 if line.startswith("proc="):
                     pid, _, command = line[5:].partition(" ")
                     procs.append({"pid": pid, "command": command.strip()})
             status_ = NodeStatus(node=node.name, reachable=True, processes=procs)
-            owned = {i.address for i in parse_interfaces([ln[5:] for ln in out.out.splitlines() if ln.startswith("addr=")])}
+            owned = {i.address for i in parse_interfaces([ln[5:] for ln in out.stdout.splitlines() if ln.startswith("addr=")])}
             member = next((entry for entry in ray_nodes if entry["address"] in owned), None)
             if member is not None:
                 status_.ray_address = str(member["address"])
@@ -162,10 +174,10 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
             result.nodes.append(status_)
         return result
     finally:
-        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+        await close_all(execs)
 
 
-async def _ray_nodes(head: NodeExec, ray: str) -> tuple[list[dict[str, object]], str | None]:
+async def _ray_nodes(head: Shell, ray: str) -> tuple[list[dict[str, object]], str | None]:
     """Ask the Ray running on `head` for its alive nodes (through Ray's own interpreter; `auto`
     finds the cluster this node belongs to)."""
     code = _RAY_NODES.format(addr="auto")
@@ -174,16 +186,16 @@ async def _ray_nodes(head: NodeExec, ray: str) -> tuple[list[dict[str, object]],
         "py=$(head -n1 \"$rp\" | sed -n 's/^#!\\([^ ]*python[^ ]*\\).*/\\1/p'); [ -n \"$py\" ] || py=python3\n"
         f"\"$py\" -c {shlex.quote(code)} 2>&1 | grep -E '^C3JSON|Error' | tail -n 3\n"
     )
-    result = await head.run(find, timeout=90)
-    for line in result.out.splitlines():
+    result = await run_script(head, find, timeout=90)
+    for line in result.stdout.splitlines():
         if line.startswith("C3JSON"):
             import json
 
             return json.loads(line[6:]), None
         if line.startswith("C3ERR "):
             return [], line[6:]
-    said = (result.out or result.err).strip().splitlines()
-    return [], said[-1] if said else f"could not read the Ray cluster (exit {result.rc})"
+    said = (result.stdout or result.stderr).strip().splitlines()
+    return [], said[-1] if said else f"could not read the Ray cluster (exit {result.exit_status})"
 
 
 class StopResult(BaseModel):
@@ -203,28 +215,28 @@ class StopResult(BaseModel):
 
 async def stop(nodes: list[Node], *, ray: str = "ray", use_ray: bool = True, ssh_key: str | None = None) -> list[StopResult]:
     """On every node at once: TERM (then KILL) c3's processes, then `ray stop`, then sweep again."""
-    execs, failures = await open_execs_partial(nodes, ssh_key=ssh_key)
+    execs, failures = await open_shells(_keyed(nodes, ssh_key))
     try:
         async def one(node: Node) -> StopResult:
             if node.name in failures:
                 return StopResult(node=node.name, error=getattr(failures[node.name], "message", str(failures[node.name])))
             e = execs[node.name]
-            first = await e.run(tagged_script("stop", grace_s=15), timeout=60)
+            first = await run_script(e, tagged_script("stop", grace_s=15), timeout=60)
             out = StopResult(node=node.name)
-            match = re.search(r"stopped=(\d+)(?: killed=(\d+))?", first.out)
+            match = re.search(r"stopped=(\d+)(?: killed=(\d+))?", first.stdout)
             if match:
                 out.stopped, out.killed = int(match.group(1)), int(match.group(2) or 0)
             if use_ray:
-                said = await e.run(f"command -v {shlex.quote(ray)} >/dev/null 2>&1 || {{ echo 'ray not installed'; exit 0; }}; "
+                said = await run_script(e, f"command -v {shlex.quote(ray)} >/dev/null 2>&1 || {{ echo 'ray not installed'; exit 0; }}; "
                                    f"{shlex.quote(ray)} stop 2>&1 | tail -n 1", timeout=90)
-                out.ray_stop = re.sub(r"\x1b\[[0-9;]*m", "", said.out.strip().splitlines()[-1] if said.out.strip() else "")
-                await e.run(tagged_script("stop", grace_s=5), timeout=60)
+                out.ray_stop = re.sub(r"\x1b\[[0-9;]*m", "", said.stdout.strip().splitlines()[-1] if said.stdout.strip() else "")
+                await run_script(e, tagged_script("stop", grace_s=5), timeout=60)
             return out
 
         results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
         return [r if isinstance(r, StopResult) else StopResult(node=n.name, error=str(r)) for n, r in zip(nodes, results, strict=True)]
     finally:
-        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+        await close_all(execs)
 
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+([.-]?(rc|dev|post)\d+)?$")
@@ -239,7 +251,7 @@ async def install_ray(nodes: list[Node], *, version: str, python: str, echo: Ech
     """
     if not _VERSION.match(version):
         raise UsageError(f"--ray-version {version!r} is not a version like 2.60.0")
-    execs = await open_execs(nodes, ssh_key=ssh_key)
+    execs = await _open_every(nodes, ssh_key)
     try:
         spec = f"ray[default]=={version}"
         offline = f"--no-index --find-links {shlex.quote(wheelhouse)} " if wheelhouse else ""
@@ -248,21 +260,21 @@ async def install_ray(nodes: list[Node], *, version: str, python: str, echo: Ech
             # One at a time: readable output, and nodes that share a file system (NFS home, one venv)
             # would otherwise race on the same site-packages.
             echo(f"[{node.name}] $ {command}")
-            result = await execs[node.name].run(command + " 2>&1", timeout=1800)
-            tail = [line for line in result.out.splitlines() if line.strip() and not line.startswith("WARNING: Location")]
+            result = await run_script(execs[node.name], command + " 2>&1", timeout=1800)
+            tail = [line for line in result.stdout.splitlines() if line.strip() and not line.startswith("WARNING: Location")]
             for line in tail[-3:]:
                 echo(f"[{node.name}]   {line}")
-            if result.rc != 0:
+            if result.exit_status != 0:
                 hint = None
-                if "externally-managed-environment" in result.out:
+                if "externally-managed-environment" in result.stdout:
                     hint = "this Python refuses pip installs (PEP 668): pass --python with the venv vLLM runs in"
-                raise Refused(f"pip install {spec} failed on {node.name} (exit {result.rc})", hint=hint)
+                raise Refused(f"pip install {spec} failed on {node.name} (exit {result.exit_status})", hint=hint)
         check = f"{shlex.quote(python)} -c 'import ray, sys, os; print(ray.__version__, os.path.join(os.path.dirname(sys.executable), \"ray\"))'"
-        results = await asyncio.gather(*(execs[n.name].run(check, timeout=120) for n in nodes))
+        results = await asyncio.gather(*(run_script(execs[n.name], check, timeout=120) for n in nodes))
         for node, result in zip(nodes, results, strict=True):
-            got = result.out.split()
-            if result.rc != 0 or not got or got[0] != version:
+            got = result.stdout.split()
+            if result.exit_status != 0 or not got or got[0] != version:
                 raise Refused(f"Ray on {node.name} is {got[0] if got else 'not importable'} after the install, not {version}")
             echo(f"[{node.name}] ray {got[0]} ready: {got[1] if len(got) > 1 else ''}")
     finally:
-        await asyncio.gather(*(e.close() for e in execs.values()), return_exceptions=True)
+        await close_all(execs)

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 from backend.errors import EnvironmentProblem, Refused
 from backend.nodes.registry import Node
+from backend.remote import Shell
 from backend.shard import plan as planning
 from backend.shard.models import NodeFacts, Route, ShardPlan
-from backend.shard.nodeexec import NodeExec
 from backend.shard.probe import facts_script, parse_facts, parse_route, route_script
+from backend.shard.scripts import run_script
 
 
 @dataclass
@@ -31,19 +32,19 @@ class Prepared:
     """One line per passed check, with its numbers."""
 
 
-async def probe_all(ordered: list[Node], execs: dict[str, NodeExec], options: planning.ShardOptions) -> dict[str, NodeFacts]:
+async def probe_all(ordered: list[Node], execs: dict[str, Shell], options: planning.ShardOptions) -> dict[str, NodeFacts]:
     """Run the facts probe on every node at once; an unreachable node is an environment problem."""
     script = facts_script(ray=options.ray, vllm=options.vllm, python=options.python, check_sudo=options.stop_services)
-    results = await asyncio.gather(*(execs[n.name].run(script, timeout=60) for n in ordered))
+    results = await asyncio.gather(*(run_script(execs[n.name], script, timeout=60) for n in ordered))
     facts: dict[str, NodeFacts] = {}
     for node, result in zip(ordered, results, strict=True):
-        if "probe=done" not in result.out:
-            said = (result.err or result.out).strip().splitlines()
+        if "probe=done" not in result.stdout:
+            said = (result.stderr or result.stdout).strip().splitlines()
             raise EnvironmentProblem(
-                f"could not probe {node.name}: {said[-1] if said else f'exit {result.rc}'}",
+                f"could not probe {node.name}: {said[-1] if said else f'exit {result.exit_status}'}",
                 hint="check `c3 node ls` and that the node answers over SSH",
             )
-        facts[node.name] = parse_facts(node.name, result.out, local=execs[node.name].local)
+        facts[node.name] = parse_facts(node.name, result.stdout, local=execs[node.name].node.local)
     return facts
 
 
@@ -69,15 +70,15 @@ def head_listener(address: str, port: int, *, what: str):
 
 
 async def check_reach(
-    head: Node, workers: list[Node], execs: dict[str, NodeExec], facts: dict[str, NodeFacts], address: str, port: int, *, what: str
+    head: Node, workers: list[Node], execs: dict[str, Shell], facts: dict[str, NodeFacts], address: str, port: int, *, what: str
 ) -> dict[str, Route]:
     """From each worker: the route toward the head, and a TCP connect to head:port (c3 listens there meanwhile)."""
-    can_listen = execs[head.name].local
+    can_listen = execs[head.name].node.local
 
     async def one(node: Node) -> Route:
         script = route_script(address, port, facts[node.name].python_path, connect=can_listen)
-        result = await execs[node.name].run(script, timeout=30)
-        return parse_route(node.name, result.out)
+        result = await run_script(execs[node.name], script, timeout=30)
+        return parse_route(node.name, result.stdout)
 
     if can_listen:
         with head_listener(address, port, what=what):
@@ -87,7 +88,7 @@ async def check_reach(
     return {r.node: r for r in routes}
 
 
-async def prepare(nodes: list[Node], execs: dict[str, NodeExec], options: planning.ShardOptions, *, secret_names: list[str]) -> Prepared:
+async def prepare(nodes: list[Node], execs: dict[str, Shell], options: planning.ShardOptions, *, secret_names: list[str]) -> Prepared:
     """Probe, check and plan; raises Refused (exit 1) with the numbers on the first failed check."""
     ordered = planning.order_nodes(nodes, options)
     head, workers = ordered[0], ordered[1:]
@@ -115,7 +116,7 @@ async def prepare(nodes: list[Node], execs: dict[str, NodeExec], options: planni
     address = planning.choose_head_address(head, facts, workers, options.head_address)
     port = options.ray_port if options.backend == "ray" else options.master_port
     what = "Ray GCS" if options.backend == "ray" else "rendezvous"
-    if execs[head.name].local and not options.stop_services:
+    if execs[head.name].node.local and not options.stop_services:
         # vLLM's API port must be free too, or the server dies after the whole cluster formed.
         # (With --stop-services the single-node server about to be stopped usually holds it.)
         with head_listener("0.0.0.0", options.api_port, what="API"):
@@ -123,7 +124,7 @@ async def prepare(nodes: list[Node], execs: dict[str, NodeExec], options: planni
         checks.append(f"API port {options.api_port} free on {head.name}")
     routes = await check_reach(head, workers, execs, facts, address, port, what=what)
     planning.check_routes(address, port, routes)
-    how = "TCP connect" if execs[head.name].local else "route only: the head is not this machine"
+    how = "TCP connect" if execs[head.name].node.local else "route only: the head is not this machine"
     checks.append(f"head {address}:{port} reachable from " + ", ".join(f"{r.node} (via {r.interface}, {r.source})" for r in routes.values()) + f" [{how}]")
     plan = planning.build_plan(nodes, facts, routes, options, head_address=address, secret_names=secret_names)
     return Prepared(plan=plan, facts=facts, checks=checks)

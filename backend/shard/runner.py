@@ -13,22 +13,22 @@ import json
 import shlex
 import signal
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backend.errors import C3Error, Refused
+from backend.http_probe import probe
+from backend.remote import Shell, Spawned, close_all
 from backend.shard import ray_cmds
 from backend.shard.models import NodePart, ShardPlan, Step
-from backend.shard.nodeexec import (
-    NodeExec,
-    Spawned,
+from backend.shard.render import start_order
+from backend.shard.scripts import (
     kill_group_script,
     launch_script,
+    run_script,
     secrets_stdin,
     tagged_script,
 )
-from backend.shard.render import start_order
 
 Echo = Callable[[str], None]
 
@@ -60,7 +60,7 @@ class ShardRunner:
     """Runs one plan; `await run()` returns the exit code for the CLI."""
 
     plan: ShardPlan
-    execs: dict[str, NodeExec]
+    execs: dict[str, Shell]
     echo: Echo
     secrets: dict[str, str] = field(default_factory=dict)
     timing: Timing = field(default_factory=Timing)
@@ -148,7 +148,7 @@ class ShardRunner:
     async def _spawn(self, part: NodePart, step: Step) -> None:
         script = launch_script(part.env, step, tag=self.plan.tag, secret_names=list(self.secrets))
         self.echo(f"c3: [{part.node}] starting {step.label}")
-        proc = await self.execs[part.node].spawn(script, stdin=secrets_stdin(self.secrets))
+        proc = await self.execs[part.node].spawn(script, input=secrets_stdin(self.secrets))
         running = _Running(part=part, step=step, proc=proc)
         running.pump = asyncio.create_task(self._pump(part.node, proc))
         self.running.append(running)
@@ -159,15 +159,15 @@ class ShardRunner:
 
     async def _stop_services(self) -> None:
         step = self.plan.stop_services[0]
-        results = await asyncio.gather(*(self.execs[p.node].run(shlex.join(step.argv), timeout=120) for p in self.plan.parts))
+        results = await asyncio.gather(*(run_script(self.execs[p.node], shlex.join(step.argv), timeout=120) for p in self.plan.parts))
         for part, result in zip(self.plan.parts, results, strict=True):
-            said = (result.err or result.out).strip().splitlines()
-            if result.rc == 5 or any("not loaded" in line for line in said):
+            said = (result.stderr or result.stdout).strip().splitlines()
+            if result.exit_status == 5 or any("not loaded" in line for line in said):
                 # systemctl's "unit not loaded": there is no single-node server on this node to stop.
                 self.echo(f"c3: [{part.node}] {step.label}: no such unit there, nothing to stop")
                 continue
-            if result.rc != 0:
-                raise Refused(f"{step.label} failed on {part.node}: {said[-1] if said else f'exit {result.rc}'}")
+            if result.exit_status != 0:
+                raise Refused(f"{step.label} failed on {part.node}: {said[-1] if said else f'exit {result.exit_status}'}")
             self.echo(f"c3: [{part.node}] {step.label}: done")
 
     async def _wait_ray(self, head: NodePart, *, nodes: int, deadline_s: float) -> None:
@@ -180,8 +180,8 @@ class ShardRunner:
             for r in self.running:
                 if r.proc.returncode is not None:
                     raise Refused(f"{r.step.label} on {r.part.node} exited with status {r.proc.returncode} while the cluster was forming")
-            result = await self.execs[head.node].run(script, timeout=30)
-            active, gpus = ray_cmds.parse_status(result.out)
+            result = await run_script(self.execs[head.node], script, timeout=30)
+            active, gpus = ray_cmds.parse_status(result.stdout)
             last = f"{active} node(s)"
             if active >= nodes:
                 want = sum(p.gpus for p in self.plan.parts[:nodes])
@@ -219,7 +219,7 @@ class ShardRunner:
             self.echo(f"c3: server stopped ({time.monotonic() - started:.1f}s)")
         if self.plan.backend == "ray":
             stop = shlex.join(ray_cmds.stop_argv(self.ray)) + " >/dev/null 2>&1; true"
-            await asyncio.gather(*(self.execs[p.node].run(stop, timeout=60) for p in self.plan.parts), return_exceptions=True)
+            await asyncio.gather(*(run_script(self.execs[p.node], stop, timeout=60) for p in self.plan.parts), return_exceptions=True)
             self.echo(f"c3: `ray stop` done on every node ({time.monotonic() - started:.1f}s)")
         rest = [r for r in reversed(self.running) if r not in server]
         if self.plan.backend == "ray":
@@ -230,7 +230,7 @@ class ShardRunner:
             settle = 0.0
         await asyncio.gather(*(self._kill(r, grace, settle) for r in rest if r.proc.returncode is None), return_exceptions=True)
         results = await asyncio.gather(
-            *(self.execs[p.node].run(tagged_script("stop", grace_s=5, tag=self.plan.tag), timeout=60) for p in self.plan.parts),
+            *(run_script(self.execs[p.node], tagged_script("stop", grace_s=5, tag=self.plan.tag), timeout=60) for p in self.plan.parts),
             return_exceptions=True,
         )
         for part, result in zip(self.plan.parts, results, strict=True):
@@ -239,7 +239,7 @@ class ShardRunner:
         for r in self.running:
             if r.pump is not None:
                 r.pump.cancel()
-        await asyncio.gather(*(e.close() for e in self.execs.values()), return_exceptions=True)
+        await close_all(self.execs)
         self.echo(f"c3: every node's part is stopped ({time.monotonic() - started:.1f}s)")
 
     async def _kill(self, r: _Running, grace: float, settle: float = 0.0) -> None:
@@ -247,16 +247,18 @@ class ShardRunner:
             return
         # The script returns once the group is gone (or was SIGKILLed), so there is nothing to wait
         # for remotely; an SSH channel may stay open while a daemon still holds its stdout.
-        await self.execs[r.part.node].run(kill_group_script(r.proc.pgid, grace, settle_s=settle), timeout=grace + settle + 15)
-        if self.execs[r.part.node].local:
+        await run_script(self.execs[r.part.node], kill_group_script(r.proc.pgid, grace, settle_s=settle), timeout=grace + settle + 15)
+        if self.execs[r.part.node].node.local:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(r.proc.wait(), 5)
 
 
 def _get_models(url: str) -> list[str] | None:
+    answer = probe(url, timeout=3)
+    if not answer.ok:
+        return None
     try:
-        with urllib.request.urlopen(url, timeout=3) as response:
-            data = json.loads(response.read().decode())
+        data = json.loads(answer.body.decode())
         return [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
-    except (OSError, ValueError):
+    except (ValueError, AttributeError):
         return None

@@ -7,7 +7,6 @@ a simulated pod really "lands" on its GPUs and placement can be verified like on
 
 from __future__ import annotations
 
-import os
 import uuid as uuidlib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from backend import strict_yaml
 from backend.errors import UsageError
-from backend.text import show
-from backend.userfiles import read_text
 from backend.gpu.registry import GpuRegistry
 from backend.models.gpu import ComputeProcess, Gpu, GpuSnapshot
+from backend.text import show
+from backend.userfiles import read_text
 
 DEMO_RIG_NAME = "demo"
 
@@ -176,7 +175,9 @@ class SimulatedProbe:
 
 def probe_from_env(*, demo: bool = False) -> SimulatedProbe | None:
     """The simulated probe `C3_RIG` asks for (`demo` = the built-in rig), or None when it is unset."""
-    value = os.environ.get("C3_RIG", "").strip()
+    from backend.settings import current
+
+    value = current().rig.strip()
     if value:
         if value == DEMO_RIG_NAME and not Path(value).exists():
             return SimulatedProbe(DEMO_RIG, source="simulated:demo")

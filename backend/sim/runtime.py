@@ -26,6 +26,7 @@ from backend.runtime import cgroup
 from backend.runtime.gpu_mode import ModeDecision, binding
 from backend.runtime.models import LaunchSpec, Workload
 from backend.runtime.placement import attribute
+from backend.settings import current as current_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,6 +106,7 @@ class SimRuntime:
             registry.mkdir(parents=True, exist_ok=True)
             env = {
                 **os.environ,
+                **current_settings().child_env(),  # what `c3 demo` set without touching os.environ
                 **spec.env,
                 **binding("env", spec.gpu_uuids).env,
                 **dict(secret_env),

@@ -101,7 +101,12 @@ def main(argv: list[str] | None = None) -> None:
         except (AttributeError, ValueError):
             pass
     try:
-        cli.main(args=argv, prog_name="c3", standalone_mode=False)
+        # One settings object for the whole command (backend.settings): a bad C3_* value is one
+        # usage line here, before anything runs.
+        from backend import settings
+
+        with settings.using(settings.load()):
+            cli.main(args=argv, prog_name="c3", standalone_mode=False)
     except SystemExit as done:
         # click handles EPIPE itself (`c3 … | head`): it wraps stdout in its pacifying wrapper and
         # exits 1. A reader that stopped early is not our failure: exit 0, quietly.

@@ -57,7 +57,7 @@ def status(names: str | None, as_json: bool) -> None:
     """Probe every node (or NAMES a,b): SSH reachability, endpoint health, GPUs."""
     from backend.nodes.health import probe_nodes
     from backend.nodes.registry import load_registry, resolve_nodes
-    from backend.ssh import run_sync
+    from backend.remote import run_sync
 
     nodes = resolve_nodes(names) if names else load_registry().nodes
     rows = run_sync(probe_nodes(nodes)) if nodes else []
@@ -99,7 +99,8 @@ def trust(name: str, fingerprint: str | None, yes: bool) -> None:
     """
     from backend.errors import Refused
     from backend.nodes.registry import resolve_nodes
-    from backend.ssh import fetch_host_key, run_sync, trust_host_key
+    from backend.remote import run_sync
+    from backend.ssh import fetch_host_key, trust_host_key
 
     (target,) = resolve_nodes([name])
     if target.local:

@@ -195,11 +195,10 @@ def register(pod_group: click.Group) -> None:
 def add_engine_metrics(rows: list[dict[str, Any]]) -> None:
     """`metrics` / `metrics_error` on each row: one scrape of each serving pod's /metrics (so the
     rates, which need two, are null here; the cockpit's live view has them)."""
-    import httpx
-
+    from backend import http_probe
     from backend.live.engine_metrics import read_pod
 
-    with httpx.Client(timeout=2.0) as client:
+    with http_probe.client(2.0) as client:
         for row in rows:
             row.update(read_pod(client, row["name"], row["port"])[0].row() if row["serving"] else {"metrics": None, "metrics_error": None})
 

@@ -173,24 +173,27 @@ def _pick_router(bind: str | None, port: int | None) -> tuple[str, str]:
 
 def _post_drain(admin_url: str, path: str, node: str) -> dict:
     import json
-    import urllib.error
     import urllib.parse
-    import urllib.request
+
+    from backend.http_probe import probe
 
     url = f"{admin_url.rstrip('/')}/c3/{path}?node={urllib.parse.quote(node)}"
-    request = urllib.request.Request(url, data=b"", method="POST")  # our own router's admin URL, from its status file
+    answer = probe(url, method="POST", timeout=5)  # our own router's admin URL, from its status file
+    if not answer.answered:
+        raise EnvironmentProblem(f"the router at {admin_url} does not answer: {answer.error}", hint="is it running? see c3 pool status")
     try:
-        with urllib.request.urlopen(request, timeout=5) as resp:
-            return json.loads(resp.read().decode("utf-8"))
-    except urllib.error.HTTPError as exc:
+        doc = json.loads(answer.body.decode("utf-8"))
+    except ValueError:
+        doc = None
+    if not answer.ok:
         try:
-            message = json.loads(exc.read().decode("utf-8"))["error"]["message"]
-        except (ValueError, KeyError, TypeError, OSError):
-            message = f"HTTP {exc.code}"
-        raise Refused(f"the router refused: {message}") from None
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise EnvironmentProblem(f"the router at {admin_url} does not answer: {reason}", hint="is it running? see c3 pool status") from None
+            message = doc["error"]["message"]  # type: ignore[index]
+        except (KeyError, TypeError):
+            message = f"HTTP {answer.status}"
+        raise Refused(f"the router refused: {message}")
+    if not isinstance(doc, dict):
+        raise EnvironmentProblem(f"the router at {admin_url} sent an answer that is not a JSON object")
+    return doc
 
 
 def _drain_options(func):

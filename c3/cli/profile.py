@@ -56,7 +56,7 @@ def status(name: str | None, as_json: bool) -> None:
     from backend.cluster.control import status as get_status
     from backend.profiles import is_stopped, resolve
     from backend.recipes import get_recipe
-    from backend.ssh import run_sync
+    from backend.remote import run_sync
 
     p = resolve(name)
     st = run_sync(get_status(p))
@@ -88,7 +88,7 @@ def logs(name: str | None, node: str | None, tail: int, follow: bool) -> None:
     """A rank's container log."""
     from backend.cluster.control import logs as get_logs
     from backend.profiles import resolve
-    from backend.ssh import run_sync
+    from backend.remote import run_sync
 
     p = resolve(name)
 
@@ -107,7 +107,7 @@ def restart(name: str | None, no_wait: bool, timeout: float | None) -> None:
     """Relaunch the whole group (with the profile's overrides)."""
     from backend.cluster.control import relaunch
     from backend.profiles import resolve
-    from backend.ssh import run_sync
+    from backend.remote import run_sync
 
     p = resolve(name)
     p = run_sync(relaunch(p, wait=not no_wait, wait_timeout_s=timeout, say=click.echo))
@@ -121,7 +121,7 @@ def stop(name: str | None, reason: str) -> None:
     """Stop the group and remember it (the watchdog leaves it stopped until the next launch)."""
     from backend.cluster.control import stop as do_stop
     from backend.profiles import resolve
-    from backend.ssh import run_sync
+    from backend.remote import run_sync
 
     p = resolve(name)
     run_sync(do_stop(p, why=reason, say=click.echo))
@@ -157,7 +157,7 @@ def switch(name: str, no_wait: bool, timeout: float | None) -> None:
     from backend.cluster.control import stop as do_stop
     from backend.errors import C3Error
     from backend.profiles import active_name, load_profile
-    from backend.ssh import run_sync
+    from backend.remote import run_sync
 
     target = load_profile(name)
     current = active_name()

@@ -98,7 +98,7 @@ def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | No
     from backend.cluster.plan import collect_secrets, render
     from backend.nodes.registry import resolve_nodes
     from backend.recipes import get_recipe, parse_overrides
-    from backend.ssh import run_sync
+    from backend.remote import run_sync
 
     recipe = get_recipe(recipe_id)
     overrides = parse_overrides(recipe, list(sets))
@@ -129,7 +129,7 @@ def stop(recipe_id: str, nodes_arg: str, name: str | None) -> None:
     from backend.cluster.plan import RankPlan, container_name, env_file_path
     from backend.nodes.registry import resolve_nodes
     from backend.profiles import mark_stopped
-    from backend.ssh import Fleet, NodeFailure, run_sync
+    from backend.remote import Fleet, NodeFailure, run_sync
 
     # What runs is found by c3's container name on those nodes: the recipe is not re-rendered (an
     # edited or removed recipe must not keep its containers from stopping).

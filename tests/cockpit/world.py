@@ -1,6 +1,6 @@
 """The simulated world the cockpit's scenes run on: what `c3 demo` builds, brought into a known state.
 
-A `World` is a private `$HOME` with the demo's folders (`c3.demo.prepare_demo`), an estate file,
+A `World` is a private `$HOME` with the demo's folders (`c3.demo.demo_settings`), an estate file,
 pods really booted by the backend (`boot_many` → the sim runtime → stub-engine processes holding
 their GPUs on the simulated rig), registered nodes, a user recipe and — for `cluster` — a real
 `c3 pool serve` router and an active profile. The cockpit then runs the real facade
@@ -152,12 +152,11 @@ class World:
         return world
 
     def _build(self) -> None:
-        from c3.demo import prepare_demo
+        from c3.demo import demo_settings
 
         self.home.mkdir()
         with environment({"HOME": str(self.home)}):
-            prepare_demo(startup_delay_s=0.0)
-            self.env = {key: os.environ[key] for key in ("HOME", "C3_HOME", "C3_STATE", "C3_RIG", "C3_RUNTIME", "C3_DEMO", "C3_STUB_STARTUP_DELAY")}
+            self.env = {"HOME": str(self.home), **demo_settings(startup_delay_s=0.0).child_env()}
         self.env["C3_STUB_STARTUP_DELAY"] = "0"
         kind = "placed" if self.scenario == "stale" else self.scenario
         if kind == "bench":

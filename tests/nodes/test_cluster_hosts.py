@@ -156,7 +156,8 @@ async def test_node_lost_mid_launch_rolls_back_started_nodes(cluster, monkeypatc
     from backend.nodes.registry import resolve_nodes
     from backend.profiles import active_name
     from backend.recipes import get_recipe
-    from backend.ssh import Fleet, SshOptions, open_shell
+    from backend.remote import Fleet, open_shell
+    from backend.ssh import SshOptions
 
     link = f"c3v{cluster.h2.subnet}o"
 
@@ -176,8 +177,8 @@ async def test_node_lost_mid_launch_rolls_back_started_nodes(cluster, monkeypatc
                 kw["timeout"] = 4
             return await self._shell.run(command, **kw)
 
-        async def upload(self, *a, **kw):
-            return await self._shell.upload(*a, **kw)
+        async def put_file(self, *a, **kw):
+            return await self._shell.put_file(*a, **kw)
 
         def stream(self, *a, **kw):
             return self._shell.stream(*a, **kw)

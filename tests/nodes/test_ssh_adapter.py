@@ -11,16 +11,8 @@ import asyncssh
 import pytest
 
 from backend.nodes.registry import Node
-from backend.ssh import (
-    Fleet,
-    LocalShell,
-    NodeFailure,
-    SshOptions,
-    SshShell,
-    fetch_host_key,
-    fingerprint,
-    trust_host_key,
-)
+from backend.remote import Fleet, LocalShell, NodeFailure
+from backend.ssh import SshOptions, SshShell, fetch_host_key, fingerprint, trust_host_key
 from tests.support import free_port
 
 
@@ -39,7 +31,7 @@ class _Server:
     async def start(self):
         async def handle(process):
             self.commands.append(process.command)
-            if process.command == "hang":
+            if process.command.endswith("-c hang"):  # sent as `exec /bin/sh -c hang`
                 await asyncio.sleep(30)
             data = await process.stdin.read()
             local = await asyncio.create_subprocess_shell(
@@ -96,7 +88,7 @@ async def test_upload_is_0600_and_secret_never_on_a_command_line(server, tmp_pat
     target = tmp_path / "remote" / "secret.env"
     shell = await SshShell.connect(server.node(), server.options())
     try:
-        await shell.upload("API_KEY=sk-very-secret\n", str(target))
+        await shell.put_file("API_KEY=sk-very-secret\n", str(target))
     finally:
         await shell.close()
     assert target.read_text() == "API_KEY=sk-very-secret\n"
@@ -204,7 +196,7 @@ async def test_local_shell_runs_uploads_and_times_out(tmp_path):
     node = Node(name="here", host="http://127.0.0.1:8000", ssh="root@localhost")
     shell = LocalShell(node)
     assert (await shell.run(["echo", "a b"])).stdout == "a b\n"
-    await shell.upload(b"X=1\n", str(tmp_path / "d" / "f.env"))
+    await shell.put_file(b"X=1\n", str(tmp_path / "d" / "f.env"))
     assert stat.S_IMODE(os.stat(tmp_path / "d" / "f.env").st_mode) == 0o600
     with pytest.raises(NodeFailure) as failure:
         await shell.run("sleep 5", timeout=0.3)
@@ -216,11 +208,11 @@ async def test_spawn_feeds_stdin_and_reports_exit_status(server):
     shell = await SshShell.connect(server.node(), server.options())
     try:
         proc = await shell.spawn("read x; echo got-$x; exit 4", input="secret-value\n")
-        line = await proc.stdout.readline()
-        await proc.wait()
+        lines = [line async for line in proc.lines()]
+        status = await proc.wait()
     finally:
         await shell.close()
-    assert line.strip() == "got-secret-value" and proc.exit_status == 4
+    assert lines == ["got-secret-value"] and status == 4 and proc.pgid is not None and proc.pgid > 1
     assert not any("secret-value" in c for c in server.commands)
 
 
@@ -235,3 +227,60 @@ async def test_key_file_problems_are_named(server, tmp_path):
     with pytest.raises(NodeFailure) as missing:
         await SshShell.connect(server.node(key=tmp_path / "absent"), server.options())
     assert missing.value.kind == "keyfile" and "absent" in missing.value.message
+
+
+# --- one Protocol, two implementations: the same behaviour whether the node is here or over SSH ---
+
+
+@pytest.fixture(params=["local", "ssh"])
+async def any_shell(request, tmp_path):
+    if request.param == "local":
+        yield LocalShell(Node(name="here", host="http://127.0.0.1:8000", ssh="root@localhost"))
+        return
+    srv = await _Server(tmp_path).start()
+    shell = await SshShell.connect(srv.node(), srv.options())
+    try:
+        yield shell
+    finally:
+        await shell.close()
+        await srv.stop()
+
+
+async def test_run_takes_an_argv_and_an_env_whose_values_never_execute(any_shell, tmp_path):
+    marker = tmp_path / "PWNED"
+    hostile = f"$(touch {marker}); `touch {marker}` ' \" \n"
+    result = await any_shell.run(["sh", "-c", 'printf "%s|%s" "$C3_A" "$1"', "x", "a b"], env={"C3_A": hostile})
+    assert result.ok and result.stdout == f"{hostile}|a b" and not marker.exists()
+    from backend.errors import UsageError
+
+    with pytest.raises(UsageError):
+        await any_shell.run("true", env={f"X;touch {marker}": "1"})
+    assert not marker.exists()
+
+
+async def test_put_then_read_a_file_round_trips_bytes_and_reads_are_bounded(any_shell, tmp_path):
+    path = str(tmp_path / "sub" / "it's a file")
+    data = bytes(range(256)) * 4
+    await any_shell.put_file(data, path, mode=0o640)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+    assert await any_shell.read_file(path) == data
+    assert await any_shell.read_file(path, limit=len(data)) == data
+    with pytest.raises(NodeFailure, match="larger than"):
+        await any_shell.read_file(path, limit=len(data) - 1)
+    with pytest.raises(NodeFailure, match="cannot read") as missing:
+        await any_shell.read_file(str(tmp_path / "absent"))
+    assert missing.value.exit_code == 1
+
+
+async def test_spawn_reports_its_process_group_and_merged_output(any_shell):
+    proc = await any_shell.spawn('read s; echo "out-$s"; echo err >&2; exit 3', input="v\n")
+    lines = [line async for line in proc.lines()]
+    assert await proc.wait() == 3 and proc.returncode == 3
+    assert sorted(lines) == ["err", "out-v"]
+    assert proc.pgid is not None and proc.pgid > 1
+
+
+async def test_a_timeout_is_a_node_failure_on_both(any_shell):
+    with pytest.raises(NodeFailure) as failure:
+        await any_shell.run("sleep 5; hang", timeout=0.5)
+    assert failure.value.kind == "timeout"

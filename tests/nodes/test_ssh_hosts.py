@@ -6,7 +6,8 @@ import stat
 from pathlib import Path
 
 from backend.nodes.registry import Node
-from backend.ssh import Fleet, NodeFailure, fetch_host_key, trust_host_key
+from backend.remote import Fleet, NodeFailure
+from backend.ssh import fetch_host_key, trust_host_key
 
 
 def _nodes(rig) -> list[Node]:
@@ -27,7 +28,7 @@ async def test_fleet_on_two_hosts_with_strict_keys(ssh_hosts, monkeypatch, tmp_p
     async with Fleet(nodes) as fleet:
         results = await fleet.run_all("ip -o -4 addr show")
         secret_path = f"{ssh_hosts.hosts[0].folder}/secret/app.env"
-        await (await fleet.shell(nodes[0])).upload("KEY=abc\n", secret_path)
+        await (await fleet.shell(nodes[0])).put_file("KEY=abc\n", secret_path)
     for host in ssh_hosts.hosts:
         assert host.address in results[host.name].stdout
     assert stat.S_IMODE(Path(secret_path).stat().st_mode) == 0o600

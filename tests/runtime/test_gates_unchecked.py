@@ -98,3 +98,12 @@ def test_forced_boot_with_nvml_lost_starts_and_warns_loudly(lost_gpu_ctx):
     assert outcome.ok, outcome.detail
     assert {w.gate for w in outcome.warnings if not w.checked} == {"vram", "gpus"}
     assert any(line.startswith("WARNING: --force boots without the vram gate: vram gate not checked") for line in lines), lines
+
+
+@pytest.mark.parametrize("reading", [{}, {"GPU-other": 24000}])
+def test_a_reading_without_the_pods_card_is_not_checked_never_ok(reading):
+    """NVML answering for no GPU (or another one) used to leave nothing to judge, and the gate passed."""
+    result = vram_gate(slug=ENTRY.slug, gpus=GPUS, entry=ENTRY, read_free=lambda: reading, reservation=lambda e, g: 22118,
+                       sleep=lambda s: None)
+    assert not result.ok and not result.checked
+    assert result.message == "vram gate not checked: free VRAM: NVML's reading has no entry for GPU 0"

@@ -10,8 +10,8 @@ import os
 import sys
 
 from backend.nodes.registry import Node
+from backend.remote import LocalShell
 from backend.shard.models import Interface, NodeFacts, Route
-from backend.shard.nodeexec import LocalExec
 from backend.shard.ops import collect_secrets
 from backend.shard.plan import ShardOptions, build_plan
 from backend.shard.runner import ShardRunner, Timing
@@ -28,7 +28,7 @@ def main() -> int:
                            stop_services=bool(os.environ.get("FAKE_STOP_SERVICES")), service_name="vllm-single.service")
     plan = build_plan(nodes, facts, {"b": Route(node="b", interface="eth9", source="127.0.0.2")}, options, head_address="127.0.0.1")
     secrets = collect_secrets(options)
-    runner = ShardRunner(plan=plan, execs={"a": LocalExec("a"), "b": LocalExec("b")}, echo=lambda s: print(s, flush=True),
+    runner = ShardRunner(plan=plan, execs={"a": LocalShell(nodes[0]), "b": LocalShell(nodes[1])}, echo=lambda s: print(s, flush=True),
                          secrets=secrets, timing=Timing(kill_grace_s=5))
     return asyncio.run(runner.run())
 

@@ -12,8 +12,10 @@ import pytest
 from pydantic import ValidationError
 
 from backend.errors import UsageError
+from backend.nodes.registry import Node
+from backend.remote import LocalShell
 from backend.shard.models import Step
-from backend.shard.nodeexec import LocalExec, launch_script, secrets_stdin
+from backend.shard.scripts import launch_script, secrets_stdin
 from backend.shard.plan import render_step
 from backend.shard.profile import ShardProfile
 
@@ -43,10 +45,10 @@ def test_hostile_values_model_and_args_never_execute(tmp_path):
     env = {f"V{i}": w for i, w in enumerate(words)}
     step = Step(label="x", argv=["printf", "%s\\n", *words], env={"STEP_V": words[0]})
     script = launch_script(env, step, tag=f"t-$(touch {marker})", secret_names=[])
-    result = asyncio.run(LocalExec("here").run(script + "", timeout=10))
-    assert result.rc == 0, result.err
+    result = asyncio.run(LocalShell(Node(name="here", host="http://127.0.0.1:8000", ssh="u@127.0.0.1")).run(script + "", timeout=10))
+    assert result.exit_status == 0, result.stderr
     assert not marker.exists()
-    assert result.out.splitlines()[-len(words) - 1:] == [line for w in words for line in w.split("\n")][-len(words) - 1:]
+    assert result.stdout.splitlines()[-len(words) - 1:] == [line for w in words for line in w.split("\n")][-len(words) - 1:]
     # The dry-run line is a shell line too: running it must not execute anything either.
     line = render_step(env, step, [])
     subprocess.run(["/bin/sh", "-c", line], check=True, capture_output=True, timeout=10)

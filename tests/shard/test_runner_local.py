@@ -104,17 +104,19 @@ def test_kill_group_script_stops_a_whole_group_under_posix_sh():
     """dash (Debian's /bin/sh, also over SSH) has no `kill --`: the script must not rely on it."""
     import asyncio
 
-    from backend.shard.nodeexec import LocalExec, kill_group_script
+    from backend.nodes.registry import Node
+    from backend.remote import LocalShell
+    from backend.shard.scripts import kill_group_script
 
     async def go() -> tuple[int, int]:
-        e = LocalExec("a")
-        p = await e.spawn('echo "c3-pgid $$"; sleep 300 & exec sleep 301')
+        e = LocalShell(Node(name="a", host="http://127.0.0.1:8000", ssh="u@127.0.0.1"))
+        p = await e.spawn("sleep 300 & exec sleep 301")
         await asyncio.sleep(0.3)
         assert p.pgid is not None
         await e.run(kill_group_script(p.pgid, 5))
         rc = await asyncio.wait_for(p.wait(), 10)
         left = await e.run(f"kill -0 -{p.pgid} 2>/dev/null && echo alive || echo gone")
-        return rc, left.out.strip() == "gone"
+        return rc, left.stdout.strip() == "gone"
 
     rc, gone = asyncio.run(go())
     assert rc == -signal.SIGTERM and gone
@@ -144,7 +146,7 @@ def test_stop_services_runs_on_every_node_before_anything_starts(tmp_path):
 
 def test_kill_group_script_refuses_groups_that_mean_everyone():
     """`kill -TERM -1` would signal every process on the node; `-0` the caller's own group."""
-    from backend.shard.nodeexec import kill_group_script
+    from backend.shard.scripts import kill_group_script
 
     for pgid in (0, 1, -5):
         try:

@@ -1,0 +1,124 @@
+"""The one HTTP probe: every health, readiness, model-list, metrics and router-admin request c3 makes
+to an engine, a node or its own router goes through here (httpx, imported lazily).
+
+One proxy policy: these targets are loopback, a node on the user's network, or c3's own router, so
+the environment's proxies (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, …) are never used for them — a
+corporate proxy cannot reach `127.0.0.1` of this machine, and a node's answer must not come from
+somewhere else. A user whose nodes are only reachable through a proxy says so with
+`C3_PROBE_USE_ENV_PROXY=1` (backend.settings); then httpx's usual rules apply, `NO_PROXY` included.
+
+Bounded: every request has a timeout, and at most `max_bytes` of a body is read (a misbehaving
+endpoint cannot make c3 buffer gigabytes). An API key goes only into the `Authorization` header of
+the request; it never appears in a result, a message or a log line (httpx logs no headers).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
+
+MAX_BODY_BYTES = 1 << 20
+"""Default cap on a body read by a probe (model lists and status documents are a few KiB)."""
+AUTH_HINT = "set VLLM_API_KEY in c3's environment to the engine's key (c3 sends it as a Bearer token)"
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One request's outcome; `status` is None when nothing answered."""
+
+    url: str
+    """What was asked (never holds a credential: node URLs with userinfo are refused on input)."""
+    status: int | None
+    """HTTP status, or None (refused, timed out, reset, bad URL)."""
+    body: bytes = b""
+    """The body, cut at the probe's `max_bytes`."""
+    truncated: bool = False
+    """True when the body was longer than `max_bytes`."""
+    error: str = ""
+    """Why there was no answer (`timed out after 3s`, `ConnectError`), else empty."""
+    elapsed_ms: float = 0.0
+    """Wall time of the request."""
+
+    @property
+    def answered(self) -> bool:
+        """The endpoint sent an HTTP answer (any status)."""
+        return self.status is not None
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx answer."""
+        return self.status is not None and 200 <= self.status < 300
+
+    @property
+    def auth_required(self) -> bool:
+        """401/403: the endpoint wants (another) API key."""
+        return self.status in (401, 403)
+
+    @property
+    def phase(self) -> str:
+        """`ready` (200), `auth` (401/403), `loading` (answers, not 200) or `starting` (no answer)."""
+        if self.status is None:
+            return "starting"
+        if self.auth_required:
+            return "auth"
+        return "ready" if self.status == 200 else "loading"
+
+    def line(self) -> str:
+        """One line for a message: `URL: HTTP 200`, `URL: auth required (HTTP 401)` or `URL: <error>`."""
+        if self.status is None:
+            return f"{self.url}: {self.error}"
+        if self.auth_required:
+            return f"{self.url}: auth required (HTTP {self.status})"
+        return f"{self.url}: HTTP {self.status}"
+
+
+def client(timeout: float, *, use_env_proxy: bool | None = None, api_key: str | None = None) -> httpx.Client:
+    """An httpx client under the probe policy, for callers that ask many URLs (metrics, health rounds)."""
+    import httpx  # lazy: importing httpx can import rich and click, which backend/ must not load on import
+
+    if use_env_proxy is None:
+        from backend.settings import current
+
+        use_env_proxy = current().probe_use_env_proxy
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.Client(timeout=timeout, trust_env=use_env_proxy, headers=headers, follow_redirects=False)
+
+
+def fetch(http: Any, url: str, *, method: str = "GET", max_bytes: int = MAX_BODY_BYTES) -> ProbeResult:
+    """One request with `http` (from `client`); never raises for a network problem or a bad URL."""
+    import httpx
+
+    started = time.monotonic()
+    try:
+        with http.stream(method, url) as response:
+            body = bytearray()
+            truncated = False
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    del body[max_bytes:]
+                    truncated = True
+                    break
+            status = response.status_code
+    except httpx.TimeoutException:
+        limit = http.timeout.read if isinstance(http.timeout, httpx.Timeout) and http.timeout.read else None
+        said = f"timed out after {limit:g}s" if limit else "timed out"
+        return ProbeResult(url, None, error=said, elapsed_ms=_ms(started))
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as error:
+        return ProbeResult(url, None, error=type(error).__name__, elapsed_ms=_ms(started))
+    return ProbeResult(url, status, bytes(body), truncated, elapsed_ms=_ms(started))
+
+
+def probe(url: str, *, timeout: float = 3.0, method: str = "GET", api_key: str | None = None,
+          use_env_proxy: bool | None = None, max_bytes: int = MAX_BODY_BYTES) -> ProbeResult:
+    """One request on a fresh client (see `fetch`)."""
+    with client(timeout, use_env_proxy=use_env_proxy, api_key=api_key) as http:
+        return fetch(http, url, method=method, max_bytes=max_bytes)
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)

@@ -1,0 +1,87 @@
+"""The scripts a shard runs on its nodes (through backend.remote's Shell: locally on the head,
+normally, or over SSH): the launch of one step, the kill of a process group, the sweep of whatever
+carries `C3_SHARD`. A spawned script is the leader of its own process group (`Shell.spawn`), so the
+whole group can be stopped later by that number.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from backend.envnames import assignments, check_env_name
+from backend.remote import CommandResult, NodeFailure, Shell
+from backend.shard.models import Step
+
+
+async def run_script(shell: Shell, script: str, *, timeout: float = 30, stdin: str | None = None) -> CommandResult:
+    """Run a short script; a timeout is a result (exit -1, the reason on stderr), not an exception,
+    so probes and stops report it next to the other nodes' answers."""
+    try:
+        return await shell.run(script, input=stdin, timeout=timeout)
+    except NodeFailure as failure:
+        if failure.kind != "timeout":
+            raise
+        return CommandResult(shell.node.name, script, -1, "", failure.detail)
+
+
+def launch_script(env: dict[str, str], step: Step, *, tag: str, secret_names: list[str]) -> str:
+    """The script that runs one step: read secrets from stdin, exec the program.
+
+    Secrets arrive as `NAME=VALUE` lines on stdin ended by an empty line, so they never appear in an
+    argv (visible in `ps` on the node) or in the SSH command line.
+    """
+    lines = ["exec </dev/null" if not secret_names else
+             'while IFS= read -r c3_line; do [ -z "$c3_line" ] && break; export "$c3_line"; done; exec </dev/null']
+    lines.append(f"export C3_SHARD={shlex.quote(tag)}")
+    for name in secret_names:
+        check_env_name(name, "secret")
+    words = assignments({**env, **step.env}, "shard environment")
+    lines.append(f"exec env {words} {' '.join(shlex.quote(a) for a in step.argv)} 2>&1")
+    return "\n".join(lines) + "\n"
+
+
+def secrets_stdin(secrets: dict[str, str]) -> str | None:
+    """What `launch_script` reads from stdin (None when there are no secrets)."""
+    if not secrets:
+        return None
+    return "".join(f"{check_env_name(k, 'secret')}={v}\n" for k, v in secrets.items() if "\n" not in v) + "\n"
+
+
+def kill_group_script(pgid: int, grace_s: float, *, settle_s: float = 0) -> str:
+    """TERM a process group, wait up to `grace_s`, then KILL what is left.
+
+    With `settle_s`, first give the group that long to end by itself (a `ray start --block` exits on
+    its own once `ray stop` took its daemons; a SIGTERM would make it drain for up to 30 s instead).
+    """
+    if pgid <= 1:
+        # `kill -TERM -1` means every process the user may signal, `-0` the caller's own group.
+        raise ValueError(f"refusing to signal process group {pgid}")
+    ticks = max(1, int(grace_s * 10))
+    settle = int(settle_s * 10)
+    return (
+        f"i=0; while [ $i -lt {settle} ]; do kill -0 -{pgid} 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done\n"
+        f"kill -TERM -{pgid} 2>/dev/null || exit 0\n"
+        f"i=0; while [ $i -lt {ticks} ]; do kill -0 -{pgid} 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done\n"
+        f"kill -KILL -{pgid} 2>/dev/null; exit 0\n"
+    )
+
+
+def tagged_script(action: str, grace_s: float = 10, *, tag: str | None = None) -> str:
+    """List (`list`) or stop (`stop`) every process whose environment has C3_SHARD (= `tag` when given).
+
+    Found through /proc/PID/environ, so `stop` needs no state file and touches nothing c3 did not start.
+    """
+    pattern = "^C3_SHARD=" + (tag + "$" if tag else "")  # tags are node names and a port: no regex characters
+    find = (f"c3_pids() {{ grep -lz {shlex.quote(pattern)} /proc/[0-9]*/environ 2>/dev/null "
+            "| sed -n 's|^/proc/\\([0-9]*\\)/environ$|\\1|p' | grep -vx \"$$\"; }")
+    if action == "list":
+        return find + "\nfor p in $(c3_pids); do printf 'proc=%s %s\\n' \"$p\" \"$(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; done\n"
+    ticks = max(1, int(grace_s * 10))
+    return (
+        find + "\n"
+        "pids=$(c3_pids); [ -z \"$pids\" ] && { echo stopped=0; exit 0; }\n"
+        "n=$(echo $pids | wc -w); kill -TERM $pids 2>/dev/null\n"
+        f"i=0; while [ $i -lt {ticks} ] && [ -n \"$(c3_pids)\" ]; do sleep 0.1; i=$((i+1)); done\n"
+        "left=$(c3_pids); [ -n \"$left\" ] && kill -KILL $left 2>/dev/null\n"
+        "echo \"stopped=$n killed=$(echo $left | wc -w)\"\n"
+    )
