@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -162,9 +163,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def running_routers() -> list[dict]:
+def running_routers() -> list[dict[str, Any]]:
     """Status files of routers whose process is alive (stale files are removed)."""
-    found = []
+    found: list[dict[str, Any]] = []
     directory = pool_dir()
     if not directory.is_dir():
         return found
@@ -184,10 +185,13 @@ def running_routers() -> list[dict]:
     return found
 
 
-def fetch_status(admin_url: str, timeout_s: float = 2.0) -> dict:
+def fetch_status(admin_url: str, timeout_s: float = 2.0) -> dict[str, Any]:
     """GET `<admin_url>/c3/status` (raises OSError / ValueError)."""
     with urllib.request.urlopen(admin_url.rstrip("/") + "/c3/status", timeout=timeout_s) as resp:  # noqa: S310 - loopback/admin URL from our own file
-        return json.loads(resp.read().decode("utf-8"))
+        doc = json.loads(resp.read().decode("utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError("the router's /c3/status is not a JSON object")
+    return doc
 
 
 def read_pools(timeout_s: float = 2.0) -> list[PoolStatus]:
