@@ -5,7 +5,9 @@ lazily, only here), a local node (`Node.local`, see backend.nodes.registry) thro
 subprocess, so callers never branch on where a node is.
 
 Targets are what people type: names, IPv4, `[IPv6]`, or `~/.ssh/config` aliases (backend.ssh_target
-applies the user's OpenSSH config and resolves the name). Host keys are checked strictly (the files and trust live in backend.ssh_known_hosts), by name and by resolved address as OpenSSH does. The keys trusted are the union of `$C3_HOME/known_hosts` (the file
+applies the user's OpenSSH config and resolves the name). Host keys are checked strictly (the files
+and trust live in backend.ssh_known_hosts), by name and by resolved address as OpenSSH does. The keys
+trusted are the union of `$C3_HOME/known_hosts` (the file
 c3 manages: `c3 node trust NAME` shows a new host's fingerprint and adds it there, after the user
 confirms it or passes `--fingerprint SHA256:…` to match), `~/.ssh/known_hosts` and any files in
 `$C3_KNOWN_HOSTS` (os.pathsep-separated). An unknown host and a changed key are refused, each with
@@ -142,7 +144,9 @@ def _upload_command(remote_path: str, mode: int) -> str:
 class _ShellBase:
     node: Node
 
-    async def run(self, command, *, input=None, timeout=None, check=False) -> CommandResult:  # pragma: no cover - abstract
+    async def run(
+        self, command: str | Sequence[str], *, input: bytes | str | None = None, timeout: float | None = None, check: bool = False
+    ) -> CommandResult:  # pragma: no cover - abstract
         raise NotImplementedError
 
     async def upload(self, data: bytes | str, remote_path: str, *, mode: int = 0o600) -> None:
@@ -176,7 +180,9 @@ class LocalShell(_ShellBase):
     def __init__(self, node: Node) -> None:
         self.node = node
 
-    async def run(self, command, *, input=None, timeout=None, check=False) -> CommandResult:
+    async def run(
+        self, command: str | Sequence[str], *, input: bytes | str | None = None, timeout: float | None = None, check: bool = False
+    ) -> CommandResult:
         text = as_shell_command(command)
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", text,
@@ -195,7 +201,7 @@ class LocalShell(_ShellBase):
         status = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else -1
         return self._checked(CommandResult(self.node.name, text, status, out.decode(errors="replace"), err.decode(errors="replace")), check)
 
-    async def stream(self, command, *, timeout=None) -> AsyncIterator[str]:
+    async def stream(self, command: str | Sequence[str], *, timeout: float | None = None) -> AsyncIterator[str]:
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", as_shell_command(command),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -310,7 +316,9 @@ class SshShell(_ShellBase):
             raise map_ssh_error(node, exc, known=known) from None
         return cls(node, conn, options)
 
-    async def run(self, command, *, input=None, timeout=None, check=False) -> CommandResult:
+    async def run(
+        self, command: str | Sequence[str], *, input: bytes | str | None = None, timeout: float | None = None, check: bool = False
+    ) -> CommandResult:
         import asyncssh
 
         text = as_shell_command(command)
@@ -336,7 +344,7 @@ class SshShell(_ShellBase):
         err = (result.stderr or b"").decode(errors="replace") if isinstance(result.stderr, (bytes, type(None))) else result.stderr
         return self._checked(CommandResult(self.node.name, text, status, out, err), check)
 
-    async def stream(self, command, *, timeout=None) -> AsyncIterator[str]:
+    async def stream(self, command: str | Sequence[str], *, timeout: float | None = None) -> AsyncIterator[str]:
         import asyncssh
 
         text = as_shell_command(command)
@@ -421,7 +429,7 @@ class Fleet:
 
         targets = list(nodes or self.nodes)
         values = await asyncio.gather(*(one(n) for n in targets))
-        return {n.name: v for n, v in zip(targets, values)}
+        return {n.name: v for n, v in zip(targets, values, strict=True)}
 
     async def run_all(self, command: str | Sequence[str], *, timeout: float | None = None) -> dict[str, CommandResult | NodeFailure]:
         """The same command on every node, concurrently."""

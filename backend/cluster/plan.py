@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from backend import paths

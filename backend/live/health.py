@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from backend.live.models import EndpointHealth
 
@@ -12,17 +13,17 @@ Target = tuple[str, str]
 """(pod name, URL)."""
 
 
-def check_all(targets: Iterable[Target], timeout_s: float = 1.5, client_factory: Callable[..., object] | None = None) -> dict[str, EndpointHealth]:
+def check_all(targets: Iterable[Target], timeout_s: float = 1.5, client_factory: Callable[..., Any] | None = None) -> dict[str, EndpointHealth]:
     """Probe every target once; a refused or slow endpoint is unhealthy, never an exception."""
     import httpx  # lazy: see backend.runtime.readiness
 
     out: dict[str, EndpointHealth] = {}
     factory = client_factory or httpx.Client
-    with factory(timeout=timeout_s) as client:  # type: ignore[operator]
+    with factory(timeout=timeout_s) as client:
         for pod, url in targets:
             started = time.monotonic()
             try:
-                response = client.get(url)  # type: ignore[attr-defined]
+                response = client.get(url)
             except httpx.HTTPError as error:
                 out[pod] = EndpointHealth(pod=pod, url=url, healthy=False, checked_at=datetime.now(UTC), error=type(error).__name__)
                 continue

@@ -16,10 +16,13 @@ import shlex
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from backend.envnames import assignments, check_env_name
 from backend.shard.models import Step
+
+if TYPE_CHECKING:
+    from backend.nodes.registry import Node
 
 PGID_MARK = "c3-pgid "
 
@@ -41,8 +44,10 @@ class Spawned(Protocol):
 
     pgid: int | None
     """Its process group (None until it printed `c3-pgid`)."""
-    returncode: int | None
-    """Exit status once it ended."""
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status once it ended."""
 
     def lines(self) -> AsyncIterator[str]:
         """Merged stdout/stderr, line by line, until it ends."""
@@ -293,7 +298,7 @@ def _sh(script: str) -> str:
     return "exec /bin/sh -c " + shlex.quote(script)
 
 
-async def open_execs(nodes: list, *, ssh_key: str | None = None) -> dict[str, NodeExec]:
+async def open_execs(nodes: list[Node], *, ssh_key: str | None = None) -> dict[str, NodeExec]:
     """An executor per node: local ones run here, the others over SSH (connected concurrently).
 
     A node that cannot be reached raises its NodeFailure (exit 3) naming the node.
@@ -305,12 +310,12 @@ async def open_execs(nodes: list, *, ssh_key: str | None = None) -> dict[str, No
     return execs
 
 
-async def open_execs_partial(nodes: list, *, ssh_key: str | None = None) -> tuple[dict[str, NodeExec], dict[str, Exception]]:
+async def open_execs_partial(nodes: list[Node], *, ssh_key: str | None = None) -> tuple[dict[str, NodeExec], dict[str, Exception]]:
     """Like `open_execs`, but returns the nodes that could not be reached instead of raising
     (status and stop do what they can on the others)."""
     from backend.ssh import SshShell
 
-    async def one(node) -> NodeExec:
+    async def one(node: Node) -> NodeExec:
         if node.local:
             return LocalExec(node.name)
         if ssh_key:

@@ -11,12 +11,14 @@ import os
 import re
 import shlex
 from collections.abc import Callable
+from typing import cast
 
 from pydantic import BaseModel, Field
 
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
 from backend.shard.nodeexec import (
+    Completed,
     NodeExec,
     open_execs,
     open_execs_partial,
@@ -132,7 +134,7 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
         head = nodes[0]
         script = tagged_script("list") + "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
 
-        async def listing_of(node: Node):
+        async def listing_of(node: Node) -> Completed:
             if node.name in failures:
                 raise failures[node.name]
             return await execs[node.name].run(script, timeout=30)
@@ -158,7 +160,7 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
             member = next((entry for entry in ray_nodes if entry["address"] in owned), None)
             if member is not None:
                 status_.ray_address = str(member["address"])
-                status_.ray_resources = {k: float(v) for k, v in dict(member["resources"]).items() if not k.startswith("node:")}  # type: ignore[arg-type]
+                status_.ray_resources = {k: float(v) for k, v in cast(dict[str, float], member["resources"]).items() if not k.startswith("node:")}
             result.nodes.append(status_)
         return result
     finally:
