@@ -81,7 +81,7 @@ def parse_registration(path: Path, text: str) -> Registration | None:
                         container=fields.get("container"), pidns=fields.get("pidns", ""), gpus=tuple(gpus))
 
 
-def read_registrations(directory: str | os.PathLike, *, live_only: bool = False,
+def read_registrations(directory: str | os.PathLike[str], *, live_only: bool = False,
                        proc: str = "/proc") -> list[Registration]:
     """Every registration in `directory` (sorted by file name); `live_only` drops those whose process is gone."""
     found: list[Registration] = []

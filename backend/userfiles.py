@@ -14,7 +14,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from backend.errors import EnvironmentProblem, UsageError
 from backend.text import show
@@ -58,6 +58,10 @@ def os_failure(error: OSError, path: Path | str, doing: str, hint: str | None = 
     return EnvironmentProblem(f"cannot {doing} {path}: {reason}", hint=hint or "check the folder's permissions and free space (C3_HOME / C3_STATE)")
 
 
+@overload
+def read_bytes(path: Path | str, *, what: str, limit: int | None = None, missing_ok: Literal[False] = False) -> bytes: ...
+@overload
+def read_bytes(path: Path | str, *, what: str, limit: int | None = None, missing_ok: bool) -> bytes | None: ...
 def read_bytes(path: Path | str, *, what: str, limit: int | None = None, missing_ok: bool = False) -> bytes | None:
     """The bytes of `path`, a regular file of at most `limit` bytes (`LIMITS[what]` by default).
 
@@ -96,6 +100,10 @@ def read_bytes(path: Path | str, *, what: str, limit: int | None = None, missing
         os.close(fd)
 
 
+@overload
+def read_text(path: Path | str, *, what: str, limit: int | None = None, missing_ok: Literal[False] = False, errors: str = "strict") -> str: ...
+@overload
+def read_text(path: Path | str, *, what: str, limit: int | None = None, missing_ok: bool, errors: str = "strict") -> str | None: ...
 def read_text(path: Path | str, *, what: str, limit: int | None = None, missing_ok: bool = False, errors: str = "strict") -> str | None:
     """`read_bytes` decoded as UTF-8; undecodable text is a usage error unless `errors="replace"`."""
     raw = read_bytes(path, what=what, limit=limit, missing_ok=missing_ok)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -111,7 +112,7 @@ class C3App(ServiceCalls, App[None]):
     ]
 
     def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True,
-                 live: bool | None = None, bell: bool = False, **kwargs) -> None:
+                 live: bool | None = None, bell: bool = False, **kwargs: Any) -> None:
         """`services` is the facade, or a factory for it: then it is built in a worker after the first frame.
         `autopoll`: poll timers; `live` (default: as `autopoll`): subscribe to the facade's pod changes;
         `bell`: ring the terminal bell when a pod gets into trouble."""
@@ -126,7 +127,7 @@ class C3App(ServiceCalls, App[None]):
         if hasattr(services, "pod_states"):
             self.services = services  # type: ignore[assignment]
         else:
-            self.services, self._factory = None, services  # type: ignore[assignment]
+            self.services, self._factory = None, services
         self.startup_error: BaseException | None = None
         self.readonly = readonly or bool(getattr(self.services, "readonly", False))
         self.clock = clock or _utc_now
@@ -160,8 +161,11 @@ class C3App(ServiceCalls, App[None]):
         if not self.live or not hasattr(services, "subscribe"):
             return
 
+        def changed() -> None:
+            self.post_message(LiveChanged())
+
         def subscribe() -> Callable[[], None]:
-            return services.subscribe(lambda: self.post_message(LiveChanged()))
+            return services.subscribe(changed)
 
         self.call(subscribe, done=self._subscribed, failed=lambda _error: None, group="live")
 
@@ -203,12 +207,11 @@ class C3App(ServiceCalls, App[None]):
         self.startup_error = error
         self.exit(return_code=getattr(error, "exit_code", 1))
 
-    def ready(self) -> bool:
-        """True once the facade exists; otherwise says so."""
+    def ready(self) -> Services | None:
+        """The facade once it exists; otherwise None, and says so."""
         if self.services is None:
             self.notify("Still connecting to the rig…", timeout=3)
-            return False
-        return True
+        return self.services
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
@@ -334,9 +337,10 @@ class C3App(ServiceCalls, App[None]):
             }[kind]
             self.show_result(WriteResult(False, f"read-only cockpit: refused to {what}", "restart c3 without --readonly"))
             return
-        if not self.ready():
+        services = self.ready()
+        if services is None:
             return
-        self.call(self.services.make_plan, kind, pod, request, done=self._plan_ready, failed=self._write_failed, group="plan")
+        self.call(services.make_plan, kind, pod, request, done=self._plan_ready, failed=self._write_failed, group="plan")
 
     def _plan_ready(self, plan: WritePlan) -> None:
         from c3.modals.confirm import ConfirmModal
@@ -351,13 +355,17 @@ class C3App(ServiceCalls, App[None]):
             self.boots[plan.pod] = BootProgress(plan.pod, "re-checking gates", 0.0)
             self._boots_changed()
 
+        services = self.services
+        if services is None:  # cannot happen: the plan came from the facade
+            return
+
         def run() -> WriteResult:
-            problems = self.services.check(plan)
+            problems = services.check(plan)
             if problems:
                 return WriteResult(False, f"{plan.title}: {problems[0]}", "; ".join(problems[1:]) or None)
             if plan.kind == "recipe_launch":
-                return self.services.execute(plan, lambda progress: self.post_message(LaunchUpdate(progress)))
-            return self.services.execute(plan, lambda progress: self.post_message(BootUpdate(progress)))
+                return services.execute(plan, lambda progress: self.post_message(LaunchUpdate(progress)))
+            return services.execute(plan, lambda progress: self.post_message(BootUpdate(progress)))
 
         def finished(result: WriteResult) -> None:
             orch = self._orchestration()
@@ -372,9 +380,9 @@ class C3App(ServiceCalls, App[None]):
             self.show_result(result)
 
         def failed(error: BaseException) -> None:
-            if plan.pod in self.boots:
-                boot = self.boots[plan.pod]  # type: ignore[index]
-                self.boots[plan.pod] = BootProgress(boot.pod, "failed", boot.elapsed_s, boot.log_tail, done=True, ok=False)  # type: ignore[index]
+            if plan.pod is not None and plan.pod in self.boots:
+                boot = self.boots[plan.pod]
+                self.boots[plan.pod] = BootProgress(boot.pod, "failed", boot.elapsed_s, boot.log_tail, done=True, ok=False)
                 self._boots_changed()
             self._write_failed(error)
 

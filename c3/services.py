@@ -239,7 +239,7 @@ class History:
                     del values[: len(values) - self.maxlen]
 
 
-ProgressCallback = Callable[[BootProgress], None]
+ProgressCallback = Callable[[BootProgress], object]
 
 
 class Services(Protocol):

@@ -50,7 +50,7 @@ def node_rows(svc: Any) -> list[NodeRow]:
     health = asyncio.run(probe_nodes(nodes))
     rig_gpus = _demo_rig_gpus(svc) if getattr(svc, "demo", False) else None
     rows = []
-    for node, h in zip(nodes, health):
+    for node, h in zip(nodes, health, strict=True):
         gpus = tuple(NodeGpuRow(g.index, g.name, g.total_mib, g.used_mib) for g in h.gpus)
         gpu_error = h.gpu_error
         if rig_gpus is not None and node.local:

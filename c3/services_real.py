@@ -401,7 +401,8 @@ class RealServices:
     def check(self, plan: WritePlan) -> list[str]:
         if plan.kind in CLUSTER_KINDS:
             return ["read-only cockpit: writes are refused"] if self.readonly else cluster_problems(plan.kind, plan.pod, plan.request)
-        return self._problems(plan.kind, plan.pod if plan.kind != "create" else None, plan.request)
+        request = plan.request if isinstance(plan.request, NewPod) else None  # the other requests are cluster kinds
+        return self._problems(plan.kind, plan.pod if plan.kind != "create" else None, request)
 
     def execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
         try:
@@ -427,8 +428,8 @@ class RealServices:
 
             result = remove_pod(self.path, plan.pod, is_running=lambda p: self.ctx.runtime.workload(p.name).running)
             return WriteResult(True, f"removed pod {result.pod.name} from {result.path}", result.warning)
-        stopped = [name for name in plan.pods if self.ctx.runtime.stop(name, timeout=30.0)]
-        return WriteResult(True, f"stopped {len(stopped)} pod(s): {', '.join(stopped) or 'none'}")
+        halted = [name for name in plan.pods if self.ctx.runtime.stop(name, timeout=30.0)]
+        return WriteResult(True, f"stopped {len(halted)} pod(s): {', '.join(halted) or 'none'}")
 
     def _create(self, request: NewPod) -> WriteResult:
         from backend.estate import create_pod

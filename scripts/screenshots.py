@@ -24,9 +24,9 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-from textual.widgets import Input
+from textual.widgets import Input  # noqa: E402 - after the environment above
 
-from tests.cockpit.scenes import SCENES, Worlds, play, scene_app
+from tests.cockpit.scenes import SCENES, Worlds, play, scene_app  # noqa: E402
 
 Input._toggle_cursor = lambda self: None  # type: ignore[method-assign]  # no blink in pictures
 OUT = ROOT / "screenshots"

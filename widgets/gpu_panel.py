@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.content import Content
 from textual.widget import Widget
@@ -27,14 +27,14 @@ class GpuPanel(Widget):
     GpuPanel { height: 3; margin-bottom: 1; }
     """
 
-    def __init__(self, index: int, **kwargs) -> None:
+    def __init__(self, index: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.index = index
         self.snapshot: GpuSnapshot | None = None
         self.util_history: list[float] = []
         self.mem_history: list[float] = []
         self.holder = ""
-        self._key: tuple | None = None
+        self._key: tuple[str, tuple[float, ...], tuple[float, ...], str] | None = None
 
     def show(self, snapshot: GpuSnapshot, util_history: list[float], mem_history: list[float], holder: str) -> None:
         """Hand the panel a new reading; repaints only when something visible changed."""

@@ -3,11 +3,13 @@ them for every list), and the cursor stops at the ends instead of wrapping."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.binding import Binding
 from textual.widgets import DataTable
 
 
-class NavTable(DataTable):
+class NavTable(DataTable[Any]):
     """DataTable + vim keys."""
 
     BINDINGS = [

@@ -55,20 +55,23 @@ class Catalog:
             origin = self._origins.get(entry.slug.lower())
             if not path.is_absolute() and origin is not None:
                 path = origin.parent / path
-            spec = load_config_file(path, repo=entry.base_model or entry.model)
-            if entry.weights_bytes:
-                spec = spec.model_copy(update={"weights": (WeightsVariant(name=entry.weights or "custom", format="custom", repo=entry.model, bytes=entry.weights_bytes, source=f"{entry.slug} weights_bytes"),)})
-            return spec
+            return _declared_weights(load_config_file(path, repo=entry.base_model or entry.model), entry)
         for repo in (entry.base_model, entry.model):
             if not repo:
                 continue
             base = base_model_of(repo)
             spec = shipped_spec(base) if base else None
             if spec is not None:
-                if entry.weights_bytes:
-                    spec = spec.model_copy(update={"weights": (WeightsVariant(name=entry.weights or "custom", format="custom", repo=entry.model, bytes=entry.weights_bytes, source=f"{entry.slug} weights_bytes"),)})
-                return spec
+                return _declared_weights(spec, entry)
         return None
+
+
+def _declared_weights(spec: ModelSpec, entry: CatalogEntry) -> ModelSpec:
+    """`spec` with the entry's own `weights_bytes` as its only weights variant, when it declares one."""
+    if not entry.weights_bytes:
+        return spec
+    variant = WeightsVariant(name=entry.weights or "custom", format="custom", repo=entry.model, bytes=entry.weights_bytes, source=f"{entry.slug} weights_bytes")
+    return spec.model_copy(update={"weights": (variant,)})
 
 
 def parse_catalog_file(path: Path, *, user: bool) -> list[CatalogEntry]:

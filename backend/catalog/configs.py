@@ -214,7 +214,7 @@ def _quant_bits(quant: dict[str, Any] | None) -> int | None:
         for group in groups.values():
             weights = group.get("weights") if isinstance(group, dict) else None
             if isinstance(weights, dict) and isinstance(weights.get("num_bits"), int):
-                return weights["num_bits"]
+                return int(weights["num_bits"])
     return None
 
 

@@ -106,7 +106,7 @@ class ProfileStatus:
 async def status(profile: Profile, *, options: SshOptions | None = None) -> ProfileStatus:
     ranks = running_ranks(profile)
 
-    async def one(fleet: Fleet, rp) -> NodeState:
+    async def one(fleet: Fleet, rp: RankPlan) -> NodeState:
         try:
             shell = await fleet.shell(rp.node)
             res = await shell.run(

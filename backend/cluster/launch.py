@@ -18,6 +18,7 @@ from collections.abc import Callable
 from backend.cluster import addresses
 from backend.cluster.health import probe
 from backend.cluster.plan import LaunchPlan, RankPlan, shell_join
+from backend.nodes.registry import Node
 from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
 from backend.remote import Fleet, NodeFailure, shell_path
 from backend.ssh import SshOptions
@@ -49,23 +50,23 @@ async def preflight(plan: LaunchPlan, fleet: Fleet) -> None:
             raise NodeFailure(rp.node.name, "image", f"image `{image}` is not on the node", hint=f"ship it: {ship}")
 
     results = await asyncio.gather(*(check(rp) for rp in plan.ranks), return_exceptions=True)
-    for rp, result in zip(plan.ranks, results):
+    for result in results:
         if isinstance(result, NodeFailure):
             raise result
         if isinstance(result, BaseException):
             raise result
 
 
-async def resolve_addresses(plan: LaunchPlan, fleet: Fleet):
+async def resolve_addresses(plan: LaunchPlan, fleet: Fleet) -> addresses.GroupAddresses:
     """Ask the nodes for the ranks' addresses (backend.cluster.addresses, shared with shard)."""
-    async def run(node, script: str) -> str:
+    async def run(node: Node, script: str) -> str:
         shell = await fleet.shell(node)
         return (await shell.run(script, timeout=_limit(fleet, 30))).stdout
 
     return await addresses.resolve(plan.nodes, run)
 
 
-async def remove_containers(plan_or_ranks, fleet: Fleet, say: Say = _quiet) -> dict[str, str]:
+async def remove_containers(plan_or_ranks: LaunchPlan | list[RankPlan], fleet: Fleet, say: Say = _quiet) -> dict[str, str]:
     """`docker rm -f` the profile's container (and its env file) on each node; errors per node, never raised."""
     ranks = plan_or_ranks.ranks if isinstance(plan_or_ranks, LaunchPlan) else plan_or_ranks
     problems: dict[str, str] = {}

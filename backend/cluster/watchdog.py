@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 from backend import paths
 from backend.atomic import write_atomic
@@ -41,18 +43,19 @@ class CheckResult:
         return f"watchdog {who}: {self.action} — {self.detail}"
 
 
-def _state_path(name: str):
+def _state_path(name: str) -> Path:
     return paths.state_home() / "watchdog" / f"{name}.json"
 
 
-def read_state(name: str) -> dict:
+def read_state(name: str) -> dict[str, Any]:
     try:
-        return json.loads(_state_path(name).read_text(encoding="utf-8"))
+        state = json.loads(_state_path(name).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return state if isinstance(state, dict) else {}
 
 
-def _write_state(name: str, state: dict) -> None:
+def _write_state(name: str, state: dict[str, Any]) -> None:
     write_atomic(_state_path(name), json.dumps(state, indent=1) + "\n", mode=0o600)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -41,7 +41,7 @@ def valid_pod_name(name: str) -> bool:
     return isinstance(name, str) and len(name) <= 63 and _NAME_RE.fullmatch(name) is not None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -150,7 +150,7 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
         ):
             bad(f"{label}: uuids must be a list of GPU UUIDs, one per GPU index", pod=name)
             ok = False
-        if ok:
+        if ok and isinstance(slug, str) and isinstance(gpus, list) and _is_int(port):  # `ok` implies these; the checks tell mypy
             pods.append(
                 Pod(name=name, slug=slug.strip(), gpus=tuple(gpus), port=port, uuids=tuple(uuids) if uuids is not None else None)
             )

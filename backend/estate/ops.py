@@ -112,7 +112,7 @@ def create_pod(
     slug, any validation error).
     """
     path = Path(path)
-    if is_bound == "host":
+    if isinstance(is_bound, str):  # "host", the only string
         is_bound = ports.host_port_bound  # looked up now, so a test can replace the host check
     if not gpu_indices:
         raise UsageError("--gpus must list at least one index, e.g. --gpus 1,2")

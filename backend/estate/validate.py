@@ -80,14 +80,15 @@ def _gpu_label(gpu: Gpu) -> str:
 
 def _lookup(catalog: Any, slug: str) -> CatalogEntry | None:
     try:
-        return catalog.get(slug)
+        entry: CatalogEntry = catalog.get(slug)
+        return entry
     except (C3Error, KeyError, LookupError):
         return None
 
 
 def _problem(code: str, message: str, pod: str | None = None, *, severity: str = "error", pods: Sequence[str] = (), hint: str | None = None) -> Problem:
     involved = tuple(pods) if pods else ((pod,) if pod else ())
-    return Problem(code=code, severity=severity, message=message, pod=pod, pods=involved, hint=hint)  # type: ignore[arg-type]
+    return Problem(code=code, severity=severity, message=message, pod=pod, pods=involved, hint=hint)
 
 
 def _fmt_gib(value: float | None) -> str:
@@ -315,9 +316,9 @@ def check_estate(
     `price` limits the fit-check to those pods (create prices only the new one: the others were
     priced when they were planned, and pricing is the slow part).
     """
-    fit_fn: FitFunction | None = default_fit() if fit == "default" else fit  # type: ignore[assignment]
+    fit_fn: FitFunction | None = default_fit() if isinstance(fit, str) else fit  # the only string is "default"
     if fit == "default" and fit_fn is not None and catalog is not None and _takes_catalog(fit_fn):
-        plain = fit_fn
+        plain: Callable[..., FitReport] = fit_fn
         # Hand the catalog we already hold to the fit-check instead of letting it load one per pod.
         fit_fn = lambda entry, chosen: plain(entry, chosen, catalog=catalog)  # noqa: E731
     if fit_fn is not None:

@@ -33,7 +33,7 @@ from backend.fit.plan import Knobs, Rank, parse_version
 from backend.fit.sglang import price_sglang
 from backend.fit.vllm import price_vllm
 from backend.fit.weights import variant_bytes
-from backend.models import CatalogEntry, FitReport, Gpu, ModelSpec
+from backend.models import CardProfile, CatalogEntry, FitReport, Gpu, ModelSpec
 
 __all__ = ["fit_config", "fit_on_cards", "fit_on_gpus", "knobs_for", "price", "rank_for_gpu", "reservation_mib"]
 
@@ -63,7 +63,7 @@ def rank_for_gpu(gpu: Gpu) -> Rank:
 _NVSWITCH_CARDS = frozenset({"a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm", "h200", "b200"})
 
 
-def _on_nvswitch(profile) -> bool | None:
+def _on_nvswitch(profile: CardProfile | None) -> bool | None:
     """True on an HGX/SXM board, False on a known PCIe/workstation card, None without a profile."""
     if profile is None:
         return None

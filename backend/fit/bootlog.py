@@ -17,6 +17,7 @@ llama.cpp names its buffers by backend device (`CUDA0`, `CPU`, `CPU_Mapped`, …
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -129,7 +130,7 @@ def _llama_device(buffers: dict[str, dict[str, float]]) -> str | None:
 
 def parse_boot_log(text: str) -> BootLogReport:
     """Every memory figure in `text` (any mix of ranks, prefixes and versions)."""
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}  # values of many types, each checked by BootLogReport
     weights: list[float] = []
     available: list[float] = []
     tokens: list[int] = []
@@ -149,7 +150,7 @@ def parse_boot_log(text: str) -> BootLogReport:
             found["total_gib"] = _num(m.group(2))
         if (m := _PATTERNS["concurrency"].search(line)):
             found["max_model_len"] = int(_num(m.group(1)))
-            found["max_concurrency"] = min(_num(m.group(2)), found.get("max_concurrency", float("inf")))  # type: ignore[type-var]
+            found["max_concurrency"] = min(_num(m.group(2)), found.get("max_concurrency", float("inf")))
         if (m := _PATTERNS["graph_estimate"].search(line)):
             found["cudagraph_estimate_gib"] = _num(m.group(1))
         if (m := _PATTERNS["graph_pool"].search(line)):
@@ -197,23 +198,23 @@ def parse_boot_log(text: str) -> BootLogReport:
     if engine is None and (weights or available or tokens or "max_concurrency" in found):
         engine = "vllm"
     return BootLogReport(
-        engine=engine,  # type: ignore[arg-type]
-        engine_version=found.get("version"),  # type: ignore[arg-type]
+        engine=engine,
+        engine_version=found.get("version"),
         v0=bool(found.get("v0")),
         weights_gib=max(weights) if weights else None,
         available_kv_gib=min(available) if available else None,
         available_kv_gib_per_rank=available,
         kv_cache_tokens=min(tokens) if tokens else None,
-        kv_device=found.get("kv_device") or _llama_device(llama),  # type: ignore[arg-type]
-        max_concurrency=found.get("max_concurrency"),  # type: ignore[arg-type]
-        max_model_len=found.get("max_model_len"),  # type: ignore[arg-type]
-        cudagraph_estimate_gib=found.get("cudagraph_estimate_gib"),  # type: ignore[arg-type]
-        cudagraph_actual_gib=found.get("cudagraph_actual_gib"),  # type: ignore[arg-type]
-        gpu_memory_utilization=found.get("gpu_memory_utilization"),  # type: ignore[arg-type]
-        total_gib=found.get("total_gib"),  # type: ignore[arg-type]
-        non_torch_gib=found.get("non_torch_gib"),  # type: ignore[arg-type]
-        activation_gib=found.get("activation_gib"),  # type: ignore[arg-type]
-        gpu_blocks=found.get("gpu_blocks"),  # type: ignore[arg-type]
-        padding_layers=found.get("padding_layers"),  # type: ignore[arg-type]
+        kv_device=found.get("kv_device") or _llama_device(llama),
+        max_concurrency=found.get("max_concurrency"),
+        max_model_len=found.get("max_model_len"),
+        cudagraph_estimate_gib=found.get("cudagraph_estimate_gib"),
+        cudagraph_actual_gib=found.get("cudagraph_actual_gib"),
+        gpu_memory_utilization=found.get("gpu_memory_utilization"),
+        total_gib=found.get("total_gib"),
+        non_torch_gib=found.get("non_torch_gib"),
+        activation_gib=found.get("activation_gib"),
+        gpu_blocks=found.get("gpu_blocks"),
+        padding_layers=found.get("padding_layers"),
         llamacpp_mib=llama,
     )

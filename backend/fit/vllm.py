@@ -148,7 +148,7 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         notes.append(why_not)
     layout = kv_layout(spec, tp=knobs.tp, pp=knobs.pp, kv_cache_dtype=knobs.kv_cache_dtype, block_size=knobs.block_size, hybrid_manager=hybrid)
     known = [r for r in ranks if r.total_gib is not None]
-    smallest = min((r.total_gib for r in known), default=0.0) or 0.0
+    smallest = min((r.total_gib or 0.0 for r in known), default=0.0)
     first = known[0] if known else None
     nvml_total = min((r.nvml_total_gib or r.total_gib or 0.0 for r in known), default=0.0)
     seqs_default, batched_default, caveat = default_batching(nvml_total, first.nvml_name if first else None)

@@ -25,7 +25,8 @@ def _import_pynvml() -> ModuleType:
         import pynvml  # noqa: PLC0415 - lazy on purpose: `c3 --help` must not need NVML
     except ImportError as error:  # pragma: no cover - nvidia-ml-py is a dependency
         raise EnvironmentProblem(f"the pynvml module (nvidia-ml-py) cannot be imported: {error}", hint=_HINT) from error
-    return pynvml
+    module: ModuleType = pynvml  # untyped (nvidia-ml-py ships no stubs)
+    return module
 
 
 def _text(value: Any) -> str:

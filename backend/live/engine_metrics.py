@@ -138,7 +138,7 @@ def _family(name: str) -> tuple[Engine, str] | None:
     for engine in ("vllm", "llamacpp"):
         prefix = engine + ":"
         if name.startswith(prefix):
-            return engine, name[len(prefix):]  # type: ignore[return-value]
+            return engine, name[len(prefix):]
     return None
 
 

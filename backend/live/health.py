@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from backend import http_probe
 from backend.live.models import EndpointHealth
@@ -12,11 +13,11 @@ Target = tuple[str, str]
 """(pod name, URL)."""
 
 
-def check_all(targets: Iterable[Target], timeout_s: float = 1.5, client_factory: Callable[..., object] | None = None) -> dict[str, EndpointHealth]:
+def check_all(targets: Iterable[Target], timeout_s: float = 1.5, client_factory: Callable[..., Any] | None = None) -> dict[str, EndpointHealth]:
     """Probe every target once; a refused or slow endpoint is unhealthy, never an exception."""
     out: dict[str, EndpointHealth] = {}
     factory = client_factory or http_probe.client
-    with factory(timeout_s) as client:  # type: ignore[operator]
+    with factory(timeout_s) as client:
         for pod, url in targets:
             result = http_probe.fetch(client, url, max_bytes=64 * 1024)
             if not result.answered:

@@ -50,14 +50,17 @@ class NodeHealth:
     """Why no GPU list (no nvidia-smi, node unreachable)."""
 
 
+def _mib(field: str) -> int | None:
+    return int(float(field)) if field.replace(".", "", 1).isdigit() else None
+
+
 def parse_gpus(text: str) -> list[NodeGpu]:
     gpus = []
     for line in text.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 4 or not parts[0].isdigit():
             continue
-        num = lambda s: int(float(s)) if s.replace(".", "", 1).isdigit() else None
-        gpus.append(NodeGpu(int(parts[0]), parts[1], num(parts[2]), num(parts[3])))
+        gpus.append(NodeGpu(int(parts[0]), parts[1], _mib(parts[2]), _mib(parts[3])))
     return gpus
 
 

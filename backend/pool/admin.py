@@ -12,10 +12,15 @@ import asyncio
 import ipaddress
 import json
 import os
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from backend.pool.heads import Head
 from backend.pool.http1 import simple_response
+
+if TYPE_CHECKING:  # proxy imports this module
+    from backend.pool.proxy import PoolServer
+    from backend.pool.router import Router
 
 
 def json_error(status: int, message: str, kind: str, close: bool = False, extra: list[bytes] | None = None) -> bytes:
@@ -29,7 +34,7 @@ def is_admin_path(target: bytes) -> bool:
     return target == b"/metrics" or target.startswith((b"/c3/", b"/metrics?"))
 
 
-def _loopback(peer) -> bool:
+def _loopback(peer: object) -> bool:
     try:
         addr = ipaddress.ip_address(peer[0] if isinstance(peer, tuple) else str(peer))
     except (ValueError, TypeError, IndexError):
@@ -39,7 +44,7 @@ def _loopback(peer) -> bool:
     return addr.is_loopback
 
 
-async def handle_admin(server, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+async def handle_admin(server: PoolServer, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
     """Answer one admin request; True when the client connection may carry another."""
     del reader  # never read: see below
     router = server.router
@@ -66,7 +71,7 @@ async def handle_admin(server, req: Head, reader: asyncio.StreamReader, writer: 
     return not close
 
 
-def _drain(router, req: Head, draining: bool, query: bytes, peer, close: bool) -> bytes:
+def _drain(router: Router, req: Head, draining: bool, query: bytes, peer: object, close: bool) -> bytes:
     if req.a != b"POST":
         return json_error(405, "drain and undrain take POST", "invalid_request_error", close=close)
     if not _loopback(peer):

@@ -71,7 +71,7 @@ class _Collect:
     def __init__(self, head: Head) -> None:
         self.head = head
         self.count = 0
-        self.parser = None
+        self.parser: httptools.HttpRequestParser | httptools.HttpResponseParser | None = None
         self.version = ""
         self.method = b""
         self.status = 0
@@ -79,6 +79,7 @@ class _Collect:
     def on_headers_complete(self) -> None:
         # Read here: llhttp resets its state once a message without a body completes.
         parser = self.parser
+        assert parser is not None  # set before the first feed
         self.head.keep_alive = parser.should_keep_alive()
         self.version = parser.get_http_version()
         if isinstance(parser, httptools.HttpRequestParser):
@@ -103,7 +104,7 @@ class _Collect:
         headers[lname] = headers[lname] + b", " + value if lname in headers else value
 
 
-def _feed(parser, head: Head, raw: bytes, status: int, status_unknown: int) -> None:
+def _feed(parser: httptools.HttpRequestParser | httptools.HttpResponseParser, head: Head, raw: bytes, status: int, status_unknown: int) -> None:
     try:
         parser.feed_data(raw)
     except httptools.HttpParserUpgrade:

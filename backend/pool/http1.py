@@ -14,8 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 
 from backend.pool.heads import Head, HeadError, parse_response
+
+Write = Callable[[bytes], None]
+"""Hands bytes to the client's transport (it may raise when the client is gone)."""
+Drain = Callable[[], Awaitable[None]]
+"""Waits until the client's transport is below its high-water mark (`StreamWriter.drain`)."""
 
 READ_SIZE = 256 * 1024
 MAX_HEAD = 32 * 1024
@@ -243,12 +249,12 @@ class _RelayProtocol(asyncio.Protocol):
     """Takes over a backend connection while its chunked body is relayed: each arriving piece is checked
     and written to the client from `data_received`, with no coroutine wake-up per chunk."""
 
-    def __init__(self, relay: ChunkRelay, write, transport: asyncio.Transport, client_buffer) -> None:
+    def __init__(self, relay: ChunkRelay, write: Write, transport: asyncio.Transport, client_buffer: Callable[[], int]) -> None:
         self.relay = relay
         self.write = write
         self.transport = transport
         self.client_buffer = client_buffer  # () -> bytes waiting in the client's transport
-        self.waiter: asyncio.Future | None = None
+        self.waiter: asyncio.Future[None] | None = None
         self.error: BaseException | None = None
         self.paused = False
 
@@ -286,8 +292,8 @@ class _RelayProtocol(asyncio.Protocol):
         self._wake()
 
 
-async def relay_chunked(src: asyncio.StreamReader, write, drain=None, prefix: bytes = b"",
-                        transport: asyncio.Transport | None = None, client_buffer=None) -> bool:
+async def relay_chunked(src: asyncio.StreamReader, write: Write, drain: Drain | None = None, prefix: bytes = b"",
+                        transport: asyncio.Transport | None = None, client_buffer: Callable[[], int] | None = None) -> bool:
     """Copy one chunked body verbatim (framing included, checked) as it arrives, ending after the trailers.
 
     Whatever bytes arrive are written at once (see ChunkRelay for the hold-back). `prefix` (the
@@ -298,7 +304,7 @@ async def relay_chunked(src: asyncio.StreamReader, write, drain=None, prefix: by
     IncompleteReadError or ConnectionError when the backend goes away, BadMessage on broken framing.
     """
     relay = ChunkRelay()
-    while src._buffer and not relay.scanner.done:  # noqa: SLF001 - bytes read along with the head
+    while src._buffer and not relay.scanner.done:  # type: ignore[attr-defined]  # noqa: SLF001 - bytes read along with the head
         out = relay.push(await src.read(READ_SIZE))
         if prefix or out:
             write(prefix + out)
@@ -378,7 +384,7 @@ class ChunkedBody:
         return data
 
 
-async def relay_length(src: asyncio.StreamReader, write, length: int, drain=None) -> None:
+async def relay_length(src: asyncio.StreamReader, write: Write, length: int, drain: Drain | None = None) -> None:
     """Copy exactly `length` body bytes, as they arrive."""
     remaining = length
     while remaining > 0:
@@ -391,7 +397,7 @@ async def relay_length(src: asyncio.StreamReader, write, length: int, drain=None
             await drain()
 
 
-async def relay_eof(src: asyncio.StreamReader, write, drain=None) -> None:
+async def relay_eof(src: asyncio.StreamReader, write: Write, drain: Drain | None = None) -> None:
     """Copy a close-delimited body until the sender closes."""
     while True:
         data = await src.read(READ_SIZE)
@@ -402,7 +408,7 @@ async def relay_eof(src: asyncio.StreamReader, write, drain=None) -> None:
             await drain()
 
 
-async def relay_dechunked(src: asyncio.StreamReader, write, drain=None, prefix: bytes = b"") -> bool:
+async def relay_dechunked(src: asyncio.StreamReader, write: Write, drain: Drain | None = None, prefix: bytes = b"") -> bool:
     """Copy a chunked body's data without its framing, for an HTTP/1.0 client (which cannot parse
     chunked encoding; the response is then close-delimited). Each piece goes out as it arrives, so SSE
     stays unbuffered. Never reads past the body; returns True (the connection stays reusable).

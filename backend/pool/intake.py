@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
 from backend.pool.heads import Head
 from backend.pool.http1 import READ_SIZE, ChunkedBody
+
+if TYPE_CHECKING:  # proxy imports this module
+    from backend.pool.proxy import ClientProtocol
 
 
 class Body:
@@ -45,11 +49,11 @@ class Body:
         return b""
 
 
-def _bump(proto, timeout_s: float) -> None:
+def _bump(proto: ClientProtocol, timeout_s: float) -> None:
     proto.body_deadline = time.monotonic() + timeout_s
 
 
-async def take_body(proto, req: Head, reader: asyncio.StreamReader, limit: int, timeout_s: float) -> Body:
+async def take_body(proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, limit: int, timeout_s: float) -> Body:
     """Read what the router holds of the body before choosing a backend (see the module doc)."""
     if req.framing == "none":
         return Body("none")
@@ -87,7 +91,7 @@ async def take_body(proto, req: Head, reader: asyncio.StreamReader, limit: int, 
     return body
 
 
-async def send_rest(proto, body: Body, reader: asyncio.StreamReader, up_w: asyncio.StreamWriter, timeout_s: float) -> None:
+async def send_rest(proto: ClientProtocol, body: Body, reader: asyncio.StreamReader, up_w: asyncio.StreamWriter, timeout_s: float) -> None:
     """Stream the part of a body that was not held to the backend (after the head and held bytes)."""
     try:
         if body.framing == "chunked":

@@ -38,7 +38,7 @@ class Listener:
         self.sock = sock
         self.port: int = sock.getsockname()[1]
         self.factory = protocol_factory
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._accept_loop())

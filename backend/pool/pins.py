@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Container
+from typing import Any
 
 
 class PinTable:
@@ -24,7 +25,7 @@ class PinTable:
         self.cap = cap
         self.ttl_s = ttl_s
         self._clock = clock
-        self._pins: OrderedDict[str, list] = OrderedDict()  # key -> [backend, last_used]
+        self._pins: OrderedDict[str, list[Any]] = OrderedDict()  # key -> [backend, last_used]
         self.counts: Counter[str] = Counter()
         self.evictions = 0
         self.expirations = 0
@@ -44,7 +45,8 @@ class PinTable:
             return None
         entry[1] = now
         self._pins.move_to_end(key)
-        return entry[0]
+        backend: str = entry[0]
+        return backend
 
     def peek(self, key: str) -> str | None:
         """The pinned backend without touching LRU order or expiry (for tests and status)."""
@@ -77,7 +79,7 @@ class PinTable:
         self.expirations += dropped
         return dropped
 
-    def _drop(self, key: str, entry: list) -> None:
+    def _drop(self, key: str, entry: list[Any]) -> None:
         del self._pins[key]
         self.counts[entry[0]] -= 1
 
@@ -86,7 +88,7 @@ class PinTable:
         now = self._clock()
         return [(k, e[0], now - e[1]) for k, e in self._pins.items()]
 
-    def restore(self, rows: list[tuple[str, str, float]], known: set[str]) -> int:
+    def restore(self, rows: list[tuple[str, str, float]], known: Container[str]) -> int:
         """Reload exported pins whose backend is still in the pool and whose idle time is within the TTL."""
         now = self._clock()
         loaded = 0

@@ -33,6 +33,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
+from typing import cast
 
 from backend.pool.admin import handle_admin, is_admin_path, json_error
 from backend.pool.heads import Head, HeadError, forward_fields, parse_request
@@ -42,6 +44,7 @@ from backend.pool.keys import extract_key
 from backend.pool.listener import Listener
 from backend.pool.respond import READ_ERRORS, ClientGone, read_response_head, relay_response
 from backend.pool.router import Router
+from backend.pool.upstream import Backend
 
 log = logging.getLogger("c3.pool")
 
@@ -58,17 +61,17 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
         self.server = server
         self.lost = False
         self.busy = False
-        self.on_lost = None  # set to the backend transport's abort() while a request is in progress
+        self.on_lost: Callable[[], None] | None = None  # set to the backend transport's abort() while a request is in progress
         self.writer: asyncio.StreamWriter | None = None
         self.transport: asyncio.Transport | None = None
         self.idle_since = time.monotonic()  # when the last request ended (the reaper closes long-idle ones)
         self.wait_deadline = 0.0  # while waiting for a backend's response head: when to give up; else 0
-        self.wait_transport: asyncio.Transport | None = None
+        self.wait_transport: asyncio.WriteTransport | None = None
         self.wait_expired = False
         self.body_deadline = 0.0  # while reading a request body: when the next bytes are overdue; else 0
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's transports read and write
         super().connection_made(transport)
 
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -101,7 +104,7 @@ class PoolServer:
         self.force = False  # a second signal: stop waiting for requests in progress
         self.connections: set[ClientProtocol] = set()
         self._idle = asyncio.Event()
-        self._reaper: asyncio.Task | None = None
+        self._reaper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Probe the backends, then listen."""
@@ -246,7 +249,8 @@ class PoolServer:
             else:
                 busy.pop(key, None)
 
-    async def _forward(self, proto, req: Head, reader, writer, first: tuple, key: str | None, tail: bytes, source_b: bytes, body: Body,
+    async def _forward(self, proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       first: tuple[tuple[Backend, str] | None, ...], key: str | None, tail: bytes, source_b: bytes, body: Body,
                        client_close: bool) -> bool:
         """Send the request to a backend (retrying before the first byte) and relay its answer."""
         router = self.router

@@ -9,9 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import TYPE_CHECKING, cast
 
 from backend.pool.admin import json_error
 from backend.pool.heads import Head, HeadError, forward_fields
+from backend.pool.upstream import Backend
+
+if TYPE_CHECKING:  # proxy imports this module
+    from backend.pool.proxy import ClientProtocol, PoolServer
 from backend.pool.http1 import (
     read_response_head,
     relay_chunked,
@@ -40,7 +45,8 @@ def sse_error(backend: str, chunked: bool = True) -> bytes:
 
 
 
-async def relay_response(server, proto, req: Head, resp: Head, b, sticky: str, source_b: bytes, up_r, up_w, writer, client_close: bool) -> bool:
+async def relay_response(server: PoolServer, proto: ClientProtocol, req: Head, resp: Head, b: Backend, sticky: str, source_b: bytes,
+                         up_r: asyncio.StreamReader, up_w: asyncio.StreamWriter, writer: asyncio.StreamWriter, client_close: bool) -> bool:
     """Forward the response head (plus the X-C3-* headers) and relay the body to the client.
 
     True when the client connection may carry another request. A backend failing midway: an SSE
@@ -95,7 +101,7 @@ async def relay_response(server, proto, req: Head, resp: Head, b, sticky: str, s
         elif dechunk:
             reusable = await relay_dechunked(up_r, write, writer.drain, prefix=out_head) and reusable
         elif framing == "chunked":
-            reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head, transport=up_w.transport,
+            reusable = await relay_chunked(up_r, write, writer.drain, prefix=out_head, transport=cast(asyncio.Transport, up_w.transport),
                                            client_buffer=writer.transport.get_write_buffer_size) and reusable
         else:
             write(out_head)

@@ -32,6 +32,7 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -125,7 +126,7 @@ class Router:
         for b in self.order:
             b.metrics = self.metrics.backends[b.name]
         self.started_at = time.time()
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- choice -------------------------------------------------------------------------------------
 
@@ -194,7 +195,7 @@ class Router:
             log.warning("backend %s %s", name, "draining: no new sessions; idle pinned sessions move" if draining else "undrained: takes new sessions again")
         return b
 
-    def hot_keys(self) -> list[dict]:
+    def hot_keys(self) -> list[dict[str, Any]]:
         """Keys carrying more than `hot_key_share` of a backend's recent requests (hashes only)."""
         from collections import Counter
 
@@ -304,7 +305,7 @@ class Router:
 
     # -- status ---------------------------------------------------------------------------------------
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """The document `c3 pool status --json` prints per pool (and the cockpit reads)."""
         ratio = self.metrics.hit_ratio()
         backends = []

@@ -9,7 +9,6 @@ triggers the router's drain, so `TimeoutStopSec` is the drain timeout plus a mar
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys

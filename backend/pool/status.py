@@ -14,6 +14,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -161,9 +162,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def running_routers() -> list[dict]:
+def running_routers() -> list[dict[str, Any]]:
     """Status files of routers whose process is alive (stale files are removed)."""
-    found = []
+    found: list[dict[str, Any]] = []
     directory = pool_dir()
     if not directory.is_dir():
         return found
@@ -183,14 +184,17 @@ def running_routers() -> list[dict]:
     return found
 
 
-def fetch_status(admin_url: str, timeout_s: float = 2.0) -> dict:
+def fetch_status(admin_url: str, timeout_s: float = 2.0) -> dict[str, Any]:
     """GET `<admin_url>/c3/status` (raises OSError / ValueError)."""
     answer = probe(admin_url.rstrip("/") + "/c3/status", timeout=timeout_s)  # loopback/admin URL from our own file
     if not answer.answered:
         raise OSError(answer.error)
     if not answer.ok:
         raise OSError(f"HTTP {answer.status}")
-    return json.loads(answer.body.decode("utf-8"))
+    doc = json.loads(answer.body.decode("utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError("the router's /c3/status is not a JSON object")
+    return doc
 
 
 def read_pools(timeout_s: float = 2.0) -> list[PoolStatus]:

@@ -76,7 +76,7 @@ class Backend:
         """A pooled connection that still looks open, or None."""
         while self.idle:
             reader, writer = self.idle.pop()
-            if reader.at_eof() or writer.is_closing() or reader._buffer:  # noqa: SLF001 - stray bytes = unusable
+            if reader.at_eof() or writer.is_closing() or reader._buffer:  # type: ignore[attr-defined]  # noqa: SLF001 - stray bytes = unusable
                 writer.transport.abort()
                 continue
             return reader, writer

@@ -9,7 +9,7 @@ of the variable that holds the API key.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml

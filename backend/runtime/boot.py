@@ -84,7 +84,7 @@ def launch_spec(pod: Pod, entry: CatalogEntry, gpus: Sequence[Gpu], *, mode: str
         container_port=command.container_port,
         health_path=command.health_path,
         estate=estate,
-        gpu_mode=mode,  # type: ignore[arg-type]
+        gpu_mode=mode,
     )
 
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from backend.errors import EnvironmentProblem
+from backend.gpu.probe import GpuProbe
 from backend.models import CatalogEntry, ComputeProcess, Gpu
 from backend.runtime.protocol import PodRuntime
+
+if TYPE_CHECKING:  # loaded on first use (see `entry`)
+    from backend.catalog import Catalog
 
 
 @dataclass
@@ -22,10 +26,10 @@ class RuntimeContext:
     """What every runtime command needs."""
 
     runtime: PodRuntime
-    probe: Any | None
+    probe: GpuProbe | None
     """A GpuProbe, or None when NVML is unavailable (see `probe_problem`)."""
     probe_problem: str | None = None
-    catalog: Any | None = None
+    catalog: Catalog | None = None
     forced_mode: str | None = None
     reservation: Callable[[CatalogEntry, Gpu], int | None] | None = None
     notes: list[str] = field(default_factory=list)

@@ -58,7 +58,7 @@ def connect(timeout: float = 30.0) -> Any:
     except ImportError as error:  # pragma: no cover - docker is a hard dependency
         raise EnvironmentProblem(f"docker-py is not installed ({error})") from None
     try:
-        client = docker.from_env(timeout=timeout)
+        client = docker.from_env(timeout=timeout)  # type: ignore[arg-type]  # stubs say int; requests takes a float
         client.ping()
     except (DockerException, OSError) as error:
         raise EnvironmentProblem(
@@ -114,7 +114,7 @@ def create_kwargs(spec: LaunchSpec, mode: ModeDecision, secret_env: Mapping[str,
         env["C3_GPU_REGISTRY"] = CONTAINER_GPU_REGISTRY
     if gpu.device_requests:
         kwargs["device_requests"] = [
-            DeviceRequest(driver=r["Driver"], device_ids=r["DeviceIDs"], capabilities=r.get("Capabilities")) for r in gpu.device_requests
+            DeviceRequest(driver=r["Driver"], device_ids=r["DeviceIDs"], capabilities=r.get("Capabilities") or []) for r in gpu.device_requests
         ]
     if spec.engine in {"vllm", "sglang"}:
         # Tensor-parallel workers talk over shared memory; Docker's 64 MiB default breaks NCCL.
@@ -238,7 +238,7 @@ class DockerRuntime:
         container = self._container(pod)
         if container is None:
             return ""
-        raw = self._call(container.logs, tail=tail)
+        raw: bytes = self._call(container.logs, tail=tail)
         return raw.decode("utf-8", errors="replace")
 
     def follow_logs(self, pod: str, tail: int = 100) -> Iterator[str]:
@@ -267,7 +267,8 @@ class DockerRuntime:
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Container events of c3 pods (blocking generator; the live hub runs it in a thread)."""
-        return self.client.events(decode=True, filters={"type": "container", "label": LABEL_POD})
+        events: Iterator[dict[str, Any]] = self.client.events(decode=True, filters={"type": "container", "label": LABEL_POD})
+        return events
 
 
 def _workload(container: Any) -> Workload:

@@ -143,7 +143,8 @@ def binding(mode: GpuMode, uuids: Iterable[str], indices: Iterable[int] = (), cd
         # The toolkit reads capabilities from this variable too; `compute,utility` gives CUDA and nvidia-smi.
         return GpuBinding([request], {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"})
     if mode == "cdi":
-        names = [_cdi_name(uuid, index, cdi_names) for uuid, index in zip(uuids, indices or [None] * len(uuids), strict=True)]
+        slots: list[int | None] = [*indices] if indices else [None] * len(uuids)
+        names = [_cdi_name(uuid, index, cdi_names) for uuid, index in zip(uuids, slots, strict=True)]
         return GpuBinding([{"Driver": "cdi", "DeviceIDs": names}], {})
     return GpuBinding([], {"NVIDIA_VISIBLE_DEVICES": ",".join(uuids)})
 

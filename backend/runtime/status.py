@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import C3Error
-from backend.models import Gpu, Pod
+from backend.models import ComputeProcess, Gpu, Pod
 from backend.runtime import placement as placement_rules
 from backend.runtime.context import RuntimeContext
 from backend.runtime.models import Placement, Workload
@@ -27,7 +27,7 @@ def placement_of(
     workload: Workload,
     *,
     serving: bool | None,
-    processes: list | None = None,
+    processes: list[ComputeProcess] | None = None,
     owners: Mapping[int, str | None] | None = None,
 ) -> Placement:
     """Placement verdict for one pod; never raises (a failing source gives `unknown` with the reason)."""
@@ -74,7 +74,7 @@ def engine_device(ctx: RuntimeContext, pod: Pod, tail: int = 2000) -> str | None
     return parse_boot_log(text).kv_device
 
 
-def same_estate(running: str, wanted: str) -> bool:
+def same_estate(running: str | None, wanted: str | None) -> bool:
     """Whether a running workload's estate label names the same estate file as `wanted`.
 
     Workloads are identified by estate file and pod name; `""` is `c3 serve` (no estate file).
@@ -89,7 +89,7 @@ def same_estate(running: str, wanted: str) -> bool:
         return Path(running).resolve() == Path(wanted).resolve()
 
 
-def describe_estate(estate: str) -> str:
+def describe_estate(estate: str | None) -> str:
     """An estate label in words."""
     return f"estate {estate}" if estate else "`c3 serve` (no estate file)"
 
@@ -109,7 +109,7 @@ def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = 
     owners: Mapping[int, str | None] = {}
     if procs and any(workloads.get(p.name) and workloads[p.name].running for p in pods):
         owners = ctx.runtime.owners(p.pid for p in procs)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for pod in pods:
         workload = workloads.get(pod.name) or Workload(pod=pod.name, status="absent")
         serving = False

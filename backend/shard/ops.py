@@ -10,12 +10,13 @@ import asyncio
 import re
 import shlex
 from collections.abc import Callable
+from typing import cast
 
 from pydantic import BaseModel, Field
 
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
-from backend.remote import Shell, close_all, open_shells
+from backend.remote import CommandResult, Shell, close_all, open_shells
 from backend.settings import current
 from backend.shard.plan import ShardOptions, split_env
 from backend.shard.prepare import Prepared, prepare
@@ -144,7 +145,7 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
         head = nodes[0]
         script = tagged_script("list") + "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
 
-        async def listing_of(node: Node):
+        async def listing_of(node: Node) -> CommandResult:
             if node.name in failures:
                 raise failures[node.name]
             return await run_script(execs[node.name], script, timeout=30)
@@ -170,7 +171,7 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
             member = next((entry for entry in ray_nodes if entry["address"] in owned), None)
             if member is not None:
                 status_.ray_address = str(member["address"])
-                status_.ray_resources = {k: float(v) for k, v in dict(member["resources"]).items() if not k.startswith("node:")}  # type: ignore[arg-type]
+                status_.ray_resources = {k: float(v) for k, v in cast(dict[str, float], member["resources"]).items() if not k.startswith("node:")}
             result.nodes.append(status_)
         return result
     finally:

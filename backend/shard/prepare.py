@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from backend.cluster import addresses
 from backend.errors import EnvironmentProblem, Refused
 from backend.nodes.registry import Node
 from backend.remote import Shell
@@ -49,7 +51,7 @@ async def probe_all(ordered: list[Node], execs: dict[str, Shell], options: plann
 
 
 @contextlib.contextmanager
-def head_listener(address: str, port: int, *, what: str):
+def head_listener(address: str, port: int, *, what: str) -> Iterator[None]:
     """Listen on the head's port while workers test it; refuses when the port is taken already."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # As servers do: TIME_WAIT leftovers of earlier connections do not make a port busy, a listener does.
@@ -113,7 +115,7 @@ async def prepare(nodes: list[Node], execs: dict[str, Shell], options: planning.
     if options.stop_services:
         planning.check_sudo(ordered, facts)
         checks.append("passwordless sudo on every node (sudo -n true)")
-    address = planning.choose_head_address(head, facts, workers, options.head_address)
+    address = addresses.choose_head_address(head, facts, workers, options.head_address)
     port = options.ray_port if options.backend == "ray" else options.master_port
     what = "Ray GCS" if options.backend == "ray" else "rendezvous"
     if execs[head.name].node.local and not options.stop_services:
@@ -123,7 +125,7 @@ async def prepare(nodes: list[Node], execs: dict[str, Shell], options: planning.
             pass
         checks.append(f"API port {options.api_port} free on {head.name}")
     routes = await check_reach(head, workers, execs, facts, address, port, what=what)
-    planning.check_routes(address, port, routes)
+    addresses.check_routes(address, port, routes)
     how = "TCP connect" if execs[head.name].node.local else "route only: the head is not this machine"
     checks.append(f"head {address}:{port} reachable from " + ", ".join(f"{r.node} (via {r.interface}, {r.source})" for r in routes.values()) + f" [{how}]")
     plan = planning.build_plan(nodes, facts, routes, options, head_address=address, secret_names=secret_names)

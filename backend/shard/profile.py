@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -128,7 +129,7 @@ def _from_file(path: Path) -> ShardProfile:
         raise UsageError(f"profile {path}: {where}: {first['msg']}") from exc
 
 
-def _quietly(check) -> bool:
+def _quietly(check: Callable[[], object]) -> bool:
     """A file-system yes/no that treats an unusable name (too long, bad bytes) as no."""
     try:
         return bool(check())

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from backend.atomic import locked
 from backend.errors import Refused
@@ -60,7 +61,7 @@ class SimRuntime:
     def __init__(self, base: Path | None = None, python: str = sys.executable) -> None:
         self.base = base or sim_dir()
         self.python = python
-        self._children: dict[int, subprocess.Popen] = {}
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
 
     # -- files ---------------------------------------------------------------------------------
@@ -71,14 +72,14 @@ class SimRuntime:
     def log_path(self, pod: str) -> Path:
         return self.base / "logs" / f"{pod}.log"
 
-    def _record(self, pod: str) -> dict | None:
+    def _record(self, pod: str) -> dict[str, Any] | None:
         try:
             data = json.loads(self._record_path(pod).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
 
-    def _alive(self, record: dict) -> bool:
+    def _alive(self, record: dict[str, Any]) -> bool:
         pid = record["pid"]
         child = self._children.get(pid)
         if child is not None and child.poll() is not None:
@@ -137,7 +138,7 @@ class SimRuntime:
             os.replace(tmp, self._record_path(spec.pod))
             return self._workload(spec.pod, record)
 
-    def _workload(self, pod: str, record: dict | None) -> Workload:
+    def _workload(self, pod: str, record: dict[str, Any] | None) -> Workload:
         if record is None:
             return Workload(pod=pod, status="absent")
         alive = self._alive(record)
@@ -190,7 +191,7 @@ class SimRuntime:
         self._record_path(pod).unlink(missing_ok=True)
         return True
 
-    def _wait_gone(self, record: dict, wait: float) -> bool:
+    def _wait_gone(self, record: dict[str, Any], wait: float) -> bool:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if not self._alive(record):

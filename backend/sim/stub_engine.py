@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import time
+from typing import Any
 
 # Flags that take a value; everything else starting with "-" is a boolean or an unknown flag.
 VALUE_FLAGS = {
@@ -56,9 +57,9 @@ TRUE = {"1", "true", "yes", "on"}
 SECRET_HEADERS = {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"}
 
 
-def parse_config(argv: list[str], env: dict[str, str]) -> dict:
+def parse_config(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Engine argv + `C3_STUB_*` env → one config dict (argv wins over env, env over defaults)."""
-    cfg = dict(DEFAULTS)
+    cfg: dict[str, Any] = dict(DEFAULTS)
     for key in DEFAULTS:
         raw = env.get("C3_STUB_" + key.upper())
         if raw is not None:
@@ -107,7 +108,8 @@ def parse_config(argv: list[str], env: dict[str, str]) -> dict:
 
 def gpu_tokens(env: dict[str, str], world_size: int) -> list[str]:
     """The GPUs this process would land on, as UUIDs or indices ("all" = every GPU)."""
-    split = lambda v: [t.strip() for t in v.split(",") if t.strip()]  # noqa: E731
+    def split(v: str) -> list[str]:
+        return [t.strip() for t in v.split(",") if t.strip()]
     if env.get("C3_STUB_GPUS"):  # simulates a runtime that ignored the mask
         return split(env["C3_STUB_GPUS"])
     nv, cuda = env.get("NVIDIA_VISIBLE_DEVICES"), env.get("CUDA_VISIBLE_DEVICES")
@@ -140,7 +142,7 @@ def container_id() -> str | None:
 class Registration:
     """One file in `$C3_GPU_REGISTRY` saying which GPUs this process holds and how much memory."""
 
-    def __init__(self, cfg: dict, env: dict[str, str]):
+    def __init__(self, cfg: dict[str, Any], env: dict[str, str]):
         self.path = None
         directory = env.get("C3_GPU_REGISTRY")
         if not directory:
@@ -180,7 +182,7 @@ def log(level: str, where: str, message: str, prefix: str = "") -> None:
     print(f"{prefix}{level} {stamp} [{where}] {message}", flush=True)
 
 
-async def boot(cfg: dict) -> int:
+async def boot(cfg: dict[str, Any]) -> int:
     """Print the boot log across the start-up delay; return non-zero to crash instead of serving."""
     delay, pid, world = cfg["startup_delay"], os.getpid(), cfg["tp"] * cfg["pp"]
     core = f"(EngineCore_DP0 pid={pid}) "
@@ -234,7 +236,7 @@ class PrefixCache:
     BLOCK = 16
 
     def __init__(self, capacity: int = 65536):
-        self.blocks: collections.OrderedDict = collections.OrderedDict()
+        self.blocks: collections.OrderedDict[bytes, None] = collections.OrderedDict()
         self.capacity = capacity
 
     def lookup_and_insert(self, tokens: list[str]) -> int:
@@ -255,16 +257,16 @@ class PrefixCache:
 
 
 class Engine:
-    def __init__(self, cfg: dict):
+    def __init__(self, cfg: dict[str, Any]):
         self.cfg = cfg
         self.started = int(time.time())
-        self.records: collections.deque = collections.deque(maxlen=2000)
+        self.records: collections.deque[dict[str, Any]] = collections.deque(maxlen=2000)
         self.seq = 0
-        self.counts = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
         self.running = 0
         self.inflight_tokens = 0
         self.prefix_cache = PrefixCache()
-        self.writers: set = set()
+        self.writers: set[asyncio.StreamWriter] = set()
         self.stop = asyncio.Event()
         self.exit_code = 0
 
@@ -286,14 +288,14 @@ class Engine:
             if not writer.is_closing():
                 writer.transport.abort()
 
-    async def one_request(self, reader, writer) -> bool:
+    async def one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError:
             return False
         lines = head.decode("latin-1").split("\r\n")
         method, target, version = lines[0].split(" ", 2)
-        headers = {}
+        headers: dict[str, str] = {}
         for line in lines[1:]:
             if ":" in line:
                 key, _, value = line.partition(":")
@@ -326,8 +328,8 @@ class Engine:
             print(f'INFO:     {rec["peer"]} - "{method} {target} {version}" {rec["status"]}', flush=True)
         return keep
 
-    def send(self, writer, status: int, body: bytes, keep: bool, ctype: str = "application/json",
-             rec: dict | None = None) -> bool:
+    def send(self, writer: asyncio.StreamWriter, status: int, body: bytes, keep: bool, ctype: str = "application/json",
+             rec: dict[str, Any] | None = None) -> bool:
         if rec is not None:
             rec["status"] = status
         head = (f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\ncontent-type: {ctype}\r\n"
@@ -336,11 +338,12 @@ class Engine:
         writer.write(head.encode("latin-1") + body)
         return keep
 
-    def error(self, writer, status: int, message: str, kind: str, keep: bool, rec: dict) -> bool:
+    def error(self, writer: asyncio.StreamWriter, status: int, message: str, kind: str, keep: bool, rec: dict[str, Any]) -> bool:
         body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
         return self.send(writer, status, json.dumps(body).encode(), keep, rec=rec)
 
-    async def route(self, reader, writer, method, path, headers, body, rec, keep) -> bool:
+    async def route(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, path: str, headers: dict[str, str], body: bytes,
+                    rec: dict[str, Any], keep: bool) -> bool:
         routes = {"/health": "GET", "/v1/models": "GET", "/metrics": "GET", "/version": "GET",
                   "/v1/chat/completions": "POST", "/v1/completions": "POST"}
         if path not in routes:
@@ -366,7 +369,7 @@ class Engine:
         await writer.drain()
         return keep
 
-    async def complete(self, reader, writer, path, body, rec, keep) -> bool:
+    async def complete(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, body: bytes, rec: dict[str, Any], keep: bool) -> bool:
         try:
             req = json.loads(body or b"{}")
             assert isinstance(req, dict)
@@ -423,17 +426,18 @@ class Engine:
             self.stop.set()
         return keep
 
-    async def stream(self, reader, writer, chat, base, pieces, finish, usage, req, rec, keep) -> bool:
+    async def stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chat: bool, base: dict[str, Any], pieces: list[str], finish: str,
+                     usage: dict[str, int], req: dict[str, Any], rec: dict[str, Any], keep: bool) -> bool:
         writer.write(("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                       f"cache-control: no-cache\r\ntransfer-encoding: chunked\r\nx-stub-backend: {self.cfg['name']}\r\n"
                       + ("" if keep else "connection: close\r\n") + "\r\n").encode("latin-1"))
         base = {**base, "object": "chat.completion.chunk" if chat else "text_completion"}
 
-        def event(payload) -> bytes:
+        def event(payload: bytes | dict[str, Any]) -> bytes:
             data = b"data: " + (payload if isinstance(payload, bytes) else json.dumps(payload).encode()) + b"\n\n"
             return b"%x\r\n%s\r\n" % (len(data), data)
 
-        def choice(delta_text, reason=None, role=False):
+        def choice(delta_text: str | None, reason: str | None = None, role: bool = False) -> dict[str, Any]:
             if chat:
                 delta = {"role": "assistant", "content": ""} if role else \
                     ({"content": delta_text} if delta_text is not None else {})
@@ -525,7 +529,7 @@ class Engine:
                         f"llamacpp:{name} {value:g}"]
         return "\n".join(out) + "\n"
 
-    async def debug(self, writer, method, path, keep) -> bool:
+    async def debug(self, writer: asyncio.StreamWriter, method: str, path: str, keep: bool) -> bool:
         status, body = 200, b'{"cleared":true}'
         if path == "/debug/requests" and method == "DELETE":
             self.records.clear()
@@ -542,7 +546,7 @@ class Engine:
         return keep
 
 
-async def serve(cfg: dict, env: dict[str, str]) -> int:
+async def serve(cfg: dict[str, Any], env: dict[str, str]) -> int:
     loop = asyncio.get_running_loop()
     engine = Engine(cfg)
     for sig in (signal.SIGTERM, signal.SIGINT):

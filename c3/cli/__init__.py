@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     # Non-UTF-8 locales crashed club-3090's helpers (#779); our output has ✓ ⚠ × — in it.
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(errors="replace")  # type: ignore[attr-defined]
+            stream.reconfigure(errors="replace")  # type: ignore[union-attr]
         except (AttributeError, ValueError):
             pass
     try:
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
 
         with settings.using(settings.load()):
             cli.main(args=argv, prog_name="c3", standalone_mode=False)
-    except SystemExit as done:
+    except SystemExit:
         # click handles EPIPE itself (`c3 … | head`): it wraps stdout in its pacifying wrapper and
         # exits 1. A reader that stopped early is not our failure: exit 0, quietly.
         if "PacifyFlushWrapper" in type(sys.stdout).__name__:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from c3.cli.common import emit_json, json_option, parse_index_list
@@ -22,7 +24,7 @@ def catalog(fits_on: str | None, as_json: bool) -> None:
     from backend.catalog import load_catalog
 
     cat = load_catalog()
-    verdicts: dict[str, dict] = {}
+    verdicts: dict[str, dict[str, Any]] = {}
     if fits_on:
         from backend.fit import fit_on_gpus
         from c3.cli.fit import probe_gpus
@@ -33,7 +35,7 @@ def catalog(fits_on: str | None, as_json: bool) -> None:
                 continue
             report = fit_on_gpus(entry, gpus[: entry.gpu_count], catalog=cat)
             verdicts[entry.slug] = {"verdict": report.verdict, "available_kv_gib": report.available_kv_gib, "max_concurrency": report.max_concurrency}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for entry in cat.entries:
         if fits_on and entry.slug not in verdicts:
             continue

@@ -7,8 +7,13 @@ Terminal choices are applied before Textual is imported, because Textual reads i
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from c3.services import Services
 
 COLOR_SYSTEMS = {"auto": "auto", "truecolor": "truecolor", "256": "256", "16": "standard"}
 
@@ -22,12 +27,12 @@ def configure_terminal(color: str) -> None:
     os.environ.setdefault("TEXTUAL_FPS", "30")
 
 
-def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = False, demo: bool = False, estate_path=None, bell: bool = False) -> None:
+def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = False, demo: bool = False, estate_path: Path | None = None, bell: bool = False) -> None:
     """Build the facade (real backend; the simulated rig and runtime for `demo`) and run the app."""
     configure_terminal(color)
     from c3.app import C3App
 
-    def build_services():  # runs in a worker thread
+    def build_services() -> Services:  # runs in a worker thread
         from c3.services_real import build_services as build
 
         return build(readonly=readonly, demo=demo, estate_path=estate_path)

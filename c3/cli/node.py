@@ -100,7 +100,8 @@ def trust(name: str, fingerprint: str | None, yes: bool) -> None:
     from backend.errors import Refused
     from backend.nodes.registry import resolve_nodes
     from backend.remote import run_sync
-    from backend.ssh import fetch_host_key, trust_host_key
+    from backend.ssh import fetch_host_key
+    from backend.ssh_known_hosts import trust_host_key
 
     (target,) = resolve_nodes([name])
     if target.local:

@@ -229,6 +229,6 @@ def validate(as_json: bool, file: Path | None, force: bool) -> None:
 
 
 # RUNTIME adds up/down/status/logs to the group defined above (so this import comes last).
-from c3.cli import pod_runtime
+from c3.cli import pod_runtime  # noqa: E402
 
 pod_runtime.register(pod)

@@ -80,7 +80,10 @@ def report_outcome(outcome: Any, port: int | None = None) -> None:
 
 def placement_failure(outcome: Any) -> None:
     if outcome.ok and outcome.placement is not None and outcome.placement.verdict == "mismatch":
-        raise Refused(f"pod {outcome.pod} serves, but not on exactly its GPUs: {outcome.placement.reason}", hint=f"it is left running; `c3 pod down {outcome.pod}`, then check --gpu-mode and the container runtime")
+        raise Refused(
+            f"pod {outcome.pod} serves, but not on exactly its GPUs: {outcome.placement.reason}",
+            hint=f"it is left running; `c3 pod down {outcome.pod}`, then check --gpu-mode and the container runtime",
+        )
 
 
 def is_running(pod: Pod | str) -> bool | None:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from backend.errors import EnvironmentProblem, Refused, UsageError
 from c3.cli.common import emit_json, json_option
+
+if TYPE_CHECKING:
+    from backend.nodes.registry import Node
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -26,7 +31,7 @@ def parse_bind(text: str) -> tuple[str, int]:
     return host, port
 
 
-def _resolve(nodes: str):
+def _resolve(nodes: str) -> list[Node]:
     from backend.nodes.registry import resolve_nodes
 
     return resolve_nodes(nodes)
@@ -73,7 +78,7 @@ SERVE_OPTIONS = (
 ALWAYS_IN_UNIT = frozenset({"drain_timeout", "body_timeout", "idle_timeout"})
 
 
-def serve_options(func):
+def serve_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Apply SERVE_OPTIONS to a click command (listed in --help in the order above)."""
     for option in reversed(SERVE_OPTIONS):
         func = option(func)
@@ -103,7 +108,7 @@ def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeo
     run_pool(config)
 
 
-def _fmt_ms(value) -> str:
+def _fmt_ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
@@ -187,7 +192,7 @@ def _post_drain(admin_url: str, path: str, node: str) -> dict:
         doc = None
     if not answer.ok:
         try:
-            message = doc["error"]["message"]  # type: ignore[index]
+            message = doc["error"]["message"]
         except (KeyError, TypeError):
             message = f"HTTP {answer.status}"
         raise Refused(f"the router refused: {message}")
@@ -196,7 +201,7 @@ def _post_drain(admin_url: str, path: str, node: str) -> dict:
     return doc
 
 
-def _drain_options(func):
+def _drain_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--port", type=click.IntRange(1, 65535), default=None, help="The router listening on this port.")(func)
     func = click.option("--bind", default=None, help="The router started with this --bind ([HOST]:PORT).")(func)
     return click.argument("node")(func)

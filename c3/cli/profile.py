@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 import click
 
 from c3.cli.common import emit_json, json_option
 
+if TYPE_CHECKING:
+    from backend.profiles import Profile
 
-def _label(p) -> str:
+
+def _label(p: Profile) -> str:
     from backend.errors import C3Error
     from backend.recipes import get_recipe
 

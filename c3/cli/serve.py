@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,6 +23,10 @@ from backend.models import CatalogEntry, Gpu, Pod
 from c3.cli.common import parse_index_list
 from c3.cli.pod_runtime import echo_progress, gpu_mode_option, placement_failure, report_outcome
 
+if TYPE_CHECKING:
+    from backend.catalog import Catalog
+    from backend.runtime.context import RuntimeContext
+
 
 def pod_name_for(slug: str) -> str:
     """`vllm/Qwen3-8B` → `serve-qwen3-8b` (a valid pod name)."""
@@ -29,14 +34,14 @@ def pod_name_for(slug: str) -> str:
     return f"serve-{short}"[:63].rstrip("-")
 
 
-def free_gpus(ctx, gpus: list[Gpu]) -> list[Gpu]:
+def free_gpus(ctx: RuntimeContext, gpus: list[Gpu]) -> list[Gpu]:
     """GPUs no running pod claims and no process holds memory on."""
     claimed = {u for w in ctx.runtime.workloads().values() if w.running for u in w.gpu_uuids}
     busy = {p.gpu_uuid for p in (ctx.processes() or [])}
     return [g for g in gpus if g.uuid not in claimed and g.uuid not in busy]
 
 
-def variant_for(catalog, entry: CatalogEntry, count: int) -> CatalogEntry | None:
+def variant_for(catalog: Catalog, entry: CatalogEntry, count: int) -> CatalogEntry | None:
     """The catalog entry that runs `entry`'s model on `count` GPUs (TP × PP), itself included."""
     if entry.gpu_count == count:
         return entry
@@ -49,7 +54,7 @@ def _no_variant(entry: CatalogEntry, count: int) -> str:
     return f"{entry.slug} needs {entry.gpu_count} GPU(s) and the catalog has no TP={count} variant of {entry.model or entry.slug}"
 
 
-def _by_count(catalog, entry: CatalogEntry, chosen: list[int], *, usage: bool) -> tuple[CatalogEntry, list[int]]:
+def _by_count(catalog: Catalog, entry: CatalogEntry, chosen: list[int], *, usage: bool) -> tuple[CatalogEntry, list[int]]:
     variant = variant_for(catalog, entry, len(chosen))
     if variant is None:
         error = UsageError if usage else Refused
@@ -78,7 +83,7 @@ def parse_answer(answer: str, free: list[Gpu]) -> list[int]:
 
 
 def choose(
-    ctx,
+    ctx: RuntimeContext,
     entry: CatalogEntry,
     given: str | None,
     *,
@@ -86,7 +91,9 @@ def choose(
     ask: Callable[[str, str], str] | None = None,
 ) -> tuple[CatalogEntry, list[int]]:
     """The entry to run (the slug or its TP=N variant) and its host GPU indices."""
-    catalog = ctx.catalog
+    from backend.catalog import load_catalog
+
+    catalog = ctx.catalog if ctx.catalog is not None else load_catalog()
     if given:
         return _by_count(catalog, entry, parse_index_list(given), usage=True)
     need = entry.gpu_count

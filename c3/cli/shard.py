@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from c3.cli.common import emit_json, json_option
 
+if TYPE_CHECKING:
+    from backend.nodes.registry import Node
 
-def _nodes(names: str):
+
+def _nodes(names: str) -> list[Node]:
     from backend.nodes.registry import resolve_nodes
 
     return resolve_nodes(names)

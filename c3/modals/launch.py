@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Button, Checkbox, Input, SelectionList, Static
@@ -40,7 +40,7 @@ class LaunchModal(CockpitModal):
     #dialog.launch #launch-overrides-status { height: auto; max-height: 4; display: none; }
     """
     AUTO_FOCUS = "#launch-nodes"
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="launch_cancel"),
         Binding("ctrl+s", "preview", "Preview", id="launch_preview", priority=True),
     ]

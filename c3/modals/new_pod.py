@@ -18,6 +18,8 @@ from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
+
     from backend.models import CatalogEntry, FitReport
 from c3.screens.base import CockpitModal, describe_error
 from c3.services import NewPod, PodState
@@ -81,7 +83,7 @@ class NewPodModal(CockpitModal):
         self._generation = 0
         self._proposed_port = ""
         self._verdicts_for: str | None = None
-        self._refit_timer = None
+        self._refit_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         free = " ".join(f"GPU{i}" for i in self.free) or "none"

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.content import Content
+
+if TYPE_CHECKING:
+    from c3.services import WriteResult
 
 MODES = (("orchestration", "1", "Orchestration"), ("nodes", "2", "Nodes"), ("recipes", "3", "Recipes"))
 
@@ -23,7 +28,7 @@ def mode_bar(active: str, label: str, readonly: bool, trouble: str = "") -> Cont
     return Content.assemble(*parts)
 
 
-def result_line(result, idle: str) -> Content:
+def result_line(result: WriteResult | None, idle: str) -> Content:
     """The last write's outcome (`✓ …` or `✗ refused: … — hint: …`), or `idle` before any write."""
     if result is None:
         return Content.from_markup("[$text-muted]$i[/]", i=idle)

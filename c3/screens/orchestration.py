@@ -7,7 +7,7 @@ modal covers it. Every facade call runs in a thread worker; handlers only render
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -47,7 +47,7 @@ class OrchestrationScreen(CockpitScreen):
         Binding("r", "refresh_now", "Refresh", show=False, id="refresh", tooltip="Poll GPUs and pods now"),
     ]
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gpus: dict[int, GpuSnapshot] = {}
         self.gpu_taken_at: datetime | None = None

@@ -7,7 +7,7 @@ scrolling for free; each pod is one multi-line option keyed by its name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding
 from textual.content import Content
@@ -101,9 +101,9 @@ class PodList(OptionList):
     PodList > .option-list--option { padding: 0 0 1 0; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._key: tuple | None = None
+        self._key: tuple[object, ...] | None = None
         self._shown: tuple[list[PodState], dict[int, GpuSnapshot]] | None = None
 
     @property

@@ -5,6 +5,7 @@ progress) and stop of the active profile (`d`); empty states that say how to add
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -44,7 +45,7 @@ class RecipesScreen(CockpitScreen):
         Binding("r", "refresh_now", "Refresh", id="recipes_refresh", tooltip="Read the recipe catalogue again"),
     ]
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.rows: list[RecipeRow] | None = None
         self.missing_backend = False

@@ -438,7 +438,7 @@ class HostRig:
             return 0.0 if present.returncode == 0 else self.load_image(host, image, source_docker_host=source_docker_host)
 
         with ThreadPoolExecutor(max_workers=len(self.hosts) or 1) as pool:
-            return dict(zip([h.name for h in self.hosts], pool.map(one, self.hosts)))
+            return dict(zip([h.name for h in self.hosts], pool.map(one, self.hosts), strict=True))
 
     # --- tearing down ---------------------------------------------------------------------
 

@@ -48,6 +48,6 @@ def conversation_hit_rate(pool_url: str, replica_urls: list[str], *, conversatio
             reply = _post(pool_url, {"model": model, "max_tokens": 8, "messages": history}, session)
             history.append({"role": "assistant", "content": reply["choices"][0]["message"]["content"]})
     after = [scrape(u) for u in replica_urls]
-    hits = sum(a.get("vllm:prefix_cache_hits_total", 0) - b.get("vllm:prefix_cache_hits_total", 0) for a, b in zip(after, before))
-    queries = sum(a.get("vllm:prefix_cache_queries_total", 0) - b.get("vllm:prefix_cache_queries_total", 0) for a, b in zip(after, before))
+    hits = sum(a.get("vllm:prefix_cache_hits_total", 0) - b.get("vllm:prefix_cache_hits_total", 0) for a, b in zip(after, before, strict=True))
+    queries = sum(a.get("vllm:prefix_cache_queries_total", 0) - b.get("vllm:prefix_cache_queries_total", 0) for a, b in zip(after, before, strict=True))
     return hits / queries if queries else 0.0

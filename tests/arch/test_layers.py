@@ -1,4 +1,5 @@
-"""The layer rule: backend/ never imports textual, rich, c3 or widgets."""
+"""The import contracts in pyproject.toml ([tool.importlinter]: the UI layer, one adapter per SDK, the backend's layers,
+no cycles), and a run-time check that backend/ never loads textual, rich, c3 or widgets."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.static
 def test_import_linter_contracts_hold():
     lint = Path(sys.executable).with_name("lint-imports")
     result = subprocess.run([str(lint), str(ROOT / "pyproject.toml")], cwd=ROOT, capture_output=True, text=True)

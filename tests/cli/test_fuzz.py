@@ -86,7 +86,7 @@ def test_random_command_lines_keep_the_contract(path, cmd, data, tmp_path_factor
     with ThreadPoolExecutor(max_workers=BATCH) as pool:
         results = list(pool.map(lambda argv: _run(path, argv, root), batch))
     failures = []
-    for full, outcome in results:
+    for _full, outcome in results:
         problems = contract_problems(outcome, may_write=outcome.rc == 0)
         if problems:
             failures.append("; ".join(problems) + "\n" + outcome.describe())

@@ -69,7 +69,8 @@ async def _boot(pilot, name: str) -> None:
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
     assert not app.screen.plan.problems, app.screen.plan.problems
     await pilot.press("y")
-    await wait_for(pilot, lambda: app.last_result is not None and f"pod {name}" in app.last_result.message and ("serv" in app.last_result.message or "fail" in app.last_result.message), timeout=60, what=f"pod {name} to boot")
+    await wait_for(pilot, lambda: app.last_result is not None and f"pod {name}" in app.last_result.message
+                   and ("serv" in app.last_result.message or "fail" in app.last_result.message), timeout=60, what=f"pod {name} to boot")
 
 
 async def test_demo_create_boot_placed_mismatch_stop(demo_services):

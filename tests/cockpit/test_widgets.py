@@ -111,7 +111,7 @@ async def test_gpu_panels_never_overlap_and_scroll(count, size):
         await pilot.pause()
         panels = list(app.query(GpuPanel))
         regions = [p.virtual_region for p in panels]
-        for a, b in zip(regions, regions[1:]):
+        for a, b in zip(regions, regions[1:], strict=False):
             assert a.bottom <= b.y, "panels overlap"
         for panel in panels:
             lines = panel.render().plain.splitlines()

@@ -53,7 +53,7 @@ def test_parallel_creates_on_distinct_gpus_all_land(tmp_path: Path, env):
     ]
     results = _finish(procs)
     created = {f"p{i}" for i, (code, _, _) in enumerate(results) if code == 0}
-    for code, out, err in results:
+    for code, _out, err in results:
         assert "Traceback" not in err
         assert code in (0, 1), err
     names = {p.name for p in load_estate(path).pods}

@@ -140,7 +140,8 @@ def test_create_on_a_club_file_keeps_its_keys_and_stamps_updated(tmp_path: Path)
     from tests.estate.fakes import RTX3090, FakeCatalog, fake_fit, probe
 
     path = tmp_path / "estate.yml"
-    path.write_text(CLUB_FILE.replace("created: 2026-05-14T00:00:00Z", "created: 2026-05-14T00:00:00Z\nupdated: 2026-05-14T00:00:00Z").replace("vllm/minimal", "vllm/qwen3-8b").replace("vllm/dual", "vllm/qwen3-32b-awq-tp2"))
+    text = CLUB_FILE.replace("created: 2026-05-14T00:00:00Z", "created: 2026-05-14T00:00:00Z\nupdated: 2026-05-14T00:00:00Z")
+    path.write_text(text.replace("vllm/minimal", "vllm/qwen3-8b").replace("vllm/dual", "vllm/qwen3-32b-awq-tp2"))
     create_pod(path, "new", [3], "vllm/qwen3-8b", gpus=probe(*[RTX3090] * 4).gpus(), catalog=FakeCatalog(), fit=fake_fit, is_bound=None)
     doc = yaml.safe_load(path.read_text())
     assert doc["rig"]["hardware_id"] == "rtx-3090"

@@ -332,5 +332,5 @@ def test_unreadable_files_are_exit_3_naming_the_file(open_base):
         env = dict(os.environ, C3_HOME=str(home), C3_STATE=str(base / "state"), C3_RIG=str(base / "rig.yaml"), HOME=str(base))
         done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", C3, *argv], env=env, capture_output=True, text=True, timeout=WALL_S)
         assert done.returncode == 3 and "Traceback" not in done.stderr, (name, done.stderr)
-        assert done.stderr.startswith(f"c3: error: cannot read") and str(path) in done.stderr.splitlines()[0]
+        assert done.stderr.startswith("c3: error: cannot read") and str(path) in done.stderr.splitlines()[0]
         path.chmod(0o600)

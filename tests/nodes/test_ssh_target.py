@@ -78,5 +78,5 @@ def test_profile_env_refuses_an_api_key_name_that_would_run_code(tmp_path):
     set_active("p")
     result = subprocess.run([sys.executable, "-m", "c3", "profile", "env"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr.startswith("c3: error:") and "touch" not in result.stdout
-    subprocess.run(["bash", "-c", f'eval "$(cat)"'], input=result.stdout, capture_output=True, text=True, timeout=10)
+    subprocess.run(["bash", "-c", 'eval "$(cat)"'], input=result.stdout, capture_output=True, text=True, timeout=10)
     assert not marker.exists()

@@ -70,8 +70,8 @@ def test_units_render_verify_and_install_service_cli(tmp_path, require_service):
     verdict = verify_units(written)
     assert verdict is not None and verdict[0], verdict
 
-    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", *a],
-                                          capture_output=True, text=True, **kw)
+    def run(*a: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", *a], capture_output=True, text=True, **kw)
     dry = run("--dry-run", "--unit-dir", str(tmp_path / "dry"))
     assert dry.returncode == 0 and "[Service]" in dry.stdout and "nothing written" in dry.stdout
     assert not (tmp_path / "dry").exists()
@@ -96,8 +96,9 @@ def test_install_service_stands_the_native_unit_down_after_showing_it(tmp_path):
         'case "$1" in is-active) echo active;; is-enabled) echo enabled;; esac\n')
     (bindir / "systemctl").chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
-    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", *a, "--unit-dir",
-                                           str(tmp_path / "units")], capture_output=True, text=True, env=env, **kw)
+    def run(*a: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", *a, "--unit-dir", str(tmp_path / "units")],
+                              capture_output=True, text=True, env=env, **kw)
     dry = run("--dry-run")
     assert dry.returncode == 0 and "vllm.service is active, enabled: it will be stood down: systemctl disable --now vllm.service" in dry.stdout
     assert "to restore it later: systemctl enable --now vllm.service" in dry.stdout
@@ -109,3 +110,13 @@ def test_install_service_stands_the_native_unit_down_after_showing_it(tmp_path):
     assert "disable --now vllm.service" in log.read_text() and "enable --now" not in log.read_text().replace("disable --now", "")
     none = run("--yes", "--native-unit", "")
     assert none.returncode == 0 and log.read_text().count("disable") == 1
+
+
+@pytest.mark.parametrize("text", ["[]", "null", '"x"'])
+def test_a_state_file_that_is_not_an_object_counts_as_no_state(profile, text):
+    """A hand-edited or foreign state file is read as no state (found by mypy: it was used as a dict unchecked)."""
+    path = watchdog._state_path("p")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    assert watchdog.read_state("p") == {}
+    assert _round(False, 5000, [], failures=3, grace_s=0, cooldown_s=0).action == "failing"

@@ -29,7 +29,7 @@ def test_each_key_always_reaches_the_same_backend(mode, stubs, pool_process):
     seen: dict[str, set[str]] = defaultdict(set)
     outcomes = Counter()
     with httpx.Client(base_url=pool.url, timeout=10) as client:
-        for round_ in range(5):
+        for _round in range(5):
             for i in range(20):
                 r = chat(client, header(f"key-{i}"))
                 assert r.status_code == 200, r.text
@@ -153,7 +153,7 @@ def test_metrics_and_status_reflect_traffic(stubs, pool_process):
     backends = stubs("a", "b", extra=("--tokens", "1"))
     pool = pool_process({n: s.url for n, s in backends.items()})
     with httpx.Client(base_url=pool.url, timeout=10) as client:
-        for i in range(10):
+        for _ in range(10):
             chat(client, {"X-Session-ID": "same"})
         text = client.get("/metrics").text
     assert 'c3_pool_sticky_total{outcome="hit"} 9' in text

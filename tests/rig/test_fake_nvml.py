@@ -136,7 +136,7 @@ def test_ignored_mask_lands_on_every_gpu(nvml, stub_process):
     stub = stub_process(env={**nvml.env(), "NVIDIA_VISIBLE_DEVICES": "0", "C3_STUB_GPUS": "all",
                              "C3_STUB_MEM_MIB": "2048"})
     for handle in handles():
-        assert poll(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle))[0].pid == stub.pid
+        assert poll(lambda handle=handle: pynvml.nvmlDeviceGetComputeRunningProcesses(handle))[0].pid == stub.pid
 
 
 def test_a_rewritten_registration_is_seen_again_after_its_process_died(nvml, stub_process):

@@ -34,7 +34,8 @@ def test_vllm_auto_kv_dtype_and_unset_limits_are_left_to_the_engine():
 
 
 def test_llamacpp_argv_uses_hf_quant_split_and_cache_env():
-    e = entry(slug="llamacpp/qwen3-8b-q4", engine="llamacpp", image="ghcr.io/ggml-org/llama.cpp:server-cuda", model="Qwen/Qwen3-8B-GGUF", weights="gguf-q4_k_m", tp=2, max_model_len=16384, max_num_seqs=4, kv_cache_dtype="q8_0")
+    e = entry(slug="llamacpp/qwen3-8b-q4", engine="llamacpp", image="ghcr.io/ggml-org/llama.cpp:server-cuda", model="Qwen/Qwen3-8B-GGUF",
+              weights="gguf-q4_k_m", tp=2, max_model_len=16384, max_num_seqs=4, kv_cache_dtype="q8_0")
     cmd = render(e)
     assert cmd.argv == [
         "/app/llama-server", "-hf", "Qwen/Qwen3-8B-GGUF:Q4_K_M", "--alias", "Qwen/Qwen3-8B-GGUF", "-c", "16384", "-ngl", "999",

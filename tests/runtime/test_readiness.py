@@ -21,7 +21,8 @@ def test_ready_after_phases_with_progress():
     clock = Clock()
     answers = iter(["starting", "starting", "loading", "ready"])
     seen = []
-    result = wait_ready(url="u", workload=lambda: Workload(pod="p", status="running"), logs=lambda n: "", timeout_s=60, progress=lambda ph, t: seen.append(ph), clock=clock, sleep=clock.sleep, health=lambda u: next(answers))
+    result = wait_ready(url="u", workload=lambda: Workload(pod="p", status="running"), logs=lambda n: "", timeout_s=60,
+                        progress=lambda ph, t: seen.append(ph), clock=clock, sleep=clock.sleep, health=lambda u: next(answers))
     assert result.ok and result.phase == "ready"
     assert seen == ["starting", "loading", "ready"]
 

@@ -52,7 +52,7 @@ def test_up_status_placement_logs_down(sim):
     port = create(sim, "chat", "1")
     up = c3("pod", "up", "chat")
     assert up.returncode == 0, up.stdout + up.stderr
-    assert "serving on http://127.0.0.1:%d" % port in up.stdout and "placement ok" in up.stdout
+    assert f"serving on http://127.0.0.1:{port}" in up.stdout and "placement ok" in up.stdout
     status = c3_json("pod", "status")
     (row,) = status["pods"]
     uuids = gpu_uuids()
