@@ -69,6 +69,7 @@ class LiveState:
         self._snapshot = RigSnapshot(taken_at=now(), version=0)
         self._pod_cache: tuple[Pod, ...] = ()
         self._samples: dict[str, EngineSample] = {}  # each serving pod's previous scrape: rates need two
+        self._engine_key: dict[str, tuple[Any, ...]] = {}  # each pod's (status, container, pids) at the last workloads reading
         self._metrics_timeout_s = metrics_timeout_s
         self._metrics_client: Any = None  # one keep-alive client, used only by the metrics thread
         events = getattr(ctx.runtime, "events", None)
@@ -219,7 +220,21 @@ class LiveState:
 
     # -- assembly ------------------------------------------------------------------------------
 
+    def _engines_changed(self) -> bool:
+        """Whether a pod's engine process changed since the last workloads reading: it started, exited,
+        or was restarted (a container that served restarts under Docker's `unless-stopped`; the
+        restarted one has a new pid). Its last health answer is then out of date."""
+        key = {name: (w.status, w.id, w.pids) for name, w in self._workloads().items()}
+        changed = key != self._engine_key
+        self._engine_key = key
+        return changed
+
     def _changed(self, source: Source | None) -> None:
+        if source is self.sources["workloads"] and self._engines_changed():
+            # An engine killed with SIGKILL is back to "running" within ~0.1 s when Docker restarts it:
+            # without a fresh probe the pod would look serving until the next health tick (up to 2 s +
+            # the probe's timeout), past the 2 s in which trouble must be announced.
+            self.sources["health"].poke()
         if source is self.sources["health"]:
             healthy = {name for name, h in (source.value or {}).items() if h.healthy}
             if healthy - set(self._samples):

@@ -84,6 +84,7 @@ class Poller:
         self.in_flight = False
         self.timer: Timer | None = None
         self.ticks = 0
+        self._again = False
 
     def tick(self) -> None:
         if self.in_flight or not self.screen.is_active or getattr(self.screen.app, "services", None) is None:
@@ -92,9 +93,21 @@ class Poller:
         self.ticks += 1
         self._start()
 
+    def request(self) -> None:
+        """Poll now, or right after the poll in flight lands: a change pushed while a poll is under way
+        may not be in its reading, and the next timer tick can be a whole period away (a killed engine
+        must be announced within 2 s). Timer ticks that meet a poll in flight are simply dropped."""
+        if self.in_flight:
+            self._again = True
+        else:
+            self.tick()
+
     def landed(self) -> None:
         """The poll finished (successfully or not)."""
         self.in_flight = False
+        if self._again:
+            self._again = False
+            self.tick()
 
 
 class CockpitScreen(ServiceCalls, Screen):
