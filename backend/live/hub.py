@@ -35,6 +35,9 @@ from backend.runtime.status import requested_uuids
 
 Subscriber = Callable[[RigSnapshot], None]
 
+HEALTH_TIMEOUT_S = 1.5
+"""How long one health probe may take (a slow answer is an unhealthy one)."""
+
 log = logging.getLogger("c3.live")
 
 
@@ -72,6 +75,7 @@ class LiveState:
         self._engine_key: dict[str, tuple[Any, ...]] = {}  # each pod's (status, container, pids) at the last workloads reading
         self._metrics_timeout_s = metrics_timeout_s
         self._metrics_client: Any = None  # one keep-alive client, used only by the metrics thread
+        self._health_client: Any = None  # one keep-alive client, used only by the health thread
         events = getattr(ctx.runtime, "events", None)
         workloads: Source
         if callable(events):
@@ -97,9 +101,10 @@ class LiveState:
     def stop(self) -> None:
         for source in self.sources.values():
             source.stop()
-        client, self._metrics_client = self._metrics_client, None
-        if client is not None:
-            client.close()
+        for client in (self._metrics_client, self._health_client):
+            if client is not None:
+                client.close()
+        self._metrics_client = self._health_client = None
 
     def pause(self, name: str) -> None:
         self.sources[name].pause()
@@ -168,7 +173,13 @@ class LiveState:
             w = running.get(pod.name)
             if w is not None and w.running:
                 targets.append((pod.name, f"http://127.0.0.1:{pod.port}{self._health_path_of(pod)}"))
-        return check_all(targets)
+        if not targets:
+            return {}
+        if self._health_client is None:
+            import httpx  # lazy: see backend.runtime.readiness
+
+            self._health_client = httpx.Client(timeout=HEALTH_TIMEOUT_S)
+        return check_all(targets, client=self._health_client)
 
     def _read_metrics(self) -> dict[str, PodMetrics]:
         """Scrape /metrics of every serving pod, one after another on one keep-alive client; each
