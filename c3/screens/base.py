@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from textual import events
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
@@ -72,6 +73,21 @@ class ServiceCalls:
             return
         if message.callback is not None:
             message.callback(message.value)
+
+
+def show_if_changed(static: Any, content: Any) -> None:
+    """`static.update(content)` unless it already shows exactly this (same words, same styles):
+    `Static.update` re-lays out the whole screen, and an idle cockpit redid it several times a second
+    for lines that had not changed (bench/tui.py: idle CPU, bytes written to the terminal)."""
+    key = (content.plain, tuple(content.spans)) if hasattr(content, "spans") else content
+    before = getattr(static, "_c3_shown", None)
+    if before == key:
+        return
+    static._c3_shown = key
+    # A one-line text that fits before and after (an "as of 12:00:01" stamp ticking) cannot change the
+    # widget's size: repaint it without re-laying out the screen.
+    fits = [isinstance(k, tuple) and "\n" not in k[0] and cell_len(k[0]) <= static.size.width for k in (before, key)]
+    static.update(content, layout=not all(fits))
 
 
 class Poller:
