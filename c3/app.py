@@ -175,7 +175,7 @@ class C3App(ServiceCalls, App[None]):
     def on_live_changed(self, message: LiveChanged) -> None:
         orch = self._orchestration()
         if orch is not None and orch.is_mounted and orch.is_active:
-            orch.pods_poller.tick()  # coalesced: a poll already in flight is not started twice
+            orch.pods_poller.request()  # coalesced: at most one more poll, after the one in flight
 
     def pods_read(self, pods: list[PodState], *, stale: bool = False) -> None:
         """Every pod reading passes here: trouble is counted in the mode bar and announced once per

@@ -62,6 +62,7 @@ class RealServices:
         self._history: dict[int, deque[tuple[float, float]]] = {}
         self._hub: Any = None
         self._hub_failed = False
+        self._hub_lock = threading.Lock()
         source = getattr(self.ctx.probe, "source", None) or f"no GPUs ({self.ctx.probe_problem})"
         where = "demo rig" if demo else socket.gethostname()
         self.label = f"{where} · {source} · runtime {self.ctx.runtime.kind}"
@@ -75,15 +76,16 @@ class RealServices:
     def _live(self) -> Any:
         """RUNTIME's live hub (GPU poller, workload events, health, placement in its own threads),
         started on first use; None if it cannot start (then every read goes to the source directly)."""
-        if self._hub is None and not self._hub_failed:
-            try:
-                from backend.live import LiveState
+        with self._hub_lock:  # the first reads come from several workers at once: one hub, not one each
+            if self._hub is None and not self._hub_failed:
+                try:
+                    from backend.live import LiveState
 
-                hub = LiveState(self.ctx, pods=self._estate_pods, health_path_of=self._health_path)
-                hub.start()
-                self._hub = hub
-            except Exception:  # noqa: BLE001 - the direct reads still work
-                self._hub_failed = True
+                    hub = LiveState(self.ctx, pods=self._estate_pods, health_path_of=self._health_path)
+                    hub.start()
+                    self._hub = hub
+                except Exception:  # noqa: BLE001 - the direct reads still work
+                    self._hub_failed = True
         return self._hub
 
     def _read_gpus(self) -> list[GpuSnapshot]:

@@ -35,6 +35,9 @@ from backend.runtime.status import requested_uuids
 
 Subscriber = Callable[[RigSnapshot], None]
 
+HEALTH_TIMEOUT_S = 1.5
+"""How long one health probe may take (a slow answer is an unhealthy one)."""
+
 log = logging.getLogger("c3.live")
 
 
@@ -69,8 +72,10 @@ class LiveState:
         self._snapshot = RigSnapshot(taken_at=now(), version=0)
         self._pod_cache: tuple[Pod, ...] = ()
         self._samples: dict[str, EngineSample] = {}  # each serving pod's previous scrape: rates need two
+        self._engine_key: dict[str, tuple[Any, ...]] = {}  # each pod's (status, container, pids) at the last workloads reading
         self._metrics_timeout_s = metrics_timeout_s
         self._metrics_client: Any = None  # one keep-alive client, used only by the metrics thread
+        self._health_client: Any = None  # one keep-alive client, used only by the health thread
         events = getattr(ctx.runtime, "events", None)
         workloads: Source
         if callable(events):
@@ -96,9 +101,10 @@ class LiveState:
     def stop(self) -> None:
         for source in self.sources.values():
             source.stop()
-        client, self._metrics_client = self._metrics_client, None
-        if client is not None:
-            client.close()
+        for client in (self._metrics_client, self._health_client):
+            if client is not None:
+                client.close()
+        self._metrics_client = self._health_client = None
 
     def pause(self, name: str) -> None:
         self.sources[name].pause()
@@ -167,7 +173,13 @@ class LiveState:
             w = running.get(pod.name)
             if w is not None and w.running:
                 targets.append((pod.name, f"http://127.0.0.1:{pod.port}{self._health_path_of(pod)}"))
-        return check_all(targets)
+        if not targets:
+            return {}
+        if self._health_client is None:
+            from backend import http_probe  # httpx is imported lazily there
+
+            self._health_client = http_probe.client(HEALTH_TIMEOUT_S)
+        return check_all(targets, client=self._health_client)
 
     def _read_metrics(self) -> dict[str, PodMetrics]:
         """Scrape /metrics of every serving pod, one after another on one keep-alive client; each
@@ -219,7 +231,21 @@ class LiveState:
 
     # -- assembly ------------------------------------------------------------------------------
 
+    def _engines_changed(self) -> bool:
+        """Whether a pod's engine process changed since the last workloads reading: it started, exited,
+        or was restarted (a container that served restarts under Docker's `unless-stopped`; the
+        restarted one has a new pid). Its last health answer is then out of date."""
+        key = {name: (w.status, w.id, w.pids) for name, w in self._workloads().items()}
+        changed = key != self._engine_key
+        self._engine_key = key
+        return changed
+
     def _changed(self, source: Source | None) -> None:
+        if source is self.sources["workloads"] and self._engines_changed():
+            # An engine killed with SIGKILL is back to "running" within ~0.1 s when Docker restarts it:
+            # without a fresh probe the pod would look serving until the next health tick (up to 2 s +
+            # the probe's timeout), past the 2 s in which trouble must be announced.
+            self.sources["health"].poke()
         if source is self.sources["health"]:
             healthy = {name for name, h in (source.value or {}).items() if h.healthy}
             if healthy - set(self._samples):

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from textual import events
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
@@ -74,6 +75,21 @@ class ServiceCalls:
             message.callback(message.value)
 
 
+def show_if_changed(static: Any, content: Any) -> None:
+    """`static.update(content)` unless it already shows exactly this (same words, same styles):
+    `Static.update` re-lays out the whole screen, and an idle cockpit redid it several times a second
+    for lines that had not changed (bench/tui.py: idle CPU, bytes written to the terminal)."""
+    key = (content.plain, tuple(content.spans)) if hasattr(content, "spans") else content
+    before = getattr(static, "_c3_shown", None)
+    if before == key:
+        return
+    static._c3_shown = key
+    # A one-line text that fits before and after (an "as of 12:00:01" stamp ticking) cannot change the
+    # widget's size: repaint it without re-laying out the screen.
+    fits = [isinstance(k, tuple) and "\n" not in k[0] and cell_len(k[0]) <= static.size.width for k in (before, key)]
+    static.update(content, layout=not all(fits))
+
+
 class Poller:
     """One periodic source: a timer that starts `start()` unless a poll is in flight or the screen is hidden."""
 
@@ -84,6 +100,7 @@ class Poller:
         self.in_flight = False
         self.timer: Timer | None = None
         self.ticks = 0
+        self._again = False
 
     def tick(self) -> None:
         if self.in_flight or not self.screen.is_active or getattr(self.screen.app, "services", None) is None:
@@ -92,9 +109,21 @@ class Poller:
         self.ticks += 1
         self._start()
 
+    def request(self) -> None:
+        """Poll now, or right after the poll in flight lands: a change pushed while a poll is under way
+        may not be in its reading, and the next timer tick can be a whole period away (a killed engine
+        must be announced within 2 s). Timer ticks that meet a poll in flight are simply dropped."""
+        if self.in_flight:
+            self._again = True
+        else:
+            self.tick()
+
     def landed(self) -> None:
         """The poll finished (successfully or not)."""
         self.in_flight = False
+        if self._again:
+            self._again = False
+            self.tick()
 
 
 class CockpitScreen(ServiceCalls, Screen):

@@ -17,7 +17,7 @@ from textual.widgets import OptionList, Static
 
 if TYPE_CHECKING:
     from backend.models import GpuSnapshot
-from c3.screens.base import CockpitScreen, describe_error
+from c3.screens.base import CockpitScreen, describe_error, show_if_changed
 from c3.screens.boot_panel import boot_text
 from c3.screens.chrome import mode_bar
 from c3.screens.pod_view import PodList, free_line
@@ -80,7 +80,7 @@ class OrchestrationScreen(CockpitScreen):
     def refresh_chrome(self) -> None:
         app = self.app
         label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
-        self.query_one("#modebar", Static).update(mode_bar("orchestration", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
+        show_if_changed(self.query_one("#modebar", Static), mode_bar("orchestration", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
 
     def on_mount(self) -> None:
         self.refresh_chrome()
@@ -189,10 +189,9 @@ class OrchestrationScreen(CockpitScreen):
                 self._focused_pods = True
                 self.call_after_refresh(pod_list.focus)  # the pods are what keys act on (once shown)
         claimed = sum(len(p.gpus) for p in self.pods)
-        self.query_one("#pods-title", Static).update(
-            Content.from_markup("[b]Pods[/] [$text-muted]($n · $c/$t GPUs claimed)[/]", n=str(len(self.pods)), c=str(claimed), t=str(len(self.gpus)))
-        )
-        self.query_one("#free", Static).update(free_line(self.pods, self.gpus, {i: self.holder_of(i) for i in self.gpus}))
+        show_if_changed(self.query_one("#pods-title", Static),
+                        Content.from_markup("[b]Pods[/] [$text-muted]($n · $c/$t GPUs claimed)[/]", n=str(len(self.pods)), c=str(claimed), t=str(len(self.gpus))))
+        show_if_changed(self.query_one("#free", Static), free_line(self.pods, self.gpus, {i: self.holder_of(i) for i in self.gpus}))
         self.render_boots()
 
     def refresh_badges(self) -> None:
@@ -204,7 +203,7 @@ class OrchestrationScreen(CockpitScreen):
             source_badge("GPUs", self.gpu_taken_at, now, stale_after_s=GPU_PERIOD_S * 5, error=self.gpu_error, paused=not self.is_active),
             source_badge("Pods", self.pods_taken_at, now, stale_after_s=PODS_PERIOD_S * 5, error=self.pods_error, paused=not self.is_active),
         ]
-        self.query_one("#sources", Static).update(Content("  ·  ").join(parts))
+        show_if_changed(self.query_one("#sources", Static), Content("  ·  ").join(parts))
 
     def render_boots(self) -> None:
         boots = self.app.boots  # type: ignore[attr-defined]

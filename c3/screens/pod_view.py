@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding
-from textual.content import Content
+from textual.content import Content, Span
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -103,7 +103,7 @@ class PodList(OptionList):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._key: tuple[object, ...] | None = None
+        self._key: tuple[tuple[str, ...], tuple[tuple[str, tuple[Span, ...]], ...]] | None = None
         self._shown: tuple[list[PodState], dict[int, GpuSnapshot]] | None = None
 
     @property
@@ -117,15 +117,24 @@ class PodList(OptionList):
         """Replace the options when anything visible changed; the highlight follows the pod name."""
         self._shown = (pods, gpus)
         form = metrics_form(self.size.width)
-        key = (tuple(pods), tuple((i, s.used_mib, s.util_pct) for i, s in sorted(gpus.items())), form)
+        prompts = [pod_prompt(pod, gpus, form=form) for pod in pods]
+        # Keyed on what is drawn, not on the readings: each scrape of a pod's /metrics is a new reading
+        # (a new `taken_at`) even when every number on screen stays the same.
+        names = [p.name for p in pods]
+        drawn = [(c.plain, tuple(c.spans)) for c in prompts]
+        key = (tuple(names), tuple(drawn))
         if key == self._key:
             return
-        self._key = key
+        previous, self._key = self._key, key
+        if previous is not None and previous[0] == key[0]:  # the same pods: repaint only the ones that changed
+            for index, (before, now) in enumerate(zip(previous[1], drawn, strict=True)):
+                if before != now:
+                    self.replace_option_prompt_at_index(index, prompts[index])
+            return
         selected = self.selected_pod
         self.clear_options()
-        self.add_options([Option(pod_prompt(pod, gpus, form=form), id=pod.name) for pod in pods])
+        self.add_options([Option(prompt, id=name) for prompt, name in zip(prompts, names, strict=True)])
         if pods:
-            names = [p.name for p in pods]
             self.highlighted = names.index(selected) if selected in names else 0
 
     def action_cursor_down(self) -> None:

@@ -83,3 +83,27 @@ async def test_an_old_reading_goes_stale_without_an_error(demo_world):
         orch = orchestration(app)
         orch.render_sources()
         assert "⚠ STALE as of 12:00:00 (no reading for 30s)" in screen_text(app)
+
+
+def test_a_pushed_change_during_a_poll_in_flight_is_polled_right_after_it_lands():
+    """A live push (`request`) that meets a poll in flight is not dropped: the reading under way may
+    predate the change, and the next timer tick can be a whole period away. Timer ticks stay dropped."""
+    from types import SimpleNamespace
+
+    from c3.screens.base import Poller
+
+    started: list[int] = []
+    screen = SimpleNamespace(is_active=True, app=SimpleNamespace(services=object()))
+    poller = Poller(screen, 2.0, lambda: started.append(1))  # type: ignore[arg-type]
+    poller.tick()
+    poller.tick()  # a timer tick during the poll: dropped
+    poller.landed()
+    assert len(started) == 1
+    poller.tick()
+    poller.request()  # a push during the poll: polled once more, right after it lands
+    poller.request()
+    assert len(started) == 2
+    poller.landed()
+    assert len(started) == 3 and poller.in_flight
+    poller.landed()
+    assert len(started) == 3 and not poller.in_flight

@@ -121,6 +121,28 @@ def test_health_checks_real_loopback_endpoints():
     assert not result["c"].healthy and result["c"].error
 
 
+def test_a_restarted_engine_is_probed_at_once_not_at_the_next_health_tick():
+    """SIGKILL an engine that served and Docker restarts its container (`unless-stopped`) within ~0.1 s:
+    the workloads source sees the same container running again, with a new pid. The hub must probe its
+    health at once (the 2 s in which the cockpit announces trouble do not wait for the health tick)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    runtime = FakeRuntime()
+    runtime.state["chat"] = Workload(pod="chat", status="running", id="c1", pids=(100,))
+    pods = [Pod(name="chat", slug="custom/stub", gpus=(0,), port=server.server_address[1])]
+    live = LiveState(RuntimeContext(runtime=runtime, probe=FakeProbe()), pods=lambda: pods, health_interval_s=60, metrics_interval_s=60)
+    try:
+        live.start()
+        wait_until(lambda: (p := live.latest().pods) and p[0].health and p[0].health.healthy, what="the first healthy probe")
+        server.shutdown()
+        server.server_close()  # the restarted engine is still loading: its port refuses
+        runtime.state["chat"] = Workload(pod="chat", status="running", id="c1", pids=(200,))
+        runtime.events_q.put({"status": "start"})
+        wait_until(lambda: not live.latest().pods[0].health.healthy, timeout=2, what="a fresh probe after the restart")
+    finally:
+        live.stop()
+
+
 class _Flaky:
     """A subscriber that raises while `broken` is set and records what it saw."""
 

@@ -14,52 +14,9 @@ import httpx
 import pytest
 
 from backend.runtime.placement import CPU_ENGINE
-from scripts.rig.fake_nvml import FakeGpu
-from tests.runtime.helpers import c3, c3_json, free_port, write_catalog
+from tests.runtime.helpers import c3, c3_json, free_port
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.docker, pytest.mark.nvml]
-
-
-@pytest.fixture(scope="session")
-def real_images(real_engines, docker_client):
-    """engine → its image tag, built (once) on first use."""
-    from scripts.rig.real_images import ensure_llama_image, ensure_vllm_image
-
-    built: dict[str, str] = {}
-    makers = {"llamacpp": ensure_llama_image, "vllm": ensure_vllm_image}
-
-    def image(engine: str) -> str:
-        if engine not in built:
-            built[engine] = makers[engine](docker_client)
-        return built[engine]
-
-    return image
-
-
-@pytest.fixture
-def pod_rig(real_images, docker_client, fake_nvml, monkeypatch, tmp_path, request):
-    fake_nvml.set_gpus([FakeGpu(), FakeGpu()])
-    monkeypatch.setenv("C3_GPU_MODE", "env")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.delenv("C3_RUNTIME", raising=False)
-    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-               "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"}
-    write_catalog([
-        {"slug": "llamacpp/real-tiny", "engine": "llamacpp", "image": real_images("llamacpp") if "llama" in request.node.name else "unused", "model": "/models/tiny.gguf",
-         "tp": 1, "max_model_len": 4096, "max_num_seqs": 2, "health_path": "/health",
-         # -lv 4: the verbosity at which llama-server logs its buffers (how c3 learns the KV cache is on the CPU)
-         "extra_args": ["-lv", "4", "-t", "1"]},
-        {"slug": "vllm/real-tiny", "engine": "vllm", "image": real_images("vllm") if "vllm" in request.node.name else "unused", "model": "/models/dense", "tp": 1,
-         "max_model_len": 2048, "max_num_seqs": 4, "max_num_batched_tokens": 2048, "env": offline,
-         "extra_args": ["--enforce-eager"]},
-    ])
-    names: list[str] = []
-    yield names
-    for name in names:
-        try:
-            docker_client.containers.get(f"c3-{name}").remove(force=True)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
 
 
 @pytest.mark.timeout(1500)  # the first use builds the vLLM image (~2.5 GB context)
