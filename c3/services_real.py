@@ -248,7 +248,7 @@ class RealServices:
         estate = load_estate(self.path) if self.path.exists() else Estate()
         return default_port(estate, entry.default_port)
 
-    def pod_logs(self, name: str, tail: int) -> list[str]:
+    def pod_logs(self, name: str, tail: int, timestamps: bool = False) -> list[str]:
         from backend.errors import C3Error
         from backend.runtime.bootlog import read_tail
 
@@ -262,7 +262,7 @@ class RealServices:
                 boot, lines = found
                 return [f"(no container; last boot log {boot})", *lines]
             return [f"pod {name} has no container and no boot log yet — press u to boot it"]
-        return self.ctx.runtime.logs(name, tail=tail).splitlines()[-tail:]
+        return self.ctx.runtime.logs(name, tail=tail, timestamps=timestamps).splitlines()[-tail:]
 
     def pod_details(self, name: str) -> PodDetails:
         pod = self._pod(name)

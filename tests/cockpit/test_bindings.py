@@ -132,7 +132,7 @@ async def test_logs_modal_is_bounded_and_follow_toggles(demo_world):
         await pilot.press("f")
         await pilot.pause()
         assert app.screen.follow is False and "paused" in screen_text(app)
-        assert app.screen.query_one("Log").max_lines is not None
+        assert app.screen.lines.limit is not None
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, OrchestrationScreen)
