@@ -11,6 +11,7 @@ serving after the cockpit exits. Ctrl+Q also quits.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from c3.services import (
     WritePlan,
     WriteResult,
 )
+from c3.look import ANSI_THEME, AsciiFilter, wants_ansi_theme, wants_ascii
 from c3.trouble import TroubleWatch
 
 # Only what the first frame needs is imported up front; the other modes and the modals (DataTable,
@@ -111,11 +113,16 @@ class C3App(ServiceCalls, App[None]):
     ]
 
     def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True,
-                 live: bool | None = None, bell: bool = False, **kwargs) -> None:
+                 live: bool | None = None, bell: bool = False, ascii: bool | None = None, **kwargs) -> None:
         """`services` is the facade, or a factory for it: then it is built in a worker after the first frame.
         `autopoll`: poll timers; `live` (default: as `autopoll`): subscribe to the facade's pod changes;
-        `bell`: ring the terminal bell when a pod gets into trouble."""
-        super().__init__(**kwargs)
+        `bell`: ring the terminal bell when a pod gets into trouble; `ascii`: draw ASCII only (default:
+        `C3_ASCII`, else by the locale — c3/look.py)."""
+        # NO_COLOR: native ANSI colours, which Textual then strips (its fallback paints in greys).
+        super().__init__(ansi_color=True if "NO_COLOR" in os.environ else None, **kwargs)
+        self.register_theme(ANSI_THEME)
+        self.ascii = wants_ascii() if ascii is None else ascii
+        self._ascii_filter = AsciiFilter()
         self.trouble = TroubleWatch()
         self.bell_on_trouble = bell
         self.autopoll = autopoll
@@ -136,7 +143,17 @@ class C3App(ServiceCalls, App[None]):
         self.launch_progress: BootProgress | None = None
         """The last step of the running (or last) recipe launch."""
 
+    def get_line_filters(self):
+        filters = super().get_line_filters()
+        return [*filters, self._ascii_filter] if self.ascii else filters
+
     def on_mount(self) -> None:
+        from textual import constants
+
+        # A real terminal's own colour depth counts; a headless test run's does not (it has none).
+        detected = None if self.is_headless else self.console.color_system
+        if wants_ansi_theme(constants.COLOR_SYSTEM, detected, self.no_color):
+            self.theme = ANSI_THEME.name
         # Background work starts after the first frame: threads importing pydantic would otherwise
         # hold the GIL while the first frame renders.
         self.call_after_refresh(self._start_background)
