@@ -62,6 +62,11 @@ class RealServices:
         self._history: dict[int, deque[tuple[float, float]]] = {}
         self._hub: Any = None
         self._hub_failed = False
+        self._demo_lease: Path | None = None
+        if demo:
+            from c3.demo import join_demo
+
+            self._demo_lease = join_demo()  # the demo's pods stop when the last demo leaves
         source = getattr(self.ctx.probe, "source", None) or f"no GPUs ({self.ctx.probe_problem})"
         where = "demo rig" if demo else socket.gethostname()
         self.label = f"{where} · {source} · runtime {self.ctx.runtime.kind}"
@@ -498,9 +503,11 @@ class RealServices:
         if self._hub is not None:
             self._hub.stop()
         if self.demo:
-            from c3.demo import stop_demo_pods
+            from c3.demo import leave_demo, stop_demo_pods
 
-            stop_demo_pods()
+            lease, self._demo_lease = self._demo_lease, None
+            if leave_demo(lease):
+                stop_demo_pods()
 
 
 def build_services(readonly: bool = False, demo: bool = False, estate_path: Path | None = None) -> RealServices:
