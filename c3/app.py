@@ -324,19 +324,37 @@ class C3App(ServiceCalls, App[None]):
         if self.ready():
             self.push_screen(DetailsModal(pod))
 
-    def action_new_pod(self) -> None:
+    def action_new_pod(self, initial: NewPod | None = None, problem: str | None = None) -> None:
+        """The new-pod form; `initial`/`problem`: a refused request comes back to be fixed, not retyped."""
         from c3.modals.new_pod import NewPodModal
 
-        if not self.ready():
+        if self.refused_readonly("create") or not self.ready():
             return
         orch = self._orchestration()
         gpus = sorted(orch.gpus) if orch else []
         pods = orch.pods if orch else []
-        self.push_screen(NewPodModal(gpus, pods), callback=self._new_pod_chosen)
+        self.push_screen(NewPodModal(gpus, pods, initial, problem), callback=self._new_pod_chosen)
 
     def _new_pod_chosen(self, request: NewPod | None) -> None:
         if request is not None:
             self.request_write("create", request=request)
+
+    def _form_refused(self, plan_or_request: WritePlan | NewPod | None, problem: str) -> None:
+        """A create that was refused (by the plan, the gate or the last check): back to its form."""
+        request = plan_or_request.request if isinstance(plan_or_request, WritePlan) else plan_or_request
+        if isinstance(request, NewPod):
+            self.action_new_pod(request, problem)
+
+    def refused_readonly(self, kind: WriteKind, pod: str | None = None) -> bool:
+        """Under --readonly a write is refused before anything is asked for — a form is not even opened."""
+        if not self.readonly:
+            return False
+        what = {
+            "create": "create a pod", "up": f"boot {pod}", "down": f"stop {pod}", "rm": f"remove {pod}", "stop_all": "stop the estate",
+            "node_add": "add a node", "node_rm": f"remove node {pod}", "recipe_launch": "launch a recipe", "recipe_stop": f"stop profile {pod}",
+        }[kind]
+        self.show_result(WriteResult(False, f"read-only cockpit: refused to {what}", "restart c3 without --readonly"))
+        return True
 
     def action_stop_all(self) -> None:
         self.request_write("stop_all")
@@ -344,16 +362,16 @@ class C3App(ServiceCalls, App[None]):
     # -- the write flow --------------------------------------------------------------------------
     def request_write(self, kind: WriteKind, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> None:
         """Plan (worker) → confirm gate → re-validate and execute (worker) → show the result."""
-        if self.readonly:
-            what = {
-                "create": "create a pod", "up": f"boot {pod}", "down": f"stop {pod}", "rm": f"remove {pod}", "stop_all": "stop the estate",
-                "node_add": "add a node", "node_rm": f"remove node {pod}", "recipe_launch": "launch a recipe", "recipe_stop": f"stop profile {pod}",
-            }[kind]
-            self.show_result(WriteResult(False, f"read-only cockpit: refused to {what}", "restart c3 without --readonly"))
+        if self.refused_readonly(kind, pod) or not self.ready():
             return
-        if not self.ready():
-            return
-        self.call(self.services.make_plan, kind, pod, request, done=self._plan_ready, failed=self._write_failed, group="plan")
+
+        def plan_failed(error: BaseException) -> None:
+            back = isinstance(request, NewPod)
+            self._write_failed(error, toast=not back)  # a form that comes back says why itself: no toast over it
+            if back:
+                self._form_refused(request, describe_error(error))
+
+        self.call(self.services.make_plan, kind, pod, request, done=self._plan_ready, failed=plan_failed, group="plan")
 
     def _plan_ready(self, plan: WritePlan) -> None:
         from c3.modals.confirm import ConfirmModal
@@ -362,7 +380,10 @@ class C3App(ServiceCalls, App[None]):
 
     def _confirmed(self, plan: WritePlan, ok: bool | None) -> None:
         if not ok:
-            self.notify(f"{plan.title}: cancelled", timeout=3)
+            if plan.problems and isinstance(plan.request, NewPod):
+                self._form_refused(plan, plan.problems[0])  # back to the form, which says why (no toast over it)
+            else:
+                self.notify(f"{plan.title}: cancelled", timeout=3)
             return
         if plan.kind == "up" and plan.pod:
             self.boots[plan.pod] = BootProgress(plan.pod, "re-checking gates", 0.0)
@@ -386,7 +407,10 @@ class C3App(ServiceCalls, App[None]):
                 for name in (plan.pod,) if plan.pod else plan.pods:
                     self.boots.pop(name or "", None)
                 self._boots_changed()
-            self.show_result(result)
+            back = plan.kind == "create" and not result.ok and isinstance(plan.request, NewPod)
+            self.show_result(result, toast=not back)
+            if back:
+                self._form_refused(plan, result.message)
 
         def failed(error: BaseException) -> None:
             if plan.pod in self.boots:
@@ -397,10 +421,10 @@ class C3App(ServiceCalls, App[None]):
 
         self.call(run, done=finished, failed=failed, group=f"write-{plan.kind}-{plan.pod or ''}")
 
-    def _write_failed(self, error: BaseException) -> None:
+    def _write_failed(self, error: BaseException, *, toast: bool = True) -> None:
         message = describe_error(error)
         text, _, hint = message.partition(" — hint: ")
-        self.show_result(WriteResult(False, text, hint or None))
+        self.show_result(WriteResult(False, text, hint or None), toast=toast)
 
     def on_launch_update(self, message: LaunchUpdate) -> None:
         self.launch_progress = message.progress
@@ -423,13 +447,20 @@ class C3App(ServiceCalls, App[None]):
             orch.render_boots()
             orch.poll_now()
 
-    def show_result(self, result: WriteResult) -> None:
-        """Every write's outcome reaches the user: a toast, the result line, and a fresh poll."""
+    def show_result(self, result: WriteResult, *, toast: bool = True) -> None:
+        """Every write's outcome reaches the user: a toast, the result line, and a fresh poll. Its hint
+        is said in the cockpit's keys and fields, not the CLI's flags (c3/hints.py)."""
+        from dataclasses import replace
+
+        from c3.hints import cockpit_hint
+
+        result = replace(result, hint=cockpit_hint(result.hint))
         self.last_result = result
         self.results.append(result)
         del self.results[:-50]
         text = result.message + (f"\nhint: {result.hint}" if result.hint else "")
-        self.notify(text, title="Done" if result.ok else "Refused", severity="information" if result.ok else "error", timeout=6 if result.ok else 10, markup=False)
+        if toast:
+            self.notify(text, title="Done" if result.ok else "Refused", severity="information" if result.ok else "error", timeout=6 if result.ok else 10, markup=False)
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
             orch.show_result()

@@ -56,6 +56,12 @@ async def test_mismatch_is_explained(demo_world):
         assert "⚠ PLACEMENT MISMATCH" in text
         assert "not on requested GPU 1; also on GPU 0 it did not ask for" in text
         assert "GPU1 RTX 3090 odd (claimed, unused)" in text
+        # The pod on the wrong GPU shows on the GPU it really uses: in GPU0's panel and under the pod.
+        assert "GPU0 RTX 3090 chat+odd⚠" in text
+        pods = app._orchestration().query_one("#pods")
+        odd = next(pods.get_option_at_index(i).prompt.plain for i in range(pods.option_count) if pods.get_option_at_index(i).id == "odd")
+        assert "GPU1 RTX 3090" in odd and "(claimed, unused)" in odd
+        assert "└─ GPU0 RTX 3090" in odd and "⚠ runs here" in odd
 
 
 async def test_help_lists_the_keys_of_the_current_mode(demo_world):

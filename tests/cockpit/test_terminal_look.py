@@ -68,7 +68,7 @@ def new_pod_modal(term: Tmux) -> list[str]:
     term.wait_for(r"No pods yet")
     term.keys("N")
     term.wait_for(r"New pod")
-    term.wait_for(r"· 1 GPU|\. 1 GPU")  # the catalog is in: the modal is settled
+    term.wait_for(r"[·.] on GPUs? \d")  # the verdicts are in: the modal is settled
     return capture(term)
 
 
@@ -116,7 +116,7 @@ def test_ascii_mode_draws_ascii_only(how, tmux, tmp_path):
     tmux.append(term)
     term.wait_for(r"No pods yet")
     term.keys("N")
-    screen = term.wait_for(r"New pod.*\. 1 GPU")
+    screen = term.wait_for(r"New pod.*\. on GPUs? \d")
     odd = sorted({char for char in screen if not char.isascii()})
     assert not odd, f"non-ASCII drawn in ASCII mode: {odd}\n{screen}"
     assert "+" in screen and "|" in screen  # the border is still drawn, in ASCII
