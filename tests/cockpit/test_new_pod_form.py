@@ -163,3 +163,14 @@ async def test_a_modal_stops_the_backdrops_display_timers(demo_world):
         await pilot.press("escape")
         await settle(pilot)
         assert all(t._active.is_set() for t in orch.tickers)
+
+
+def test_add_node_key_file_checked_as_typed(tmp_path):
+    from c3.modals.add_node import node_field_problem
+
+    key = tmp_path / "id_ed25519"
+    assert node_field_problem("key", "", set()) is None  # optional
+    assert node_field_problem("key", str(key), set()) == f"no key file at {key}"
+    assert node_field_problem("key", str(tmp_path), set()) == f"{tmp_path} is a folder, not a key file"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    assert node_field_problem("key", str(key), set()) is None
