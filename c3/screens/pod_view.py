@@ -74,6 +74,11 @@ def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot], *, form: Form = "med
             continue
         mem = f"{gib(snap.used_mib)}/{gib(snap.gpu.total_mib)}G"
         util = f"{snap.util_pct}%" if snap.util_pct is not None else "?"
+        if form == "narrow":
+            # 80 columns: the GPU panels beside the list name the model; a wrapped GPU line would
+            # make each pod taller than it looks and push its GPUs out of view as the list scrolls.
+            lines.append(Content.from_markup(f"  {branch} GPU{index} [$text-muted]$m $u[/]{note}", m=mem, u=util))
+            continue
         lines.append(Content.from_markup(f"  {branch} GPU{index} $n  [$text-muted]$m · util $u[/]{note}", n=short_name(snap.gpu.name), m=mem, u=util))
     return Content("\n").join(lines)
 

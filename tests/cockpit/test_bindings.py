@@ -64,6 +64,20 @@ async def test_mismatch_is_explained(demo_world):
         assert "└─ GPU0 RTX 3090" in odd and "⚠ runs here" in odd
 
 
+@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
+async def test_gpu_lines_fit_the_pod_list_at_80_columns(demo_world):
+    """At 80 columns a GPU line that wrapped made each pod taller than it looked, and its GPUs fell out
+    of view as the list scrolled: every GPU line fits the list's width."""
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        pods = app._orchestration().query_one("#pods")
+        width = pods.scrollable_content_region.width
+        gpu_lines = [line for i in range(pods.option_count) for line in pods.get_option_at_index(i).prompt.plain.split("\n") if "─ GPU" in line]
+        assert len(gpu_lines) >= 5
+        assert all(len(line) <= width for line in gpu_lines), (width, gpu_lines)
+
+
 async def test_help_lists_the_keys_of_the_current_mode(demo_world):
     app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
