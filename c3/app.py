@@ -11,6 +11,7 @@ serving after the cockpit exits. Ctrl+Q also quits.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from c3.services import (
     WritePlan,
     WriteResult,
 )
+from c3.look import ANSI_THEME, AsciiFilter, wants_ansi_theme, wants_ascii
 from c3.trouble import TroubleWatch
 
 # Only what the first frame needs is imported up front; the other modes and the modals (DataTable,
@@ -112,11 +114,16 @@ class C3App(ServiceCalls, App[None]):
     ]
 
     def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True,
-                 live: bool | None = None, bell: bool = False, **kwargs: Any) -> None:
+                 live: bool | None = None, bell: bool = False, ascii: bool | None = None, **kwargs: Any) -> None:
         """`services` is the facade, or a factory for it: then it is built in a worker after the first frame.
         `autopoll`: poll timers; `live` (default: as `autopoll`): subscribe to the facade's pod changes;
-        `bell`: ring the terminal bell when a pod gets into trouble."""
-        super().__init__(**kwargs)
+        `bell`: ring the terminal bell when a pod gets into trouble; `ascii`: draw ASCII only (default:
+        `C3_ASCII`, else by the locale — c3/look.py)."""
+        # NO_COLOR: native ANSI colours, which Textual then strips (its fallback paints in greys).
+        super().__init__(ansi_color=True if "NO_COLOR" in os.environ else None, **kwargs)
+        self.register_theme(ANSI_THEME)
+        self.ascii = wants_ascii() if ascii is None else ascii
+        self._ascii_filter = AsciiFilter()
         self.trouble = TroubleWatch()
         self.bell_on_trouble = bell
         self.autopoll = autopoll
@@ -137,7 +144,17 @@ class C3App(ServiceCalls, App[None]):
         self.launch_progress: BootProgress | None = None
         """The last step of the running (or last) recipe launch."""
 
+    def get_line_filters(self) -> list[Any]:
+        filters = list(super().get_line_filters())
+        return [*filters, self._ascii_filter] if self.ascii else filters
+
     def on_mount(self) -> None:
+        from textual import constants
+
+        # A real terminal's own colour depth counts; a headless test run's does not (it has none).
+        detected = None if self.is_headless else self.console.color_system
+        if wants_ansi_theme(constants.COLOR_SYSTEM, detected, self.no_color):
+            self.theme = ANSI_THEME.name
         # Background work starts after the first frame: threads importing pydantic would otherwise
         # hold the GIL while the first frame renders.
         self.call_after_refresh(self._start_background)
@@ -310,19 +327,37 @@ class C3App(ServiceCalls, App[None]):
         if self.ready():
             self.push_screen(DetailsModal(pod))
 
-    def action_new_pod(self) -> None:
+    def action_new_pod(self, initial: NewPod | None = None, problem: str | None = None) -> None:
+        """The new-pod form; `initial`/`problem`: a refused request comes back to be fixed, not retyped."""
         from c3.modals.new_pod import NewPodModal
 
-        if not self.ready():
+        if self.refused_readonly("create") or not self.ready():
             return
         orch = self._orchestration()
         gpus = sorted(orch.gpus) if orch else []
         pods = orch.pods if orch else []
-        self.push_screen(NewPodModal(gpus, pods), callback=self._new_pod_chosen)
+        self.push_screen(NewPodModal(gpus, pods, initial, problem), callback=self._new_pod_chosen)
 
     def _new_pod_chosen(self, request: NewPod | None) -> None:
         if request is not None:
             self.request_write("create", request=request)
+
+    def _form_refused(self, plan_or_request: WritePlan | NewPod | None, problem: str) -> None:
+        """A create that was refused (by the plan, the gate or the last check): back to its form."""
+        request = plan_or_request.request if isinstance(plan_or_request, WritePlan) else plan_or_request
+        if isinstance(request, NewPod):
+            self.action_new_pod(request, problem)
+
+    def refused_readonly(self, kind: WriteKind, pod: str | None = None) -> bool:
+        """Under --readonly a write is refused before anything is asked for — a form is not even opened."""
+        if not self.readonly:
+            return False
+        what = {
+            "create": "create a pod", "up": f"boot {pod}", "down": f"stop {pod}", "rm": f"remove {pod}", "stop_all": "stop the estate",
+            "node_add": "add a node", "node_rm": f"remove node {pod}", "recipe_launch": "launch a recipe", "recipe_stop": f"stop profile {pod}",
+        }[kind]
+        self.show_result(WriteResult(False, f"read-only cockpit: refused to {what}", "restart c3 without --readonly"))
+        return True
 
     def action_stop_all(self) -> None:
         self.request_write("stop_all")
@@ -330,17 +365,19 @@ class C3App(ServiceCalls, App[None]):
     # -- the write flow --------------------------------------------------------------------------
     def request_write(self, kind: WriteKind, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> None:
         """Plan (worker) → confirm gate → re-validate and execute (worker) → show the result."""
-        if self.readonly:
-            what = {
-                "create": "create a pod", "up": f"boot {pod}", "down": f"stop {pod}", "rm": f"remove {pod}", "stop_all": "stop the estate",
-                "node_add": "add a node", "node_rm": f"remove node {pod}", "recipe_launch": "launch a recipe", "recipe_stop": f"stop profile {pod}",
-            }[kind]
-            self.show_result(WriteResult(False, f"read-only cockpit: refused to {what}", "restart c3 without --readonly"))
+        if self.refused_readonly(kind, pod) or not self.ready():
             return
         services = self.ready()
         if services is None:
             return
-        self.call(services.make_plan, kind, pod, request, done=self._plan_ready, failed=self._write_failed, group="plan")
+
+        def plan_failed(error: BaseException) -> None:
+            back = isinstance(request, NewPod)
+            self._write_failed(error, toast=not back)  # a form that comes back says why itself: no toast over it
+            if isinstance(request, NewPod):
+                self._form_refused(request, describe_error(error))
+
+        self.call(services.make_plan, kind, pod, request, done=self._plan_ready, failed=plan_failed, group="plan")
 
     def _plan_ready(self, plan: WritePlan) -> None:
         from c3.modals.confirm import ConfirmModal
@@ -349,7 +386,10 @@ class C3App(ServiceCalls, App[None]):
 
     def _confirmed(self, plan: WritePlan, ok: bool | None) -> None:
         if not ok:
-            self.notify(f"{plan.title}: cancelled", timeout=3)
+            if plan.problems and isinstance(plan.request, NewPod):
+                self._form_refused(plan, plan.problems[0])  # back to the form, which says why (no toast over it)
+            else:
+                self.notify(f"{plan.title}: cancelled", timeout=3)
             return
         if plan.kind == "up" and plan.pod:
             self.boots[plan.pod] = BootProgress(plan.pod, "re-checking gates", 0.0)
@@ -377,7 +417,10 @@ class C3App(ServiceCalls, App[None]):
                 for name in (plan.pod,) if plan.pod else plan.pods:
                     self.boots.pop(name or "", None)
                 self._boots_changed()
-            self.show_result(result)
+            back = plan.kind == "create" and not result.ok and isinstance(plan.request, NewPod)
+            self.show_result(result, toast=not back)
+            if back:
+                self._form_refused(plan, result.message)
 
         def failed(error: BaseException) -> None:
             if plan.pod is not None and plan.pod in self.boots:
@@ -388,10 +431,10 @@ class C3App(ServiceCalls, App[None]):
 
         self.call(run, done=finished, failed=failed, group=f"write-{plan.kind}-{plan.pod or ''}")
 
-    def _write_failed(self, error: BaseException) -> None:
+    def _write_failed(self, error: BaseException, *, toast: bool = True) -> None:
         message = describe_error(error)
         text, _, hint = message.partition(" — hint: ")
-        self.show_result(WriteResult(False, text, hint or None))
+        self.show_result(WriteResult(False, text, hint or None), toast=toast)
 
     def on_launch_update(self, message: LaunchUpdate) -> None:
         self.launch_progress = message.progress
@@ -414,13 +457,20 @@ class C3App(ServiceCalls, App[None]):
             orch.render_boots()
             orch.poll_now()
 
-    def show_result(self, result: WriteResult) -> None:
-        """Every write's outcome reaches the user: a toast, the result line, and a fresh poll."""
+    def show_result(self, result: WriteResult, *, toast: bool = True) -> None:
+        """Every write's outcome reaches the user: a toast, the result line, and a fresh poll. Its hint
+        is said in the cockpit's keys and fields, not the CLI's flags (c3/hints.py)."""
+        from dataclasses import replace
+
+        from c3.hints import cockpit_hint
+
+        result = replace(result, hint=cockpit_hint(result.hint))
         self.last_result = result
         self.results.append(result)
         del self.results[:-50]
         text = result.message + (f"\nhint: {result.hint}" if result.hint else "")
-        self.notify(text, title="Done" if result.ok else "Refused", severity="information" if result.ok else "error", timeout=6 if result.ok else 10, markup=False)
+        if toast:
+            self.notify(text, title="Done" if result.ok else "Refused", severity="information" if result.ok else "error", timeout=6 if result.ok else 10, markup=False)
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
             orch.show_result()

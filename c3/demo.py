@@ -2,11 +2,16 @@
 
 The demo keeps its own files (`$C3_STATE/demo/`), so it never touches the user's estate, and adds
 one demo-only catalog entry whose engine ignores its GPU mask — booting it shows a placement
-mismatch explained. Demo pods are local stub-engine processes; they are stopped when the demo exits.
+mismatch explained. Demo pods are local stub-engine processes; they are stopped when the last demo
+exits. Two `c3 demo` share one estate (the same user's demo folder), so each running demo holds a
+lease (`demo/leases/`); quitting one leaves the pods to the others.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import uuid
 from pathlib import Path
 
 from backend import paths, settings
@@ -67,3 +72,50 @@ def stop_demo_pods() -> list[str]:
         if workload.status != "absent" and runtime.stop(name, timeout=5.0):
             stopped.append(name)
     return stopped
+
+
+def _leases() -> Path:
+    return paths.state_home() / "demo" / "leases"
+
+
+def _alive(lease: Path) -> bool:
+    """The lease's process still runs (the same process: pid and start time, so a reused pid is not it)."""
+    from backend.runtime import cgroup
+
+    try:
+        data = json.loads(lease.read_text(encoding="utf-8"))
+        pid, started = int(data["pid"]), data.get("start_time")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return cgroup.start_time(pid) == started and started is not None
+
+
+def join_demo() -> Path:
+    """Hold a lease on the demo's pods for this cockpit (released by `leave_demo`)."""
+    from backend.atomic import locked
+    from backend.runtime import cgroup
+
+    folder = _leases()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lease = folder / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+    with locked(folder / "all"):
+        lease.write_text(json.dumps({"pid": os.getpid(), "start_time": cgroup.start_time(os.getpid())}), encoding="utf-8")
+    return lease
+
+
+def leave_demo(lease: Path | None) -> bool:
+    """Give the lease back; True when no other live demo holds one (then the caller stops the pods).
+    Leases of demos that died without leaving are cleared on the way."""
+    from backend.atomic import locked
+
+    folder = _leases()
+    with locked(folder / "all"):
+        if lease is not None:
+            lease.unlink(missing_ok=True)
+        others = False
+        for other in folder.glob("*.json") if folder.is_dir() else ():
+            if _alive(other):
+                others = True
+            else:
+                other.unlink(missing_ok=True)
+        return not others

@@ -279,8 +279,9 @@ class Services(Protocol):
         """Run a confirmed plan (raises `backend.errors.C3Error` on refusal). A recipe launch reports
         each step as a `BootProgress` whose `pod` is the profile and `phase` the step."""
 
-    def pod_logs(self, name: str, tail: int) -> list[str]:
-        """The last `tail` lines of a pod's engine log."""
+    def pod_logs(self, name: str, tail: int, timestamps: bool = False) -> list[str]:
+        """The last `tail` lines of a pod's engine log. `timestamps`: each line the runtime recorded a
+        time for starts with it (RFC 3339, UTC) and a space; lines without one come as they are."""
 
     def pod_details(self, name: str) -> PodDetails:
         """Facts about one pod for the details modal."""

@@ -63,6 +63,11 @@ class RealServices:
         self._hub: Any = None
         self._hub_failed = False
         self._hub_lock = threading.Lock()
+        self._demo_lease: Path | None = None
+        if demo:
+            from c3.demo import join_demo
+
+            self._demo_lease = join_demo()  # the demo's pods stop when the last demo leaves
         source = getattr(self.ctx.probe, "source", None) or f"no GPUs ({self.ctx.probe_problem})"
         where = "demo rig" if demo else socket.gethostname()
         self.label = f"{where} · {source} · runtime {self.ctx.runtime.kind}"
@@ -250,7 +255,7 @@ class RealServices:
         estate = load_estate(self.path) if self.path.exists() else Estate()
         return default_port(estate, entry.default_port)
 
-    def pod_logs(self, name: str, tail: int) -> list[str]:
+    def pod_logs(self, name: str, tail: int, timestamps: bool = False) -> list[str]:
         from backend.errors import C3Error
         from backend.runtime.bootlog import read_tail
 
@@ -264,7 +269,7 @@ class RealServices:
                 boot, lines = found
                 return [f"(no container; last boot log {boot})", *lines]
             return [f"pod {name} has no container and no boot log yet — press u to boot it"]
-        return self.ctx.runtime.logs(name, tail=tail).splitlines()[-tail:]
+        return self.ctx.runtime.logs(name, tail=tail, timestamps=timestamps).splitlines()[-tail:]
 
     def pod_details(self, name: str) -> PodDetails:
         pod = self._pod(name)
@@ -501,9 +506,11 @@ class RealServices:
         if self._hub is not None:
             self._hub.stop()
         if self.demo:
-            from c3.demo import stop_demo_pods
+            from c3.demo import leave_demo, stop_demo_pods
 
-            stop_demo_pods()
+            lease, self._demo_lease = self._demo_lease, None
+            if leave_demo(lease):
+                stop_demo_pods()
 
 
 def build_services(readonly: bool = False, demo: bool = False, estate_path: Path | None = None) -> RealServices:

@@ -234,11 +234,12 @@ class DockerRuntime:
         self._call(container.remove, force=True)
         return True
 
-    def logs(self, pod: str, tail: int = 100) -> str:
+    def logs(self, pod: str, tail: int = 100, timestamps: bool = False) -> str:
         container = self._container(pod)
         if container is None:
             return ""
-        raw: bytes = self._call(container.logs, tail=tail)
+        # Docker's own receive time per line (RFC 3339, nanoseconds, UTC), as `docker logs -t` shows it.
+        raw: bytes = self._call(container.logs, tail=tail, timestamps=timestamps)
         return raw.decode("utf-8", errors="replace")
 
     def follow_logs(self, pod: str, tail: int = 100) -> Iterator[str]:

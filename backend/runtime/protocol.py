@@ -37,8 +37,9 @@ class PodRuntime(Protocol):
     def stop(self, pod: str, timeout: float = 30.0) -> bool:
         """Stop and remove the pod's workload; False when there was none."""
 
-    def logs(self, pod: str, tail: int = 100) -> str:
-        """The last lines of the workload's output ('' when there is none)."""
+    def logs(self, pod: str, tail: int = 100, timestamps: bool = False) -> str:
+        """The last lines of the workload's output ('' when there is none). `timestamps`: prefix each
+        line with the runtime's RFC 3339 receive time and a space, where the runtime records one."""
 
     def follow_logs(self, pod: str, tail: int = 100) -> Iterator[str]:
         """Output lines as they come, until the workload stops."""

@@ -199,7 +199,8 @@ class SimRuntime:
             time.sleep(0.05)
         return not self._alive(record)
 
-    def logs(self, pod: str, tail: int = 100) -> str:
+    def logs(self, pod: str, tail: int = 100, timestamps: bool = False) -> str:
+        # A plain file of the process's output: there is no per-line receive time to give.
         try:
             lines = self.log_path(pod).read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:

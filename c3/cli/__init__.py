@@ -54,18 +54,19 @@ class LazyGroup(click.Group):
 @click.option("--readonly", is_flag=True, help="Cockpit: refuse every write.")
 @click.option("--color", type=click.Choice(["auto", "truecolor", "256", "16"]), default="auto", help="Cockpit colour depth.")
 @click.option("--no-mouse", is_flag=True, help="Cockpit: do not capture the mouse (keeps terminal copy/paste).")
+@click.option("--ascii", "ascii_only", is_flag=True, help="Cockpit: draw ASCII only (also C3_ASCII=1; automatic when the locale is not UTF-8).")
 @click.option("--bell", is_flag=True, help="Cockpit: ring the terminal bell when a pod gets into trouble (failed, misplaced, unhealthy, preempting).")
 @click.option("--file", "estate_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Cockpit: the estate file to show and edit (default $C3_HOME/estate.yml), as `--file` everywhere.")
 @click.version_option(package_name="c3", prog_name="c3")
 @click.pass_context
-def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool, bell: bool, estate_path: Path | None) -> None:
+def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool, ascii_only: bool, bell: bool, estate_path: Path | None) -> None:
     """c3 — place, fit-check, launch and watch open-weight LLMs on your own GPUs.
 
     Run with no command for the cockpit; `c3 demo` runs it on a simulated rig.
     """
     ctx.ensure_object(dict)
-    ctx.obj.update(readonly=readonly, color=color, no_mouse=no_mouse, bell=bell)
+    ctx.obj.update(readonly=readonly, color=color, no_mouse=no_mouse, bell=bell, ascii=ascii_only)
     if ctx.invoked_subcommand is None:
         from c3.cli.cockpit import run_cockpit
 
@@ -73,7 +74,7 @@ def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool, bell: bo
             from backend.estate import load_estate
 
             load_estate(estate_path)  # a bad --file is one error line here, not a stale cockpit
-        run_cockpit(readonly=readonly, color=color, no_mouse=no_mouse, demo=False, estate_path=estate_path, bell=bell)
+        run_cockpit(readonly=readonly, color=color, no_mouse=no_mouse, demo=False, estate_path=estate_path, bell=bell, ascii=ascii_only)
 
 
 def fail(error: C3Error) -> None:

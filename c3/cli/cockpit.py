@@ -18,18 +18,22 @@ if TYPE_CHECKING:
 COLOR_SYSTEMS = {"auto": "auto", "truecolor": "truecolor", "256": "256", "16": "standard"}
 
 
-def configure_terminal(color: str) -> None:
-    """Colour depth from --color; a modest frame rate (the cockpit changes ~once a second, often over SSH)."""
+def configure_terminal(color: str, ascii: bool = False) -> None:
+    """Colour depth from --color, ASCII from --ascii (c3/look.py); a modest frame rate (the cockpit
+    changes ~once a second, often over SSH)."""
     if color not in COLOR_SYSTEMS:
         raise click.BadParameter(f"--color must be one of {', '.join(COLOR_SYSTEMS)}")
     if color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = COLOR_SYSTEMS[color]
+    if ascii:
+        os.environ["C3_ASCII"] = "1"
     os.environ.setdefault("TEXTUAL_FPS", "30")
 
 
-def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = False, demo: bool = False, estate_path: Path | None = None, bell: bool = False) -> None:
+def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = False, demo: bool = False, estate_path: Path | None = None, bell: bool = False,
+                ascii: bool = False) -> None:
     """Build the facade (real backend; the simulated rig and runtime for `demo`) and run the app."""
-    configure_terminal(color)
+    configure_terminal(color, ascii)
     from c3.app import C3App
 
     def build_services() -> Services:  # runs in a worker thread
@@ -56,8 +60,9 @@ def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = Fa
 @click.option("--color", type=click.Choice(list(COLOR_SYSTEMS)), default=None, help="Colour depth (default: what `c3 --color` said, else auto).")
 @click.option("--no-mouse", is_flag=True, help="Do not capture the mouse (keeps terminal copy/paste).")
 @click.option("--bell", is_flag=True, help="Ring the terminal bell when a pod gets into trouble.")
+@click.option("--ascii", "ascii_only", is_flag=True, help="Draw ASCII only (also C3_ASCII=1; automatic when the locale is not UTF-8).")
 @click.pass_context
-def demo(ctx: click.Context, readonly: bool, color: str | None, no_mouse: bool, bell: bool) -> None:
+def demo(ctx: click.Context, readonly: bool, color: str | None, no_mouse: bool, bell: bool, ascii_only: bool) -> None:
     """The cockpit on a built-in simulated rig with a simulated runtime (no GPU, no Docker needed)."""
     parent = ctx.obj or {}
     run_cockpit(
@@ -66,4 +71,5 @@ def demo(ctx: click.Context, readonly: bool, color: str | None, no_mouse: bool, 
         no_mouse=no_mouse or parent.get("no_mouse", False),
         demo=True,
         bell=bell or parent.get("bell", False),
+        ascii=ascii_only or parent.get("ascii", False),
     )

@@ -43,6 +43,18 @@ def node_field_problem(field: str, value: str, taken: set[str]) -> str | None:
             return "the node's OpenAI endpoint, e.g. http://10.0.0.5:8000"
     elif field == "ssh" and not re.fullmatch(SSH_PATTERN, value):
         return "USER@HOST[:PORT], e.g. ubuntu@10.0.0.5"
+    elif field == "key" and value:
+        # Caught as typed, not when ssh first fails with it: a missing or unreadable key file.
+        import os
+        from pathlib import Path
+
+        path = Path(value).expanduser()
+        if path.is_dir():
+            return f"{path} is a folder, not a key file"
+        if not path.is_file():
+            return f"no key file at {path}"
+        if not os.access(path, os.R_OK):
+            return f"{path} cannot be read by this user"
     return None
 
 

@@ -28,7 +28,7 @@ from widgets.fit_breakdown import fit_lines, verdict_markup
 # The same rule as backend.models.estate.POD_NAME_PATTERN (a test keeps them equal); copied so the
 # modal does not import pydantic on the event loop.
 POD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
-VERDICT_RANK = {"fits": 0, "tight": 1, "unknown": 2, "wont-fit": 3, "incompatible-hw": 4}
+VERDICT_RANK = {"fits": 0, "tight": 1, "unknown": 2, "wont-fit": 3, "too-few": 4, "incompatible-hw": 5}
 REFIT_DELAY_S = 0.25
 
 
@@ -43,6 +43,19 @@ def parse_gpus(text: str) -> tuple[int, ...] | str:
     if len(set(values)) != len(values):
         return "a GPU is listed twice"
     return values
+
+
+def gpu_list(indices: list[int] | tuple[int, ...]) -> str:
+    """`[0, 1, 2, 3]` → `0-3`, `[0, 2, 3]` → `0,2-3`: short enough for one line at 80 columns."""
+    parts: list[str] = []
+    ordered = sorted(indices)
+    start = 0
+    for i in range(1, len(ordered) + 1):
+        if i == len(ordered) or ordered[i] != ordered[i - 1] + 1:
+            first, last = ordered[start], ordered[i - 1]
+            parts.append(str(first) if first == last else f"{first},{last}" if last == first + 1 else f"{first}-{last}")
+            start = i
+    return ",".join(parts) or "none"
 
 
 def name_problem(name: str, taken: set[str]) -> str | None:
@@ -62,20 +75,28 @@ class NewPodModal(CockpitModal):
     # Focus by AUTO_FOCUS, not focus() in on_mount: a deferred focus() would snatch focus back from
     # a fast typist's Tab (seen in tmux).
     AUTO_FOCUS = "#name"
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+    """At 24 rows the slug list shrinks so the fit breakdown and the buttons stay on screen."""
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="new_pod_cancel"),
         Binding("ctrl+s", "create", "Create", id="new_pod_create", priority=True),
     ]
 
-    def __init__(self, gpu_indices: list[int], pods: list[PodState]) -> None:
+    def __init__(self, gpu_indices: list[int], pods: list[PodState], initial: NewPod | None = None, problem: str | None = None) -> None:
+        """`initial`: the values of a request that was refused, to fix rather than retype; `problem`: why."""
         super().__init__()
         self.gpu_indices = sorted(gpu_indices)
         self.pods = pods
+        self.initial = initial
+        self.first_problem = problem
         self.taken_names = {p.name.lower() for p in pods}
+        self.taken_ports = {p.port: p.name for p in pods}
         claimed = {i for p in pods for i in p.gpus}
         self.free = [i for i in self.gpu_indices if i not in claimed]
         self.entries: dict[str, CatalogEntry] = {}
         self.verdicts: dict[str, str] = {}
+        self.verdict_gpus: dict[str, tuple[int, ...]] = {}
+        """The GPUs each slug's verdict was computed on (shown on its row, so the list and the fit line agree)."""
         self.slug: str | None = None
         self.report: FitReport | None = None
         self.port_touched = False
@@ -84,9 +105,10 @@ class NewPodModal(CockpitModal):
         self._proposed_port = ""
         self._verdicts_for: str | None = None
         self._refit_timer: Timer | None = None
+        self._said: str | None = None
 
     def compose(self) -> ComposeResult:
-        free = " ".join(f"GPU{i}" for i in self.free) or "none"
+        free = gpu_list(self.free)
         with Vertical(id="dialog", classes="new-pod"):
             yield Static("[b]New pod[/]  [$text-muted]Tab moves · ↑↓ pick a slug · Ctrl+S create · Esc cancel[/]")
             with Horizontal(classes="row", id="name-row"):
@@ -96,7 +118,7 @@ class NewPodModal(CockpitModal):
             with Horizontal(classes="row"):
                 yield Static("Slug", classes="label")
                 yield Input(placeholder="type to filter slugs", id="filter", compact=True)
-                yield Static("[$text-muted]ranked by fit on the GPUs[/]", classes="check")
+                yield Static("[$text-muted]ranked by fit, on the GPUs shown[/]", classes="check")
             yield OptionList(id="slugs", compact=True)
             with Horizontal(classes="row"):
                 yield Static("GPUs", classes="label")
@@ -104,6 +126,7 @@ class NewPodModal(CockpitModal):
                 yield Static("Port", classes="label port-label")
                 yield Input(id="port", restrict=r"[0-9]*", max_length=5, compact=True)
                 yield Static(Content.from_markup("[$text-muted]free: $f[/]", f=free), id="gpus-check", classes="check")
+            yield Static("", id="form-problem")
             yield Static(fit_lines(None), id="fit")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel  Esc", id="cancel", compact=True)
@@ -111,14 +134,33 @@ class NewPodModal(CockpitModal):
 
     def on_mount(self) -> None:
         self.query_one("#slugs", OptionList).add_option(Option("[dim]loading the catalog…[/]", id="", disabled=True))
+        if self.initial is not None:
+            # A refused request comes back as it was typed: fix what was wrong, keep the rest.
+            self._proposed_port = str(self.initial.port)
+            self.query_one("#name", Input).value = self.initial.name
+            self.query_one("#gpus", Input).value = ",".join(map(str, self.initial.gpus))
+            self.query_one("#port", Input).value = str(self.initial.port)
+            self.port_touched = True
+            self.slug, self.slug_picked = self.initial.slug, True
         self.call(self.services.catalog, done=self._catalog_landed, failed=self._catalog_failed, group="catalog")
         self._check_name()
+        self._say(self.first_problem)
+
+    def _say(self, problem: str | None, kind: str = "form") -> None:
+        """The form's own message line (not a toast: a toast would cover the form at 80×24). `kind`:
+        what said it, so the port check clears only its own message, never a refusal's."""
+        self._said = kind if problem else None
+        line = self.query_one("#form-problem", Static)
+        line.display = bool(problem)
+        line.update(Content.from_markup("[$error]✗ $p[/]", p=problem) if problem else "")
 
     # -- catalog and verdicts ----------------------------------------------------------------------
     def _catalog_landed(self, entries: list[CatalogEntry]) -> None:
         self.entries = {e.slug: e for e in entries if e.status != "deprecated"}
         self._render_slugs()
         self._refresh_verdicts()
+        if self.initial is not None:
+            self._schedule_refit(verdicts=False)
 
     def _catalog_failed(self, error: BaseException) -> None:
         slugs = self.query_one("#slugs", OptionList)
@@ -126,12 +168,12 @@ class NewPodModal(CockpitModal):
         slugs.add_option(Option(Content.from_markup("[$error]✗ $e[/]", e=describe_error(error)), id="", disabled=True))
 
     def gpus_for(self, entry: CatalogEntry) -> tuple[int, ...]:
-        """The chosen GPUs when their count matches the slug, else free GPUs sized to its TP × PP."""
+        """The chosen GPUs when their count matches the slug, else free GPUs sized to its TP × PP —
+        only free ones: fewer than it needs when not enough are free (never a claimed GPU)."""
         chosen = parse_gpus(self.query_one("#gpus", Input).value)
         if isinstance(chosen, tuple) and len(chosen) == entry.gpu_count:
             return chosen
-        pool = self.free + [i for i in self.gpu_indices if i not in self.free]
-        return tuple(pool[: entry.gpu_count])
+        return tuple(self.free[: entry.gpu_count])
 
     def _refresh_verdicts(self) -> None:
         gpus_text = self.query_one("#gpus", Input).value
@@ -143,7 +185,7 @@ class NewPodModal(CockpitModal):
                 if self._verdicts_for != gpus_text:
                     break  # the GPU set changed: a newer pass is coming
                 if len(gpus) < self.entries[slug].gpu_count:
-                    out[slug] = "unknown"
+                    out[slug] = "too-few"  # not "fits on GPUs someone else holds"
                     continue
                 try:
                     out[slug] = self.services.fit(slug, gpus).verdict
@@ -152,13 +194,14 @@ class NewPodModal(CockpitModal):
             return out
 
         self._verdicts_for = gpus_text
-        self.call(work, done=lambda v: self._verdicts_landed(v, gpus_text), group="verdicts")
+        on = dict(targets)
+        self.call(work, done=lambda v: self._verdicts_landed(v, gpus_text, on), group="verdicts")
 
-    def _verdicts_landed(self, verdicts: dict[str, str], gpus_text: str) -> None:
+    def _verdicts_landed(self, verdicts: dict[str, str], gpus_text: str, on: dict[str, tuple[int, ...]]) -> None:
         # Verdicts depend only on the GPU field: keep them unless it changed meanwhile.
         if gpus_text != self.query_one("#gpus", Input).value or len(verdicts) < len(self.entries):
             return
-        self.verdicts = verdicts
+        self.verdicts, self.verdict_gpus = verdicts, on
         self._render_slugs()
 
     def _render_slugs(self) -> None:
@@ -173,9 +216,15 @@ class NewPodModal(CockpitModal):
             return
         for entry in shown:
             verdict = self.verdicts.get(entry.slug)
-            mark = verdict_markup(verdict) if verdict else "[$text-muted]…[/]"
+            on = self.verdict_gpus.get(entry.slug, ())
+            if verdict == "too-few":
+                mark = f"[$text-muted]✗ {len(self.free)} of {entry.gpu_count} free[/]"
+                where = f"needs {entry.gpu_count} GPUs"
+            else:
+                mark = verdict_markup(verdict) if verdict else "[$text-muted]…[/]"
+                where = f"on GPU{'s' if len(on) > 1 else ''} {gpu_list(on)}" if on else f"{entry.gpu_count} GPU"
             pad = " " * max(1, 18 - len(Content.from_markup(mark).plain))
-            prompt = Content.from_markup(f"{mark}{pad}$s [$text-muted]· $n GPU[/]", s=entry.slug, n=str(entry.gpu_count))
+            prompt = Content.from_markup(f"{mark}{pad}$s [$text-muted]· $w[/]", s=entry.slug, w=where)
             slugs.add_option(Option(prompt, id=entry.slug))
         ids = [e.slug for e in shown]
         # Until the user picks a slug, the best-ranked one is the proposal.
@@ -215,6 +264,9 @@ class NewPodModal(CockpitModal):
         elif event.input.id == "port":
             # Our own proposal arrives as a Changed event too; only a different value is the user's.
             self.port_touched = event.value != self._proposed_port
+            problem = self.port_problem()
+            if problem or self._said == "port":
+                self._say(problem, "port")
         elif event.input.id == "gpus":
             self._schedule_refit(verdicts=True)
 
@@ -237,13 +289,39 @@ class NewPodModal(CockpitModal):
             self._refit_timer.stop()
         self._refit_timer = self.set_timer(REFIT_DELAY_S, lambda: self._refit(verdicts))
 
+    def port_problem(self) -> str | None:
+        """Why the port cannot serve this pod, as it is typed: another pod of the estate has it, or
+        something on this machine listens on it already."""
+        import socket
+
+        text = self.query_one("#port", Input).value.strip()
+        if not text:
+            return None
+        if not text.isdigit() or not 1 <= int(text) <= 65535:
+            return "port: a number from 1 to 65535"
+        port = int(text)
+        if port in self.taken_ports:
+            return f"port {port} is pod {self.taken_ports[port]}'s"
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return f"port {port} is in use on this machine"
+        return None
+
     def _refit(self, verdicts: bool) -> None:
         generation = self._generation
         gpus = parse_gpus(self.query_one("#gpus", Input).value)
         check = self.query_one("#gpus-check", Static)
-        free = " ".join(f"GPU{i}" for i in self.free) or "none"
+        free = gpu_list(self.free)
         if isinstance(gpus, str):
             check.update(Content.from_markup("[$warning]✗ $p[/] [$text-muted]· free: $f[/]", p=gpus, f=free))
+            # No GPUs, no fit: the last verdict must not stay on screen as if it were for this field.
+            self._generation += 1
+            self.report = None
+            self.query_one("#fit", Static).update(Content.from_markup("[$text-muted]fit: choose GPUs first (free: $f)[/]", f=free))
+            if self.entries and self.query_one("#gpus", Input).value != self._verdicts_for:
+                self._refresh_verdicts()
             return
         unknown = [i for i in gpus if i not in self.gpu_indices]
         claimed = [i for i in gpus if i not in self.free and i in self.gpu_indices]
@@ -283,6 +361,8 @@ class NewPodModal(CockpitModal):
         port_text = self.query_one("#port", Input).value.strip()
         if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
             return "port: a number from 1 to 65535"
+        if int(port_text) in self.taken_ports:
+            return f"port {port_text} is pod {self.taken_ports[int(port_text)]}'s"
         return NewPod(name=name, slug=self.slug, gpus=gpus, port=int(port_text))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -295,7 +375,7 @@ class NewPodModal(CockpitModal):
     def action_create(self) -> None:
         request = self.collect()
         if isinstance(request, str):
-            self.notify(request, title="Not yet", severity="warning")
+            self._say(request)
             return
         self.dismiss(request)
 

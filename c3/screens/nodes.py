@@ -107,7 +107,7 @@ class NodesScreen(CockpitScreen):
         self.show_result(self.app.last_result)  # type: ignore[attr-defined]
         self.render_rows()
         self.render_pools()
-        self.set_interval(1.0, self.render_sources, name="as-of")
+        self.add_ticker(1.0, self.render_sources, name="as-of")
         super().on_mount()
 
     def _set_columns(self, compact: bool) -> None:
@@ -171,7 +171,7 @@ class NodesScreen(CockpitScreen):
     def action_add_node(self) -> None:
         from c3.modals.add_node import AddNodeModal
 
-        if not self.app.ready():  # type: ignore[attr-defined]
+        if self.app.refused_readonly("node_add") or not self.app.ready():  # type: ignore[attr-defined]
             return
         taken = {r.name for r in self.rows or []}
         self.app.push_screen(AddNodeModal(taken), callback=self._node_chosen)

@@ -88,7 +88,7 @@ class OrchestrationScreen(CockpitScreen):
         self.render_pods()
         self.render_sources()
         self.show_result()
-        self.set_interval(1.0, self.render_sources, name="as-of")
+        self.add_ticker(1.0, self.render_sources, name="as-of")
         super().on_mount()
 
     # -- polling ---------------------------------------------------------------------------------
@@ -145,10 +145,11 @@ class OrchestrationScreen(CockpitScreen):
 
     # -- rendering -------------------------------------------------------------------------------
     def holder_of(self, index: int) -> str:
-        """Who holds a GPU: the running pod whose processes are on it, a stranger, or the pod that claims it."""
-        for pod in self.pods:
-            if pod.state in {"serving", "booting"} and index in (pod.actual_gpus or pod.gpus):
-                return pod.name
+        """Who holds a GPU: every running pod whose processes are on it (`⚠` marks one that does not
+        claim it: a pod on the wrong GPU shows where it really is), a stranger, or the pod that claims it."""
+        running = [pod for pod in self.pods if pod.state in {"serving", "booting"} and index in (pod.actual_gpus or pod.gpus)]
+        if running:
+            return "+".join(pod.name + ("" if index in pod.gpus else "⚠") for pod in running)
         claimed = [pod for pod in self.pods if index in pod.gpus]
         snap = self.gpus.get(index)
         if snap is not None and snap.processes:

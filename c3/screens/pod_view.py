@@ -58,15 +58,28 @@ def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot], *, form: Form = "med
         lines.append(Content.from_markup("  [$text-muted]$m[/]", m=metrics_line(pod.metrics, form=form)))
     elif pod.metrics_error:
         lines.append(Content.from_markup("  [$warning]metrics: $e[/]", e=pod.metrics_error))
-    for n, index in enumerate(pod.gpus):
-        branch = "└─" if n == len(pod.gpus) - 1 else "├─"
+    # The GPUs it claims, and — when its processes were seen elsewhere — the ones it really runs on.
+    actual = pod.actual_gpus if pod.placement == "mismatch" and pod.actual_gpus is not None else None
+    shown = list(pod.gpus) + [i for i in actual or () if i not in pod.gpus]
+    for n, index in enumerate(shown):
+        branch = "└─" if n == len(shown) - 1 else "├─"
+        note = ""
+        if actual is not None and index not in actual:
+            note = "  [$text-muted](claimed, unused)[/]"
+        elif actual is not None and index not in pod.gpus:
+            note = "  [$error b]⚠ runs here[/]"
         snap = gpus.get(index)
         if snap is None:
-            lines.append(Content.from_markup(f"  {branch} GPU{index} [$text-muted](not seen on this rig)[/]"))
+            lines.append(Content.from_markup(f"  {branch} GPU{index} [$text-muted](not seen on this rig)[/]{note}"))
             continue
         mem = f"{gib(snap.used_mib)}/{gib(snap.gpu.total_mib)}G"
         util = f"{snap.util_pct}%" if snap.util_pct is not None else "?"
-        lines.append(Content.from_markup(f"  {branch} GPU{index} $n  [$text-muted]$m · util $u[/]", n=short_name(snap.gpu.name), m=mem, u=util))
+        if form == "narrow":
+            # 80 columns: the GPU panels beside the list name the model; a wrapped GPU line would
+            # make each pod taller than it looks and push its GPUs out of view as the list scrolls.
+            lines.append(Content.from_markup(f"  {branch} GPU{index} [$text-muted]$m $u[/]{note}", m=mem, u=util))
+            continue
+        lines.append(Content.from_markup(f"  {branch} GPU{index} $n  [$text-muted]$m · util $u[/]{note}", n=short_name(snap.gpu.name), m=mem, u=util))
     return Content("\n").join(lines)
 
 

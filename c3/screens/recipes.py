@@ -144,7 +144,7 @@ class RecipesScreen(CockpitScreen):
         if row is None:
             self.app.notify("No recipe to launch", timeout=3)
             return
-        if self.app.ready():  # type: ignore[attr-defined]
+        if not self.app.refused_readonly("recipe_launch") and self.app.ready():  # type: ignore[attr-defined]
             self.app.push_screen(LaunchModal(row), callback=self._launch_chosen)
 
     def _launch_chosen(self, request: RecipeLaunch | None) -> None:

@@ -81,6 +81,7 @@ def screen_text(app, screen=None) -> str:
     from textual.widgets import Button, DataTable, Log, OptionList, Static
 
     from widgets.gpu_panel import GpuPanel
+    from widgets.log_view import LogView
 
     def plain(value) -> str:
         return value.plain if isinstance(value, Content) else str(value)
@@ -100,6 +101,8 @@ def screen_text(app, screen=None) -> str:
                 parts.append("  ".join(plain(c) for c in widget.get_row_at(row)))
         elif isinstance(widget, Log):
             parts += list(widget.lines)
+        elif isinstance(widget, LogView):
+            parts += [line.text for line in widget.log_lines.lines]
     return "\n".join(parts)
 
 

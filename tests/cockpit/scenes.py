@@ -120,6 +120,10 @@ class Scene:
     size: tuple[int, int] = (120, 40)
     steps: tuple[Step, ...] = field(default_factory=tuple)
     readonly: bool = False
+    colors16: bool = False
+    """Run as under `--color 16` (the colour depth Textual reads; the SVG shows the ANSI theme's colours)."""
+    ascii: bool = False
+    """Run as under `--ascii`."""
 
 
 SCENES: tuple[Scene, ...] = (
@@ -132,6 +136,8 @@ SCENES: tuple[Scene, ...] = (
     Scene("confirm-create", "Confirm gate: the exact plan, Cancel focused", "placed", steps=(press("N"), typed("chat2"), press("tab"), typed("gpt-oss"), fit_ready, press("ctrl+s"))),
     Scene("confirm-stop-all", "Stop the whole estate: what will stop", "placed", steps=(press("o"),)),
     Scene("logs", "Pod logs (bounded, following)", "placed", steps=(press("l"),)),
+    Scene("logs-search", "Log search: matches highlighted, n/N to move", "placed", steps=(press("l"), press("slash"), typed("cache"), press("enter"))),
+    Scene("logs-search-80x24", "Log search at 80×24, long lines wrapped", "placed", (80, 24), steps=(press("l", "w"), press("slash"), typed("cache"), press("enter"))),
     Scene("help", "Help, generated from the bindings", "placed", steps=(press("question_mark"),)),
     Scene("nodes", "Nodes: this machine, probed without SSH", "placed", steps=(press("2"),)),
     Scene("add-node", "Add node: validated as typed", "placed", steps=(press("2", "a"), typed("spark-3"), press("tab"), typed("http://10.213.0.13:8000"), press("tab"), typed("ubuntu@"))),
@@ -141,6 +147,8 @@ SCENES: tuple[Scene, ...] = (
     Scene("orchestration-mismatch", "A placement mismatch explained", "mismatch", steps=(focus_pod("odd"),)),
     Scene("orchestration-mismatch-80x24", "The same at 80×24", "mismatch", (80, 24)),
     Scene("details", "Pod details", "mismatch", steps=(focus_pod("odd"), press("i"))),
+    Scene("colors-16", "16 colours: the terminal's own palette, red only for errors", "mismatch", steps=(focus_pod("odd"), press("i")), colors16=True),
+    Scene("ascii-80x24", "ASCII only (--ascii, or a locale that is not UTF-8) at 80×24", "mismatch", (80, 24), ascii=True),
     Scene("orchestration-8gpus", "Eight GPUs, sixteen pods", "bench"),
     Scene("nodes-pool", "Nodes with a running pool: per-backend health, load, latency", "cluster", steps=(press("2"),)),
     Scene("nodes-pool-80x24", "Nodes and pool at 80×24", "cluster", (80, 24), steps=(press("2"),)),
@@ -198,10 +206,16 @@ def scene_app(scene: Scene, worlds: Worlds) -> Iterator[C3App]:
     world = worlds.get(scene.scenario)
     with world.active():
         svc = world.services(readonly=scene.readonly)
+        from textual import constants
+
+        depth = constants.COLOR_SYSTEM
         try:
             converged(svc)
-            yield C3App(svc, readonly=scene.readonly, clock=svc.clock, autopoll=False)
+            if scene.colors16:
+                constants.COLOR_SYSTEM = "standard"  # type: ignore[misc]  # what `--color 16` sets before Textual loads
+            yield C3App(svc, readonly=scene.readonly, clock=svc.clock, autopoll=False, ascii=scene.ascii)
         finally:
+            constants.COLOR_SYSTEM = depth  # type: ignore[misc]
             svc.close()
 
 

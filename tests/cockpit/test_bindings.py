@@ -56,6 +56,26 @@ async def test_mismatch_is_explained(demo_world):
         assert "⚠ PLACEMENT MISMATCH" in text
         assert "not on requested GPU 1; also on GPU 0 it did not ask for" in text
         assert "GPU1 RTX 3090 odd (claimed, unused)" in text
+        # The pod on the wrong GPU shows on the GPU it really uses: in GPU0's panel and under the pod.
+        assert "GPU0 RTX 3090 chat+odd⚠" in text
+        pods = app._orchestration().query_one("#pods")
+        odd = next(pods.get_option_at_index(i).prompt.plain for i in range(pods.option_count) if pods.get_option_at_index(i).id == "odd")
+        assert "GPU1 RTX 3090" in odd and "(claimed, unused)" in odd
+        assert "└─ GPU0 RTX 3090" in odd and "⚠ runs here" in odd
+
+
+@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
+async def test_gpu_lines_fit_the_pod_list_at_80_columns(demo_world):
+    """At 80 columns a GPU line that wrapped made each pod taller than it looked, and its GPUs fell out
+    of view as the list scrolled: every GPU line fits the list's width."""
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        pods = app._orchestration().query_one("#pods")
+        width = pods.scrollable_content_region.width
+        gpu_lines = [line for i in range(pods.option_count) for line in pods.get_option_at_index(i).prompt.plain.split("\n") if "─ GPU" in line]
+        assert len(gpu_lines) >= 5
+        assert all(len(line) <= width for line in gpu_lines), (width, gpu_lines)
 
 
 async def test_help_lists_the_keys_of_the_current_mode(demo_world):
@@ -132,7 +152,7 @@ async def test_logs_modal_is_bounded_and_follow_toggles(demo_world):
         await pilot.press("f")
         await pilot.pause()
         assert app.screen.follow is False and "paused" in screen_text(app)
-        assert app.screen.query_one("Log").max_lines is not None
+        assert app.screen.lines.limit is not None
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, OrchestrationScreen)

@@ -21,8 +21,9 @@ C3 = os.path.join(os.path.dirname(sys.executable), "c3")
 def test_demo_help_lists_the_terminal_options():
     result = CliRunner().invoke(cli, ["demo", "--help"])
     assert result.exit_code == 0
-    for option in ("--readonly", "--color", "--no-mouse"):
+    for option in ("--readonly", "--color", "--no-mouse", "--ascii"):
         assert option in result.output
+    assert "--ascii" in CliRunner().invoke(cli, ["--help"]).output
 
 
 def test_color_maps_to_textual(monkeypatch):

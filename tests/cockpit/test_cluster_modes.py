@@ -170,6 +170,9 @@ async def test_node_writes_refused_read_only_and_shown(demo_world):
         assert isinstance(app.screen, NodesScreen)  # no gate: refused at once
         assert not app.last_result.ok and "read-only" in app.last_result.message
         assert "✗ refused: read-only cockpit: refused to remove node box" in screen_text(app)
+        await pilot.press("a")  # the add-node form is not even opened
+        await settle(pilot)
+        assert isinstance(app.screen, NodesScreen) and "refused to add a node" in app.last_result.message
         assert "execute" not in svc.calls and registered() == ["box"]
 
 
@@ -272,6 +275,9 @@ async def test_recipe_writes_refused_read_only(demo_world):
         await settle(pilot)
         assert isinstance(app.screen, RecipesScreen)
         assert not app.last_result.ok and "refused to stop profile" in app.last_result.message
+        await pilot.press("u")  # the launch form is not even opened
+        await settle(pilot)
+        assert isinstance(app.screen, RecipesScreen) and "refused to launch a recipe" in app.last_result.message
         assert "execute" not in svc.calls
 
 

@@ -84,7 +84,7 @@ def test_demo_in_tmux(size, tmp_path, require_service):
         # A pod, booted and placed.
         term.keys("N")
         term.wait_for(r"New pod")
-        term.wait_for(r"· 1 GPU")  # the catalog is in: the modal is settled
+        term.wait_for(r"· on GPUs? \d")  # the verdicts are in: the modal is settled
         term.type("chat")
         term.keys("Tab")
         term.type("vllm/llama-3.1-8b")
@@ -106,7 +106,7 @@ def test_demo_in_tmux(size, tmp_path, require_service):
         # The demo's misplaced engine: booted, and the mismatch explained.
         term.keys("N")
         term.wait_for(r"New pod")
-        term.wait_for(r"· 1 GPU")
+        term.wait_for(r"· on GPUs? \d")
         term.type("odd")
         term.keys("Tab")
         term.type("demo-misplaced")

@@ -67,7 +67,9 @@ def test_pod_view_text():
     assert "✓ placed" in badge(placed) and "PLACEMENT MISMATCH" in badge(wrong)
     text = pod_prompt(wrong, gpus).plain
     assert text.splitlines()[0].startswith("coder  vllm/y:8010  ● serving  ⚠ PLACEMENT MISMATCH")
-    assert "not on requested GPU 2" in text and "├─ GPU1" in text and "└─ GPU2" in text
+    assert "not on requested GPU 2" in text and "├─ GPU1" in text
+    # Seen on GPU 3, which it does not claim: listed there too; GPU 2, claimed but not used, says so.
+    assert "├─ GPU2 RTX 5090  19.5/31.8G · util 50%  (claimed, unused)" in text and "└─ GPU3 RTX 5090  19.5/31.8G · util 50%  ⚠ runs here" in text
     assert free_line([placed, wrong], gpus, {3: "coder"}).plain == "free: GPU3 (in use: coder)"
     assert "none" in free_line([PodState("all", "s", 1, (0, 1, 2, 3))], gpus).plain
 

@@ -348,8 +348,8 @@ class StableFacade:
         facts = tuple((k, self._home(self._pid(v))) for k, v in details.facts)
         return replace(details, pod=replace(details.pod, placement_detail=self._pid(details.pod.placement_detail)), facts=facts)
 
-    def pod_logs(self, name: str, tail: int) -> list[str]:
-        lines = [line for line in self.real.pod_logs(name, tail) if not _PROBE_LINE.search(line)]
+    def pod_logs(self, name: str, tail: int, timestamps: bool = False) -> list[str]:
+        lines = [line for line in self.real.pod_logs(name, tail, timestamps) if not _PROBE_LINE.search(line)]
         return [self._home(self._pid(_PEER.sub("127.0.0.1:40000", _STAMP.sub("05-01 12:00:00", line)))) for line in lines]
 
     def make_plan(self, *args: Any, **kwargs: Any) -> Any:
