@@ -6,7 +6,7 @@ import shlex
 
 import click
 
-from c3.cli.common import emit_json, json_option
+from c3.cli.common import echo_line, emit_json, json_option
 
 
 def _label(p) -> str:
@@ -119,12 +119,9 @@ def restart(name: str | None, no_wait: bool, timeout: float | None) -> None:
 @click.option("--reason", default="c3 profile stop", help="Recorded in the stop marker.")
 def stop(name: str | None, reason: str) -> None:
     """Stop the group and remember it (the watchdog leaves it stopped until the next launch)."""
-    from backend.cluster.control import stop as do_stop
-    from backend.profiles import resolve
-    from backend.ssh import run_sync
+    from backend.actions.stop_profile import StopProfile
 
-    p = resolve(name)
-    run_sync(do_stop(p, why=reason, say=click.echo))
+    p = StopProfile(name, reason).run(echo_line).data
     click.echo(f"stopped {p.name} (remembered until the next launch)")
 
 

@@ -1,0 +1,52 @@
+"""The typed views ARE the documented `--json` shapes: the fields docs/DESIGN.md promises, in order."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from backend.runtime.models import ForeignProcess, Placement
+from backend.views import PodStatus
+
+DESIGN = (Path(__file__).resolve().parents[2] / "docs" / "DESIGN.md").read_text()
+
+
+def _documented_pod_status() -> tuple[list[str], list[str], list[str]]:
+    """(row fields, placement fields, added fields) as DESIGN writes them."""
+    start = DESIGN.index("- `c3 pod status --json` →")
+    shape = DESIGN[start: DESIGN.index("— `metrics` is null", start)]
+    placement = re.search(r'"placement": \{(.*?)\}', shape, re.S)
+    assert placement is not None
+    row = re.findall(r'"(\w+)"', shape.replace(placement.group(0), '"placement"'))
+    added = DESIGN[DESIGN.index("- `pod status --json` adds"):]
+    added = added[: added.index("\n- ")]
+    return [f for f in row if f not in {"file", "pods"}], re.findall(r'"(\w+)"', placement.group(1)), re.findall(r"`(\w+)`", added)
+
+
+def test_pod_status_fields_are_the_documented_ones():
+    row, placement, added = _documented_pod_status()
+    assert row == ["name", "slug", "gpus", "port", "running", "serving", "placement", "metrics", "metrics_error"]
+    fields = list(PodStatus.model_json_schema()["properties"])
+    assert set(row) <= set(fields)
+    assert [f for f in fields if f in row] == row  # in the documented order
+    assert set(fields) - set(row) <= set(added), set(fields) - set(row) - set(added)  # nothing undocumented
+    place = list(Placement.model_json_schema()["properties"])
+    assert place[: len(placement)] == placement == ["verdict", "requested", "actual"]
+    assert set(place) - set(placement) <= set(added)
+
+
+def _row(**update) -> PodStatus:
+    place = Placement(verdict="mismatch", requested=("GPU-a",), actual=("GPU-b",), requested_indices=(0,), actual_indices=(1,),
+                      missing=("GPU-a",), extra=("GPU-b",), foreign=(ForeignProcess(pid=7, gpu_uuid="GPU-a", gpu_index=0, used_mib=9),), reason="r")
+    return PodStatus(name="chat", slug="vllm/qwen3-8b", gpus=[0], port=8020, running=True, serving=False, state="running", placement=place).model_copy(update=update)
+
+
+def test_the_json_row_is_plain_json_in_the_contract_order():
+    data = _row().model_dump(mode="json")
+    assert list(data) == ["name", "slug", "gpus", "port", "running", "serving", "state", "placement", "metrics", "metrics_error"]
+    assert data["placement"] == {
+        "verdict": "mismatch", "requested": ["GPU-a"], "actual": ["GPU-b"], "requested_indices": [0], "actual_indices": [1],
+        "missing": ["GPU-a"], "extra": ["GPU-b"], "foreign": [{"pid": 7, "gpu_uuid": "GPU-a", "gpu_index": 0, "used_mib": 9, "owner": None}], "reason": "r",
+    }
+    other = _row(state="other-estate", other_estate="").model_dump(mode="json")
+    assert list(other)[7:9] == ["placement", "other_estate"] and other["other_estate"] == ""
