@@ -13,7 +13,7 @@ from backend.runtime.models import Placement
 class PodStatus(BaseModel):
     """One pod of an estate file: planned where, running, serving, and where it really landed."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
 
     name: str
     """The pod's name in the estate file (its container is `c3-<name>`)."""

@@ -63,11 +63,9 @@ def status(names: str | None, as_json: bool) -> None:
     nodes = resolve_nodes(names) if names else load_registry().nodes
     rows = run_sync(probe_nodes(nodes)) if nodes else []
     if as_json:
-        emit_json({"nodes": [{
-            "name": r.name, "host": r.host, "ssh": r.ssh, "local": r.local, "reachable": r.reachable,
-            "ssh_error": r.ssh_error, "endpoint_ok": r.endpoint_ok, "endpoint": r.endpoint_detail,
-            "gpus": [{"index": g.index, "name": g.name, "total_mib": g.total_mib, "used_mib": g.used_mib} for g in r.gpus],
-            "gpu_error": r.gpu_error} for r in rows]})
+        from backend.views import NodeStatus
+
+        emit_json({"nodes": [NodeStatus.from_health(r).model_dump(mode="json") for r in rows]})
         return
     if not rows:
         click.echo("no nodes registered")

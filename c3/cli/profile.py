@@ -62,10 +62,12 @@ def status(name: str | None, as_json: bool) -> None:
     st = run_sync(get_status(p))
     label = _label(p)
     if as_json:
-        emit_json({"name": p.name, "recipe": p.recipe, "status": label, "base_url": p.base_url, "model": p.model,
-                   "overrides": p.overrides, "stopped": is_stopped(p.name), "serving": st.endpoint_ok,
-                   "endpoint": st.endpoint_detail,
-                   "nodes": [{"node": n.node, "rank": n.rank, "state": n.state, "started_at": n.started_at} for n in st.nodes]})
+        from backend.views import ProfileStatus, RankStatus
+
+        view = ProfileStatus(name=p.name, recipe=p.recipe, status=label, base_url=p.base_url, model=p.model, overrides=p.overrides,
+                             stopped=is_stopped(p.name), serving=st.endpoint_ok, endpoint=st.endpoint_detail,
+                             nodes=[RankStatus(node=n.node, rank=n.rank, state=n.state, started_at=n.started_at) for n in st.nodes])
+        emit_json(view.model_dump(mode="json"))
         return
     click.echo(f"{p.name}: {label}; recipe {p.recipe}{'  [deliberately stopped]' if is_stopped(p.name) else ''}")
     if p.overrides:

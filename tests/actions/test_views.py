@@ -50,3 +50,33 @@ def test_the_json_row_is_plain_json_in_the_contract_order():
     }
     other = _row(state="other-estate", other_estate="").model_dump(mode="json")
     assert list(other)[7:9] == ["placement", "other_estate"] and other["other_estate"] == ""
+
+
+def _shape(command: str) -> str:
+    start = DESIGN.index(f"- `{command} --json` →")
+    end = min(DESIGN.index("\n- ", start + 3), DESIGN.index("\n\n", start))
+    return DESIGN[start:end]
+
+
+def _fields(text: str) -> list[str]:
+    return re.findall(r'"(\w+)"', text)
+
+
+def test_node_profile_and_pool_views_are_the_documented_shapes():
+    from backend.views import NodeGpuStatus, NodeStatus, PoolBackendStatus, ProfileStatus, RankStatus
+
+    node = _shape("c3 node status")
+    gpus = re.search(r'"gpus": \[\{(.*?)\}\]', node)
+    assert gpus is not None
+    assert _fields(node.replace(gpus.group(0), '"gpus"'))[1:] == list(NodeStatus.model_fields)  # [0] is the "nodes" key
+    assert _fields(gpus.group(1)) == list(NodeGpuStatus.model_fields)
+    profile = _shape("c3 profile status")
+    ranks = re.search(r'"nodes": \[\{(.*?)\}\]', profile, re.S)
+    assert ranks is not None
+    assert _fields(profile.replace(ranks.group(0), '"nodes"')) == list(ProfileStatus.model_fields)
+    assert _fields(ranks.group(1)) == list(RankStatus.model_fields)
+    pool = _fields(_shape("c3 pool status"))
+    assert set(pool[1:]) <= set(PoolBackendStatus.model_fields)
+    for model in (NodeStatus, NodeGpuStatus, ProfileStatus, RankStatus, PodStatus):
+        undocumented = [name for name, field in model.model_fields.items() if not field.description]
+        assert undocumented == [], (model.__name__, undocumented)
