@@ -79,6 +79,11 @@ class WritePlan:
         """Pods whose boot progress the write ends (a stop, a stop-all, a removal)."""
         return self.action.affects
 
+    @property
+    def request(self) -> NewPod | NewNode | RecipeLaunch | None:
+        """The form's input the write was built from, if any (kept while screens and tests read it)."""
+        return getattr(self.action, "request", None)
+
 
 @dataclass(frozen=True)
 class NodeGpuRow:
