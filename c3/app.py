@@ -33,7 +33,6 @@ from c3.services import (
     PodState,
     RecipeLaunch,
     Services,
-    WriteKind,
     WritePlan,
     WriteResult,
 )
@@ -348,24 +347,26 @@ class C3App(ServiceCalls, App[None]):
         if isinstance(request, NewPod):
             self.action_new_pod(request, problem)
 
-    def refused_readonly(self, kind: WriteKind, pod: str | None = None) -> bool:
-        """Under --readonly a write is refused before anything is asked for — a form is not even opened."""
+    def refused_readonly(self, key: str, pod: str | None = None) -> bool:
+        """Under --readonly a write is refused before anything is asked for — a form is not even opened.
+        `key` names a write of `backend.actions.registry`, which says what it does."""
         if not self.readonly:
             return False
-        what = {
-            "create": "create a pod", "up": f"boot {pod}", "down": f"stop {pod}", "rm": f"remove {pod}", "stop_all": "stop the estate",
-            "node_add": "add a node", "node_rm": f"remove node {pod}", "recipe_launch": "launch a recipe", "recipe_stop": f"stop profile {pod}",
-        }[kind]
-        self.show_result(WriteResult(False, f"read-only cockpit: refused to {what}", "restart c3 without --readonly"))
+        from backend.actions.registry import load_all
+
+        doing = load_all()[key].doing.format(target=pod or "")
+        self.show_result(WriteResult(False, f"read-only cockpit: refused to {doing}", "restart c3 without --readonly"))
         return True
 
     def action_stop_all(self) -> None:
         self.request_write("stop_all")
 
     # -- the write flow --------------------------------------------------------------------------
-    def request_write(self, kind: WriteKind, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> None:
-        """Plan (worker) → confirm gate → re-validate and execute (worker) → show the result."""
-        if self.refused_readonly(kind, pod) or not self.ready():
+    def request_write(self, key: str, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> None:
+        """Plan (worker) → confirm gate → re-validate and execute (worker) → show the result.
+
+        `key` names a write of `backend.actions.registry`; the facade builds the action from it."""
+        if self.refused_readonly(key, pod) or not self.ready():
             return
         services = self.ready()
         if services is None:
@@ -377,7 +378,7 @@ class C3App(ServiceCalls, App[None]):
             if isinstance(request, NewPod):
                 self._form_refused(request, describe_error(error))
 
-        self.call(services.make_plan, kind, pod, request, done=self._plan_ready, failed=plan_failed, group="plan")
+        self.call(services.make_plan, key, pod, request, done=self._plan_ready, failed=plan_failed, group="plan")
 
     def _plan_ready(self, plan: WritePlan) -> None:
         from c3.modals.confirm import ConfirmModal
@@ -391,9 +392,11 @@ class C3App(ServiceCalls, App[None]):
             else:
                 self.notify(f"{plan.title}: cancelled", timeout=3)
             return
-        if plan.kind == "up" and plan.pod:
+        panel = plan.action.progress_panel
+        if panel == "boot" and plan.pod:
             self.boots[plan.pod] = BootProgress(plan.pod, "re-checking gates", 0.0)
             self._boots_changed()
+        update = LaunchUpdate if panel == "launch" else BootUpdate
 
         services = self.services
         if services is None:  # cannot happen: the plan came from the facade
@@ -403,21 +406,19 @@ class C3App(ServiceCalls, App[None]):
             problems = services.check(plan)
             if problems:
                 return WriteResult(False, f"{plan.title}: {problems[0]}", "; ".join(problems[1:]) or None)
-            if plan.kind == "recipe_launch":
-                return services.execute(plan, lambda progress: self.post_message(LaunchUpdate(progress)))
-            return services.execute(plan, lambda progress: self.post_message(BootUpdate(progress)))
+            return services.execute(plan, lambda progress: self.post_message(update(progress)))
 
         def finished(result: WriteResult) -> None:
             orch = self._orchestration()
-            if plan.kind == "create" and result.ok and isinstance(plan.request, NewPod) and orch is not None:
-                orch.select_next = plan.request.name  # the new pod is what the next key acts on
-            if plan.kind == "up" and plan.pod and not result.ok and plan.pod in self.boots and not self.boots[plan.pod].done:
+            if result.ok and plan.action.selects and orch is not None:
+                orch.select_next = plan.action.selects  # a new pod is what the next key acts on
+            if panel == "boot" and plan.pod and not result.ok and plan.pod in self.boots and not self.boots[plan.pod].done:
                 self.boots[plan.pod] = BootProgress(plan.pod, "failed", self.boots[plan.pod].elapsed_s, self.boots[plan.pod].log_tail, done=True, ok=False)
-            if plan.kind in {"down", "rm", "stop_all"}:
-                for name in (plan.pod,) if plan.pod else plan.pods:
-                    self.boots.pop(name or "", None)
+            if plan.pods:
+                for name in plan.pods:
+                    self.boots.pop(name, None)
                 self._boots_changed()
-            back = plan.kind == "create" and not result.ok and isinstance(plan.request, NewPod)
+            back = not result.ok and isinstance(plan.request, NewPod)  # only a create carries a NewPod
             self.show_result(result, toast=not back)
             if back:
                 self._form_refused(plan, result.message)
@@ -429,7 +430,7 @@ class C3App(ServiceCalls, App[None]):
                 self._boots_changed()
             self._write_failed(error)
 
-        self.call(run, done=finished, failed=failed, group=f"write-{plan.kind}-{plan.pod or ''}")
+        self.call(run, done=finished, failed=failed, group=f"write-{plan.action.key}-{plan.pod or ''}")
 
     def _write_failed(self, error: BaseException, *, toast: bool = True) -> None:
         message = describe_error(error)

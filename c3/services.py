@@ -16,15 +16,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
+
+from backend.actions.base import Action, Outcome, Progress
+from backend.actions.inputs import NewNode as NewNode, NewPod as NewPod, RecipeLaunch as RecipeLaunch  # re-exported: the screens build these
+
 if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first frame
     from backend.live.engine_metrics import EngineMetrics
     from backend.models import CatalogEntry, FitReport, GpuSnapshot
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
 PlacementVerdict = Literal["ok", "mismatch", "unknown"]
-WriteKind = Literal["create", "up", "down", "rm", "stop_all", "node_add", "node_rm", "recipe_launch", "recipe_stop"]
-"""Pod writes, then the Nodes mode's (`pod` names the node for `node_rm`) and the Recipes mode's
-(`pod` names the profile for `recipe_stop`)."""
+
+# The writes' own types (backend/actions), under the names the screens know them by.
+BootProgress = Progress
+"""One step of a running write (a boot's phase; for a recipe launch `pod` is the profile)."""
+WriteResult = Outcome
+"""What a write did, shown to the user whatever happened."""
 
 
 @dataclass(frozen=True)
@@ -48,73 +55,34 @@ class PodState:
 
 
 @dataclass(frozen=True)
-class NewPod:
-    """What the new-pod modal asks for."""
-
-    name: str
-    slug: str
-    gpus: tuple[int, ...]
-    port: int
-
-
-@dataclass(frozen=True)
-class NewNode:
-    """What the add-node modal asks for (`c3 node add NAME --host URL --ssh USER@HOST [--ssh-key PATH]`)."""
-
-    name: str
-    host: str
-    ssh: str
-    ssh_key: str | None = None
-
-
-@dataclass(frozen=True)
-class RecipeLaunch:
-    """What the launch modal asks for: the recipe and its nodes in rank order (rank 0 = first)."""
-
-    recipe: str
-    nodes: tuple[str, ...]
-    allow_unpinned: bool = False
-    """Launch even though the image is not pinned by digest (`--allow-unpinned`)."""
-    overrides: tuple[str, ...] = ()
-    """`key=value` entries, as `c3 recipes launch --set` takes them (parsed and checked by the backend)."""
-
-
-@dataclass(frozen=True)
 class WritePlan:
-    """The exact plan a confirm gate shows before any write."""
+    """The exact plan a confirm gate shows before any write, and the action that runs it."""
 
-    kind: WriteKind
+    action: Action
     title: str
     lines: tuple[str, ...]
     """The plan, line by line, exactly as it will be executed."""
-    pod: str | None = None
-    """The pod — or the node (`node_rm`), or the profile (`recipe_stop`) — the write acts on."""
-    request: NewPod | NewNode | RecipeLaunch | None = None
-    pods: tuple[str, ...] = ()
-    """Pods a stop-all will stop."""
     problems: tuple[str, ...] = ()
     """Why the plan cannot run now (shown; the confirm button stays disabled)."""
+    warnings: tuple[str, ...] = ()
+    """What to know before confirming (shown; Confirm stays enabled)."""
+    destructive: bool = False
+    wide: bool = False
 
+    @property
+    def pod(self) -> str | None:
+        """The pod — or the node, or the profile — the write acts on."""
+        return self.action.target
 
-@dataclass(frozen=True)
-class WriteResult:
-    """What a write did, shown to the user whatever happened."""
+    @property
+    def pods(self) -> tuple[str, ...]:
+        """Pods whose boot progress the write ends (a stop, a stop-all, a removal)."""
+        return self.action.affects
 
-    ok: bool
-    message: str
-    hint: str | None = None
-
-
-@dataclass(frozen=True)
-class BootProgress:
-    """One step of a boot, reported while `execute(up)` runs."""
-
-    pod: str
-    phase: str
-    elapsed_s: float
-    log_tail: tuple[str, ...] = ()
-    done: bool = False
-    ok: bool = False
+    @property
+    def request(self) -> NewPod | NewNode | RecipeLaunch | None:
+        """The form's input the write was built from, if any (kept while screens and tests read it)."""
+        return getattr(self.action, "request", None)
 
 
 @dataclass(frozen=True)
@@ -268,16 +236,17 @@ class Services(Protocol):
     def propose_port(self, slug: str) -> int:
         """A free host port for a new pod of this slug."""
 
-    def make_plan(self, kind: WriteKind, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> WritePlan:
-        """The exact plan of a write, with the problems that would refuse it now (a recipe launch's
+    def make_plan(self, key: str, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> WritePlan:
+        """The write registered as `key` (`backend.actions.registry`) on that pod/node/profile or form
+        input, planned: its exact plan and the problems that would refuse it now (a recipe launch's
         plan is its dry-run, secrets by name only)."""
 
     def check(self, plan: WritePlan) -> list[str]:
         """Re-validate a plan just before executing it; empty means go."""
 
     def execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
-        """Run a confirmed plan (raises `backend.errors.C3Error` on refusal). A recipe launch reports
-        each step as a `BootProgress` whose `pod` is the profile and `phase` the step."""
+        """Run a confirmed plan's action (raises `backend.errors.C3Error` on refusal). A recipe launch
+        reports each step as a `BootProgress` whose `pod` is the profile and `phase` the step."""
 
     def pod_logs(self, name: str, tail: int, timestamps: bool = False) -> list[str]:
         """The last `tail` lines of a pod's engine log. `timestamps`: each line the runtime recorded a

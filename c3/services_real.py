@@ -7,42 +7,32 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from backend import paths
+from backend.actions import Action, Problem
+from backend.actions.workspace import Workspace
 from backend.errors import C3Error, EnvironmentProblem, Refused
 from backend.models import CatalogEntry, FitReport, Gpu, GpuSnapshot, Pod
+from backend.views import PodStatus
 from c3.services import (
-    BootProgress,
-    NewPod,
     NodeRow,
+    PodRunState,
     PodDetails,
     PodState,
     PoolRow,
     ProfileRow,
     ProgressCallback,
     RecipeRow,
-    WriteKind,
     WritePlan,
     WriteResult,
 )
-from c3.services_cluster import (
-    CLUSTER_KINDS,
-    active_profile_row,
-    cluster_execute,
-    cluster_plan,
-    cluster_problems,
-    node_rows,
-    override_problems,
-    pool_rows,
-)
+from c3.services_cluster import active_profile_row, node_rows, override_problems, pool_rows
 from c3.metrics_text import metrics_facts
-from c3.services_plans import plan_lines, recipes_rows
+from c3.services_plans import recipes_rows
 
 HISTORY_SAMPLES = 180
 
@@ -57,7 +47,8 @@ class RealServices:
         self.demo = demo
         self.path = Path(estate_path) if estate_path else paths.estate_file()
         self.ctx = open_context(demo=demo)
-        self._catalog: Any = None
+        self.workspace = Workspace(self.path, self.ctx)
+        """What the writes act on: this estate file and this runtime context."""
         self._lock = threading.Lock()
         self._history: dict[int, deque[tuple[float, float]]] = {}
         self._hub: Any = None
@@ -119,37 +110,22 @@ class RealServices:
             return {index: list(samples) for index, samples in self._history.items()}
 
     def catalog_obj(self) -> Any:
-        if self._catalog is None:
-            from backend.catalog import load_catalog
-
-            self._catalog = load_catalog()
-            self.ctx.catalog = self._catalog
-        return self._catalog
+        return self.workspace.catalog()
 
     def catalog(self) -> list[CatalogEntry]:
         return list(self.catalog_obj().entries)
 
     def _gpus(self) -> list[Gpu]:
-        return list(self._probe().gpus())
+        return self.workspace.gpus()
 
     def _estate_pods(self) -> list[Pod]:
-        from backend.estate import load_estate
-
-        if not self.path.exists():
-            return []
-        return list(load_estate(self.path).pods)
+        return self.workspace.pods()
 
     def _pod(self, name: str) -> Pod:
-        pod = next((p for p in self._estate_pods() if p.name.casefold() == name.casefold()), None)
-        if pod is None:
-            raise Refused(f"pod `{name}` is not in {self.path}", hint="`c3 pod list` lists the pods")
-        return pod
+        return self.workspace.pod(name)
 
     def _health_path(self, pod: Pod) -> str:
-        try:
-            return self.catalog_obj().get(pod.slug).health_path
-        except (C3Error, ImportError):
-            return "/v1/models"
+        return self.workspace.health_path(pod)
 
     def pod_states(self) -> list[PodState]:
         from backend.runtime.status import pod_rows
@@ -163,10 +139,11 @@ class RealServices:
             return [self._state_of(row) for row in rows]
         return [self._state_of(row) for row in self._live_rows(hub, pods)]
 
-    def _live_rows(self, hub: Any, pods: list[Pod]) -> list[dict[str, Any]]:
+    def _live_rows(self, hub: Any, pods: list[Pod]) -> list[PodStatus]:
         """`pod status` rows from the hub's latest snapshot; a pod the hub has not seen yet (just
         created) is listed at once, as down."""
-        from backend.runtime.status import describe_estate, placement_json, same_estate
+        from backend.runtime.status import describe_estate, same_estate
+        from backend.views import PodStatus
 
         mine = str(self.path.resolve())
         snap = hub.latest()
@@ -181,71 +158,50 @@ class RealServices:
             workload = (entry.workload if entry else None) or workloads.get(pod.name)
             if workload is not None and not same_estate(workload.estate, mine):
                 # c3-<name> from another estate file is not this pod (workloads are estate + name).
-                rows.append({
-                    "name": pod.name, "slug": pod.slug, "gpus": list(pod.gpus), "port": pod.port, "running": False, "serving": False,
-                    "state": "other-estate", "placement": {
-                        "verdict": "unknown", "requested": [], "actual": [], "requested_indices": list(pod.gpus), "actual_indices": [],
-                        "missing": [], "extra": [], "foreign": [], "reason": f"container c3-{pod.name} belongs to {describe_estate(workload.estate)}"},
-                })
+                other = PodStatus.absent(pod, f"container c3-{pod.name} belongs to {describe_estate(workload.estate)}")
+                rows.append(other.model_copy(update={"state": "other-estate", "other_estate": workload.estate or ""}))
                 continue
             running = bool(workload and workload.running)
             serving = running and bool(entry and entry.health and entry.health.healthy)
             place = entry.placement if entry else None
             if place is not None and running and place.verdict == "unknown" and "not running" in place.reason:
                 place = None  # from before it started; the next placement read will judge it
-            placement = placement_json(place) if place is not None else {
-                "verdict": "unknown", "requested": [], "actual": [], "requested_indices": list(pod.gpus), "actual_indices": [],
-                "missing": [], "extra": [], "foreign": [], "reason": "verifying placement…" if running else "the pod is not running",
-            }
-            rows.append({
-                "name": pod.name, "slug": pod.slug, "gpus": list(pod.gpus), "port": pod.port, "running": running, "serving": serving,
-                "state": workload.status if workload else "absent", "placement": placement,
-                **(entry.metrics.row() if serving and entry and entry.metrics else {"metrics": None, "metrics_error": None}),
-            })
+            row = PodStatus.absent(pod, "verifying placement…" if running else "the pod is not running")
+            metrics = entry.metrics if serving and entry and entry.metrics else None
+            rows.append(row.model_copy(update={
+                "running": running, "serving": serving, "state": workload.status if workload else "absent", "placement": place or row.placement,
+                "metrics": metrics.metrics if metrics else None, "metrics_error": metrics.error if metrics else None,
+            }))
         return rows
 
     @staticmethod
-    def _state_of(row: dict[str, Any]) -> PodState:
-        place = row["placement"]
-        if row["serving"]:
+    def _state_of(row: PodStatus) -> PodState:
+        place = row.placement
+        state: PodRunState
+        if row.serving:
             state = "serving"
-        elif row["running"]:
+        elif row.running:
             state = "booting"
-        elif row.get("state") == "exited":
+        elif row.state == "exited":
             state = "failed"
         else:
             state = "down"
-        detail = place.get("reason") or ""
-        foreign = place.get("foreign") or []
-        if foreign:
-            who = "; ".join(f"pid {f['pid']} ({'pod ' + f['owner'] if f.get('owner') else 'not a c3 pod'}) on GPU {f.get('gpu_index')}" for f in foreign)
+        detail = place.reason or ""
+        if place.foreign:
+            who = "; ".join(f"pid {f.pid} ({'pod ' + f.owner if f.owner else 'not a c3 pod'}) on GPU {f.gpu_index}" for f in place.foreign)
             detail = (detail + "; " if detail else "") + "foreign process: " + who
-        if state == "failed" and place["verdict"] == "unknown":
+        if state == "failed" and place.verdict == "unknown":
             detail = "engine exited — press l for its log"
-        actual = tuple(place.get("actual_indices") or ()) or None
-        metrics = None
-        if state == "serving" and row.get("metrics"):
-            from backend.live.engine_metrics import EngineMetrics
-
-            metrics = EngineMetrics.model_validate(row["metrics"])
+        actual = tuple(place.actual_indices) or None
+        metrics = row.metrics if state == "serving" else None
         return PodState(
-            name=row["name"], slug=row["slug"], port=row["port"], gpus=tuple(row["gpus"]), state=state,  # type: ignore[arg-type]
-            placement=place["verdict"], placement_detail=detail if place["verdict"] != "ok" or foreign else "", actual_gpus=actual,
-            metrics=metrics, metrics_error=row.get("metrics_error") if state == "serving" else None,
+            name=row.name, slug=row.slug, port=row.port, gpus=tuple(row.gpus), state=state,
+            placement=place.verdict, placement_detail=detail if place.verdict != "ok" or place.foreign else "", actual_gpus=actual,
+            metrics=metrics, metrics_error=row.metrics_error if state == "serving" else None,
         )
 
     def fit(self, slug: str, gpus: tuple[int, ...]) -> FitReport:
-        from backend.fit import fit_on_gpus
-
-        catalog = self.catalog_obj()
-        entry = catalog.get(slug)
-        by_index = {g.index: g for g in self._gpus()}
-        missing = [i for i in gpus if i not in by_index]
-        if missing:
-            return FitReport(verdict="unknown", reasons=[f"no GPU {','.join(map(str, missing))} on this rig"])
-        if len(gpus) != entry.gpu_count:
-            return FitReport(verdict="unknown", reasons=[f"{slug} needs {entry.gpu_count} GPU(s) (TP {entry.tp} × PP {entry.pp}); {len(gpus)} chosen"])
-        return fit_on_gpus(entry, [by_index[i] for i in gpus], catalog=catalog)
+        return self.workspace.fit(slug, gpus)
 
     def propose_port(self, slug: str) -> int:
         from backend.estate import default_port, load_estate
@@ -256,20 +212,18 @@ class RealServices:
         return default_port(estate, entry.default_port)
 
     def pod_logs(self, name: str, tail: int, timestamps: bool = False) -> list[str]:
+        from backend.actions.workspace import pod_log
         from backend.errors import C3Error
-        from backend.runtime.bootlog import read_tail
 
-        workload = self.ctx.runtime.workload(name)
-        if workload.status == "absent":
-            try:
-                found = read_tail(name, tail)
-            except C3Error as error:
-                return [f"(no container; the boot log cannot be read: {error.message})"]
-            if found is not None:
-                boot, lines = found
-                return [f"(no container; last boot log {boot})", *lines]
+        try:
+            log = pod_log(self.ctx, name, tail, timestamps=timestamps)
+        except C3Error as error:
+            return [f"(no container; the boot log cannot be read: {error.message})"]
+        if log is None:
             return [f"pod {name} has no container and no boot log yet — press u to boot it"]
-        return self.ctx.runtime.logs(name, tail=tail, timestamps=timestamps).splitlines()[-tail:]
+        if log.boot_log is not None:
+            return [f"(no container; last boot log {log.boot_log})", *log.lines]
+        return log.lines
 
     def pod_details(self, name: str) -> PodDetails:
         pod = self._pod(name)
@@ -343,163 +297,33 @@ class RealServices:
     def override_problems(self, recipe: str, overrides: tuple[str, ...]) -> list[str]:
         return override_problems(recipe, overrides)
 
-    # -- writes ----------------------------------------------------------------------------------
-    def _problems(self, kind: WriteKind, pod: str | None, request: NewPod | None) -> list[str]:
+    # -- writes: every one is a `backend.actions` class, built from the registry ---------------------
+    def make_plan(self, key: str | Action, pod: str | None = None, request: Any = None) -> WritePlan:
+        from backend.actions.registry import build
+
+        action = key if isinstance(key, Action) else build(key, self.workspace, pod, request)
+        plan = action.plan()
+        found = self._problems(action)
+        return WritePlan(action, plan.title, plan.lines, tuple(p.text() for p in found if p.severity != "warning"),
+                         tuple(p.text() for p in found if p.severity == "warning"), plan.destructive, plan.wide)
+
+    def _problems(self, action: Action) -> list[Problem]:
         if self.readonly:
-            return ["read-only cockpit: writes are refused"]
-        if kind == "create" and request is not None:
-            return self._create_problems(request)
-        if kind == "stop_all":
-            return [] if self._running_pods() else ["nothing in the estate is running"]
-        names = {p.name for p in self._estate_pods()}
-        if pod not in names:
-            return [f"pod `{pod}` is not in {self.path} any more"]
-        workload = self.ctx.runtime.workload(pod)
-        if kind == "up" and workload.running:
-            return [f"pod `{pod}` is already running"]
-        if kind == "up":
-            return self._up_problems(pod)
-        if kind == "down" and workload.status == "absent":
-            return [f"pod `{pod}` has no workload to stop"]
-        if kind == "rm" and workload.running:
-            return [f"pod `{pod}` is running — stop it first (d)"]
-        return []
-
-    def _create_problems(self, request: NewPod) -> list[str]:
-        from backend.estate import check_estate, load_estate
-        from backend.models import Estate
-
-        estate = load_estate(self.path) if self.path.exists() else Estate()
-        if any(p.name.casefold() == request.name.casefold() for p in estate.pods):
-            return [f"a pod named `{request.name}` already exists"]
-        try:
-            pod = Pod(name=request.name, slug=request.slug, gpus=request.gpus, port=request.port)
-        except ValueError as error:
-            return [str(error).splitlines()[0]]
-        candidate = Estate(schema_version=estate.schema_version, pods=[*estate.pods, pod], extra=dict(getattr(estate, "extra", {}) or {}))
-        check = check_estate(candidate, self._gpus(), self.catalog_obj())
-        return [p.message + (f" — hint: {p.hint}" if p.hint else "") for p in check.about(request.name) if p.blocking]
-
-    def _up_problems(self, name: str) -> list[str]:
-        from backend.estate import load_estate, validate_estate
-
-        estate = load_estate(self.path)
-        out = []
-        for problem in validate_estate(estate, self._gpus(), self.catalog_obj()):
-            involved = {problem.pod, *problem.pods}
-            if problem.blocking and name in involved and problem.code != "port":
-                out.append(problem.message)
-        return out
-
-    def _running_pods(self) -> list[str]:
-        workloads = self.ctx.runtime.workloads()
-        return [p.name for p in self._estate_pods() if workloads.get(p.name) and workloads[p.name].status != "absent"]
-
-    def make_plan(self, kind: WriteKind, pod: str | None = None, request: Any = None) -> WritePlan:
-        if kind in CLUSTER_KINDS:
-            plan = cluster_plan(kind, pod, request)
-            return replace(plan, problems=("read-only cockpit: writes are refused", *plan.problems)) if self.readonly else plan
-        problems = tuple(self._problems(kind, pod, request))
-        running = tuple(self._running_pods()) if kind == "stop_all" else ()
-        lines = plan_lines(self, kind, pod, request, running)
-        titles = {"create": f"Create pod {request.name if request else ''}", "up": f"Boot pod {pod}", "down": f"Stop pod {pod}", "rm": f"Remove pod {pod}", "stop_all": "Stop the whole estate"}
-        return WritePlan(kind, titles[kind], tuple(lines), pod or (request.name if request else None), request, running, problems)
+            return [Problem("read-only cockpit: writes are refused")]
+        return action.problems()
 
     def check(self, plan: WritePlan) -> list[str]:
-        if plan.kind in CLUSTER_KINDS:
-            return ["read-only cockpit: writes are refused"] if self.readonly else cluster_problems(plan.kind, plan.pod, plan.request)
-        request = plan.request if isinstance(plan.request, NewPod) else None  # the other requests are cluster kinds
-        return self._problems(plan.kind, plan.pod if plan.kind != "create" else None, request)
+        # A write that would change nothing (already running, nothing to stop) is refused here too.
+        return [p.text() for p in self._problems(plan.action) if p.severity != "warning"]
 
     def execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
+        if self.readonly:
+            raise Refused("read-only cockpit: writes are refused", hint="restart c3 without --readonly")
         try:
-            return self._execute(plan, progress)
+            return plan.action.run(progress)
         finally:
             if self._hub is not None:
                 self._hub.refresh()  # the live view catches up with the write at once
-
-    def _execute(self, plan: WritePlan, progress: ProgressCallback) -> WriteResult:
-        if self.readonly:
-            raise Refused("read-only cockpit: writes are refused", hint="restart c3 without --readonly")
-        if plan.kind in CLUSTER_KINDS:
-            return cluster_execute(plan, progress)
-        if plan.kind == "create" and isinstance(plan.request, NewPod):
-            return self._create(plan.request)
-        if plan.kind == "up" and plan.pod:
-            return self._up(plan.pod, progress)
-        if plan.kind == "down" and plan.pod:
-            stopped = self.ctx.runtime.stop(plan.pod, timeout=30.0)
-            return WriteResult(True, f"stopped pod {plan.pod}" if stopped else f"pod {plan.pod} was not running")
-        if plan.kind == "rm" and plan.pod:
-            from backend.estate import remove_pod
-
-            result = remove_pod(self.path, plan.pod, is_running=lambda p: self.ctx.runtime.workload(p.name).running)
-            return WriteResult(True, f"removed pod {result.pod.name} from {result.path}", result.warning)
-        halted = [name for name in plan.pods if self.ctx.runtime.stop(name, timeout=30.0)]
-        return WriteResult(True, f"stopped {len(halted)} pod(s): {', '.join(halted) or 'none'}")
-
-    def _create(self, request: NewPod) -> WriteResult:
-        from backend.estate import create_pod
-
-        result = create_pod(self.path, request.name, list(request.gpus), request.slug, gpus=self._gpus(), catalog=self.catalog_obj(), port=request.port)
-        verdict = f", fit {result.fit.verdict}" if result.fit else ""
-        notes = "; ".join(w.message for w in result.warnings)
-        message = f"created pod {result.pod.name}: {result.pod.slug} on GPU {','.join(map(str, result.pod.gpus))}, port {result.pod.port}{verdict}"
-        return WriteResult(True, message, notes or "press u on it to boot it")
-
-    def _up(self, name: str, progress: ProgressCallback) -> WriteResult:
-        from backend.runtime.boot import boot_pod
-
-        pod = self._pod(name)
-        started = time.monotonic()
-        tail: deque[str] = deque(maxlen=4)
-        last_logs = [0.0]
-        phase = ["starting"]
-        emitting = threading.Lock()
-
-        def emit() -> None:
-            with emitting:  # the boot's own callback and the ticker below
-                now = time.monotonic()
-                if now - last_logs[0] > 0.8:  # the engine's own last lines, at most about once a second
-                    last_logs[0] = now
-                    try:
-                        lines = self.ctx.runtime.logs(name, tail=3).splitlines()[-3:]
-                        tail.clear()
-                        tail.extend(lines)
-                    except C3Error:
-                        pass
-                progress(BootProgress(name, phase[0], now - started, tuple(tail)))
-
-        def report(_pod: str, line: str) -> None:
-            phase[0] = line.split(" … ")[0]
-            emit()
-
-        # The boot reports a phase only when it changes (or every 10 s); a real engine loads for
-        # minutes, so the engine's own lines are read once a second meanwhile.
-        finished = threading.Event()
-
-        def tick() -> None:
-            while not finished.wait(1.0):
-                emit()
-
-        ticker = threading.Thread(target=tick, name=f"c3-boot-log-{name}", daemon=True)
-        ticker.start()
-        try:
-            outcome = boot_pod(self.ctx, pod, estate=str(self.path.resolve()), progress=report)
-        finally:
-            finished.set()
-            ticker.join(timeout=5)
-        elapsed = time.monotonic() - started
-        log_tail = tuple(outcome.log_tail.rstrip().splitlines()[-4:]) if outcome.log_tail else tuple(tail)
-        progress(BootProgress(name, "serving" if outcome.ok else outcome.phase, elapsed, log_tail, done=True, ok=outcome.ok))
-        if not outcome.ok:
-            where = f" (boot log: {outcome.boot_log})" if outcome.boot_log else ""
-            return WriteResult(False, f"pod {name} failed to boot: {outcome.detail}{where}", "press l for the engine's log")
-        place = outcome.placement
-        if place is not None and place.verdict == "mismatch":
-            return WriteResult(False, f"pod {name} serves, but not on exactly its GPUs: {place.reason}", "it is left running; d stops it")
-        summary = place.summary() if place is not None else "placement not verified"
-        return WriteResult(True, f"pod {name} is serving on http://127.0.0.1:{pod.port}/v1 after {outcome.elapsed_s:.0f} s — {summary}")
 
     def close(self) -> None:
         """A normal cockpit leaves pods running; the demo stops its stub processes."""

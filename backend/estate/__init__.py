@@ -7,13 +7,14 @@ Public API (others code against it): `load_estate`, `save_estate`, `validate_est
 from __future__ import annotations
 
 from backend.estate.io import dump_estate, estate_exists, load_estate, parse_document, read_document, save_estate, valid_pod_name
-from backend.estate.ops import CreateResult, RemoveResult, create_pod, remove_pod
+from backend.estate.ops import CreateResult, PlannedPod, RemoveResult, create_pod, plan_pod, remove_pod
 from backend.estate.ports import default_port, host_port_bound
 from backend.estate.validate import EstateCheck, check_estate, validate_estate
 from backend.models.estate import Estate, Pod, Problem
 
 __all__ = [
     "CreateResult",
+    "PlannedPod",
     "Estate",
     "EstateCheck",
     "Pod",
@@ -27,6 +28,7 @@ __all__ = [
     "host_port_bound",
     "load_estate",
     "parse_document",
+    "plan_pod",
     "read_document",
     "remove_pod",
     "save_estate",

@@ -93,6 +93,75 @@ def check_name(name: str) -> None:
         raise UsageError(f"pod name `{name[:60]}` is not valid: use {NAME_RULE}", hint="e.g. `chat`, `coder-2`")
 
 
+def _check_args(gpu_indices: Sequence[int], port: int | None) -> None:
+    if not gpu_indices:
+        raise UsageError("--gpus must list at least one index, e.g. --gpus 1,2")
+    if port is not None and not 1 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a TCP port (1–65535)")
+
+
+@dataclass(frozen=True)
+class PlannedPod:
+    """A new pod checked against the estate it joins (what `create_pod` writes)."""
+
+    pod: Pod
+    entry: Any
+    estate: Estate
+    """The estate with the pod appended."""
+    check: Any
+    warnings: list[Problem]
+
+
+def plan_pod(
+    estate: Estate,
+    name: str,
+    gpu_indices: Sequence[int],
+    slug: str,
+    *,
+    gpus: list[Gpu],
+    catalog: Any,
+    port: int | None = None,
+    force: bool = False,
+    fit: FitFunction | None | str = "default",
+    is_bound: Callable[[int], bool] | None | str = "host",
+    path: Path | None = None,
+) -> PlannedPod:
+    """Every rule a new pod must pass in `estate` (name, slug, GPUs, fit, the other pods), writing
+    nothing: `create_pod` runs it under the file lock, the cockpit's confirm gate beforehand. Raises
+    as `create_pod` does."""
+    if is_bound == "host":
+        is_bound = ports.host_port_bound  # looked up now, so a test can replace the host check
+    _check_args(gpu_indices, port)
+    clash = next((p for p in estate.pods if p.name.casefold() == name.casefold()), None)
+    if clash is not None:
+        where = f" in {path}" if path is not None else ""
+        raise Refused(f"pod `{clash.name}` already exists{where}", hint=f"`c3 pod rm {clash.name}` first, or choose another name")
+    check_name(name)
+    try:
+        entry = catalog.get(slug)
+    except C3Error:
+        entry = None
+    if entry is None:
+        raise Refused(f"unknown slug `{slug}`", hint="`c3 catalog` lists the slugs; your own go in $C3_HOME/catalog.d/")
+    chosen_port = port if port is not None else default_port(estate, entry.default_port, is_bound=is_bound)  # type: ignore[arg-type]
+    uuids = None
+    if all(0 <= i < len(gpus) for i in gpu_indices):
+        uuids = tuple(gpus[i].uuid for i in gpu_indices)
+    pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids)
+    candidate = Estate(schema_version=estate.schema_version, pods=[*estate.pods, pod], extra=_touched(estate))
+    check = check_estate(candidate, gpus, catalog, force=force, fit=fit, price={name})
+    mine = check.about(name)
+    errors = [p for p in mine if p.blocking]
+    if errors:
+        raise _refusal(name, errors)
+    warnings = [p for p in mine if not p.blocking]
+    if port is not None and callable(is_bound) and is_bound(port):
+        warnings.append(
+            Problem(code="port", severity="warning", pod=name, pods=(name,), message=f"port {port} is in use on this host right now; `c3 pod up {name}` will refuse until it is free")
+        )
+    return PlannedPod(pod, entry, candidate, check, warnings)
+
+
 def create_pod(
     path: Path,
     name: str,
@@ -114,38 +183,12 @@ def create_pod(
     path = Path(path)
     if isinstance(is_bound, str):  # "host", the only string
         is_bound = ports.host_port_bound  # looked up now, so a test can replace the host check
-    if not gpu_indices:
-        raise UsageError("--gpus must list at least one index, e.g. --gpus 1,2")
-    if port is not None and not 1 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a TCP port (1–65535)")
+    _check_args(gpu_indices, port)  # before the file is even read
     with _file_errors(path), locked(path):
         estate = load_estate(path)
-        clash = next((p for p in estate.pods if p.name.casefold() == name.casefold()), None)
-        if clash is not None:
-            raise Refused(f"pod `{clash.name}` already exists in {path}", hint=f"`c3 pod rm {clash.name}` first, or choose another name")
-        check_name(name)
-        try:
-            entry = catalog.get(slug)
-        except C3Error:
-            entry = None
-        if entry is None:
-            raise Refused(f"unknown slug `{slug}`", hint="`c3 catalog` lists the slugs; your own go in $C3_HOME/catalog.d/")
-        chosen_port = port if port is not None else default_port(estate, entry.default_port, is_bound=is_bound)
-        uuids = None
-        if all(0 <= i < len(gpus) for i in gpu_indices):
-            uuids = tuple(gpus[i].uuid for i in gpu_indices)
-        pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids)
-        candidate = Estate(schema_version=estate.schema_version, pods=[*estate.pods, pod], extra=_touched(estate))
-        check = check_estate(candidate, gpus, catalog, force=force, fit=fit, price={name})
-        mine = check.about(name)
-        errors = [p for p in mine if p.blocking]
-        if errors:
-            raise _refusal(name, errors)
-        warnings = [p for p in mine if not p.blocking]
-        if port is not None and is_bound is not None and is_bound(port):
-            warnings.append(
-                Problem(code="port", severity="warning", pod=name, pods=(name,), message=f"port {port} is in use on this host right now; `c3 pod up {name}` will refuse until it is free")
-            )
+        planned = plan_pod(estate, name, gpu_indices, slug, gpus=gpus, catalog=catalog, port=port, force=force, fit=fit, is_bound=is_bound, path=path)
+        pod, candidate, check, warnings = planned.pod, planned.estate, planned.check, planned.warnings
+        entry = planned.entry
         save_estate(path, candidate)
     return CreateResult(path=path, pod=pod, entry=entry, fit=check.fits.get(name), port_chosen=port is None, warnings=warnings)
 

@@ -265,13 +265,28 @@ def _save(registry: NodeRegistry, path: Path) -> None:
     write_atomic(path, registry.model_dump_json(indent=2) + "\n", mode=0o600)
 
 
+def new_node_errors(name: str, host: str, ssh: str) -> list[UsageError]:
+    """Every reason `node add NAME --host HOST --ssh SSH` is refused before the registry is read
+    (name, endpoint URL, SSH target), one error each: `add_node` raises the first, a form lists all."""
+    errors = []
+    if not re.fullmatch(NODE_NAME_PATTERN, name) or len(name) > NODE_NAME_MAX:
+        errors.append(UsageError(f"node name `{name[:40]}{'…' if len(name) > 40 else ''}` must match [a-z0-9][a-z0-9_-]* "
+                                 f"and have at most {NODE_NAME_MAX} characters"))
+    for check, value in ((_validate_url, host), (_validate_ssh, ssh)):
+        try:
+            check(value)
+        except UsageError as error:
+            errors.append(error)
+    return errors
+
+
 def add_node(name: str, host: str, ssh: str, ssh_key: str | None = None, path: Path | None = None, *, local: bool = False) -> Node:
     """Register a node; refuses a name already taken (case-insensitively)."""
     path = path or paths.nodes_file()
-    if not re.fullmatch(NODE_NAME_PATTERN, name) or len(name) > NODE_NAME_MAX:
-        raise UsageError(f"node name `{name[:40]}{'…' if len(name) > 40 else ''}` must match [a-z0-9][a-z0-9_-]* "
-                         f"and have at most {NODE_NAME_MAX} characters")
-    node = Node(name=name, host=_validate_url(host), ssh=_validate_ssh(ssh), ssh_key=ssh_key, local_override=local)
+    errors = new_node_errors(name, host, ssh)
+    if errors:
+        raise errors[0]
+    node = Node(name=name, host=check_endpoint_url(host), ssh=ssh, ssh_key=ssh_key, local_override=local)
     with _fs_errors(path):
         with locked(path):
             registry = load_registry(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.errors import C3Error
 from backend.models import ComputeProcess, Gpu, Pod
@@ -13,6 +13,9 @@ from backend.runtime import placement as placement_rules
 from backend.runtime.context import RuntimeContext
 from backend.runtime.models import Placement, Workload
 from backend.runtime.readiness import probe_health
+
+if TYPE_CHECKING:
+    from backend.views import PodStatus
 
 
 def requested_uuids(pod: Pod, gpus: Iterable[Gpu]) -> tuple[str, ...]:
@@ -94,12 +97,14 @@ def describe_estate(estate: str | None) -> str:
     return f"estate {estate}" if estate else "`c3 serve` (no estate file)"
 
 
-def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = None, estate: str | None = None) -> list[dict[str, Any]]:
-    """`c3 pod status --json` rows: name, slug, gpus, port, running, serving, placement.
+def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = None, estate: str | None = None) -> list[PodStatus]:
+    """`c3 pod status` rows: name, slug, gpus, port, running, serving, placement.
 
     With `estate` (the file's absolute path), a workload of the same name started from another estate
     file is not this pod: the row says `state: other-estate` and names that file in `other_estate`.
     """
+    from backend.views import PodStatus
+
     pods = list(pods)
     workloads = dict(ctx.runtime.workloads())
     foreign = {}
@@ -109,7 +114,7 @@ def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = 
     owners: Mapping[int, str | None] = {}
     if procs and any(workloads.get(p.name) and workloads[p.name].running for p in pods):
         owners = ctx.runtime.owners(p.pid for p in procs)
-    rows: list[dict[str, Any]] = []
+    rows: list[PodStatus] = []
     for pod in pods:
         workload = workloads.get(pod.name) or Workload(pod=pod.name, status="absent")
         serving = False
@@ -117,38 +122,15 @@ def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = 
             path = health_path_of(pod) if health_path_of else "/v1/models"
             serving = probe_health(f"http://127.0.0.1:{pod.port}{path}", timeout=2.0) == "ready"
         place = placement_of(ctx, pod, workload, serving=serving, processes=procs, owners=owners)
-        rows.append(
-            {
-                "name": pod.name,
-                "slug": pod.slug,
-                "gpus": list(pod.gpus),
-                "port": pod.port,
-                "running": workload.running,
-                "serving": serving,
-                "state": workload.status if pod.name not in foreign else "other-estate",
-                "placement": placement_json(place),
-            }
-        )
-        if pod.name in foreign:
-            rows[-1]["other_estate"] = foreign[pod.name].estate or ""
-            rows[-1]["placement"]["reason"] = f"container c3-{pod.name} belongs to {describe_estate(foreign[pod.name].estate)}"
+        other = foreign.get(pod.name)
+        if other is not None:
+            place = place.model_copy(update={"reason": f"container c3-{pod.name} belongs to {describe_estate(other.estate)}"})
+        rows.append(PodStatus(
+            name=pod.name, slug=pod.slug, gpus=list(pod.gpus), port=pod.port, running=workload.running, serving=serving,
+            state=workload.status if other is None else "other-estate", placement=place,
+            other_estate=(other.estate or "") if other is not None else None,
+        ))
     return rows
-
-
-def placement_json(place: Placement) -> dict[str, Any]:
-    """The DESIGN.md shape (`verdict`, `requested`, `actual`) plus the details."""
-    data = place.model_dump(mode="json")
-    return {
-        "verdict": data["verdict"],
-        "requested": data["requested"],
-        "actual": data["actual"],
-        "requested_indices": data["requested_indices"],
-        "actual_indices": data["actual_indices"],
-        "missing": data["missing"],
-        "extra": data["extra"],
-        "foreign": data["foreign"],
-        "reason": data["reason"],
-    }
 
 
 def is_running(pod_name: str, ctx: RuntimeContext | None = None) -> bool | None:

@@ -46,3 +46,9 @@ def file_option(func: Any) -> Any:
 def json_option(func: Any) -> Any:
     """`--json`: machine-readable output."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(func)
+
+
+def echo_line(step: Any) -> None:
+    """Print a running write's own lines (`backend.actions.Progress.line`), nothing else."""
+    if step.line is not None:
+        click.echo(step.line)

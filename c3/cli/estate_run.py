@@ -9,7 +9,9 @@ import click
 from backend.errors import Refused, UsageError
 from backend.models import Pod
 from c3.cli.common import file_option
-from c3.cli.pod_runtime import check_plan, echo_progress, gpu_mode_option, load_pods, report_outcome, resolve_file
+from backend.actions import refuse_on
+from backend.actions.workspace import Workspace
+from c3.cli.pod_runtime import echo_step, gpu_mode_option, load_pods, report_outcome, resolve_file
 
 
 def select(pods: list[Pod], only: str | None, path: Path) -> list[Pod]:
@@ -40,8 +42,7 @@ def up(only: str | None, parallel: bool, jobs: int | None, stagger: float, force
     """Boot the whole estate (pods already running are left alone)."""
     import time
 
-    from backend.runtime.boot import boot_many, boot_pod
-    from backend.runtime.context import open_context
+    from backend.actions.boot_pods import BootPods
 
     if (jobs is not None or stagger) and not parallel:
         raise UsageError("--jobs and --stagger go with --parallel")
@@ -50,23 +51,14 @@ def up(only: str | None, parallel: bool, jobs: int | None, stagger: float, force
     if not pods:
         click.echo(f"no pods in {path}")
         return
-    ctx = open_context(forced_mode=gpu_mode)
-    ctx.runtime.workloads()  # an unreachable daemon is one line and exit 3 here, not N failed pods
-    check_plan(path, [p.name for p in pods], force=force, ctx=ctx)
-    estate = str(path.resolve())
+    ws = Workspace(path, forced_mode=gpu_mode)
+    ws.ctx.runtime.workloads()  # an unreachable daemon is one line and exit 3 here, not N failed pods
+    action = BootPods(ws, tuple(p.name for p in pods), force=force, timeout_s=timeout_s, parallel=parallel, jobs=jobs, stagger_s=stagger, isolate=True)
+    refuse_on(action.problems())
     started = time.monotonic()
     if parallel and len(pods) > 1:
         click.echo(f"booting {len(pods)} pods in parallel (jobs={jobs or len(pods)}, stagger={stagger:g} s)")
-        outcomes = boot_many(ctx, pods, estate=estate, force=force, timeout_s=timeout_s, jobs=jobs, stagger_s=stagger, progress=echo_progress)
-    else:
-        outcomes = []
-        for pod in pods:
-            try:
-                outcomes.append(boot_pod(ctx, pod, estate=estate, force=force, timeout_s=timeout_s, progress=echo_progress))
-            except Refused as error:
-                from backend.runtime.boot import BootOutcome
-
-                outcomes.append(BootOutcome(pod=pod.name, ok=False, phase="refused", detail=error.message))
+    outcomes = action.run(echo_step).data
     failures = []
     port_of = {p.name: p.port for p in pods}
     for outcome in outcomes:
@@ -88,14 +80,9 @@ def up(only: str | None, parallel: bool, jobs: int | None, stagger: float, force
 @file_option
 def down(only: str | None, timeout_s: float, file: Path | None) -> None:
     """Stop the estate's pods (all, or --only some)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from backend.runtime.context import open_context
+    from backend.actions.stop_all import StopPods
 
     path = resolve_file(file)
     pods = select(load_pods(path), only, path)
-    ctx = open_context()
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(pods)))) as pool:
-        results = list(pool.map(lambda p: (p.name, ctx.runtime.stop(p.name, timeout=timeout_s)), pods))
-    for name, stopped in results:
+    for name, stopped in StopPods(Workspace(path), tuple(p.name for p in pods), timeout_s=timeout_s).run(echo_step).data:
         click.echo(f"[{name}] {'stopped' if stopped else 'was not running'}")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from c3.cli.common import emit_json, json_option
+from c3.cli.common import echo_line, emit_json, json_option
 
 
 @click.group("node")
@@ -23,9 +23,10 @@ def node() -> None:
               help="This machine, driven without SSH, whatever --ssh names (locality otherwise follows --ssh only).")
 def add(name: str, host: str, ssh: str, ssh_key: str | None, local: bool) -> None:
     """Register a node. HOST in --ssh may be a DNS name, an IPv4 address, [IPv6] or a ~/.ssh/config alias."""
-    from backend.nodes.registry import add_node
+    from backend.actions import NewNode
+    from backend.actions.add_node import AddNode
 
-    node_ = add_node(name, host, ssh, ssh_key, local=local)
+    node_ = AddNode(NewNode(name, host, ssh, ssh_key, local)).run(echo_line).data
     where = "this machine (run without SSH)" if node_.local else f"ssh {node_.ssh}"
     click.echo(f"added node {node_.name}: {node_.host} via {where}")
     if not node_.local:
@@ -62,11 +63,9 @@ def status(names: str | None, as_json: bool) -> None:
     nodes = resolve_nodes(names) if names else load_registry().nodes
     rows = run_sync(probe_nodes(nodes)) if nodes else []
     if as_json:
-        emit_json({"nodes": [{
-            "name": r.name, "host": r.host, "ssh": r.ssh, "local": r.local, "reachable": r.reachable,
-            "ssh_error": r.ssh_error, "endpoint_ok": r.endpoint_ok, "endpoint": r.endpoint_detail,
-            "gpus": [{"index": g.index, "name": g.name, "total_mib": g.total_mib, "used_mib": g.used_mib} for g in r.gpus],
-            "gpu_error": r.gpu_error} for r in rows]})
+        from backend.views import NodeStatus
+
+        emit_json({"nodes": [NodeStatus.from_health(r).model_dump(mode="json") for r in rows]})
         return
     if not rows:
         click.echo("no nodes registered")
@@ -81,9 +80,9 @@ def status(names: str | None, as_json: bool) -> None:
 @click.argument("name")
 def rm(name: str) -> None:
     """Unregister a node."""
-    from backend.nodes.registry import remove_node
+    from backend.actions.remove_node import RemoveNode
 
-    remove_node(name)
+    RemoveNode(name).run(echo_line)
     click.echo(f"removed node {name}")
 
 
@@ -97,28 +96,14 @@ def trust(name: str, fingerprint: str | None, yes: bool) -> None:
     Compare the fingerprint with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the node
     (or its console) before trusting it.
     """
+    from backend.actions.trust_node import TrustNode
     from backend.errors import Refused
-    from backend.nodes.registry import resolve_nodes
-    from backend.remote import run_sync
-    from backend.ssh import fetch_host_key
-    from backend.ssh_known_hosts import trust_host_key
 
-    (target,) = resolve_nodes([name])
-    if target.local:
-        click.echo(f"node {name} is this machine: no SSH, nothing to trust")
-        return
-    offered = run_sync(fetch_host_key(target))
-    click.echo(f"node {name} ({target.ssh}) offers {offered.key_type} {offered.fingerprint}")
-    if offered.already_trusted:
-        click.echo("already trusted")
-        return
-    if fingerprint is not None:
-        if fingerprint.strip() != offered.fingerprint:
-            raise Refused(f"node `{name}` offers {offered.fingerprint}, not {fingerprint}", hint="nothing was trusted; check which machine answers at that address")
-    elif not yes:
+    def approve(offered: object) -> bool:
         if not sys.stdin.isatty():
             raise Refused("not trusting a host key without confirmation", hint="pass --fingerprint SHA256:… (checked on the node) or --yes")
         if not click.confirm("trust this key?", default=False):
             raise Refused("host key not trusted")
-    path = trust_host_key(offered)
-    click.echo(f"trusted: added to {path}")
+        return True
+
+    click.echo(TrustNode(name, fingerprint, approve=None if yes else approve).run(echo_line).message)

@@ -12,12 +12,13 @@ from typing import Any
 import click
 
 from backend.errors import C3Error, EnvironmentProblem, Refused
-from backend.estate import check_estate, create_pod, estate_exists, load_estate, parse_document, read_document, remove_pod
+from backend.actions.workspace import Workspace
+from backend.estate import check_estate, estate_exists, load_estate, parse_document, read_document
 from backend.gpu import get_probe
 from backend.models.estate import Pod, Problem
 from backend.models.fit import FitReport
 from backend.paths import estate_file
-from c3.cli.common import emit_json, file_option, json_option, parse_index_list
+from c3.cli.common import echo_line, emit_json, file_option, json_option, parse_index_list
 
 
 def resolve_file(file: Path | None) -> Path:
@@ -79,10 +80,12 @@ def pod() -> None:
 @file_option
 def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, as_json: bool, file: Path | None) -> None:
     """Plan pod NAME on --gpus with --slug: fit-checked and validated, then written to the estate file."""
+    from backend.actions import NewPod
+    from backend.actions.create_pod import CreatePod
+
     path = resolve_file(file)
     indices = parse_index_list(gpus_text)
-    probe = get_probe()
-    result = create_pod(path, name, indices, slug, gpus=probe.gpus(), catalog=load_catalog(), port=port, force=force)
+    result = CreatePod(Workspace(path), NewPod(name, slug, tuple(indices), port), force=force).run(echo_line).data
     p = result.pod
     if as_json:
         emit_json(
@@ -177,8 +180,10 @@ def _runtime_is_running() -> Any:
 @file_option
 def rm(name: str, file: Path | None) -> None:
     """Remove pod NAME from the estate file (refused while it runs: `c3 pod down NAME` first)."""
+    from backend.actions.remove_pod import RemovePod
+
     path = resolve_file(file)
-    result = remove_pod(path, name, is_running=_runtime_is_running())
+    result = RemovePod(Workspace(path), name, is_running=_runtime_is_running()).run(echo_line).data
     if result.warning:
         click.echo(f"⚠ {result.warning}", err=True)
     click.echo(f"✓ removed pod `{result.pod.name}` from {path}")

@@ -6,12 +6,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from backend.errors import C3Error, Refused
+from backend.actions import Progress, refuse_on
+from backend.actions.workspace import Workspace
+from backend.errors import Refused
 from backend.models import Pod
+
+if TYPE_CHECKING:
+    from backend.views import PodStatus
 from backend.paths import estate_file
 from c3.cli.common import emit_json, file_option, json_option
 
@@ -35,28 +40,18 @@ def find_pod(pods: list[Pod], name: str, path: Path) -> Pod:
     return found
 
 
-def check_plan(path: Path, names: list[str], *, force: bool, ctx: Any) -> None:
-    """Estate validation for the selected pods only (an invalid *other* pod never blocks this one)."""
-    from backend.estate import load_estate, validate_estate
-
-    estate = load_estate(path)
-    from backend.catalog import load_catalog
-
-    catalog = load_catalog()
-    gpus = ctx.gpus() if ctx.probe is not None else None
-    wanted = {n.casefold() for n in names}
-    for problem in validate_estate(estate, gpus, catalog, force=force):
-        involved = {p.casefold() for p in ((problem.pod,) if problem.pod else ()) + tuple(problem.pods)}
-        if problem.blocking and involved & wanted and problem.code != "port":
-            raise Refused(problem.message, hint=problem.hint)
-
-
 def gpu_mode_option(func: Any) -> Any:
     return click.option("--gpu-mode", type=click.Choice(["nvidia", "cdi", "env"]), default=None, help="Force how GPUs reach the container (default: detect; env C3_GPU_MODE).")(func)
 
 
 def echo_progress(pod: str, line: str) -> None:
     click.echo(f"[{pod}] {line}", err=False)
+
+
+def echo_step(step: Progress) -> None:
+    """A boot's own lines, `[pod] line` (the once-a-second refreshes carry none)."""
+    if step.line is not None:
+        echo_progress(step.pod, step.line)
 
 
 def report_outcome(outcome: Any, port: int | None = None) -> None:
@@ -105,16 +100,15 @@ def register(pod_group: click.Group) -> None:
     @file_option
     def up(name: str, force: bool, timeout_s: float, gpu_mode: str | None, file: Path | None) -> None:
         """Boot one pod: gates, launch pinned to its GPUs, wait until it serves, verify placement."""
-        from backend.runtime.boot import boot_pod
-        from backend.runtime.context import open_context
+        from backend.actions.boot_pods import BootPods
 
         path = resolve_file(file)
         pod = find_pod(load_pods(path), name, path)
-        ctx = open_context(forced_mode=gpu_mode)
-        check_plan(path, [pod.name], force=force, ctx=ctx)
-        outcome = boot_pod(ctx, pod, estate=str(path.resolve()), force=force, timeout_s=timeout_s, progress=echo_progress)
-        report_outcome(outcome, pod.port)
-        placement_failure(outcome)
+        action = BootPods(Workspace(path, forced_mode=gpu_mode), (pod.name,), force=force, timeout_s=timeout_s)
+        refuse_on(action.problems())
+        for outcome in action.run(echo_step).data:
+            report_outcome(outcome, pod.port)
+            placement_failure(outcome)
 
     @pod_group.command("down")
     @click.argument("name")
@@ -126,18 +120,13 @@ def register(pod_group: click.Group) -> None:
         With `--file`, only a pod started from that estate file is stopped: a pod of the same name that
         another estate file started is refused, naming that file (workloads are estate file + pod name).
         """
-        from backend.runtime.context import open_context
+        from backend.actions.stop_pod import StopPod
 
-        ctx = open_context()
-        workload = next((w for w in ctx.runtime.workloads().values() if w.pod.casefold() == name.casefold()), None)
-        origin = workload.estate if workload is not None else ""
-        if file is not None and workload is not None and origin:
-            mine = str(resolve_file(file).resolve())
-            if origin != mine:
-                raise Refused(f"pod `{name}` running on this host was started from {origin}, not from {mine}",
-                              hint=f"stop it with `c3 pod down {name} --file {origin}` (or without --file)")
-        if ctx.runtime.stop(name, timeout=timeout_s):
-            click.echo(f"[{name}] stopped" + (f" (from {origin})" if origin else ""))
+        action = StopPod(Workspace(resolve_file(file)), name, timeout_s=timeout_s, only_from=resolve_file(file) if file is not None else None)
+        refuse_on(action.problems())
+        result = action.run(echo_step).data
+        if result.stopped:
+            click.echo(f"[{name}] stopped" + (f" (from {result.origin})" if result.origin else ""))
         else:
             click.echo(f"[{name}] was not running")
 
@@ -146,23 +135,22 @@ def register(pod_group: click.Group) -> None:
     @file_option
     def status(as_json: bool, file: Path | None) -> None:
         """Each planned pod: running, serving, placement verdict."""
-        from backend.runtime.context import open_context
         from backend.runtime.status import pod_rows
 
         path = resolve_file(file)
         pods = load_pods(path)
-        ctx = open_context()
-        rows = pod_rows(ctx, pods, health_path_of=lambda p: _health_path(ctx, p), estate=str(path.resolve()))
-        add_engine_metrics(rows)
+        ws = Workspace(path)
+        ctx = ws.ctx
+        rows = add_engine_metrics(pod_rows(ctx, pods, health_path_of=ws.health_path, estate=ws.estate_label))
         # Not this file's: other names, and this file's names started from another estate file.
-        mine = {r["name"] for r in rows if r["state"] != "other-estate"}
+        mine = {r.name for r in rows if r.state != "other-estate"}
         others = [
             {"name": w.pod, "slug": w.slug, "port": w.host_port, "running": w.running, "estate": w.estate or None}
             for w in ctx.runtime.workloads().values()
             if w.pod not in mine
         ]
         if as_json:
-            emit_json({"file": str(path), "pods": rows, "unplanned": others})
+            emit_json({"file": str(path), "pods": [r.model_dump(mode="json") for r in rows], "unplanned": others})
             return
         print_status(path, rows)
         for w in others:
@@ -175,19 +163,18 @@ def register(pod_group: click.Group) -> None:
     @click.option("--tail", type=click.IntRange(0), default=200, show_default=True, help="Lines of history to show.")
     def logs(name: str, follow: bool, tail: int) -> None:
         """The engine's output (the container's log, or the simulator's)."""
-        from backend.runtime.bootlog import read_tail
+        from backend.actions.workspace import pod_log
         from backend.runtime.context import open_context
 
         ctx = open_context()
         workload = ctx.runtime.workload(name)
         if workload.status == "absent":
-            found = read_tail(name, tail)
-            if found is not None:
-                boot, lines = found
-                click.echo(f"[{name}] no container; last boot log {boot}:", err=True)
-                click.echo("\n".join(lines))
-                return
-            raise Refused(f"pod {name} has no container and no boot log", hint=f"`c3 pod up {name}` first")
+            found = pod_log(ctx, name, tail, workload=workload)
+            if found is None:
+                raise Refused(f"pod {name} has no container and no boot log", hint=f"`c3 pod up {name}` first")
+            click.echo(f"[{name}] no container; last boot log {found.boot_log}:", err=True)
+            click.echo("\n".join(found.lines))
+            return
         if follow:
             for line in ctx.runtime.follow_logs(name, tail=tail):
                 click.echo(line)
@@ -195,44 +182,39 @@ def register(pod_group: click.Group) -> None:
         click.echo(ctx.runtime.logs(name, tail=tail), nl=False)
 
 
-def add_engine_metrics(rows: list[dict[str, Any]]) -> None:
-    """`metrics` / `metrics_error` on each row: one scrape of each serving pod's /metrics (so the
-    rates, which need two, are null here; the cockpit's live view has them)."""
+def add_engine_metrics(rows: list[PodStatus]) -> list[PodStatus]:
+    """`metrics` / `metrics_error` on each serving row: one scrape of its /metrics (so the rates,
+    which need two, are null here; the cockpit's live view has them)."""
     from backend import http_probe
     from backend.live.engine_metrics import read_pod
 
+    out = []
     with http_probe.client(2.0) as client:
         for row in rows:
-            row.update(read_pod(client, row["name"], row["port"])[0].row() if row["serving"] else {"metrics": None, "metrics_error": None})
+            if row.serving:
+                found = read_pod(client, row.name, row.port)[0]
+                row = row.model_copy(update={"metrics": found.metrics, "metrics_error": found.error})
+            out.append(row)
+    return out
 
 
-def _health_path(ctx: Any, pod: Pod) -> str:
-    try:
-        return ctx.entry(pod.slug).health_path
-    except (C3Error, ImportError):
-        return "/v1/models"
-
-
-def print_status(path: Path, rows: list[dict[str, Any]]) -> None:
+def print_status(path: Path, rows: list[PodStatus]) -> None:
     if not rows:
         click.echo(f"no pods in {path}")
         return
-    width = max(len(r["name"]) for r in rows)
+    width = max(len(r.name) for r in rows)
     for r in rows:
-        state = "serving" if r["serving"] else ("running" if r["running"] else {"absent": "stopped"}.get(r.get("state", ""), r.get("state") or "stopped"))
-        place = r["placement"]
-        verdict = place["verdict"]
-        mark = {"ok": "✓", "mismatch": "⚠", "unknown": "?"}[verdict]
-        detail = f" ({place['reason']})" if place["reason"] and (r["running"] or r.get("state") == "other-estate") else ""
-        click.echo(f"{r['name'].ljust(width)}  {r['slug']}  GPU {r['gpus']}  port {r['port']}  {state}  placement {mark} {verdict}{detail}")
-        if r.get("metrics"):
-            from backend.live.engine_metrics import EngineMetrics
+        state = "serving" if r.serving else ("running" if r.running else {"absent": "stopped"}.get(r.state, r.state or "stopped"))
+        place = r.placement
+        mark = {"ok": "✓", "mismatch": "⚠", "unknown": "?"}[place.verdict]
+        detail = f" ({place.reason})" if place.reason and (r.running or r.state == "other-estate") else ""
+        click.echo(f"{r.name.ljust(width)}  {r.slug}  GPU {r.gpus}  port {r.port}  {state}  placement {mark} {place.verdict}{detail}")
+        if r.metrics is not None:
             from c3.metrics_text import metrics_line
 
-            click.echo(f"{' ' * width}  engine: {metrics_line(EngineMetrics.model_validate(r['metrics']), form='wide')}")
-        elif r.get("metrics_error"):
-            click.echo(f"{' ' * width}  engine metrics: {r['metrics_error']}")
-        for f in place["foreign"]:
-            who = f"pod {f['owner']}" if f["owner"] else "not a c3 pod"
-            click.echo(f"{' ' * width}  ⚠ pid {f['pid']} ({who}) holds memory on GPU {f['gpu_index']}")
-
+            click.echo(f"{' ' * width}  engine: {metrics_line(r.metrics, form='wide')}")
+        elif r.metrics_error:
+            click.echo(f"{' ' * width}  engine metrics: {r.metrics_error}")
+        for f in place.foreign:
+            who = f"pod {f.owner}" if f.owner else "not a c3 pod"
+            click.echo(f"{' ' * width}  ⚠ pid {f.pid} ({who}) holds memory on GPU {f.gpu_index}")

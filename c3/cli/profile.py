@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from c3.cli.common import emit_json, json_option
+from c3.cli.common import echo_line, emit_json, json_option
 
 if TYPE_CHECKING:
     from backend.profiles import Profile
@@ -66,10 +66,12 @@ def status(name: str | None, as_json: bool) -> None:
     st = run_sync(get_status(p))
     label = _label(p)
     if as_json:
-        emit_json({"name": p.name, "recipe": p.recipe, "status": label, "base_url": p.base_url, "model": p.model,
-                   "overrides": p.overrides, "stopped": is_stopped(p.name), "serving": st.endpoint_ok,
-                   "endpoint": st.endpoint_detail,
-                   "nodes": [{"node": n.node, "rank": n.rank, "state": n.state, "started_at": n.started_at} for n in st.nodes]})
+        from backend.views import ProfileStatus, RankStatus
+
+        view = ProfileStatus(name=p.name, recipe=p.recipe, status=label, base_url=p.base_url, model=p.model, overrides=p.overrides,
+                             stopped=is_stopped(p.name), serving=st.endpoint_ok, endpoint=st.endpoint_detail,
+                             nodes=[RankStatus(node=n.node, rank=n.rank, state=n.state, started_at=n.started_at) for n in st.nodes])
+        emit_json(view.model_dump(mode="json"))
         return
     click.echo(f"{p.name}: {label}; recipe {p.recipe}{'  [deliberately stopped]' if is_stopped(p.name) else ''}")
     if p.overrides:
@@ -123,12 +125,9 @@ def restart(name: str | None, no_wait: bool, timeout: float | None) -> None:
 @click.option("--reason", default="c3 profile stop", help="Recorded in the stop marker.")
 def stop(name: str | None, reason: str) -> None:
     """Stop the group and remember it (the watchdog leaves it stopped until the next launch)."""
-    from backend.cluster.control import stop as do_stop
-    from backend.profiles import resolve
-    from backend.remote import run_sync
+    from backend.actions.stop_profile import StopProfile
 
-    p = resolve(name)
-    run_sync(do_stop(p, why=reason, say=click.echo))
+    p = StopProfile(name, reason).run(echo_line).data
     click.echo(f"stopped {p.name} (remembered until the next launch)")
 
 

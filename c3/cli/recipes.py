@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from c3.cli.common import emit_json, json_option
+from c3.cli.common import echo_line, emit_json, json_option
 
 
 @click.group("recipes")
@@ -94,29 +94,22 @@ def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | No
 
     One profile is active at a time: once the new nodes pass their checks, the active profile (if it
     is another one) is stopped first, as `c3 profile switch` does; if it cannot be stopped, nothing starts."""
-    from backend.cluster.launch import launch as do_launch
-    from backend.cluster.plan import collect_secrets, render
-    from backend.nodes.registry import resolve_nodes
-    from backend.recipes import get_recipe, parse_overrides
-    from backend.remote import run_sync
+    from dataclasses import replace
 
-    recipe = get_recipe(recipe_id)
-    overrides = parse_overrides(recipe, list(sets))
-    nodes = resolve_nodes(nodes_arg)
-    plan = render(recipe, nodes, overrides, profile=name, secrets=collect_secrets(recipe), allow_unpinned=allow_unpinned or dry_run)
+    from backend.actions import RecipeLaunch
+    from backend.actions.launch_recipe import LaunchRecipe
+
+    nodes = tuple(n.strip() for n in nodes_arg.split(",") if n.strip())
+    action = LaunchRecipe(RecipeLaunch(recipe_id, nodes, allow_unpinned, sets, profile=name), wait=not no_wait, timeout_s=timeout)
     if dry_run:
-        from backend.cluster.control import active_to_stand_down
-
+        rendered = replace(action, request=replace(action.request, allow_unpinned=True)).render(with_secrets=True)
         click.echo("dry run: nothing will be changed")
-        current = active_to_stand_down(plan.profile)
-        if current:
-            click.echo(f"first: stop the active profile {current} (one profile is active at a time)")
-        for line in plan.describe():
+        for line in action.dry_run(rendered):
             click.echo(line)
         return
-    profile = run_sync(do_launch(plan, wait=not no_wait, wait_timeout_s=timeout, say=click.echo))
-    click.echo(f"profile {profile.name} is active: {profile.base_url} (model {profile.model})")
-    click.echo("point clients at it: eval \"$(c3 profile env)\"")
+    result = action.run(echo_line)
+    click.echo(result.message)
+    click.echo(result.hint)
 
 
 @recipes.command("stop")

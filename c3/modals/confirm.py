@@ -42,7 +42,7 @@ class ConfirmModal(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         # A recipe launch's plan is its dry-run (long docker run lines): a wider dialog that scrolls.
-        with Vertical(id="dialog", classes="confirm wide" if self.plan.kind == "recipe_launch" else "confirm"):
+        with Vertical(id="dialog", classes="confirm wide" if self.plan.wide else "confirm"):
             yield Static(Content.from_markup("[b]$t[/]", t=self.plan.title), id="confirm-title")
             with VerticalScroll(id="confirm-scroll"):
                 yield Static(Content("\n").join(Content(line) for line in self.plan.lines), id="confirm-plan")
@@ -53,7 +53,7 @@ class ConfirmModal(ModalScreen[bool]):
                 yield Static(Content.from_markup("[$warning b]READ-ONLY[/] — restart c3 without --readonly to write"), id="confirm-readonly")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel  Esc", id="cancel", variant="default")
-                yield Button("Confirm  y", id="confirm", variant="error" if self.plan.kind in {"rm", "stop_all", "down", "node_rm", "recipe_stop"} else "primary", disabled=self.blocked is not None)
+                yield Button("Confirm  y", id="confirm", variant="error" if self.plan.destructive else "primary", disabled=self.blocked is not None)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

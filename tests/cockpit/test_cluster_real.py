@@ -1,6 +1,6 @@
-"""The real facade's Nodes/Recipes side (c3/services_cluster.py) over NODES' and POOL's backends: the
-registry written and probed, a router's live status read over HTTP on loopback, and a recipe launch's
-plan (the dry-run) with its refusals and no secret in it."""
+"""The real facade's Nodes/Recipes side over NODES' and POOL's backends: the registry written (the
+node actions) and probed (c3/services_cluster.py), a router's live status read over HTTP on loopback,
+and a recipe launch's plan (the dry-run) with its refusals and no secret in it."""
 
 from __future__ import annotations
 
@@ -13,16 +13,26 @@ from types import SimpleNamespace
 import pytest
 
 from backend.errors import C3Error
+from backend.actions.registry import build
 from c3.services import BootProgress, NewNode, RecipeLaunch
-from c3.services_cluster import (
-    cluster_execute,
-    cluster_plan,
-    cluster_problems,
-    node_rows,
-    pool_rows,
-)
+from c3.services_cluster import node_rows, pool_rows
 
 RECIPE = "spark2-vllm-qwen3-235b-a22b-gptq-int4"
+
+
+def cluster_plan(key: str, target: str | None, request: object) -> SimpleNamespace:
+    """What the confirm gate gets for a node or recipe write (as the facade builds it)."""
+    action = build(key, None, target, request)
+    plan = action.plan()
+    return SimpleNamespace(action=action, title=plan.title, lines=plan.lines, problems=tuple(p.text() for p in action.problems()))
+
+
+def cluster_problems(key: str, target: str | None, request: object) -> list[str]:
+    return [p.text() for p in build(key, None, target, request).problems()]
+
+
+def cluster_execute(plan: SimpleNamespace, progress) -> object:
+    return plan.action.run(progress)
 
 
 def _add(name: str, host: str, ssh: str) -> None:
@@ -37,7 +47,7 @@ def test_add_probe_and_remove_a_local_node():
     assert any("node name" in p for p in plan.problems) and any("http(s) URL" in p for p in plan.problems) and any("USER@HOST" in p for p in plan.problems)
     # A loopback endpoint nobody listens on: reachable (this machine, no SSH), endpoint down.
     _add("here", "http://127.0.0.1:9", "me@127.0.0.1")
-    assert cluster_problems("node_add", None, NewNode("here", "http://127.0.0.1:9", "me@127.0.0.1")) == ["node `here` is already registered"]
+    assert cluster_problems("node_add", None, NewNode("here", "http://127.0.0.1:9", "me@127.0.0.1")) == ["node `here` is already registered — hint: `c3 node rm here` first"]
     [row] = node_rows(SimpleNamespace(demo=False))
     assert row.name == "here" and row.local and row.reachable is True
     assert row.endpoint_ok is False
@@ -54,7 +64,7 @@ def test_add_probe_and_remove_a_local_node():
     assert plan.title == "Remove node here" and "nodes.json" in plan.lines[0]
     assert cluster_execute(plan, lambda _p: None).ok
     assert node_rows(SimpleNamespace(demo=False)) == []
-    assert cluster_problems("node_rm", "here", None) == ["node `here` is not registered"]
+    assert cluster_problems("node_rm", "here", None) == ["node `here` is not registered — hint: `c3 node ls` lists the registered nodes"]
 
 
 def test_launch_plan_is_the_dry_run_without_secrets_and_refusals_are_problems(monkeypatch):

@@ -268,11 +268,15 @@ async def test_readonly_refuses_every_write_and_says_so(demo_world):
         assert estate_pods() == before and running(demo_world) == {"chat", "coder"}
 
 
-def test_confirm_blocked_reasons():
-    plan = WritePlan("down", "Stop pod a", ("stop",), "a")
+def test_confirm_blocked_reasons(tmp_path):
+    from backend.actions.stop_pod import StopPod
+    from backend.actions.workspace import Workspace
+
+    action = StopPod(Workspace(tmp_path / "estate.yml"), "a")
+    plan = WritePlan(action, "Stop pod a", ("stop",))
     assert ConfirmModal(plan).blocked is None
     assert ConfirmModal(plan, readonly=True).blocked
-    assert ConfirmModal(WritePlan("down", "t", (), "a", problems=("gone",))).blocked
+    assert ConfirmModal(WritePlan(action, "t", (), problems=("gone",))).blocked
 
 
 def test_parse_gpus_and_names():

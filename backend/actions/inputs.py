@@ -1,0 +1,45 @@
+"""What the cockpit's forms ask for, as typed inputs of the node, pod and recipe writes.
+
+Plain frozen dataclasses (the modals build them on the event loop, where pydantic is not imported).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NewPod:
+    """A pod to plan (`c3 pod create NAME --slug S --gpus 0,1 [--port P]`)."""
+
+    name: str
+    slug: str
+    gpus: tuple[int, ...]
+    port: int | None = None
+    """None: the slug's default port + 20 × pods, first free."""
+
+
+@dataclass(frozen=True)
+class NewNode:
+    """A node to register (`c3 node add NAME --host URL --ssh USER@HOST [--ssh-key PATH] [--local]`)."""
+
+    name: str
+    host: str
+    ssh: str
+    ssh_key: str | None = None
+    local: bool = False
+    """Driven without SSH whatever `ssh` names."""
+
+
+@dataclass(frozen=True)
+class RecipeLaunch:
+    """A recipe to launch on nodes in rank order (rank 0 = first)."""
+
+    recipe: str
+    nodes: tuple[str, ...]
+    allow_unpinned: bool = False
+    """Launch even though the image is not pinned by digest (`--allow-unpinned`)."""
+    overrides: tuple[str, ...] = ()
+    """`key=value` entries, as `c3 recipes launch --set` takes them (parsed and checked by the backend)."""
+    profile: str | None = None
+    """Profile name (`--name`; default: the recipe id)."""
