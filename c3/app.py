@@ -85,7 +85,8 @@ def _warm_imports() -> None:
     pay its imports on the event loop."""
     import importlib
 
-    for name in ("c3.modals.new_pod", "c3.modals.confirm", "c3.modals.logs", "c3.modals.details", "c3.modals.help", "c3.screens.nodes", "c3.screens.recipes"):
+    for name in ("c3.modals.new_pod", "c3.modals.confirm", "c3.modals.logs", "c3.modals.details", "c3.modals.help", "c3.modals.history", "c3.modals.processes",
+                 "c3.screens.nodes", "c3.screens.recipes"):
         importlib.import_module(name)
 
 
@@ -245,6 +246,8 @@ class C3App(ServiceCalls, App[None]):
         yield SystemCommand("Remove node", "Unregister the highlighted node (Nodes mode: x)", lambda: self._in_mode("nodes", "action_remove_node"))
         yield SystemCommand("Launch recipe", "Pick nodes, preview the dry-run, confirm (Recipes mode: u)", lambda: self._in_mode("recipes", "action_launch"))
         yield SystemCommand("Stop the active profile", "Its containers on every node (Recipes mode: d)", lambda: self._in_mode("recipes", "action_stop_profile"))
+        yield SystemCommand("History", "GPU and engine metrics over the last minutes, with a time axis (h, :history)", self.open_history)
+        yield SystemCommand("GPU processes", "Who holds each GPU: pid, pod, memory, foreign processes (p, :procs)", self.open_processes)
         yield SystemCommand("Refresh", "Poll every source of this mode now (r)", self._refresh_current)
         yield SystemCommand("Help", "Every key of this screen (?)", self.action_help)
         orchestration = self._orchestration()
@@ -300,6 +303,21 @@ class C3App(ServiceCalls, App[None]):
 
         if self.ready():
             self.push_screen(LogsModal(pod))
+
+    def open_history(self) -> None:
+        from c3.modals.history import HistoryModal
+
+        if self.ready():
+            self.push_screen(HistoryModal())
+
+    def open_processes(self) -> None:
+        from c3.modals.processes import ProcessesModal
+
+        if self.ready():
+            self.push_screen(ProcessesModal())
+
+    action_open_history = open_history
+    action_open_processes = open_processes
 
     def open_details(self, pod: str) -> None:
         from c3.modals.details import DetailsModal

@@ -44,6 +44,8 @@ class OrchestrationScreen(CockpitScreen):
         Binding("l", "pod('logs')", "Logs", id="pod_logs", tooltip="Engine log of the selected pod (bounded, follows)"),
         Binding("i", "pod('details')", "Details", show=False, id="pod_details", tooltip="Everything about the selected pod (also Enter)"),
         Binding("o", "app.stop_all", "Stop all", id="stop_all", tooltip="Stop the whole estate, after listing what will stop"),
+        Binding("h", "app.open_history", "History", id="history", tooltip="GPU and engine metrics over the last minutes, with a time axis"),
+        Binding("p", "app.open_processes", "Procs", id="processes", tooltip="GPU processes: pid, pod, memory; foreign ones highlighted"),
         Binding("r", "refresh_now", "Refresh", show=False, id="refresh", tooltip="Poll GPUs and pods now"),
     ]
 
