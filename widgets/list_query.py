@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from textual.binding import Binding
 from textual.content import Content
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 Row = TypeVar("Row")
 PATTERN_MAX = 200
@@ -82,7 +82,7 @@ class FilterBar(Input):
     """The `/` input. Posts nothing of its own: the screen reads `value` on `Input.Changed`."""
 
     DEFAULT_CSS = """
-    FilterBar { dock: bottom; height: 1; border: none; padding: 0 1; margin-bottom: 1; background: $panel; display: none; }
+    FilterBar { height: 1; border: none; padding: 0 1; background: $panel; display: none; }
     FilterBar:focus { border: none; }
     """
     BINDINGS = [Binding("escape", "clear_filter", "Clear filter", show=False)]
@@ -90,6 +90,18 @@ class FilterBar(Input):
     def action_clear_filter(self) -> None:
         self.value = ""
         self.screen.action_filter_done()  # type: ignore[attr-defined]
+
+
+class QueryLine(Static):
+    """`/ qwen · sort port ↓ · 3 of 9 · Esc clears` under a list; hidden while nothing is filtered or sorted."""
+
+    DEFAULT_CSS = """
+    QueryLine { height: 1; display: none; }
+    """
+
+    def show_query(self, text: Content) -> None:
+        self.display = bool(text.plain)
+        self.update(text)
 
 
 FILTER_BINDINGS = [
@@ -101,8 +113,9 @@ FILTER_BINDINGS = [
 
 
 class Filterable:
-    """Mixin for a screen with one filterable list. The screen defines `SORTS`, `row_text()` and
-    `query_changed()`, composes a `FilterBar(id="filter-bar")`, and lists FILTER_BINDINGS."""
+    """Mixin for a screen with one filterable list. The screen defines `SORTS`, `list_widget()` and
+    `query_changed()` (which re-renders and calls `show_query`), composes a `QueryLine` and a
+    `FilterBar(id="filter-bar")`, and lists FILTER_BINDINGS."""
 
     SORTS: Sequence[tuple[str, Callable[[Any], Any]]] = ()
     list_query: ListQuery = ListQuery()
@@ -113,6 +126,13 @@ class Filterable:
     def list_widget(self) -> Any:
         """The list that keys act on (focus returns there)."""
         raise NotImplementedError
+
+    def filtered(self, rows: Sequence[Row], text: Callable[[Row], str]) -> list[Row]:
+        """The rows to show; the query line under the list says how many of how many."""
+        shown = self.list_query.apply(rows, text, self.SORTS)
+        for line in self.query(QueryLine):  # type: ignore[attr-defined]
+            line.show_query(self.list_query.describe(self.SORTS, len(shown), len(rows)))
+        return shown
 
     def _bar(self) -> FilterBar:
         return self.query_one("#filter-bar", FilterBar)  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from c3.screens.base import CockpitModal, describe_error
-from widgets.list_query import FILTER_BINDINGS, FilterBar, Filterable
+from widgets.list_query import FILTER_BINDINGS, FilterBar, Filterable, ListQuery, QueryLine
 from widgets.nav_table import NavTable
 
 if TYPE_CHECKING:
@@ -76,7 +76,8 @@ class ProcessesModal(Filterable, CockpitModal):
         with Vertical(id="dialog", classes="processes"):
             yield Static("", id="processes-head")
             yield NavTable(id="processes", cursor_type="row", zebra_stripes=True)
-            yield Static("", id="processes-query")
+            yield QueryLine(id="query-line")
+            yield Static("", id="processes-hint")
             yield FilterBar(placeholder="filter: text or regex · Enter keeps · Esc clears", id="filter-bar")
 
     def on_mount(self) -> None:
@@ -129,7 +130,7 @@ class ProcessesModal(Filterable, CockpitModal):
         if self.error:
             head.append(Content.from_markup("[$error]✗ $e[/]", e=self.error))
         self.query_one("#processes-head", Static).update(Content(" · ").join(head))
-        self.shown = self.list_query.apply(rows, process_text, self.SORTS)
+        self.shown = self.filtered(rows, process_text)
         table = self.query_one("#processes", NavTable)
         cursor = table.cursor_row
         table.clear()
@@ -142,10 +143,10 @@ class ProcessesModal(Filterable, CockpitModal):
                           key=f"{r.gpu_index}/{r.pid}")
         if self.shown:
             table.move_cursor(row=min(max(cursor, 0), len(self.shown) - 1))
-        empty = "no compute process on any GPU" if self.rows is not None and not rows else ""
-        query = self.list_query.describe(self.SORTS, len(self.shown), len(rows))
-        self.query_one("#processes-query", Static).update(query if query.plain else Content.from_markup("[$text-muted]$e/ filters · s sorts · S reverses · p or q closes[/]",
-                                                                                                          e=empty + " · " if empty else ""))
+        empty = "no compute process on any GPU · " if self.rows is not None and not rows else ""
+        hint = self.query_one("#processes-hint", Static)
+        hint.display = self.list_query == ListQuery()
+        hint.update(Content.from_markup("[$text-muted]$e/ filters · s sorts · S reverses · Esc closes[/]", e=empty))
 
     def on_resize(self) -> None:
         self.render_rows()

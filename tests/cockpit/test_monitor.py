@@ -61,3 +61,80 @@ async def test_process_view_shows_the_misplaced_pod_on_the_gpu_it_uses_and_forei
         assert used == sorted(used, reverse=True)
         await pilot.press("escape", "escape")  # clear the sort, then close
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "OrchestrationScreen", what="the modal closed")
+
+
+@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
+async def test_pod_list_filter_sort_and_the_problems_filter(demo_world):
+    app, _log = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, rounds=4)
+        orch = app.screen
+        await wait_for(pilot, lambda: len(orch.pods) == 3 and "odd" in app.trouble.pods(), what="three pods, odd misplaced")
+        pods = orch.query_one("#pods")
+        shown = lambda: [pods.get_option_at_index(i).id for i in range(pods.option_count)] if pods.display else []  # noqa: E731
+        await pilot.press("slash", *"^c")  # a regex: names starting with c
+        assert shown() == ["chat", "coder"]
+        assert "2 of 3" in screen_text(app)
+        await pilot.press("enter")  # keeps the filter, back on the list
+        assert app.focused is pods and shown() == ["chat", "coder"]
+        await pilot.press("j", "d")  # the write key acts on the pod shown, not on the estate's n-th pod
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmModal", what="the stop gate")
+        assert app.screen.plan.pod == "coder"
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("escape")  # clears the filter
+        assert shown() == ["chat", "coder", "odd"]
+        await pilot.press("s", "s", "s")  # name → state → GPU
+        assert "sort GPU ↑" in screen_text(app) and shown() == ["chat", "odd", "coder"]  # GPUs (0,), (1,), (2, 3)
+        await pilot.press("S")
+        assert shown() == ["coder", "odd", "chat"]
+        await pilot.press("escape", "exclamation_mark")
+        assert shown() == ["odd"] and "problems only" in screen_text(app)
+        await pilot.press("exclamation_mark")
+        assert shown() == ["chat", "coder", "odd"]
+        await pilot.press("slash", *"[unclosed")  # not a valid regex: matched literally, no traceback
+        assert shown() == [] and "no pod matches" in screen_text(app)
+
+
+async def test_nodes_and_recipes_filter_and_the_highlighted_row_follows(demo_world):
+    app, _log = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, rounds=4)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: getattr(app.screen, "rows", None), what="the recipes")
+        recipes = app.screen
+        total = len(recipes.rows)
+        await pilot.press("slash", *"5090", "enter")
+        assert 0 < len(recipes.shown) < total and all("5090" in (r.id + r.hardware + r.image + r.summary) for r in recipes.shown)
+        assert recipes.highlighted() is recipes.shown[0]
+        await pilot.press("escape")
+        assert len(recipes.shown) == total
+        await pilot.press("2")
+        await wait_for(pilot, lambda: getattr(app.screen, "rows", None), what="the nodes")
+        nodes = app.screen
+        await pilot.press("slash", *"no-such-node")
+        assert nodes.shown == [] and "no node matches" in screen_text(app)
+        await pilot.press("escape")
+        assert [r.name for r in nodes.shown] == [r.name for r in nodes.rows]
+
+
+async def test_command_entry_completes_runs_and_refuses_unknown_commands(demo_world):
+    app, _log = real_app(demo_world)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, rounds=4)
+        await pilot.press("colon", *"no", "tab", "enter")  # Tab completes `no` to `nodes`
+        await wait_for(pilot, lambda: app.current_mode == "nodes", what=":nodes")
+        await pilot.press("colon", *"pro", "tab")
+        assert app.screen.query_one("Input").value == "pro"  # procs and problems share `pro`: no guess
+        await pilot.press("c", "tab", "enter")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ProcessesModal", what=":procs")
+        await pilot.press("escape")
+        await pilot.press("colon", *"frobnicate", "enter")
+        await settle(pilot)
+        assert app.screen.__class__.__name__ != "CommandLine"
+        notes = [n.message for n in app._notifications]
+        assert any(m.startswith("unknown command :frobnicate — try :pods") and "\n" not in m for m in notes), notes
+        await pilot.press("colon", *"problems", "enter")
+        await wait_for(pilot, lambda: app.current_mode == "orchestration" and app.screen.list_query.problems_only, what=":problems")
+        await pilot.press("colon", "q", "enter")
+        await wait_for(pilot, lambda: not app.is_running, what=":q")
