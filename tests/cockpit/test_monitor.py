@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cockpit.conftest import real_app, screen_text, settle, wait_for
+from tests.cockpit.world import ROOT
 
 
 def gpu_points(app) -> int:
@@ -138,3 +139,24 @@ async def test_command_entry_completes_runs_and_refuses_unknown_commands(demo_wo
         await wait_for(pilot, lambda: app.current_mode == "orchestration" and app.screen.list_query.problems_only, what=":problems")
         await pilot.press("colon", "q", "enter")
         await wait_for(pilot, lambda: not app.is_running, what=":q")
+
+
+@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
+def test_cli_gpus_processes(demo_world):
+    """`c3 gpus --processes [--json]`, run as users run it, on the world the cockpit tests use."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    stranger = demo_world.add_stranger(3, 2048)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "c3", "gpus", "--processes", "--json"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["processes"]
+    by_pod = {(r["gpu_index"], r["pod"]): r for r in rows}
+    assert by_pod[(0, "odd")]["misplaced"] is True and by_pod[(0, "odd")]["planned_gpus"] == [1]
+    assert by_pod[(3, None)]["foreign"] is True and by_pod[(3, None)]["pid"] == stranger and by_pod[(3, None)]["command"] == "sleep 3600"
+    assert by_pod[(0, "chat")]["foreign"] is False and by_pod[(0, "chat")]["misplaced"] is False
+    table = subprocess.run([sys.executable, "-m", "c3", "gpus", "--processes"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert table.returncode == 0 and "odd (MISPLACED: plans GPU 1)" in table.stdout and "(foreign: no c3 pod)" in table.stdout, table.stdout
