@@ -116,7 +116,7 @@ class HistoryModal(CockpitModal):
             Content.from_markup("[b reverse] $w [/]" if w == self.window_s else "[$text-muted]$w[/]", w=window_label(w)) for w in sorted(WINDOWS_S)
         )
         self.query_one("#history-head", Static).update(Content.assemble(
-            Content.from_markup("[b]History[/]  window "), choices, Content.from_markup("  [$text-muted](w changes it · Esc closes · recorded while the cockpit runs, modals or not)[/]"),
+            Content.from_markup("[b]History[/]  window "), choices, Content.from_markup("  [$text-muted]w changes it · Esc closes · recorded under modals too[/]"),
         ))
 
     def render_body(self) -> None:

@@ -82,17 +82,20 @@ class ProcessesModal(Filterable, CockpitModal):
 
     def on_mount(self) -> None:
         table = self.query_one("#processes", NavTable)
-        table.add_column("GPU", width=4)
-        table.add_column("pid", width=8)
-        table.add_column("MiB", width=7)
-        table.add_column("pod", width=26)
-        table.add_column("user", width=10)
+        for name, width in zip(("GPU", "pid", "MiB", "pod", "user"), self.widths(), strict=False):
+            table.add_column(name, width=width)
         table.add_column("command")
         self.render_rows()
         self.poll()
         if getattr(self.app, "autopoll", True):
             self.set_interval(PERIOD_S, self.poll, name="processes")
         table.focus()
+
+    def widths(self) -> tuple[int, ...]:
+        """GPU, pid, MiB, pod, user, command: the command gets what is left, so nothing scrolls sideways."""
+        inner = min(int(self.app.size.width * 0.9), 150) - 4  # the dialog's border and padding
+        fixed = (3, 7, 6, 24, 8) if inner >= 100 else (3, 6, 6, 20, 5)
+        return (*fixed, max(10, inner - sum(fixed) - 2 * 6 - 2))  # cell padding, the scrollbar
 
     def list_widget(self) -> NavTable:
         return self.query_one("#processes", NavTable)
@@ -134,7 +137,7 @@ class ProcessesModal(Filterable, CockpitModal):
         table = self.query_one("#processes", NavTable)
         cursor = table.cursor_row
         table.clear()
-        room = max(20, (self.query_one("#dialog").size.width or self.app.size.width) - 78)  # the command column: no sideways scrolling
+        room = self.widths()[-1]
         for r in self.shown:
             command = short_command(r.command)
             if len(command) > room:
@@ -147,9 +150,6 @@ class ProcessesModal(Filterable, CockpitModal):
         hint = self.query_one("#processes-hint", Static)
         hint.display = self.list_query == ListQuery()
         hint.update(Content.from_markup("[$text-muted]$e/ filters · s sorts · S reverses · Esc closes[/]", e=empty))
-
-    def on_resize(self) -> None:
-        self.render_rows()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -40,7 +40,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXED_NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
-HISTORY_POINTS = 8
+HISTORY_POINTS = 6
 """Readings per series a history picture shows (a scene waits until every series has them)."""
 SCENARIOS = ("empty", "placed", "mismatch", "stale", "bench", "cluster")
 
@@ -257,6 +257,8 @@ class World:
         from backend.gpu.registry import default_registry_dir
         from backend.stub_registry import own_pidns
 
+        if self.strangers:  # one is enough (scenes of one world share it)
+            return self.strangers[0].pid
         proc = subprocess.Popen(["sleep", "3600"], start_new_session=True)
         self.strangers.append(proc)
         self.pids[proc.pid] = 4321
