@@ -59,7 +59,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         Binding("r", "refresh_now", "Refresh", show=False, id="refresh", tooltip="Poll GPUs and pods now"),
         *FILTER_BINDINGS,
         Binding("exclamation_mark", "problems", "Problems", show=False, id="problems",
-                tooltip="Show only pods in trouble (failed, misplaced, unhealthy, preempting, stale); again to show all"),
+                tooltip="Only pods in trouble: failed, misplaced, unhealthy, preempting, stale"),
     ]
     SORTS = (
         ("name", lambda p: p.name),
