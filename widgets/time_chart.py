@@ -8,6 +8,7 @@ bucket is its highest reading, so a one-second spike is not averaged away at a t
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 
@@ -45,8 +46,11 @@ def buckets(points: Sequence[tuple[float, float]], now: float, window_s: float, 
     if width <= 0 or window_s <= 0:
         return out
     start = now - window_s
-    for when, value in points:
-        if when < start or when > now + 1e-6:
+    first = bisect.bisect_left(points, (start, -math.inf))  # points are in time order: skip what is older
+    for when, value in points[first:]:
+        if when > now + 1e-6:
+            break
+        if when < start:  # out of order (the bisect assumes time order): still never drawn
             continue
         column = min(width - 1, int((when - start) / window_s * width))
         current = out[column]
@@ -105,7 +109,8 @@ def chart(
     lines = []
     for n, row in enumerate(rows):
         label = short_number(scale) if n == 0 else ("0" if n == height - 1 else "")
-        lines.append(Content.assemble(Content.from_markup("[$text-muted]$l[/]", l=f"{label:>{LABEL_W - 2}} ▕"), Content.from_markup(f"[{style}]$b[/]", b="".join(row))))
+        # (text, style) spans, not markup: parsing markup was half the cost of drawing 88 series
+        lines.append(Content.assemble((f"{label:>{LABEL_W - 2}} ▕", "$text-muted"), ("".join(row), style)))
     return lines
 
 

@@ -11,7 +11,7 @@ NOW = 1_000_000.0
 
 
 def test_buckets_take_the_peak_and_leave_gaps():
-    points = [(NOW - 59.5, 10.0), (NOW - 59.2, 30.0), (NOW - 0.1, 5.0), (NOW - 500, 99.0)]  # the last is outside the window
+    points = [(NOW - 500, 99.0), (NOW - 59.5, 10.0), (NOW - 59.2, 30.0), (NOW - 0.1, 5.0), (NOW + 5, 77.0)]  # the first and last are outside
     cells = buckets(points, NOW, 60.0, 6)
     assert cells == [30.0, None, None, None, None, 5.0]
 
