@@ -68,6 +68,7 @@ def main() -> None:
         if s % 2 == 0:
             history.record_metrics(metric_readings[s // 2], pods=PODS)
     held_mib = (tracemalloc.get_traced_memory()[0] - base) / 2**20
+    held_points = history.points()
     tracemalloc.stop()
     extra = iter(range(1200, 10**9))
     record_gpu, record_metrics, snapshot, render = [], [], [], []
@@ -84,7 +85,7 @@ def main() -> None:
     med = statistics.median
     share = (med(record_gpu) / 1000 / 1.0 + med(record_metrics) / 1000 / 2.0) * 100
     open_share = (med(snapshot) + med(render)) / 1000 / 2.0 * 100
-    print(f"load average {os.getloadavg()[0]:.2f} · {len(GPUS)} GPUs, {len(PODS)} pods, {history.points()} points held, {held_mib:.1f} MiB")
+    print(f"load average {os.getloadavg()[0]:.2f} · {len(GPUS)} GPUs, {len(PODS)} pods, {held_points} points held (10 min), {held_mib:.1f} MiB")
     print(f"{'step':<34}{'ms (median)':>12}{'cadence':>10}{'% of a core':>13}")
     print(f"{'record one GPU reading (8 GPUs)':<34}{med(record_gpu):>12.3f}{'1 s':>10}{med(record_gpu) / 10:>13.3f}")
     print(f"{'record one metrics reading (16)':<34}{med(record_metrics):>12.3f}{'2 s':>10}{med(record_metrics) / 20:>13.3f}")
