@@ -40,21 +40,34 @@ def nice_top(values: Sequence[float], floor: float = 1.0) -> float:
     return peak
 
 
-def buckets(points: Sequence[tuple[float, float]], now: float, window_s: float, width: int) -> list[float | None]:
-    """The highest reading in each of `width` equal time slices ending at `now` (None: no reading)."""
+def buckets(points: Sequence[tuple[float, float]], now: float, window_s: float, width: int, *, hold_s: float = 3.0) -> list[float | None]:
+    """The highest reading in each of `width` equal time slices ending at `now` (None: no reading).
+
+    A slice narrower than the sources' cadence has no reading of its own between two that do; it
+    holds the last reading for up to `hold_s` (the slowest source reads every 2 s), so a steady
+    series is drawn steady and only a real gap — a source that stopped — stays blank."""
     out: list[float | None] = [None] * width
     if width <= 0 or window_s <= 0:
         return out
     start = now - window_s
+    slice_s = window_s / width
+    latest: list[float | None] = [None] * width
     first = bisect.bisect_left(points, (start, -math.inf))  # points are in time order: skip what is older
     for when, value in points[first:]:
         if when > now + 1e-6:
             break
         if when < start:  # out of order (the bisect assumes time order): still never drawn
             continue
-        column = min(width - 1, int((when - start) / window_s * width))
+        column = min(width - 1, int((when - start) / slice_s))
         current = out[column]
         out[column] = value if current is None else max(current, value)
+        latest[column] = when
+    last: tuple[float, float] | None = None
+    for column in range(width):
+        if out[column] is not None:
+            last = (latest[column], out[column])  # type: ignore[assignment]
+        elif last is not None and start + column * slice_s - last[0] <= hold_s:
+            out[column] = last[1]
     return out
 
 

@@ -48,3 +48,10 @@ def test_command_resolution():
     assert resolve(":pods") == "pods" and resolve("q") == "quit" and resolve("ps") == "procs" and resolve("hist") == "history"
     assert resolve("pro") is None and resolve("proc") == "procs" and resolve("frobnicate") is None and resolve("") is None
     assert completions("pro") == ["procs", "problems"]
+
+
+def test_slices_narrower_than_the_cadence_hold_the_last_reading_but_a_real_gap_stays_blank():
+    every_second = [(NOW - 10 + t, 50.0) for t in range(0, 6)]  # readings at -10 … -5 s, then the source stopped
+    cells = buckets(every_second, NOW, 10.0, 40)  # 0.25 s a slice: three of every four slices have no reading of their own
+    assert cells[:33] == [50.0] * 33  # steady while it read, and held up to 3 s after its last reading (-5 s)
+    assert cells[33:] == [None] * 7  # from -1.75 s: a real gap, blank
