@@ -6,22 +6,47 @@ A process is `foreign` when it belongs to no c3 pod (someone else's job, a deskt
 really uses, so a pod that landed on the wrong GPU shows there, not on the GPU it planned.
 
 User and command come from the host's /proc (NVML pids are host pids); a process that has gone, or
-one in a pid namespace this host cannot see, gets None rather than a guess.
+one in a pid namespace this host cannot see, gets None rather than a guess. Credentials in a command
+line (`--api-key X`, an `hf_…` token) are replaced by `***` before anything shows them.
 """
 
 from __future__ import annotations
 
 import pwd
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from backend.models import GpuSnapshot, Pod
+from backend.secrets_env import SECRET_VALUE
 
 PROC = Path("/proc")
 CMDLINE_MAX = 4096
 """Bytes of /proc/PID/cmdline read at most (a command line can be megabytes)."""
+HIDDEN = "***"
+SECRET_FLAG = re.compile(r"^--?[\w.-]*?(key|token|secret|passw(?:or)?d|auth|credentials?|cookie)$", re.IGNORECASE)
+"""A flag whose value is a credential (`--api-key`, `--hf-token`, `--password`); not `--max-num-batched-tokens`."""
+
+
+def redact_argv(args: list[str]) -> str:
+    """A command line to show: the value of a credential flag (`--api-key X`, `--api-key=X`) and any
+    argument that looks like a credential (`hf_…`, `sk-…`, a URL with a password) become `***`."""
+    out: list[str] = []
+    hide_next = False
+    for arg in args:
+        flag, eq, _value = arg.partition("=")
+        if hide_next and not arg.startswith("-"):
+            out.append(HIDDEN)
+        elif SECRET_FLAG.match(flag) and eq:
+            out.append(f"{flag}={HIDDEN}")
+        elif SECRET_VALUE.search(arg):
+            out.append(HIDDEN)
+        else:
+            out.append(arg)
+        hide_next = bool(SECRET_FLAG.match(arg))
+    return " ".join(out)
 
 
 class GpuProcessRow(BaseModel):
@@ -70,7 +95,8 @@ def proc_identity(pid: int, proc: Path = PROC) -> tuple[str | None, str | None]:
         uid = next((int(line.split()[1]) for line in (base / "status").read_text(errors="replace").splitlines() if line.startswith("Uid:")), None)
     except (OSError, ValueError, IndexError):
         return None, None
-    command = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace") or None
+    args = raw.rstrip(b"\0").decode("utf-8", "replace").split("\0")
+    command = redact_argv(args) if any(args) else None
     user: str | None = None
     if uid is not None:
         try:

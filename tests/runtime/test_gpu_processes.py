@@ -54,3 +54,25 @@ def test_identity_from_the_real_proc():
         child.kill()
         child.wait()
     assert proc_identity(child.pid) == (None, None)  # gone: no guess
+
+
+def test_credentials_in_a_command_line_never_show():
+    from backend.runtime.gpu_processes import redact_argv
+
+    argv = ["vllm", "serve", "Qwen/Qwen3-8B", "--api-key", "s3cret-value", "--hf-token=hf_abcdefghijklmnop", "--max-num-batched-tokens", "4096",
+            "--download-dir", "https://user:pw@mirror.example/models", "sk-ABCDEFGHIJKLMNOP"]
+    shown = redact_argv(argv)
+    for secret in ("s3cret-value", "hf_abcdefghijklmnop", "user:pw", "sk-ABCDEFGHIJKLMNOP"):
+        assert secret not in shown
+    assert "--api-key *** --hf-token=***" in shown and "--max-num-batched-tokens 4096" in shown  # a number of tokens is no secret
+
+
+def test_a_real_process_with_an_api_key_shows_it_hidden():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--api-key", "very-secret-key-123"])
+    try:
+        wait_until(lambda: "--api-key" in (proc_identity(child.pid)[1] or ""), timeout=10, what="the child's exec")
+        _user, command = proc_identity(child.pid)
+        assert "very-secret-key-123" not in command and command.endswith("--api-key ***")
+    finally:
+        child.kill()
+        child.wait()
