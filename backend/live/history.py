@@ -61,7 +61,7 @@ class HistoryView(BaseModel):
     window_s: float
     """How far back the series go at most."""
     series: tuple[Series, ...] = ()
-    """GPU series (index order), then pod series (estate order)."""
+    """GPU series (index order), then pod series (pod name order)."""
 
     def get(self, key: str) -> Series | None:
         """A series by key."""
