@@ -87,7 +87,8 @@ def _warm_imports() -> None:
     pay its imports on the event loop."""
     import importlib
 
-    for name in ("c3.modals.new_pod", "c3.modals.confirm", "c3.modals.logs", "c3.modals.details", "c3.modals.help", "c3.screens.nodes", "c3.screens.recipes"):
+    for name in ("c3.modals.new_pod", "c3.modals.confirm", "c3.modals.logs", "c3.modals.details", "c3.modals.help", "c3.modals.history", "c3.modals.processes", "c3.modals.command_line",
+                 "c3.screens.nodes", "c3.screens.recipes"):
         importlib.import_module(name)
 
 
@@ -106,6 +107,8 @@ class C3App(ServiceCalls, App[None]):
         Binding("1", "switch_mode('orchestration')", "Orchestration", id="mode_orchestration", tooltip="GPUs and pods", show=False),
         Binding("2", "switch_mode('nodes')", "Nodes", id="mode_nodes", tooltip="The node registry", show=False),
         Binding("3", "switch_mode('recipes')", "Recipes", id="mode_recipes", tooltip="The recipe catalogue", show=False),
+        Binding("colon", "command_line", "Command", id="command", show=False,
+                tooltip=":pods :nodes :recipes :procs :history :problems :help :q (Tab completes)"),
         Binding("question_mark", "help", "Help", id="help", tooltip="Every key of this screen"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Leave the cockpit (pods keep running)"),
         Binding("ctrl+c", "quit", "Quit", show=False, id="quit_ctrl_c"),
@@ -253,6 +256,35 @@ class C3App(ServiceCalls, App[None]):
 
         self.push_screen(HelpModal(sections))
 
+    # -- `:` commands ------------------------------------------------------------------------------
+    def action_command_line(self) -> None:
+        from c3.modals.command_line import CommandLine
+
+        self.push_screen(CommandLine(), callback=self.run_command)
+
+    def run_command(self, command: str | None) -> None:
+        """Run a resolved `:` command (see c3.modals.command_line.COMMANDS)."""
+        if command is None:
+            return
+        if command in ("pods", "nodes", "recipes"):
+            mode = {"pods": "orchestration"}.get(command, command)
+            if self.current_mode != mode:
+                self.switch_mode(mode)
+        elif command == "procs":
+            self.open_processes()
+        elif command == "history":
+            self.open_history()
+        elif command == "problems":
+            if self.current_mode != "orchestration":
+                self.switch_mode("orchestration")
+            orch = self._orchestration()
+            if orch is not None:
+                self.call_after_refresh(orch.action_problems)
+        elif command == "help":
+            self.action_help()
+        elif command == "quit":
+            self.exit()
+
     # -- palette ---------------------------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield SystemCommand("Mode: Orchestration", "GPUs and pods (1)", lambda: self.switch_mode("orchestration"))
@@ -264,6 +296,8 @@ class C3App(ServiceCalls, App[None]):
         yield SystemCommand("Remove node", "Unregister the highlighted node (Nodes mode: x)", lambda: self._in_mode("nodes", "action_remove_node"))
         yield SystemCommand("Launch recipe", "Pick nodes, preview the dry-run, confirm (Recipes mode: u)", lambda: self._in_mode("recipes", "action_launch"))
         yield SystemCommand("Stop the active profile", "Its containers on every node (Recipes mode: d)", lambda: self._in_mode("recipes", "action_stop_profile"))
+        yield SystemCommand("History", "GPU and engine metrics over the last minutes, with a time axis (h, :history)", self.open_history)
+        yield SystemCommand("GPU processes", "Who holds each GPU: pid, pod, memory, foreign processes (p, :procs)", self.open_processes)
         yield SystemCommand("Refresh", "Poll every source of this mode now (r)", self._refresh_current)
         yield SystemCommand("Help", "Every key of this screen (?)", self.action_help)
         orchestration = self._orchestration()
@@ -319,6 +353,21 @@ class C3App(ServiceCalls, App[None]):
 
         if self.ready():
             self.push_screen(LogsModal(pod))
+
+    def open_history(self) -> None:
+        from c3.modals.history import HistoryModal
+
+        if self.ready():
+            self.push_screen(HistoryModal())
+
+    def open_processes(self) -> None:
+        from c3.modals.processes import ProcessesModal
+
+        if self.ready():
+            self.push_screen(ProcessesModal())
+
+    action_open_history = open_history
+    action_open_processes = open_processes
 
     def open_details(self, pod: str) -> None:
         from c3.modals.details import DetailsModal

@@ -22,6 +22,8 @@ from backend.actions.inputs import NewNode as NewNode, NewPod as NewPod, RecipeL
 
 if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first frame
     from backend.live.engine_metrics import EngineMetrics
+    from backend.live.history import HistoryView
+    from backend.runtime.gpu_processes import GpuProcessRow
     from backend.models import CatalogEntry, FitReport, GpuSnapshot
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
@@ -276,6 +278,14 @@ class Services(Protocol):
 
     def set_live(self, active: bool) -> None:
         """Pause (False) or resume (True) background live sources while nobody looks at them."""
+
+    def history(self) -> HistoryView:
+        """What the live hub recorded over the last minutes: per GPU util/memory/power, per serving
+        pod running/waiting requests, KV use and generation tok/s (recorded under modals too)."""
+
+    def gpu_processes(self) -> list[GpuProcessRow]:
+        """Every compute process on the GPUs: pid, GPU it really uses, memory, its pod or none
+        (foreign), user and command."""
 
     def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
         """Call `on_change()` — from a background thread — whenever a pod's live state changes (its

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,8 @@ from c3.metrics_text import metrics_facts
 from c3.services_plans import recipes_rows
 
 HISTORY_SAMPLES = 180
+LIVE_PAUSABLE = ("placement",)
+"""The hub sources paused while no screen shows them (the others feed the history)."""
 
 
 class RealServices:
@@ -253,13 +256,31 @@ class RealServices:
         hub = self._hub
         if hub is None:
             return
-        for name in hub.sources:
+        # Only placement pauses (its runtime.owners() is the costly read): GPUs, workloads, health and
+        # metrics keep running under a modal or another mode, because the history records them.
+        for name in LIVE_PAUSABLE:
             if active:
                 hub.resume(name)
             else:
                 hub.pause(name)
         if active:
             hub.refresh()
+
+    def gpu_processes(self) -> list[Any]:
+        """Every compute process on the GPUs with its pod (or none: foreign), user and command
+        (`backend.runtime.gpu_processes.GpuProcessRow`), GPU then pid order."""
+        from backend.runtime.gpu_processes import process_rows
+
+        return process_rows(self._read_gpus(), self._estate_pods(), self.ctx.runtime.owners)
+
+    def history(self) -> Any:
+        """The live hub's recorded history (`backend.live.history.HistoryView`); empty without a hub."""
+        from backend.live.history import HistoryView
+
+        hub = self._live()
+        if hub is None:
+            return HistoryView(taken_at=time.time(), window_s=0.0)
+        return hub.history.snapshot()
 
     def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
         hub = self._live()

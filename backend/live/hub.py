@@ -1,5 +1,6 @@
 """`LiveState`: the hub the cockpit drives — GPU poller, workload events, endpoint health, placement,
-and engine metrics (each serving pod's /metrics, every 2 s).
+and engine metrics (each serving pod's /metrics, every 2 s); `history` records the GPU readings and
+the engine metrics over the last ten minutes (`backend.live.history`).
 
 Each source runs in its own daemon thread (NVML, the Docker socket and HTTP all block); every change
 assembles a new immutable `RigSnapshot` and hands it to subscribers (a callback, called from the
@@ -25,6 +26,7 @@ from backend.errors import EnvironmentProblem
 from backend.live.engine_metrics import EngineSample, PodMetrics, read_pod
 from backend.live.events import EventSource
 from backend.live.health import check_all
+from backend.live.history import LiveHistory
 from backend.live.models import PodLive, RigSnapshot
 from backend.live.source import Source, now
 from backend.models import Pod
@@ -60,6 +62,7 @@ class LiveState:
         workload_interval_s: float = 1.0,
         metrics_interval_s: float = 2.0,
         metrics_timeout_s: float = 1.0,
+        history: LiveHistory | None = None,
     ) -> None:
         self.ctx = ctx
         self._pods = pods
@@ -71,6 +74,8 @@ class LiveState:
         self._queues: list[queue.Queue[RigSnapshot]] = []
         self._snapshot = RigSnapshot(taken_at=now(), version=0)
         self._pod_cache: tuple[Pod, ...] = ()
+        self.history = history or LiveHistory()
+        """GPU and engine-metrics history, recorded by the sources' threads whatever the cockpit shows."""
         self._samples: dict[str, EngineSample] = {}  # each serving pod's previous scrape: rates need two
         self._engine_key: dict[str, tuple[Any, ...]] = {}  # each pod's (status, container, pids) at the last workloads reading
         self._metrics_timeout_s = metrics_timeout_s
@@ -240,7 +245,17 @@ class LiveState:
         self._engine_key = key
         return changed
 
+    def _record(self, source: Source | None) -> None:
+        """Append a fresh reading to the history (a failed attempt republishes the old value: skipped)."""
+        if source is None or not source.status.ok or source.value is None:
+            return
+        if source is self.sources["gpus"]:
+            self.history.record_gpus(source.value)
+        elif source is self.sources["metrics"]:
+            self.history.record_metrics(source.value, pods=[p.name for p in self._pod_cache])
+
     def _changed(self, source: Source | None) -> None:
+        self._record(source)
         if source is self.sources["workloads"] and self._engines_changed():
             # An engine killed with SIGKILL is back to "running" within ~0.1 s when Docker restarts it:
             # without a fresh probe the pod would look serving until the next health tick (up to 2 s +

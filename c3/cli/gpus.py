@@ -81,10 +81,56 @@ def _table(rows: list[dict[str, Any]], source: str) -> str:
     return "\n".join(out)
 
 
+def _process_table(rows: list[dict[str, Any]], source: str) -> str:
+    headers = ("GPU", "PID", "MIB", "POD", "USER", "COMMAND")
+    lines = []
+    for r in rows:
+        if r["foreign"]:
+            pod = "(foreign: no c3 pod)"
+        elif r["misplaced"]:
+            pod = f"{r['pod']} (MISPLACED: plans GPU {','.join(map(str, r['planned_gpus'] or []))})"
+        else:
+            pod = r["pod"]
+        lines.append((str(r["gpu_index"]), str(r["pid"]), _or(r["used_mib"], missing="?"), pod, _or(r["user"], missing="?"),
+                      r["command"] if r["command"] is not None else "(gone, or not visible from this host)"))
+    widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines]
+    if not lines:
+        out.append("(no compute process on any GPU)")
+    out.append(f"source: {source}")
+    return "\n".join(out)
+
+
+def process_rows_now() -> tuple[list[dict[str, Any]], str]:
+    """Every compute process on this machine's GPUs, mapped to the estate's pods by the runtime."""
+    from backend.estate import load_estate
+    from backend.paths import estate_file
+    from backend.runtime.context import open_context
+    from backend.runtime.gpu_processes import process_rows
+
+    probe = get_probe()
+    snapshots = probe.snapshots()
+    path = estate_file()
+    pods = load_estate(path).pods if path.exists() else []
+    if not any(s.processes for s in snapshots):
+        return [], probe.source  # nothing to attribute: the runtime (Docker) is not asked
+    ctx = open_context()
+    return [r.row() for r in process_rows(snapshots, pods, ctx.runtime.owners)], probe.source
+
+
 @click.command("gpus")
 @json_option
-def gpus(as_json: bool) -> None:
+@click.option("--processes", "processes", is_flag=True, help="List the compute processes on the GPUs: pid, memory, pod (or foreign), user, command.")
+def gpus(as_json: bool, processes: bool) -> None:
     """List this machine's GPUs: memory, compute capability, load, and the card profile they map to."""
+    if processes:
+        rows, source = process_rows_now()
+        if as_json:
+            emit_json({"processes": rows, "source": source})
+        else:
+            click.echo(_process_table(rows, source))
+        return
     probe = get_probe()
     rows = [gpu_row(s) for s in probe.snapshots()]
     if as_json:

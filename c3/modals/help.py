@@ -17,7 +17,8 @@ CTRL_C_NOTE = (
 
 def key_label(key: str) -> str:
     """`ctrl+p` → `Ctrl+P`, `question_mark` → `?`, `n,N` → `n N`."""
-    names = {"question_mark": "?", "escape": "Esc", "enter": "Enter", "space": "Space", "tab": "Tab", "left": "←", "right": "→", "up": "↑", "down": "↓"}
+    names = {"question_mark": "?", "slash": "/", "exclamation_mark": "!", "colon": ":", "escape": "Esc", "enter": "Enter", "space": "Space",
+             "tab": "Tab", "left": "←", "right": "→", "up": "↑", "down": "↓"}
     out = []
     for part in key.split(","):
         part = names.get(part, part)

@@ -17,6 +17,7 @@ from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import gib, mode_bar, result_line
 from c3.services import NewNode, NodeRow, PoolRow, WriteResult
 from widgets.key_bar import KeyBar
+from widgets.list_query import FILTER_BINDINGS, FilterBar, Filterable, QueryLine
 from widgets.nav_table import NavTable
 from widgets.source_badge import source_badge
 
@@ -55,7 +56,13 @@ def gpu_summary(row: NodeRow) -> Content:
     return Content(f"{len(row.gpus)} GPU{'s' if len(row.gpus) != 1 else ''} {gib(used)}/{gib(total)} GiB")
 
 
-class NodesScreen(CockpitScreen):
+def node_text(row: NodeRow) -> str:
+    """What `/` matches: name, where, SSH target, endpoint, GPU names, why unreachable."""
+    where = "local" if row.local else ("reachable" if row.reachable else "unreachable" if row.reachable is False else "")
+    return f"{row.name} {where} {row.ssh} {row.host} {row.detail} {' '.join(g.name for g in row.gpus)}"
+
+
+class NodesScreen(Filterable, CockpitScreen):
     """Registry table, the highlighted node's GPUs beside it, running pools below; polled while shown."""
 
     WRITES = frozenset({"node_add", "node_rm"})
@@ -63,7 +70,13 @@ class NodesScreen(CockpitScreen):
         Binding("a", "add_node", "Add node", id="node_add", tooltip="Register a node: name, endpoint URL, SSH target, key"),
         Binding("x", "remove_node", "Remove", id="node_rm", tooltip="Unregister the highlighted node (nothing on it is touched)"),
         Binding("r", "refresh_now", "Refresh", id="nodes_refresh", tooltip="Read the registry, probe the nodes and the pools now"),
+        *FILTER_BINDINGS,
     ]
+    SORTS = (
+        ("name", lambda r: r.name),
+        ("reach", lambda r: (not r.local, r.reachable is not True, r.name)),
+        ("GPUs", lambda r: (-len(r.gpus), r.name)),
+    )
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -76,6 +89,8 @@ class NodesScreen(CockpitScreen):
         self.result: WriteResult | None = None
         self.compact: bool | None = None
         """The table's column set in use (None before the first layout)."""
+        self.shown: list[NodeRow] = []
+        """The rows the table shows, in its order (filtered and sorted)."""
         self.poller = self.add_poller(NODES_PERIOD_S, self._poll)
         self.pool_poller = self.add_poller(POOLS_PERIOD_S, self._poll_pools)
 
@@ -87,6 +102,8 @@ class NodesScreen(CockpitScreen):
         with Horizontal(id="nodes-pane"):
             yield NavTable(id="nodes", cursor_type="row", zebra_stripes=True)
             yield Static("", id="node-detail")
+        yield QueryLine(id="query-line")
+        yield FilterBar(placeholder="filter nodes: text or regex · Enter keeps · Esc clears", id="filter-bar")
         yield Static("", id="pools-title")
         yield DataTable(id="pool-backends", cursor_type="none", zebra_stripes=True)
         yield KeyBar()
@@ -180,9 +197,15 @@ class NodesScreen(CockpitScreen):
         if request is not None:
             self.app.request_write("node_add", request=request)  # type: ignore[attr-defined]
 
+    def list_widget(self) -> DataTable:
+        return self.query_one("#nodes", DataTable)
+
+    def query_changed(self) -> None:
+        self.render_rows()
+
     def highlighted(self) -> NodeRow | None:
         table = self.query_one("#nodes", DataTable)
-        rows = self.rows or []
+        rows = self.shown
         if not rows or not table.display:
             return None
         return rows[min(max(table.cursor_row, 0), len(rows) - 1)]
@@ -210,10 +233,10 @@ class NodesScreen(CockpitScreen):
         self.render_sources()
         table = self.query_one("#nodes", DataTable)
         empty = self.query_one("#nodes-empty", Static)
-        rows = self.rows or []
+        rows = self.shown = self.filtered(self.rows or [], node_text)
         empty.display = self.rows is not None and not rows
         self.query_one("#nodes-pane").display = bool(rows)
-        empty.update(EMPTY)
+        empty.update(EMPTY if not self.rows else Content.from_markup("[$text-muted]no node matches — Esc shows every node[/]"))
         cursor = table.cursor_row
         table.clear()
         for row in rows:

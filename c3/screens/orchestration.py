@@ -24,13 +24,23 @@ from c3.screens.pod_view import PodList, free_line
 from c3.services import History, PodState
 from widgets.gpu_panel import GpuPanel
 from widgets.key_bar import KeyBar
+from widgets.list_query import FILTER_BINDINGS, FilterBar, Filterable, QueryLine
 from widgets.source_badge import source_badge
 
 GPU_PERIOD_S = 1.0
 PODS_PERIOD_S = 2.0
 
 
-class OrchestrationScreen(CockpitScreen):
+STATE_ORDER = {"failed": 0, "booting": 1, "serving": 2, "unknown": 3, "down": 4}
+
+
+def pod_text(pod: PodState) -> str:
+    """What `/` matches in the pod list: name, slug, port, state, placement, GPUs."""
+    gpus = " ".join(f"GPU{i}" for i in pod.gpus)
+    return f"{pod.name} {pod.slug} :{pod.port} {pod.state} {pod.placement} {pod.placement_detail} {gpus}"
+
+
+class OrchestrationScreen(Filterable, CockpitScreen):
     """GPUs, pods, per-pod actions."""
 
     LIVE = True
@@ -44,8 +54,19 @@ class OrchestrationScreen(CockpitScreen):
         Binding("l", "pod('logs')", "Logs", id="pod_logs", tooltip="Engine log of the selected pod (bounded, follows)"),
         Binding("i", "pod('details')", "Details", show=False, id="pod_details", tooltip="Everything about the selected pod (also Enter)"),
         Binding("o", "app.stop_all", "Stop all", id="stop_all", tooltip="Stop the whole estate, after listing what will stop"),
+        Binding("h", "app.open_history", "History", id="history", tooltip="GPU and engine metrics over the last minutes, with a time axis"),
+        Binding("p", "app.open_processes", "Procs", id="processes", tooltip="GPU processes: pid, pod, memory; foreign ones highlighted"),
         Binding("r", "refresh_now", "Refresh", show=False, id="refresh", tooltip="Poll GPUs and pods now"),
+        *FILTER_BINDINGS,
+        Binding("exclamation_mark", "problems", "Problems", show=False, id="problems",
+                tooltip="Only pods in trouble: failed, misplaced, unhealthy, preempting, stale"),
     ]
+    SORTS = (
+        ("name", lambda p: p.name),
+        ("state", lambda p: (STATE_ORDER.get(p.state, 9), p.name)),
+        ("GPU", lambda p: (p.gpus or (99,), p.name)),
+        ("port", lambda p: p.port),
+    )
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -72,6 +93,8 @@ class OrchestrationScreen(CockpitScreen):
                 yield Static("[b]Pods[/]", id="pods-title")
                 yield Static("", id="pods-empty")
                 yield PodList(id="pods")
+                yield QueryLine(id="query-line")
+                yield FilterBar(placeholder="filter pods: text or regex · Enter keeps · Esc clears", id="filter-bar")
                 yield Static("", id="free")
         yield Static("", id="boot")
         yield Static("", id="result")
@@ -170,19 +193,43 @@ class OrchestrationScreen(CockpitScreen):
         for index, snap in self.gpus.items():
             panels[index].show(snap, self.history.util.get(index, []), self.history.mem.get(index, []), self.holder_of(index))
 
+    def list_widget(self) -> PodList:
+        return self.query_one(PodList)
+
+    def query_changed(self) -> None:
+        self.render_pods()
+
+    def action_problems(self) -> None:
+        from dataclasses import replace
+
+        self.set_query(replace(self.list_query, problems_only=not self.list_query.problems_only))
+
+    def shown_pods(self) -> list[PodState]:
+        """The pods the list shows: filtered (`/`, `!`) and sorted (`s`, `S`)."""
+        pods = self.pods
+        if self.list_query.problems_only:
+            troubled = self.app.trouble.pods()  # type: ignore[attr-defined]
+            pods = [p for p in pods if p.name in troubled]
+        return self.filtered(pods, pod_text)
+
     def render_pods(self) -> None:
         pod_list = self.query_one(PodList)
         empty = self.query_one("#pods-empty", Static)
-        if not self.pods:
+        shown = self.shown_pods()
+        if not shown:
             pod_list.display = False
             empty.display = True
             loading = self.pods_taken_at is None and self.pods_error is None
-            empty.update("[$text-muted]reading the estate…[/]" if loading else "No pods yet — press [b]N[/] to create one\n[$text-muted](a pod is one model pinned to a GPU set and a port)[/]")
+            if self.pods:
+                what = "no pod in trouble" if self.list_query.problems_only and not self.list_query.pattern else "no pod matches"
+                empty.update(Content.from_markup("[$text-muted]$w — Esc shows every pod[/]", w=what))
+            else:
+                empty.update("[$text-muted]reading the estate…[/]" if loading else "No pods yet — press [b]N[/] to create one\n[$text-muted](a pod is one model pinned to a GPU set and a port)[/]")
         else:
             empty.display = False
             pod_list.display = True
-            pod_list.show(self.pods, self.gpus)
-            names = [p.name for p in self.pods]
+            pod_list.show(shown, self.gpus)
+            names = [p.name for p in shown]
             if self.select_next in names:
                 pod_list.highlighted = names.index(self.select_next)
                 self.select_next = None
@@ -229,7 +276,8 @@ class OrchestrationScreen(CockpitScreen):
             self.app.open_details(event.option.id)  # type: ignore[attr-defined]
 
     def action_pod(self, what: str) -> None:
-        name = self.query_one(PodList).selected_pod if self.pods else None
+        pod_list = self.query_one(PodList)
+        name = pod_list.selected_pod if pod_list.display and pod_list.option_count else None
         if name is None:
             self.app.notify("No pod selected — press N to create one.", severity="warning")
             return

@@ -17,6 +17,7 @@ from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import mode_bar, result_line
 from c3.services import BootProgress, ProfileRow, RecipeLaunch, RecipeRow, WriteResult
 from widgets.key_bar import KeyBar
+from widgets.list_query import FILTER_BINDINGS, FilterBar, Filterable, QueryLine
 from widgets.nav_table import NavTable
 from widgets.source_badge import source_badge
 
@@ -35,7 +36,12 @@ EMPTY = (
 )
 
 
-class RecipesScreen(CockpitScreen):
+def recipe_text(row: RecipeRow) -> str:
+    """What `/` matches: id, hardware, image, summary, verified or not."""
+    return f"{row.id} {row.hardware} {row.image} {row.summary} {'verified' if row.verified else 'unverified'}"
+
+
+class RecipesScreen(Filterable, CockpitScreen):
     """List on the left, details of the highlighted recipe on the right."""
 
     WRITES = frozenset({"recipe_launch", "recipe_stop"})
@@ -43,7 +49,14 @@ class RecipesScreen(CockpitScreen):
         Binding("u", "launch", "Launch", id="recipe_launch", tooltip="Launch the highlighted recipe: pick nodes, preview the dry-run, confirm"),
         Binding("d", "stop_profile", "Stop profile", id="recipe_stop", tooltip="Stop the active profile's containers on its nodes"),
         Binding("r", "refresh_now", "Refresh", id="recipes_refresh", tooltip="Read the recipe catalogue again"),
+        *FILTER_BINDINGS,
     ]
+    SORTS = (
+        ("id", lambda r: r.id),
+        ("nodes", lambda r: (r.nodes, r.id)),
+        ("verified", lambda r: (not r.verified, r.id)),
+        ("hardware", lambda r: (r.hardware, r.id)),
+    )
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -52,6 +65,8 @@ class RecipesScreen(CockpitScreen):
         self.taken_at: datetime | None = None
         self.error: str | None = None
         self.profile: ProfileRow | None = None
+        self.shown: list[RecipeRow] = []
+        """The rows the table shows, in its order (filtered and sorted)."""
         self.poller = self.add_poller(60.0, self._poll)
         self.profile_poller = self.add_poller(10.0, self._poll_profile)
 
@@ -64,6 +79,8 @@ class RecipesScreen(CockpitScreen):
         with Horizontal(id="recipes-pane"):
             yield NavTable(id="recipes", cursor_type="row", zebra_stripes=True)
             yield Static("", id="recipe-detail")
+        yield QueryLine(id="query-line")
+        yield FilterBar(placeholder="filter recipes: text or regex · Enter keeps · Esc clears", id="filter-bar")
         yield Static("", id="launch-status")
         yield KeyBar()
 
@@ -130,8 +147,14 @@ class RecipesScreen(CockpitScreen):
         self.poll_now()
 
     # -- writes ----------------------------------------------------------------------------------
+    def list_widget(self) -> DataTable:
+        return self.query_one("#recipes", DataTable)
+
+    def query_changed(self) -> None:
+        self.render_rows()
+
     def highlighted(self) -> RecipeRow | None:
-        rows = self.rows or []
+        rows = self.shown
         if not rows:
             return None
         table = self.query_one("#recipes", DataTable)
@@ -178,10 +201,13 @@ class RecipesScreen(CockpitScreen):
         self.query_one("#sources", Static).update(source_badge("Recipes", self.taken_at, now, stale_after_s=600, error=self.error))
         table = self.query_one("#recipes", DataTable)
         empty = self.query_one("#recipes-empty", Static)
-        rows = self.rows or []
+        rows = self.shown = self.filtered(self.rows or [], recipe_text)
         empty.display = self.rows is not None and not rows
         self.query_one("#recipes-pane").display = bool(rows)
-        empty.update(NO_BACKEND if self.missing_backend else EMPTY)
+        if self.rows:
+            empty.update(Content.from_markup("[$text-muted]no recipe matches — Esc shows every recipe[/]"))
+        else:
+            empty.update(NO_BACKEND if self.missing_backend else EMPTY)
         table.clear()
         for row in rows:
             verified = Content.from_markup("[$success]✓ verified[/]") if row.verified else Content.from_markup("[$warning]? unverified[/]")

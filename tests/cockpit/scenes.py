@@ -110,6 +110,61 @@ def overrides(text: str) -> Step:
     return step
 
 
+PROMPT = " ".join(["the operator watches the serving box"] * 8)
+"""A prompt long enough for whole prefix-cache blocks; repeated, so the second request hits the cache."""
+
+
+async def served(pilot) -> None:
+    """Real requests to the world's engines (chat three times, coder once), then wait until the engines'
+    /metrics show them and a scrape interval with none has passed: counters and the since-start hit
+    rate are then what the picture shows, and every rate is an honest zero (nothing is being served)."""
+    import asyncio
+
+    import httpx
+
+    svc = pilot.app.services
+
+    def send() -> None:
+        with httpx.Client(timeout=10) as client:
+            for port, model, n in ((8020, "Qwen/Qwen3-8B", 3), (8024, "Qwen/Qwen3-32B-AWQ", 1)):
+                for _ in range(n):
+                    client.post(f"http://127.0.0.1:{port}/v1/completions", json={"model": model, "prompt": PROMPT, "max_tokens": 16}).raise_for_status()
+
+    await asyncio.to_thread(send)
+
+    def quiet() -> bool:
+        states = {s.name: s for s in svc.pod_states()}
+        return all(
+            (m := states[name].metrics) is not None and m.prompt_tokens_total == tokens and m.generation_tps == 0 and m.prompt_tps == 0
+            for name, tokens in (("chat", 3 * len(PROMPT.split())), ("coder", len(PROMPT.split())))
+        )
+
+    await wait_until(pilot, lambda: quiet(), timeout=20)
+    pilot.app._orchestration().poll_now()
+    await settle(pilot)
+
+
+async def stranger(pilot) -> None:
+    """Someone else's job on GPU 3 (no pod's): the process view must flag it."""
+    svc = pilot.app.services
+    svc.world.add_stranger(3, 2048)
+    await wait_until(pilot, lambda: any(r.pod is None for r in svc.gpu_processes()), timeout=10)
+
+
+async def history_filled(pilot) -> None:
+    """Every series holds the readings a history picture shows (`world.HISTORY_POINTS`)."""
+    from tests.cockpit.world import HISTORY_POINTS
+
+    real = pilot.app.services.real
+
+    def filled() -> bool:
+        view = real.history()
+        pods = {s.key.split("/")[1] for s in view.series if s.key.startswith("pod/")}
+        return len(pods) >= 2 and all(len(s.points) >= HISTORY_POINTS for s in view.series)
+
+    await wait_until(pilot, filled, timeout=40)
+
+
 @dataclass(frozen=True)
 class Scene:
     """One picture: a world scenario (`tests.cockpit.world.SCENARIOS`), a terminal size, and the steps that lead to it."""
@@ -143,13 +198,25 @@ SCENES: tuple[Scene, ...] = (
     Scene("add-node", "Add node: validated as typed", "placed", steps=(press("2", "a"), typed("spark-3"), press("tab"), typed("http://10.213.0.13:8000"), press("tab"), typed("ubuntu@"))),
     Scene("recipes", "Recipes", "placed", steps=(press("3"),)),
     Scene("readonly-refused", "Read-only: a write refused, and why", "placed", steps=(press("d"),), readonly=True),
+    Scene("history", "History: GPU and engine metrics with a time axis (h; kept while modals are open)", "placed", steps=(history_filled, press("h", "w", "w"))),
+    Scene("history-80x24", "History at 80×24", "placed", (80, 24), steps=(history_filled, press("h", "w", "w"))),
+    # These two send requests to the world's engines: they stay last of the `placed` scenes.
+    Scene("orchestration-metrics", "Engine metrics per pod: requests, KV cache, prefix-cache hits, tok/s", "placed", steps=(served,)),
+    Scene("orchestration-metrics-80x24", "Engine metrics at 80×24 (the compact line)", "placed", (80, 24), steps=(served,)),
     Scene("orchestration-stale", "A stale source (GPU readings stopped)", "stale", steps=(gpus_fail, press("r"))),
     Scene("orchestration-mismatch", "A placement mismatch explained", "mismatch", steps=(focus_pod("odd"),)),
     Scene("orchestration-mismatch-80x24", "The same at 80×24", "mismatch", (80, 24)),
     Scene("details", "Pod details", "mismatch", steps=(focus_pod("odd"), press("i"))),
     Scene("colors-16", "16 colours: the terminal's own palette, red only for errors", "mismatch", steps=(focus_pod("odd"), press("i")), colors16=True),
     Scene("ascii-80x24", "ASCII only (--ascii, or a locale that is not UTF-8) at 80×24", "mismatch", (80, 24), ascii=True),
+    Scene("problems", "The problems filter (!): only the pods in trouble", "mismatch", steps=(press("exclamation_mark"),)),
+    Scene("problems-80x24", "The problems filter at 80×24", "mismatch", (80, 24), steps=(press("exclamation_mark"),)),
+    # A stranger joins GPU 3 here and stays: these stay last of the `mismatch` scenes.
+    Scene("processes", "GPU processes (p): a misplaced pod on the GPU it really uses, a foreign process", "mismatch", steps=(stranger, press("p"))),
+    Scene("processes-80x24", "GPU processes at 80×24", "mismatch", (80, 24), steps=(stranger, press("p"))),
     Scene("orchestration-8gpus", "Eight GPUs, sixteen pods", "bench"),
+    Scene("filter", "Filter and sort (/, s): sixteen pods narrowed to one model, by state", "bench", steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),
+    Scene("filter-80x24", "Filter and sort at 80×24", "bench", (80, 24), steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),
     Scene("nodes-pool", "Nodes with a running pool: per-backend health, load, latency", "cluster", steps=(press("2"),)),
     Scene("nodes-pool-80x24", "Nodes and pool at 80×24", "cluster", (80, 24), steps=(press("2"),)),
     Scene("recipe-launch", "Launch a recipe: nodes in rank order", "cluster", steps=(press("3"), highlight("recipes", "spark2-vllm-qwen3-235b-a22b-gptq-int4"), press("u"), nodes_picked)),

@@ -2,7 +2,7 @@
 
 The real facade over the demo's simulated world, slowed down (every method sleeps 0.1–0.2 s first),
 drives a whole session — modes, new pod, fit, create,
-boot, logs, details, help, stop-all — with asyncio debug on (`slow_callback_duration` 0.05 s):
+boot, logs, details, help, history, GPU processes (by key and by `:procs`), stop-all — with asyncio debug on (`slow_callback_duration` 0.05 s):
 1. no facade method ever runs on the event-loop thread (the proxy records the thread of every call:
    exact, and independent of machine load), and
 2. asyncio's slow-callback log shows nothing near the cost of a chain of facade calls. Textual's own
@@ -31,6 +31,7 @@ class SlowServices:
     def __init__(self, inner) -> None:
         self._inner = inner
         self.on_loop: list[str] = []
+        self.names: set[str] = set()
         self.calls = 0
         self._n = 0
         self._lock = threading.Lock()
@@ -47,6 +48,7 @@ class SlowServices:
             except RuntimeError:
                 pass
             with self._lock:
+                self.names.add(name)
                 self._n += 1
                 self.calls += 1
                 delay = 0.1 + 0.1 * (self._n % 2)
@@ -86,7 +88,7 @@ async def test_slow_backend_never_blocks_the_event_loop(caplog, demo_world):
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmModal", what="the boot gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None and "serving" in app.last_result.message, timeout=60, what="the boot")
-        for key in ("l", "escape", "i", "escape", "question_mark", "escape"):
+        for key in ("l", "escape", "i", "escape", "question_mark", "escape", "h", "escape", "p", "escape", "colon", "p", "r", "o", "c", "s", "enter", "escape"):
             await pilot.press(key)
             await settle(pilot)
         await pilot.press("o")
@@ -96,6 +98,7 @@ async def test_slow_backend_never_blocks_the_event_loop(caplog, demo_world):
         await settle(pilot)
         loop.set_debug(False)
     assert slow.calls >= 15, "the session did not exercise the facade"
+    assert {"history", "gpu_processes"} <= slow.names, f"the history and process views were not opened: {sorted(slow.names)}"
     assert slow.on_loop == [], f"facade methods ran on the event loop: {slow.on_loop}"
     slow_callbacks = []
     for record in caplog.records:

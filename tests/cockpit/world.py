@@ -40,6 +40,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXED_NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+HISTORY_POINTS = 6
+"""Readings per series a history picture shows (a scene waits until every series has them)."""
 SCENARIOS = ("empty", "placed", "mismatch", "stale", "bench", "cluster")
 
 # Variables that would point the demo elsewhere; the world sets its own.
@@ -124,6 +126,8 @@ class World:
     pids: dict[int, int] = field(default_factory=dict)
     """Real pid → the fixed number the pictures show (4100 + the pod's place in the estate)."""
     router: subprocess.Popen | None = None
+    strangers: list[subprocess.Popen] = field(default_factory=list)
+    """Processes on a GPU that belong to no pod (`add_stranger`)."""
     facades: list[StableFacade] = field(default_factory=list)
     holds_lock: bool = False
     """Whether this world still holds its share of the machine-wide lock (released once, by `stop`)."""
@@ -246,11 +250,31 @@ class World:
             time.sleep(0.2)
         raise RuntimeError("the scene world's pool router did not come up: " + (self.base / "router.log").read_text(errors="replace")[-400:])
 
+    def add_stranger(self, gpu: int, mib: int) -> int:
+        """A process that is no pod's, holding `mib` MiB on GPU `gpu` (someone else's job): a real
+        `sleep` registered in the rig's GPU registry as a stub engine registers itself. Returns its pid."""
+        from backend.gpu.registry import default_registry_dir
+        from backend.stub_registry import own_pidns
+
+        if self.strangers:  # one is enough (scenes of one world share it)
+            return self.strangers[0].pid
+        proc = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+        self.strangers.append(proc)
+        self.pids[proc.pid] = 4321
+        with self.active():
+            directory = default_registry_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"stranger-{proc.pid}.gpu").write_text(f"pid {proc.pid}\nname stranger\npidns {own_pidns()}\ngpu {gpu} {mib} 0\n", encoding="utf-8")
+        return proc.pid
+
     # -- teardown ----------------------------------------------------------------------------------
     def stop(self) -> None:
         """Stop the facades' live hubs, the router and every stub process of this world, then delete its files."""
         for facade in self.facades:
             facade.close()
+        for proc in self.strangers:
+            proc.kill()
+            proc.wait(timeout=5)
         if self.router is not None and self.router.poll() is None:
             os.killpg(self.router.pid, signal.SIGTERM)
             try:
@@ -355,6 +379,31 @@ class StableFacade:
     def make_plan(self, *args: Any, **kwargs: Any) -> Any:
         plan = self.real.make_plan(*args, **kwargs)
         return replace(plan, lines=tuple(self._home(line) for line in plan.lines), problems=tuple(self._home(p) for p in plan.problems))
+
+    def gpu_processes(self) -> list[Any]:
+        """Pids aliased; the user and the interpreter's path are this machine's, not the picture's."""
+        rows = []
+        for row in self.real.gpu_processes():
+            command = row.command
+            if command is not None:
+                program, _, rest = command.partition(" ")
+                if program.rsplit("/", 1)[-1].startswith("python"):  # the checkout's own venv path
+                    command = f"/usr/bin/python3 {rest}"
+            rows.append(row.model_copy(update={"pid": self.world.pids.get(row.pid, 4999), "user": "me" if row.user else None, "command": command}))
+        rows.sort(key=lambda r: (r.gpu_index, r.pid))
+        return rows
+
+    def history(self) -> Any:
+        """The real series, each cut to its last HISTORY_POINTS readings and re-timed to its source's
+        cadence ending at the fixed clock: how many readings a run gathers, and when, is timing."""
+        view = self.real.history()
+        now = FIXED_NOW.timestamp()
+        series = []
+        for s in view.series:
+            step = 1.0 if s.key.startswith("gpu/") else 2.0
+            kept = s.points[-HISTORY_POINTS:]
+            series.append(s.model_copy(update={"points": tuple((now - step * (len(kept) - 1 - n), v) for n, (_, v) in enumerate(kept))}))
+        return view.model_copy(update={"taken_at": now, "series": tuple(series)})
 
     def pools(self) -> list[Any]:
         return [replace(p, pid=self.world.pids.get(p.pid, 4999), uptime_s=7260.0) for p in self.real.pools()]
