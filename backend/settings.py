@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     pool_loop: Literal["", "uvloop", "asyncio"] = ""
     """`C3_POOL_LOOP`: the pool router's event loop (`asyncio` opts out of uvloop)."""
     probe_use_env_proxy: bool = False
+    ascii: bool | None = None
+    """C3_ASCII: 1 draws the cockpit in ASCII only, 0 keeps Unicode; unset: decided by the terminal's locale."""
     """`C3_PROBE_USE_ENV_PROXY`: let health/readiness/metrics probes use HTTP(S)_PROXY (off: they go direct)."""
     demo: bool = False
     """`C3_DEMO`: set by `c3 demo` for the processes it starts; the demo's files and rig are in use."""

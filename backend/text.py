@@ -23,5 +23,6 @@ def show(value: Any, limit: int = 40) -> str:
             text = _repr.repr(value)
         except Exception:  # noqa: BLE001 - a hostile __repr__ must not turn an error message into a crash
             text = f"<{type(value).__name__}>"
-    text = text.replace("\n", "\\n")
+    # Control characters and lone surrogates are escaped: one line, and nothing a terminal acts on.
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: 4 * limit + 4])
     return text if len(text) <= limit else text[: max(1, limit - 3)] + "..."

@@ -36,7 +36,7 @@ from c3.services import (
     WritePlan,
     WriteResult,
 )
-from c3.look import ANSI_THEME, AsciiFilter, wants_ansi_theme, wants_ascii
+from c3.look import ANSI_THEME, AsciiFilter, no_color, wants_ansi_theme, wants_ascii
 from c3.trouble import TroubleWatch
 
 # Only what the first frame needs is imported up front; the other modes and the modals (DataTable,
@@ -122,7 +122,7 @@ class C3App(ServiceCalls, App[None]):
         `bell`: ring the terminal bell when a pod gets into trouble; `ascii`: draw ASCII only (default:
         `C3_ASCII`, else by the locale — c3/look.py)."""
         # NO_COLOR: native ANSI colours, which Textual then strips (its fallback paints in greys).
-        super().__init__(ansi_color=True if "NO_COLOR" in os.environ else None, **kwargs)
+        super().__init__(ansi_color=True if no_color() else None, **kwargs)
         self.register_theme(ANSI_THEME)
         self.ascii = wants_ascii() if ascii is None else ascii
         self._ascii_filter = AsciiFilter()

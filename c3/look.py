@@ -34,12 +34,23 @@ def wants_ansi_theme(color_system: str | None, detected: str | None, no_color: b
     return no_color or color_system in ("standard", "windows") or (color_system == "auto" and detected in ("standard", "windows"))
 
 
-def wants_ascii(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
-    """`C3_ASCII=1` / `C3_ASCII=0` decide; else ASCII unless the locale (LC_ALL, LC_CTYPE, LANG, in
-    that order, as the C library reads them) names UTF-8."""
-    forced = environ.get("C3_ASCII", "").strip()
-    if forced in ("1", "0"):
-        return forced == "1"
+def no_color() -> bool:
+    """The NO_COLOR convention (no-color.org): a property of the user's terminal, not c3's configuration."""
+    return "NO_COLOR" in os.environ
+
+
+def wants_ascii(environ: Mapping[str, str] | None = None, forced: bool | None = None) -> bool:
+    """`C3_ASCII=1` / `C3_ASCII=0` decide (the settings; `forced`); else ASCII unless the locale
+    (LC_ALL, LC_CTYPE, LANG, in that order, as the C library reads them) names UTF-8."""
+    if environ is None:
+        from backend.settings import current
+
+        environ = os.environ  # the terminal's locale: the C library's convention, not c3's configuration
+        forced = current().ascii if forced is None else forced
+    elif forced is None and environ.get("C3_ASCII", "").strip() in ("1", "0"):
+        forced = environ["C3_ASCII"].strip() == "1"
+    if forced is not None:
+        return forced
     if _coerced(environ):
         return True
     locale = next((environ[name] for name in ("LC_ALL", "LC_CTYPE", "LANG") if environ.get(name)), "")

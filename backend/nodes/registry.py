@@ -187,7 +187,7 @@ def check_endpoint_url(url: str) -> str:
         raise ValueError("must be an http(s) URL of at most 2048 characters")
     parsed = urlparse(url.strip())
     if parsed.scheme not in {"http", "https"} or not parsed.netloc:
-        raise ValueError(f"`{redact_url(url)}` is not an http(s) URL")
+        raise ValueError(f"`{show(redact_url(url), 120)}` is not an http(s) URL")
     if "@" in parsed.netloc:
         raise ValueError(f"`{redact_url(url)}` carries credentials (user:password@); c3 stores no secrets in nodes.json")
     try:

@@ -25,8 +25,6 @@ def configure_terminal(color: str, ascii: bool = False) -> None:
         raise click.BadParameter(f"--color must be one of {', '.join(COLOR_SYSTEMS)}")
     if color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = COLOR_SYSTEMS[color]
-    if ascii:
-        os.environ["C3_ASCII"] = "1"
     os.environ.setdefault("TEXTUAL_FPS", "30")
 
 
@@ -43,7 +41,7 @@ def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = Fa
 
     # The facade (pydantic models, SDK adapters, the runtime) is built in a worker after the first
     # frame, so the cockpit shows up about as fast as a bare Textual app.
-    app = C3App(build_services, readonly=readonly, bell=bell)
+    app = C3App(build_services, readonly=readonly, bell=bell, ascii=True if ascii else None)
 
     try:
         app.run(mouse=not no_mouse)
