@@ -54,3 +54,44 @@ async def test_scrolled_pod_list_keeps_every_gpu_line_at_80x24(demo_world):
                 seen.add(pod.name)
         assert pods.selected_pod == next(iter(shown))
         assert seen == set(shown)
+
+
+async def test_trouble_toasts_never_cover_an_open_modal_at_80x24(demo_world):
+    """Issue 14: at 80×24 trouble toasts covered modal content. A stub engine killed with SIGKILL is
+    announced on the pod view; the New-pod form opened while that toast still shows is not covered by
+    any toast (its fields and buttons compared with every toast's region); closing the form shows the
+    trouble again, since it is still current."""
+    import asyncio
+    import os
+    import signal
+
+    from textual.widgets import Button, Input
+    from textual.widgets._toast import Toast
+
+    from backend.sim.runtime import SimRuntime
+    from c3.modals.new_pod import NewPodModal
+    from tests.cockpit.conftest import wait_for
+
+    def toasts(screen) -> list:
+        return [t for t in screen.query(Toast) if t.display and t.region.area]
+
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        await wait_for(pilot, lambda: [p.state for p in orch.pods] == ["serving", "serving"], what="both pods serving")
+        pid = (await asyncio.to_thread(SimRuntime().workload, "chat")).pids[0]
+        os.kill(pid, signal.SIGKILL)
+        await wait_for(pilot, lambda: any("chat: failed" in str(t.render()) for t in toasts(app.screen)), timeout=15, what="the failure toast")
+        await pilot.press("N")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewPodModal), what="the New-pod form")
+        await settle(pilot)
+        modal = app.screen
+        parts = [w for w in modal.query("*") if isinstance(w, (Button, Input)) and w.display and w.region.area]
+        assert len(parts) >= 3
+        covered = [(type(w).__name__, w.id, str(t.render())[:40]) for w in parts for t in toasts(modal) if w.region.overlaps(t.region)]
+        assert covered == []
+        assert "⚠ 1 failed" in str(orch.query_one("#modebar").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
+        await wait_for(pilot, lambda: any("chat: failed" in str(t.render()) for t in toasts(app.screen)), what="the failure shown again")
