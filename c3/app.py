@@ -213,6 +213,12 @@ class C3App(ServiceCalls, App[None]):
             if isinstance(screen, CockpitScreen) and screen.is_mounted:
                 screen.refresh_chrome()
 
+    def pod_seen(self, pod: PodState) -> None:
+        """A view read one pod afresh (details): the pod view takes that reading too."""
+        orch = self._orchestration()
+        if orch is not None and orch.is_mounted:
+            orch.pod_seen(pod)
+
     def _announce(self, new: list[Trouble], cleared: list[Trouble]) -> None:
         """Toast trouble — unless a modal is open: a toast there covers its fields and buttons at 80×24,
         so the news waits (the mode bar keeps counting) until a mode screen is back on top."""

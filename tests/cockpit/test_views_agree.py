@@ -95,3 +95,48 @@ async def test_trouble_toasts_never_cover_an_open_modal_at_80x24(demo_world):
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
         await wait_for(pilot, lambda: any("chat: failed" in str(t.render()) for t in toasts(app.screen)), what="the failure shown again")
+
+
+async def test_details_and_the_list_behind_it_agree_while_a_pod_is_killed(demo_world):
+    """Issue 14: states briefly contradicted each other. The details modal read the workload straight from
+    the runtime while the list behind it (paused under the modal) kept an older reading: `● serving` in
+    the list beside `workload exited` in details. Kill a stub engine and open details at once, again until
+    the failure shows: every time, the details' state, its workload line, the list row behind it and the
+    mode bar's trouble count tell the same story."""
+    import asyncio
+    import os
+    import signal
+
+    from backend.sim.runtime import SimRuntime
+    from c3.modals.details import DetailsModal
+    from tests.cockpit.conftest import screen_text, wait_for
+
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        await wait_for(pilot, lambda: [p.state for p in orch.pods] == ["serving", "serving"], what="both pods serving")
+        assert orch.query_one("#pods").selected_pod == "chat"
+        pid = (await asyncio.to_thread(SimRuntime().workload, "chat")).pids[0]
+        os.kill(pid, signal.SIGKILL)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15
+        states = []
+        while loop.time() < deadline:
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, DetailsModal) and "loading…" not in screen_text(app), what="details loaded")
+            await pilot.pause()
+            text = screen_text(app)
+            workload = next(line for line in text.splitlines() if line.strip().startswith("workload"))
+            row = next(p for p in orch.pods if p.name == "chat")
+            head = text.splitlines()[0]
+            states.append((row.state, head, workload))
+            assert f"{'✗' if row.state == 'failed' else '●' if row.state == 'serving' else '◐'} {row.state}" in head, states
+            assert ("exited" in workload) == (row.state == "failed"), states
+            assert ("failed" in str(orch.query_one("#modebar").render())) == (row.state == "failed"), states
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
+            if row.state == "failed":
+                break
+            await pilot.pause(0.2)
+        assert states and states[-1][0] == "failed", states
