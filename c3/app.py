@@ -235,14 +235,24 @@ class C3App(ServiceCalls, App[None]):
 
     def hold_trouble_toasts(self) -> None:
         """A modal (or another mode) is coming up: take the trouble toasts still showing off the screen;
-        `release_trouble_toasts` shows the ones still current again."""
+        `release_trouble_toasts` shows the ones still current again. Once more after the messages
+        already queued: a toast posted just before the modal opened is not in the collection yet."""
+        self._withdraw_trouble_toasts()
+        self.call_later(lambda: self._withdraw_trouble_toasts() if isinstance(self.screen, ModalScreen) else None)
+
+    def _withdraw_trouble_toasts(self) -> None:
         for note in list(self._notifications):
-            key = self._trouble_toasts.get(note.message)
-            if key is not None and note.title == "Attention" and not note.has_expired:
+            key = self._trouble_toasts.pop(note.message, None) if note.title == "Attention" else None
+            if key is not None and not note.has_expired:
                 self._unnotify(note)  # Textual has no public call to withdraw one toast
                 if key in self.trouble.current:
                     self._held_new[key] = self.trouble.current[key]
-        self._trouble_toasts.clear()
+        # Textual refreshes only the top screen's toasts; the screen below shows through a modal's backdrop.
+        from textual.widgets._toast import ToastRack
+
+        for screen in self.screen_stack[:-1]:
+            for rack in screen.query(ToastRack):
+                rack.show(self._notifications)
 
     def release_trouble_toasts(self) -> None:
         """A mode screen is on top again: what was held and is still true is announced now."""
