@@ -91,6 +91,8 @@ async def test_trouble_toasts_never_cover_an_open_modal_at_80x24(demo_world):
         assert len(parts) >= 3
         covered = [(type(w).__name__, w.id, str(t.render())[:40]) for w in parts for t in toasts(modal) if w.region.overlaps(t.region)]
         assert covered == []
+        # Nor through the backdrop: the pod view below keeps no trouble toast either.
+        assert [str(t.render())[:40] for screen in app.screen_stack for t in toasts(screen) if "Attention" in str(t.render())] == []
         assert "⚠ 1 failed" in str(orch.query_one("#modebar").render())
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
@@ -133,6 +135,7 @@ async def test_details_and_the_list_behind_it_agree_while_a_pod_is_killed(demo_w
             states.append((row.state, head, workload))
             assert f"{'✗' if row.state == 'failed' else '●' if row.state == 'serving' else '◐'} {row.state}" in head, states
             assert ("exited" in workload) == (row.state == "failed"), states
+            assert ("running" in workload) == (row.state in {"serving", "booting"}), states
             assert ("failed" in str(orch.query_one("#modebar").render())) == (row.state == "failed"), states
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
