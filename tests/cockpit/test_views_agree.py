@@ -110,8 +110,7 @@ async def test_details_and_the_list_behind_it_agree_while_a_pod_is_killed(demo_w
     import signal
 
     from backend.sim.runtime import SimRuntime
-    from c3.modals.details import DetailsModal
-    from tests.cockpit.conftest import screen_text, wait_for
+    from tests.cockpit.conftest import wait_for
 
     app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -121,25 +120,60 @@ async def test_details_and_the_list_behind_it_agree_while_a_pod_is_killed(demo_w
         assert orch.query_one("#pods").selected_pod == "chat"
         pid = (await asyncio.to_thread(SimRuntime().workload, "chat")).pids[0]
         os.kill(pid, signal.SIGKILL)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 15
-        states = []
-        while loop.time() < deadline:
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, DetailsModal) and "loading…" not in screen_text(app), what="details loaded")
-            await pilot.pause()
-            text = screen_text(app)
-            workload = next(line for line in text.splitlines() if line.strip().startswith("workload"))
-            row = next(p for p in orch.pods if p.name == "chat")
-            head = text.splitlines()[0]
-            states.append((row.state, head, workload))
-            assert f"{'✗' if row.state == 'failed' else '●' if row.state == 'serving' else '◐'} {row.state}" in head, states
-            assert ("exited" in workload) == (row.state == "failed"), states
-            assert ("running" in workload) == (row.state in {"serving", "booting"}), states
-            assert ("failed" in str(orch.query_one("#modebar").render())) == (row.state == "failed"), states
-            await pilot.press("escape")
-            await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
-            if row.state == "failed":
-                break
-            await pilot.pause(0.2)
+        states = await _details_agree_until(pilot, app, "chat", "failed")
         assert states and states[-1][0] == "failed", states
+
+
+async def _details_agree_until(pilot, app, name: str, final: str) -> list[tuple[str, str, str]]:
+    """Open details of the highlighted pod again and again until the list shows `final`: every time, the
+    details' state, its workload line, the list row behind it and the mode bar's failed count agree."""
+    import asyncio
+
+    from c3.modals.details import DetailsModal
+    from tests.cockpit.conftest import screen_text, wait_for
+
+    orch = orchestration(app)
+    assert orch.query_one("#pods").selected_pod == name
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    states: list[tuple[str, str, str]] = []
+    while loop.time() < deadline:
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailsModal) and "loading…" not in screen_text(app), what="details loaded")
+        await pilot.pause()
+        text = screen_text(app)
+        workload = next(line for line in text.splitlines() if line.strip().startswith("workload"))
+        row = next(p for p in orch.pods if p.name == name)
+        states.append((row.state, text.splitlines()[0], workload))
+        glyph = {"failed": "✗", "serving": "●", "booting": "◐", "down": "○"}[row.state]
+        assert f"{glyph} {row.state}" in states[-1][1], states
+        assert ("exited" in workload) == (row.state == "failed"), states
+        assert ("running" in workload) == (row.state in {"serving", "booting"}), states
+        assert ("failed" in str(orch.query_one("#modebar").render())) == (row.state == "failed"), states
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
+        if row.state == final:
+            break
+        await pilot.pause(0.2)
+    assert states and states[-1][0] == final, states
+    return states
+
+
+async def test_details_and_the_list_behind_it_agree_while_a_pod_boots(demo_world, monkeypatch):
+    """The same during a boot: the list behind details said `○ down` beside `workload running`."""
+    from backend.sim.runtime import SimRuntime
+    from c3.modals.confirm import ConfirmModal
+    from tests.cockpit.conftest import wait_for
+
+    monkeypatch.setenv("C3_STUB_STARTUP_DELAY", "3")  # a boot long enough to open details during it
+    SimRuntime().stop("chat", timeout=5.0)
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: orchestration(app).pods and orchestration(app).pods[0].state == "down", what="chat down")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen is orchestration(app), what="back on the pod view")
+        states = await _details_agree_until(pilot, app, "chat", "serving")
+        assert any(s[0] == "booting" for s in states), states
