@@ -11,7 +11,6 @@ serving after the cockpit exits. Ctrl+Q also quits.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 
 from c3.screens.base import CockpitScreen, ServiceCalls, describe_error
 from c3.screens.orchestration import OrchestrationScreen
@@ -37,7 +36,7 @@ from c3.services import (
     WriteResult,
 )
 from c3.look import ANSI_THEME, AsciiFilter, no_color, wants_ansi_theme, wants_ascii
-from c3.trouble import TroubleWatch
+from c3.trouble import Kind, Trouble, TroubleWatch
 
 # Only what the first frame needs is imported up front; the other modes and the modals (DataTable,
 # Input, Log…) load when first opened, and the facade (pydantic, SDK adapters) is built in a worker.
@@ -127,6 +126,10 @@ class C3App(ServiceCalls, App[None]):
         self.ascii = wants_ascii() if ascii is None else ascii
         self._ascii_filter = AsciiFilter()
         self.trouble = TroubleWatch()
+        self._trouble_toasts: dict[str, tuple[str, Kind]] = {}
+        """Trouble toasts shown (by message), to take off the screen when a modal opens."""
+        self._held_new: dict[tuple[str, Kind], Trouble] = {}
+        self._held_cleared: dict[tuple[str, Kind], Trouble] = {}
         self.bell_on_trouble = bell
         self.autopoll = autopoll
         self.live = autopoll if live is None else live
@@ -202,16 +205,60 @@ class C3App(ServiceCalls, App[None]):
         new, cleared = self.trouble.update(pods, stale=stale)
         if not new and not cleared:
             return
-        for t in new:
-            self.notify(f"{t.pod}: {t.kind} — {t.detail}", title="Attention", severity="warning" if t.kind in ("stale", "preempting") else "error",
-                        timeout=10, markup=False)
-        for t in cleared:
-            self.notify(f"{t.pod}: no longer {t.kind}", timeout=4, markup=False)
+        self._announce(new, cleared)
         if new and self.bell_on_trouble:
             self.bell()
         for screen in self._mode_screens():
             if isinstance(screen, CockpitScreen) and screen.is_mounted:
                 screen.refresh_chrome()
+
+    def pod_seen(self, pod: PodState) -> None:
+        """A view read one pod afresh (details): the pod view takes that reading too."""
+        orch = self._orchestration()
+        if orch is not None and orch.is_mounted:
+            orch.pod_seen(pod)
+
+    def _announce(self, new: list[Trouble], cleared: list[Trouble]) -> None:
+        """Toast trouble — unless a modal is open: a toast there covers its fields and buttons at 80×24,
+        so the news waits (the mode bar keeps counting) until a mode screen is back on top."""
+        if isinstance(self.screen, ModalScreen):
+            self._held_new.update((t.key, t) for t in new)
+            self._held_cleared.update((t.key, t) for t in cleared)
+            return
+        for t in new:
+            message = f"{t.pod}: {t.kind} — {t.detail}"
+            self._trouble_toasts[message] = t.key
+            self.notify(message, title="Attention", severity="warning" if t.kind in ("stale", "preempting") else "error", timeout=10, markup=False)
+        for t in cleared:
+            self.notify(f"{t.pod}: no longer {t.kind}", timeout=4, markup=False)
+
+    def hold_trouble_toasts(self) -> None:
+        """A modal (or another mode) is coming up: take the trouble toasts still showing off the screen;
+        `release_trouble_toasts` shows the ones still current again. Once more after the messages
+        already queued: a toast posted just before the modal opened is not in the collection yet."""
+        self._withdraw_trouble_toasts()
+        self.call_later(lambda: self._withdraw_trouble_toasts() if isinstance(self.screen, ModalScreen) else None)
+
+    def _withdraw_trouble_toasts(self) -> None:
+        for note in list(self._notifications):
+            key = self._trouble_toasts.pop(note.message, None) if note.title == "Attention" else None
+            if key is not None and not note.has_expired:
+                self._unnotify(note)  # Textual has no public call to withdraw one toast
+                if key in self.trouble.current:
+                    self._held_new[key] = self.trouble.current[key]
+        # Textual refreshes only the top screen's toasts; the screen below shows through a modal's backdrop.
+        from textual.widgets._toast import ToastRack
+
+        for screen in self.screen_stack[:-1]:
+            for rack in screen.query(ToastRack):
+                rack.show(self._notifications)
+
+    def release_trouble_toasts(self) -> None:
+        """A mode screen is on top again: what was held and is still true is announced now."""
+        held_new, held_cleared = self._held_new, self._held_cleared
+        self._held_new, self._held_cleared = {}, {}
+        current = self.trouble.current
+        self._announce([current[k] for k in held_new if k in current], [t for k, t in held_cleared.items() if k not in current])
 
     def _services_ready(self, services: Services) -> None:
         self.services = services

@@ -18,6 +18,7 @@ from backend.actions import Action, Problem
 from backend.actions.workspace import Workspace
 from backend.errors import C3Error, EnvironmentProblem, Refused
 from backend.models import CatalogEntry, FitReport, Gpu, GpuSnapshot, Pod
+from backend.runtime.models import Workload
 from backend.views import PodStatus
 from c3.services import (
     NodeRow,
@@ -142,14 +143,14 @@ class RealServices:
             return [self._state_of(row) for row in rows]
         return [self._state_of(row) for row in self._live_rows(hub, pods)]
 
-    def _live_rows(self, hub: Any, pods: list[Pod]) -> list[PodStatus]:
+    def _live_rows(self, hub: Any, pods: list[Pod], snap: Any = None) -> list[PodStatus]:
         """`pod status` rows from the hub's latest snapshot; a pod the hub has not seen yet (just
         created) is listed at once, as down."""
         from backend.runtime.status import describe_estate, same_estate
         from backend.views import PodStatus
 
         mine = str(self.path.resolve())
-        snap = hub.latest()
+        snap = snap if snap is not None else hub.latest()
         status = snap.source("workloads")
         if status is not None and status.stale:
             raise EnvironmentProblem(f"the runtime stopped answering: {status.error or 'no answer'}")
@@ -230,8 +231,16 @@ class RealServices:
 
     def pod_details(self, name: str) -> PodDetails:
         pod = self._pod(name)
-        state = next((s for s in self.pod_states() if s.name == pod.name), PodState(pod.name, pod.slug, pod.port, tuple(pod.gpus)))
-        workload = self.ctx.runtime.workload(pod.name)
+        hub = self._live()
+        if hub is not None:
+            # The state and the workload line from one hub snapshot: two reads could say `serving` and
+            # `exited` about the same pod.
+            snap = hub.latest()
+            state = self._state_of(self._live_rows(hub, [pod], snap)[0])
+            workload = next((w for w in snap.workloads if w.pod == pod.name), None) or Workload(pod=pod.name, status="absent")
+        else:
+            state = next((s for s in self.pod_states() if s.name == pod.name), PodState(pod.name, pod.slug, pod.port, tuple(pod.gpus)))
+            workload = self.ctx.runtime.workload(pod.name)
         by_index = {g.index: g for g in self._gpus()}
         facts: list[tuple[str, str]] = [
             ("estate file", str(self.path)),

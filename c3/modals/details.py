@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from c3.screens.base import CockpitModal, describe_error
-from c3.screens.pod_view import badge
+from c3.screens.pod_view import STATE_GLYPH, badge
 from c3.services import PodDetails
 from widgets.fit_breakdown import fit_lines
 
@@ -33,7 +33,9 @@ class DetailsModal(CockpitModal):
 
     def _landed(self, details: PodDetails) -> None:
         pod = details.pod
-        lines = [Content.from_markup(f"[b]pod[/] $p  [$text-muted]$s:$port[/]  {badge(pod)}", p=pod.name, s=pod.slug, port=str(pod.port))]
+        glyph, style = STATE_GLYPH.get(pod.state, ("?", "$text-muted"))
+        lines = [Content.from_markup(f"[b]pod[/] $p  [$text-muted]$s:$port[/]  [{style}]{glyph} $st[/]  {badge(pod)}", p=pod.name, s=pod.slug, port=str(pod.port), st=pod.state)]
+        self.app.pod_seen(pod)  # type: ignore[attr-defined]  # the list behind this modal shows the same reading
         if pod.placement_detail:
             lines.append(Content.from_markup("  [$text-muted]$d[/]", d=pod.placement_detail))
         if pod.actual_gpus is not None:

@@ -203,6 +203,9 @@ class CockpitScreen(ServiceCalls, Screen):
                 poller.timer.pause()
         self.refresh_badges()  # "paused", at once rather than on the next as-of tick
         self._set_live(False)
+        hold = getattr(self.app, "hold_trouble_toasts", None)
+        if hold is not None:
+            hold()  # a modal is coming up: no trouble toast over its fields
 
     def on_screen_resume(self, event: events.ScreenResume) -> None:
         for bar in self.query("KeyBar"):
@@ -213,6 +216,9 @@ class CockpitScreen(ServiceCalls, Screen):
             if poller.timer is not None:
                 poller.timer.resume()
         self._set_live(True)
+        release = getattr(self.app, "release_trouble_toasts", None)
+        if release is not None:
+            release()
         if self.is_mounted:
             self.call_after_refresh(self.poll_now)
             self.call_after_refresh(self.refresh_badges)

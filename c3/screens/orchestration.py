@@ -146,16 +146,24 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     def _poll_pods(self) -> None:
         self.call(self.services.pod_states, done=self._pods_landed, failed=self._pods_failed, group="pods")
 
-    def _pods_landed(self, pods: list[PodState]) -> None:
-        self.pods_poller.landed()
+    def _pods_landed(self, pods: list[PodState], *, landed: bool = True) -> None:
+        if landed:
+            self.pods_poller.landed()
         self.pods = pods
-        self.pods_taken_at = self.app.clock()  # type: ignore[attr-defined]
-        self.pods_error = None
+        if landed:  # one pod read afresh does not make the others' reading newer
+            self.pods_taken_at = self.app.clock()  # type: ignore[attr-defined]
+            self.pods_error = None
         self.app.pods_read(pods)  # type: ignore[attr-defined]
         with self.app.batch_update():
             self.render_pods()
             self.render_gpus()
             self.render_sources()
+
+    def pod_seen(self, pod: PodState) -> None:
+        """A newer reading of one pod (the details modal's): the list, the GPU panels and the trouble
+        count take it too, so no view behind the modal contradicts it."""
+        if pod.name in {p.name for p in self.pods}:
+            self._pods_landed([pod if p.name == pod.name else p for p in self.pods], landed=False)
 
     def _pods_failed(self, error: BaseException) -> None:
         self.pods_poller.landed()

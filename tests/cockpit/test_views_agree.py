@@ -1,0 +1,179 @@
+"""The cockpit's views at 80×24 over the real facade: the scrolled pod list keeps every pod's GPU lines,
+views agree on a pod's state, and trouble toasts never cover an open modal."""
+
+from __future__ import annotations
+
+import pytest
+
+from c3.screens.orchestration import PODS_PERIOD_S
+from tests.cockpit.conftest import orchestration, real_app, settle
+
+
+def _visible_lines(widget) -> list[str]:
+    """What the widget really drew, line by line (its scroll position included)."""
+    return [widget.render_line(y).text.rstrip() for y in range(widget.scrollable_content_region.height)]
+
+
+@pytest.mark.parametrize("demo_world", ["bench", "mismatch"], indirect=True)
+async def test_scrolled_pod_list_keeps_every_gpu_line_at_80x24(demo_world):
+    """Issue 14: at 80 columns the pod list dropped GPU lines once it scrolled. Walk the sixteen pods with
+    `j` to the bottom and `k` back: the highlighted pod is drawn whole (header and each of its GPU lines),
+    and every pod header on screen is followed by its GPU lines unless the list's edge cuts it."""
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = orchestration(app)
+        pods = screen.query_one("#pods")
+        shown = {p.name: p for p in screen.shown_pods()}
+        assert len(shown) >= 3
+        seen: set[str] = set()
+        # `wait`: stay scrolled through two pod readings (new readings replace the options' text).
+        keys = ["j"] * (len(shown) - 1) + ["wait"] + ["k"] * (len(shown) - 1) + ["wait"]
+        for key in [None, *keys]:
+            if key == "wait":
+                await pilot.pause(2 * PODS_PERIOD_S + 0.5)
+            elif key:
+                await pilot.press(key)
+                await pilot.pause()
+            name = pods.selected_pod
+            lines = _visible_lines(pods)
+            heads = [i for i, line in enumerate(lines) if line.split(" ", 1)[0] in shown]
+            assert any(lines[i].startswith(name + " ") for i in heads), (key, name, lines)
+            for i in heads:
+                pod = shown[lines[i].split(" ", 1)[0]]
+                below = lines[i + 1:]
+                ends = [j for j, line in enumerate(below) if not line.strip() or line.split(" ", 1)[0] in shown]
+                block = below[: ends[0]] if ends else below
+                cut = not ends  # the last pod on screen may run past the bottom edge
+                if pod.name == name or not cut:
+                    # Drawn whole: the option's text, every GPU line with its memory and utilisation.
+                    prompt = pods.get_option(pod.name).prompt.plain
+                    drawn = " ".join(" ".join([lines[i], *block]).split())
+                    assert drawn == " ".join(prompt.split()), (key, pod.name, [lines[i], *block], prompt)
+                    assert sum("─ GPU" in line for line in block) == prompt.count("─ GPU") >= len(pod.gpus), (key, pod.name, block)
+                seen.add(pod.name)
+        assert pods.selected_pod == next(iter(shown))
+        assert seen == set(shown)
+
+
+async def test_trouble_toasts_never_cover_an_open_modal_at_80x24(demo_world):
+    """Issue 14: at 80×24 trouble toasts covered modal content. A stub engine killed with SIGKILL is
+    announced on the pod view; the New-pod form opened while that toast still shows is not covered by
+    any toast (its fields and buttons compared with every toast's region); closing the form shows the
+    trouble again, since it is still current."""
+    import asyncio
+    import os
+    import signal
+
+    from textual.widgets import Button, Input
+    from textual.widgets._toast import Toast
+
+    from backend.sim.runtime import SimRuntime
+    from c3.modals.new_pod import NewPodModal
+    from tests.cockpit.conftest import wait_for
+
+    def toasts(screen) -> list:
+        return [t for t in screen.query(Toast) if t.display and t.region.area]
+
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        await wait_for(pilot, lambda: [p.state for p in orch.pods] == ["serving", "serving"], what="both pods serving")
+        pid = (await asyncio.to_thread(SimRuntime().workload, "chat")).pids[0]
+        os.kill(pid, signal.SIGKILL)
+        await wait_for(pilot, lambda: any("chat: failed" in str(t.render()) for t in toasts(app.screen)), timeout=15, what="the failure toast")
+        await pilot.press("N")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewPodModal), what="the New-pod form")
+        await settle(pilot)
+        modal = app.screen
+        parts = [w for w in modal.query("*") if isinstance(w, (Button, Input)) and w.display and w.region.area]
+        assert len(parts) >= 3
+        covered = [(type(w).__name__, w.id, str(t.render())[:40]) for w in parts for t in toasts(modal) if w.region.overlaps(t.region)]
+        assert covered == []
+        # Nor through the backdrop: the pod view below keeps no trouble toast either.
+        assert [str(t.render())[:40] for screen in app.screen_stack for t in toasts(screen) if "Attention" in str(t.render())] == []
+        assert "⚠ 1 failed" in str(orch.query_one("#modebar").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
+        await wait_for(pilot, lambda: any("chat: failed" in str(t.render()) for t in toasts(app.screen)), what="the failure shown again")
+
+
+async def test_details_and_the_list_behind_it_agree_while_a_pod_is_killed(demo_world):
+    """Issue 14: states briefly contradicted each other. The details modal read the workload straight from
+    the runtime while the list behind it (paused under the modal) kept an older reading: `● serving` in
+    the list beside `workload exited` in details. Kill a stub engine and open details at once, again until
+    the failure shows: every time, the details' state, its workload line, the list row behind it and the
+    mode bar's trouble count tell the same story."""
+    import asyncio
+    import os
+    import signal
+
+    from backend.sim.runtime import SimRuntime
+    from tests.cockpit.conftest import wait_for
+
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        await wait_for(pilot, lambda: [p.state for p in orch.pods] == ["serving", "serving"], what="both pods serving")
+        assert orch.query_one("#pods").selected_pod == "chat"
+        pid = (await asyncio.to_thread(SimRuntime().workload, "chat")).pids[0]
+        os.kill(pid, signal.SIGKILL)
+        states = await _details_agree_until(pilot, app, "chat", "failed")
+        assert states and states[-1][0] == "failed", states
+
+
+async def _details_agree_until(pilot, app, name: str, final: str) -> list[tuple[str, str, str]]:
+    """Open details of the highlighted pod again and again until the list shows `final`: every time, the
+    details' state, its workload line, the list row behind it and the mode bar's failed count agree."""
+    import asyncio
+
+    from c3.modals.details import DetailsModal
+    from tests.cockpit.conftest import screen_text, wait_for
+
+    orch = orchestration(app)
+    assert orch.query_one("#pods").selected_pod == name
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    states: list[tuple[str, str, str]] = []
+    while loop.time() < deadline:
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailsModal) and "loading…" not in screen_text(app), what="details loaded")
+        await pilot.pause()
+        text = screen_text(app)
+        workload = next(line for line in text.splitlines() if line.strip().startswith("workload"))
+        row = next(p for p in orch.pods if p.name == name)
+        states.append((row.state, text.splitlines()[0], workload))
+        glyph = {"failed": "✗", "serving": "●", "booting": "◐", "down": "○"}[row.state]
+        assert f"{glyph} {row.state}" in states[-1][1], states
+        assert ("exited" in workload) == (row.state == "failed"), states
+        assert ("running" in workload) == (row.state in {"serving", "booting"}), states
+        assert ("failed" in str(orch.query_one("#modebar").render())) == (row.state == "failed"), states
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
+        if row.state == final:
+            break
+        await pilot.pause(0.2)
+    assert states and states[-1][0] == final, states
+    return states
+
+
+async def test_details_and_the_list_behind_it_agree_while_a_pod_boots(demo_world, monkeypatch):
+    """The same during a boot: the list behind details said `○ down` beside `workload running`."""
+    from backend.sim.runtime import SimRuntime
+    from c3.modals.confirm import ConfirmModal
+    from tests.cockpit.conftest import wait_for
+
+    monkeypatch.setenv("C3_STUB_STARTUP_DELAY", "3")  # a boot long enough to open details during it
+    SimRuntime().stop("chat", timeout=5.0)
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: orchestration(app).pods and orchestration(app).pods[0].state == "down", what="chat down")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen is orchestration(app), what="back on the pod view")
+        states = await _details_agree_until(pilot, app, "chat", "serving")
+        assert any(s[0] == "booting" for s in states), states
