@@ -26,7 +26,7 @@ def side_doors() -> list[str]:
     )
 
 
-@pytest.mark.xfail(strict=False, reason="85 direct imports from 19 c3 modules on main before backend/actions (issue 13)")
+@pytest.mark.xfail(strict=False, reason="81 direct imports from 19 c3 modules after backend/actions merged (issue 13: reads still go past the front door)")
 def test_c3_uses_only_the_backends_front_door():
     doors = side_doors()
     assert doors == [], f"{len(doors)} imports past the front door:\n" + "\n".join(doors)
