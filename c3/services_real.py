@@ -138,7 +138,10 @@ class RealServices:
         if not pods:
             return []
         hub = self._live()
-        if hub is None:
+        status = hub.latest().source("workloads") if hub is not None else None
+        if hub is None or status is None or status.last_ok is None:
+            # No hub, or it has not read the workloads yet (just started): read them directly rather than
+            # call every pod "not running" — a pod from another estate would lose its explanation.
             rows = pod_rows(self.ctx, pods, health_path_of=self._health_path, estate=str(self.path.resolve()))
             return [self._state_of(row) for row in rows]
         return [self._state_of(row) for row in self._live_rows(hub, pods)]
