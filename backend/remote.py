@@ -184,13 +184,20 @@ def short(command: str, limit: int = 80) -> str:
 
 
 class ShellBase:
-    """put_file/read_file/check on top of an implementation's `run`."""
+    """run/put_file/read_file/check on top of an implementation's `_communicate` (one command, its
+    stdin, a time limit → exit status, stdout, stderr as bytes)."""
 
     node: Node
 
-    async def run(self, command: str | Sequence[str], *, input: bytes | str | None = None, timeout: float | None = None,
-                  env: Mapping[str, str] | None = None, check: bool = False) -> CommandResult:  # pragma: no cover - abstract
+    async def _communicate(self, text: str, raw: bytes | None, timeout: float | None) -> tuple[int, bytes, bytes]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    async def run(self, command: str | Sequence[str], *, input: bytes | str | None = None, timeout: float | None = None,
+                  env: Mapping[str, str] | None = None, check: bool = False) -> CommandResult:
+        text = as_shell_command(command, env)
+        raw = input.encode() if isinstance(input, str) else input
+        status, out, err = await self._communicate(text, raw, timeout)
+        return self._checked(CommandResult(self.node.name, text, status, out.decode(errors="replace"), err.decode(errors="replace")), check)
 
     async def put_file(self, data: bytes | str, path: str, *, mode: int = 0o600) -> None:
         raw = data.encode() if isinstance(data, str) else data
@@ -204,8 +211,8 @@ class ShellBase:
             raise NodeFailure(self.node.name, "command", f"{path} is larger than {limit} bytes")
         return result[1]
 
-    async def _run_bytes(self, command: str) -> tuple[int, bytes, bytes]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    async def _run_bytes(self, command: str) -> tuple[int, bytes, bytes]:
+        return await self._communicate(command, None, None)
 
     def _checked(self, result: CommandResult, check: bool) -> CommandResult:
         if check and not result.ok:
@@ -275,16 +282,6 @@ class LocalShell(ShellBase):
             raise NodeFailure(self.node.name, "timeout", f"`{short(text)}` timed out after {limit:.0f}s") from None
         status = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else -1
         return status, out, err
-
-    async def run(self, command: str | Sequence[str], *, input: bytes | str | None = None, timeout: float | None = None,
-                  env: Mapping[str, str] | None = None, check: bool = False) -> CommandResult:
-        text = as_shell_command(command, env)
-        raw = input.encode() if isinstance(input, str) else input
-        status, out, err = await self._communicate(text, raw, timeout)
-        return self._checked(CommandResult(self.node.name, text, status, out.decode(errors="replace"), err.decode(errors="replace")), check)
-
-    async def _run_bytes(self, command: str) -> tuple[int, bytes, bytes]:
-        return await self._communicate(command, None, None)
 
     async def stream(self, command: str | Sequence[str], *, timeout: float | None = None) -> AsyncIterator[str]:
         proc = await self._start(as_shell_command(command), stdin=False, merge=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from backend.remote import (
     COMMAND_TIMEOUT_S,
     PGID_MARK,
-    CommandResult,
     NodeFailure,
     ShellBase,
     Spawned,
@@ -228,16 +227,6 @@ class SshShell(ShellBase):
             raise map_ssh_error(self.node, exc, known=True) from None
         status = result.exit_status if result.exit_status is not None and result.exit_status >= 0 else -1
         return status, result.stdout or b"", result.stderr or b""
-
-    async def run(self, command: str | Sequence[str], *, input: bytes | str | None = None, timeout: float | None = None,
-                  env: Mapping[str, str] | None = None, check: bool = False) -> CommandResult:
-        text = as_shell_command(command, env)
-        raw = input.encode() if isinstance(input, str) else input
-        status, out, err = await self._communicate(text, raw, timeout)
-        return self._checked(CommandResult(self.node.name, text, status, out.decode(errors="replace"), err.decode(errors="replace")), check)
-
-    async def _run_bytes(self, command: str) -> tuple[int, bytes, bytes]:
-        return await self._communicate(command, None, None)
 
     async def stream(self, command: str | Sequence[str], *, timeout: float | None = None) -> AsyncIterator[str]:
         import asyncssh
