@@ -102,6 +102,9 @@ class NewPodModal(CockpitModal):
         self.port_touched = False
         self.slug_picked = False
         self._generation = 0
+        self._landed_generation = -1
+        """The generation of the fit shown on screen (equal to `_generation` when nothing newer is pending)."""
+        self._port_pending = False
         self._proposed_port = ""
         self._verdicts_for: str | None = None
         self._refit_timer: Timer | None = None
@@ -244,10 +247,12 @@ class NewPodModal(CockpitModal):
         if not isinstance(chosen, tuple) or len(chosen) != entry.gpu_count:
             gpus_input.value = ",".join(map(str, self.gpus_for(entry)))
         if not self.port_touched:
+            self._port_pending = True
             self.call(self.services.propose_port, slug, done=self._port_landed, group="port", exclusive=True)
         self._schedule_refit(verdicts=False)
 
     def _port_landed(self, port: int) -> None:
+        self._port_pending = False
         if not self.port_touched:
             self._proposed_port = str(port)
             self.query_one("#port", Input).value = str(port)
@@ -340,11 +345,27 @@ class NewPodModal(CockpitModal):
     def _fit_landed(self, report: FitReport, generation: int) -> None:
         if generation == self._generation:
             self.report = report
+            self._landed_generation = generation
             self.query_one("#fit", Static).update(fit_lines(report))
 
     def _fit_failed(self, error: BaseException, generation: int) -> None:
         if generation == self._generation:
+            self._landed_generation = generation
             self.query_one("#fit", Static).update(Content.from_markup("[$error]✗ $e[/]", e=describe_error(error)))
+
+    @property
+    def settled(self) -> bool:
+        """Nothing is still on its way: the verdicts are for the GPU field as it reads, the fit line is
+        for the highlighted slug with no refit pending, and the proposed port has landed. (Tests and
+        the screenshot script wait on this; a half-updated form is what a user sees only briefly.)"""
+        gpus = self.query_one("#gpus", Input).value
+        return (
+            bool(self.entries)
+            and len(self.verdicts) >= len(self.entries)
+            and self._verdicts_for == gpus
+            and (self.slug is None or self._landed_generation == self._generation)
+            and not self._port_pending
+        )
 
     # -- result ----------------------------------------------------------------------------------
     def collect(self) -> NewPod | str:

@@ -27,13 +27,16 @@ async def settle(pilot, rounds: int = 3) -> None:
     await pilot.pause()
 
 
-async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll between frames until `predicate()` holds (bounded)."""
+async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    """Poll between frames until `predicate()` holds; fail after `timeout` seconds (a scene that never
+    got where it was going must not be pinned as if it had)."""
     import asyncio
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not predicate() and loop.time() < deadline:
+    while not predicate():
+        if loop.time() >= deadline:
+            raise TimeoutError(f"scene step never reached: {what or getattr(predicate, '__doc__', None) or predicate}")
         await pilot.pause(0.05)
 
 
@@ -57,7 +60,7 @@ def typed(text: str) -> Step:
 async def fit_ready(pilot) -> None:
     """The new-pod modal has computed its verdicts and its breakdown."""
     screen = pilot.app.screen
-    await wait_until(pilot, lambda: bool(getattr(screen, "verdicts", None)) and "KV" in str(screen.query_one("#fit").render()))
+    await wait_until(pilot, lambda: screen.settled and "KV" in str(screen.query_one("#fit").render()), what="the new-pod form settled with a fit breakdown")
     await settle(pilot)
 
 
@@ -139,7 +142,7 @@ async def served(pilot) -> None:
             for name, tokens in (("chat", 3 * len(PROMPT.split())), ("coder", len(PROMPT.split())))
         )
 
-    await wait_until(pilot, lambda: quiet(), timeout=20)
+    await wait_until(pilot, lambda: quiet(), timeout=40, what="the engines' metrics show the requests and a quiet interval")
     pilot.app._orchestration().poll_now()
     await settle(pilot)
 
@@ -148,7 +151,7 @@ async def stranger(pilot) -> None:
     """Someone else's job on GPU 3 (no pod's): the process view must flag it."""
     svc = pilot.app.services
     svc.world.add_stranger(3, 2048)
-    await wait_until(pilot, lambda: any(r.pod is None for r in svc.gpu_processes()), timeout=10)
+    await wait_until(pilot, lambda: any(r.pod is None for r in svc.gpu_processes()), what="the stranger process is seen")
 
 
 async def history_filled(pilot) -> None:
