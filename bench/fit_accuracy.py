@@ -109,7 +109,7 @@ def full_errors(points, label):
     """Print the available-KV table of one split; return (errors, errors with logged weights)."""
     print(f"\n[{label}] available KV memory per rank (GiB): predicted vs logged; error = predicted − logged (+ = optimistic)")
     print(f"{'point':<30}{'gpu':<16}{'tp':>3}{'logged':>9}{'pred':>9}{'err':>8}{'pred|W':>9}{'err|W':>8}  weights pred/logged  act pred/logged  non-torch pred/logged  verdict")
-    errors, errors_w, by_class = [], [], {}
+    errors, errors_w, by_class, unpriced = [], [], {}, []
     for p in points:
         if p["kind"] != "full":
             continue
@@ -120,6 +120,10 @@ def full_errors(points, label):
         pred = report.available_kv_gib
         err = pred - logged
         errors.append(err)
+        # `unknown`, or a refusal in a setup c3 says it cannot price (the refusal stands: the gap only lowers the pool)
+        why = next((t for t in [*report.reasons, *report.notes] if "cannot price this setup" in t), None)
+        if report.verdict == "unknown" or why:
+            unpriced.append((p["id"], err, report.verdict, why or (report.reasons[0] if report.reasons else "")))
         by_class.setdefault(card_class(p), []).append(err)
         line = f"{p['id'][:29]:<30}{p['gpu'][:15]:<16}{p.get('tp', 1):>3}{logged:>9.2f}{pred:>9.2f}{err:>+8.2f}"
         w_logged = p["logged"].get("weights_gib")
@@ -141,6 +145,17 @@ def full_errors(points, label):
             f"{max(abs(e) for e in errors):.2f} GiB · worst optimistic {max(errors):+.2f} GiB · optimistic rows {optimistic} "
             f"(> +0.5 GiB: {sum(1 for e in errors if e > 0.5)}) · within 1 GiB: {sum(1 for e in errors if abs(e) <= 1.0)}/{len(errors)}"
         )
+    if unpriced:
+        # A row in a setup c3 declares unpriced carries no KV claim: its figures are printed (and counted above),
+        # and the rows c3 does price are summarised apart.
+        claimed = [e for e, p in zip(errors, [q for q in points if q["kind"] == "full"]) if p["id"] not in {u[0] for u in unpriced}]
+        print(
+            f"[{label}] rows c3 prices (not an unpriced setup): {len(claimed)} · median |error| {statistics.median(abs(e) for e in claimed):.2f} GiB · "
+            f"worst optimistic {max(claimed):+.2f} GiB · optimistic rows {sum(1 for e in claimed if e > 0)} (> +0.5 GiB: "
+            f"{sum(1 for e in claimed if e > 0.5)}) · within 1 GiB: {sum(1 for e in claimed if abs(e) <= 1.0)}/{len(claimed)}"
+        )
+        for point_id, err, verdict, why in unpriced:
+            print(f"[{label}] unpriced setup ({verdict}): {point_id} {err:+.2f} GiB — {why[:100]}")
     if by_class:
         class_summary(label, by_class)
     if errors_w:

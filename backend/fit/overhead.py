@@ -71,6 +71,19 @@ PCIe/workstation cards have (shared/data/cards.csv: L40S 44.52, A40/L40 44.3–4
 with ECC, RTX 6000 Ada ~47.5; the SXM boards sit at 39.4 and ≥ 79). The same guess picks V0's TP = 1
 term (a 44.39 GiB card logged 0.08 GiB, where the HGX value would be 1.8).
 
+Profile transient counted twice (v0.27.0–v0.30.x): from v0.27.0 "consumed memory (weights + non-torch)" is the
+drop in device free memory across load and profile run (vllm/utils/mem_utils.py:317 at v0.28.0, `total_consumed =
+before_create.free_memory − after_profile.free_memory`, after `empty_cache()`), while the peak activation is the
+allocated peak above what stays allocated (mem_utils.py:323). A freed profile-run block that a later small
+allocation pins keeps its whole allocator segment reserved, so it is counted in both; v0.28.0 limits block splitting
+(`max_split_size_mb:20`) around `load_model` only (gpu_worker.py:455), and v0.31.0 adds the limit around the profile
+run (gpu_worker.py:613–624, whose comment describes this double count). Up to v0.26 the sum was
+`non_torch_increase + torch_peak_increase + weights` (mem_utils.py:311 at v0.26.0), where a pinned segment is
+torch-reserved memory and counted nowhere. Whether a segment gets pinned depends on allocation order, so c3 prices
+the bound: the activation transient once more in the non-torch term (RTX 5090, v0.28.0: Qwen3-32B-AWQ logged 0.33
+GiB activation and weights + 0.43 consumed at util 0.70, 1.46 and weights + 1.85 at 0.85: bench/data v1-5090-*).
+An unknown version is priced with it (the costlier side).
+
 CUDA graphs (budgeted from v0.21; earlier versions carve graph memory after the KV pool, so the term
 is 0 there and the physical headroom check covers it): `0.2 GiB + 0.012 GiB × layers_on_rank`, ×1.5
 for MoE, ×2 more for Gated-DeltaNet hybrids (since v0.26 the estimate includes a GDN profiling
@@ -120,6 +133,8 @@ CUDAGRAPH_BUDGETED_FROM = (0, 21)
 AWQ_DEQUANT_FROM_TOKENS = 256
 MRV2_DENSE_FROM = (0, 27)
 MRV2_LOGIT_BYTES = 2
+PROFILE_COUNTED_TWICE_FROM = (0, 27)
+PROFILE_COUNTED_TWICE_FIXED_IN = (0, 31)
 
 
 def priced_engine_version(version: tuple[int, int] | None, sms: list[tuple[int, int] | None]) -> tuple[tuple[int, int] | None, str | None]:
@@ -236,6 +251,12 @@ def activation_gib(
     return ACTIVATION_FLOOR_GIB + (peak + encoder_cache) / GIB
 
 
+def profile_counted_twice(version: tuple[int, int] | None) -> bool:
+    """Whether vLLM's profiler can count the profile run's transient both as peak activation and as consumed
+    memory (v0.27.0–v0.30.x; an unknown version is priced as if it could: the costlier side)."""
+    return version is None or PROFILE_COUNTED_TWICE_FROM <= version < PROFILE_COUNTED_TWICE_FIXED_IN
+
+
 def assumed_nvswitch(total_gib: float) -> bool:
     """The board guess for a card whose profile is unknown: NVSwitch from 38 GiB, but never in the
     42–48 GiB band no SXM board occupies."""
@@ -243,7 +264,8 @@ def assumed_nvswitch(total_gib: float) -> bool:
 
 
 def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: float = 0.0, version: tuple[int, int] | None = None) -> float:
-    """Non-torch memory growth (NCCL, custom all-reduce, workspaces) on one rank."""
+    """Non-torch memory growth (NCCL, custom all-reduce, workspaces) on one rank, without the pinned profile
+    transient (`overheads` adds that where the version can count it twice)."""
     if nvswitch is None:
         nvswitch = assumed_nvswitch(total_gib)
     v0 = version is not None and version < V1_FROM
@@ -291,12 +313,21 @@ def overheads(
     quantized: bool = False,
     awq_gemm: bool = False,
 ) -> Overheads:
-    """All three terms for one rank."""
-    return Overheads(
-        activation_gib=activation_gib(
+    """All three terms for one rank; on versions that can count the profile transient twice the non-torch term
+    carries it once more (`mrv2` forced for margin, e.g. on unified memory, does not inflate that second copy:
+    it is the transient of the runner vLLM picks by rule)."""
+    def activation(runner: bool | None) -> float:
+        return activation_gib(
             spec, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, version=version, max_model_len=max_model_len,
-            mrv2=mrv2, quantized=quantized, awq_gemm=awq_gemm,
-        ),
-        non_torch_gib=non_torch_gib(tp=tp, pp=pp, nvswitch=nvswitch, total_gib=total_gib, version=version),
+            mrv2=runner, quantized=quantized, awq_gemm=awq_gemm,
+        )
+
+    peak = activation(mrv2)
+    non_torch = non_torch_gib(tp=tp, pp=pp, nvswitch=nvswitch, total_gib=total_gib, version=version)
+    if profile_counted_twice(version):
+        non_torch += peak if mrv2 is None else activation(None)
+    return Overheads(
+        activation_gib=peak,
+        non_torch_gib=non_torch,
         cudagraph_gib=cudagraph_gib(spec, pp=pp, enforce_eager=enforce_eager, version=version, mrv2=mrv2, quantized=quantized),
     )

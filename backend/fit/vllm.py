@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from backend.fit.compat import hardware_problems
 from backend.fit.kvspec import STATE_KINDS, KvLayout, kv_layout
-from backend.fit.overhead import assumed_nvswitch, overheads, priced_engine_version
+from backend.fit.overhead import assumed_nvswitch, non_torch_gib, overheads, priced_engine_version, profile_counted_twice
 from backend.fit.plan import GIB, Knobs, Rank, sm_tuple
 from backend.fit.weights import stage_weights_gib
 from backend.models import FitReport, GpuFit, ModelSpec
@@ -100,9 +100,22 @@ def shard_problem(spec: ModelSpec, tp: int) -> str | None:
 
 MARLIN_FORMATS = ("awq", "gptq")
 MARLIN_NOTE = (
-    "AWQ/GPTQ checkpoint (repacked for Marlin at load unless vLLM's own AWQ kernel runs): on an RTX 5090 (vLLM 0.28.0) such loads logged ~1.5 GiB more "
-    "'weights + non-torch' than the checkpoint, which awq_marlin's repack does not explain and c3 does not price; "
+    "AWQ/GPTQ checkpoint (repacked for Marlin at load unless vLLM's own AWQ kernel runs): the weights term is the checkpoint's "
+    "size, and Marlin zero-pads tile-misaligned shapes at load (marlin_utils.py `marlin_padded_nk`), which c3 does not price; "
     "pass --weights-gib (vLLM's `Model loading took`) for a firm verdict"
+)
+COUNTED_TWICE_NOTE = (
+    "vLLM {v}: its profile run's transient can be counted twice — as peak activation and, when a later allocation pins the freed "
+    "block's segment, in 'weights + non-torch' (mem_utils.py `total_consumed` from free memory; the split limit that prevents "
+    "it came in v0.31): priced at that bound ({gib:.2f} GiB in non-torch), so the KV estimate can come out low"
+)
+AWQ_CONVERSION_FROM = (0, 19)
+AWQ_CONVERSION_PRICED_FROM = (0, 27)
+AWQ_CONVERSION_UNKNOWN = (
+    "AWQ on Marlin in vLLM {v}: this version converts AWQ with `_convert_awq_to_standard_format` before the Marlin kernel "
+    "(awq_marlin.py, v0.19–v0.26), and a public boot of it (A10G, v0.19.1, Qwen2.5-14B-AWQ) left 0.44 GiB of activation + "
+    "non-torch that nothing in that source accounts for; c3 cannot price this setup (the figures shown are its estimate "
+    "without that gap)"
 )
 
 
@@ -203,6 +216,17 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
                      quantized=quantized, awq_gemm=awq_gemm)
     if marlin_repacked(spec, knobs) and knobs.weights_gib is None:
         notes.append(MARLIN_NOTE)
+    pinned = 0.0
+    if profile_counted_twice(priced_version):
+        v = "(version unknown)" if priced_version is None else f"{priced_version[0]}.{priced_version[1]}"
+        pinned = over.non_torch_gib - non_torch_gib(tp=knobs.tp, pp=knobs.pp, nvswitch=nvswitch, total_gib=smallest, version=priced_version)
+        notes.append(COUNTED_TWICE_NOTE.format(v=v, gib=pinned))
+    unpriced_awq = None
+    fmt = (knobs.quant_format or spec.quant_method or "").lower()
+    if "awq" in fmt and not awq_gemm and priced_version is not None and AWQ_CONVERSION_FROM <= priced_version < AWQ_CONVERSION_PRICED_FROM:
+        unpriced_awq = AWQ_CONVERSION_UNKNOWN.format(v=f"{priced_version[0]}.{priced_version[1]}")
+        # A refusal stands (the unexplained memory only lowers the KV pool further); anything else is `unknown`.
+        notes.append(unpriced_awq)
     if knobs.tp * knobs.pp > 1 and nvswitch is None:
         kind = "NVSwitch (HGX/SXM)" if assumed_nvswitch(smallest) else "PCIe"
         notes.append(f"interconnect unknown: non-torch memory priced for a {kind} board ({over.non_torch_gib:.2f} GiB per rank)")
@@ -258,6 +282,13 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     )
     if length > spec.max_position_embeddings:
         notes.append(f"max_model_len {length:,} exceeds the model's max_position_embeddings {spec.max_position_embeddings:,}: vLLM refuses it without an override")
+    if pinned and (available_min <= 0 or blocks < need):
+        # The double count is a bound: the segment may not get pinned. Refuse only what fails without it.
+        unpinned = min(layout.num_blocks((g.available_kv_gib + pinned) * GIB) for g in gpus)
+        if available_min + pinned > 0 and unpinned >= need:
+            reason = (f"fits only if vLLM does not count its profile transient twice: {available_min:.2f} GiB of KV with it priced, "
+                      f"{available_min + pinned:.2f} GiB without (which one happens depends on the allocator)")
+            return FitReport(verdict="tight", reasons=[reason], notes=notes, **report)
     if available_min <= 0:
         worst = min(gpus, key=lambda g: g.available_kv_gib)
         where = f"GPU {worst.index}" if worst.index is not None else (worst.card or "a rank")
@@ -274,6 +305,8 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
             notes=notes,
             **report,
         )
+    if unpriced_awq:
+        return FitReport(verdict="unknown", reasons=[unpriced_awq], notes=[n for n in notes if n != unpriced_awq], **report)
     margin_blocks = min(layout.num_blocks((g.available_kv_gib - TIGHT_MARGIN_GIB) * GIB) for g in gpus)
     tight = [f"within the estimate's error band: {TIGHT_MARGIN_GIB} GiB less KV memory would not hold one {length:,}-token request"] if margin_blocks < need else []
     tight += [n for n in notes if "outside the budget" in n or "unified-memory" in n or n == MARLIN_NOTE]
