@@ -136,8 +136,8 @@ def price(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         return report.model_copy(update={"verdict": "tight", "reasons": [reason, *report.reasons]})
     if report.verdict == "fits" and knobs.engine == "vllm" and knobs.version is None:
         # The activation, non-torch and CUDA-graph terms changed with vLLM's profiler from release to
-        # release; without a version they are priced at their costliest, which still fell +0.56 to
-        # +0.83 GiB short on RTX 5090 AWQ boots of an unstated version (bench/data, v1-5090-*).
+        # release; without a version they are priced at their costliest, but which release's rules hold
+        # (V0 fallback, the v0.27-v0.30 double count, Model Runner V2) is then a guess.
         reason = "vLLM version unknown: its profiler's terms changed between releases; pass --engine-version (or pin the image tag) for a firm verdict"
         return report.model_copy(update={"verdict": "tight", "reasons": [reason, *report.reasons]})
     return report
