@@ -33,11 +33,22 @@ v0.10) and was later flipped on (vllm#29627); v0.19 logs show it on. Versions in
 with it off (the pessimistic reading)."""
 
 
-def default_batching(nvml_total_gib: float, gpu_name: str | None) -> tuple[int, int, str | None]:
+LARGEST_DEFAULTS_FROM = (0, 28)
+"""vllm/engine/arg_utils.py:2582 at v0.28.0: `device_memory >= 160 * GiB_bytes` ("GPUs like B200/B300") → 1024/16384
+for the API server; v0.27.1 has no such tier."""
+
+
+def default_batching(nvml_total_gib: float, gpu_name: str | None, version: tuple[int, int] | None = None) -> tuple[int, int, str | None]:
     """`vllm serve` defaults (max_num_seqs, max_num_batched_tokens, caveat). vllm/engine/arg_utils.py
-    `_set_default_args`: `device_memory >= 70 GiB and "a100" not in device_name` → 1024/8192, else
-    256/2048; `device_memory` is `get_device_total_memory()`, the NVML total. Without a device name
-    a ≥ 70 GiB card is priced with the larger (costlier) defaults and says so."""
+    `_set_default_args`: from v0.28 `device_memory >= 160 GiB` → 1024/16384; `device_memory >= 70 GiB and "a100" not
+    in device_name` → 1024/8192, else 256/2048; `device_memory` is `get_device_total_memory()`, the NVML total. Without
+    a device name a ≥ 70 GiB card is priced with the larger (costlier) defaults and says so; without a version a
+    ≥ 160 GiB card gets v0.28's 16384 (the costlier side), with a caveat."""
+    if nvml_total_gib >= 160:
+        if version is None:
+            return 1024, 16384, "vLLM version unknown: priced with v0.28+'s ≥ 160 GiB defaults (1024/16384); older releases use 8192 tokens"
+        if version >= LARGEST_DEFAULTS_FROM:
+            return 1024, 16384, None
     if nvml_total_gib < 70:
         return 256, 2048, None
     if gpu_name is None:
@@ -164,7 +175,7 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     smallest = min((r.total_gib or 0.0 for r in known), default=0.0)
     first = known[0] if known else None
     nvml_total = min((r.nvml_total_gib or r.total_gib or 0.0 for r in known), default=0.0)
-    seqs_default, batched_default, caveat = default_batching(nvml_total, first.nvml_name if first else None)
+    seqs_default, batched_default, caveat = default_batching(nvml_total, first.nvml_name if first else None, knobs.version)
     seqs = knobs.max_num_seqs or seqs_default
     batched = knobs.max_num_batched_tokens or batched_default
     if knobs.max_num_seqs is None or knobs.max_num_batched_tokens is None:

@@ -209,3 +209,20 @@ def test_llamacpp_concurrency_counts_full_length_requests_not_slots():
     n_ctx = unified.max_model_len
     assert split.max_model_len == n_ctx // 2  # what one request can hold with two separate streams
     assert split.max_concurrency == pytest.approx(split.kv_cache_tokens / n_ctx * 2, abs=0.01)
+
+
+# -- v0.28.0 vllm/engine/arg_utils.py:2582 added a tier above the H100 one: `device_memory >= 160 * GiB_bytes`
+#    ("for GPUs like B200/B300 with >= 160GB memory, use the largest defaults") → 1024 seqs / 16384 batched tokens for
+#    the API server. v0.27.1 has no such tier (8192). A B200 (NVML ~179 GiB) priced at 8192 on v0.28+ under-prices the
+#    forward transient: optimistic. An unknown version takes the larger (costlier) batch, with a caveat.
+def test_v028_batch_defaults_have_a_160_gib_tier():
+    assert default_batching(179.0, "NVIDIA B200", (0, 28))[:2] == (1024, 16384)
+    assert default_batching(179.0, "NVIDIA B200", (0, 27))[:2] == (1024, 8192)
+    assert default_batching(140.0, "NVIDIA H200", (0, 28))[:2] == (1024, 8192)
+    seqs, batched, caveat = default_batching(179.0, "NVIDIA B200", None)
+    assert (seqs, batched) == (1024, 16384) and caveat
+    spec = shipped_spec("meta-llama/Llama-3.1-8B-Instruct")
+    b200 = fit_config(spec, [178.35], Knobs(max_model_len=8192, weights_gib=15.0, version=(0, 28)), gpu_name="NVIDIA B200")
+    older = fit_config(spec, [178.35], Knobs(max_model_len=8192, weights_gib=15.0, version=(0, 27)), gpu_name="NVIDIA B200")
+    assert b200.max_num_batched_tokens == 16384 and older.max_num_batched_tokens == 8192
+    assert b200.available_kv_gib < older.available_kv_gib
