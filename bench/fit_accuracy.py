@@ -148,7 +148,7 @@ def full_errors(points, label):
     if unpriced:
         # A row in a setup c3 declares unpriced carries no KV claim: its figures are printed (and counted above),
         # and the rows c3 does price are summarised apart.
-        claimed = [e for e, p in zip(errors, [q for q in points if q["kind"] == "full"]) if p["id"] not in {u[0] for u in unpriced}]
+        claimed = [e for e, p in zip(errors, [q for q in points if q["kind"] == "full"], strict=True) if p["id"] not in {u[0] for u in unpriced}]
         print(
             f"[{label}] rows c3 prices (not an unpriced setup): {len(claimed)} · median |error| {statistics.median(abs(e) for e in claimed):.2f} GiB · "
             f"worst optimistic {max(claimed):+.2f} GiB · optimistic rows {sum(1 for e in claimed if e > 0)} (> +0.5 GiB: "
