@@ -46,4 +46,4 @@ class WatchdogRound(Action):
         from backend.cluster.watchdog import check
 
         result = check(self.name, failures=self.failures, cooldown_s=self.cooldown_s, grace_s=self.grace_s)
-        return Outcome(result.action not in {"relaunch-failed"}, result.line(), data=result)
+        return Outcome(result.action != "relaunch-failed", result.line(), data=result)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from backend.actions.serve_model import catalog_of, free_gpus, pod_name_for, variant_for
+from backend.actions.serve_model import catalog_of, free_gpus, variant_for
 from backend.errors import Refused, UsageError
 from backend.models import CatalogEntry, Gpu
 from c3.cli.common import parse_index_list
@@ -26,8 +26,6 @@ from c3.cli.pod_runtime import echo_step, gpu_mode_option, placement_failure, re
 
 if TYPE_CHECKING:
     from backend.catalog import Catalog
-
-__all__ = ["choose", "parse_answer", "pod_name_for", "seed_question", "serve"]
 
 
 def _no_variant(entry: CatalogEntry, count: int) -> str:
