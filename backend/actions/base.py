@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal, Protocol
 
 Severity = Literal["error", "warning", "noop"]
@@ -141,3 +142,16 @@ def refuse_on(problems: list[Problem]) -> None:
     first = next(iter(blocking(problems)), None)
     if first is not None:
         raise Refused(first.message, hint=first.hint)
+
+
+def problems_of(*checks: Callable[[], object]) -> list[Problem]:
+    """A write's refusal as its `problems()`: each check raises `C3Error` when the write cannot run;
+    the first that does is the one blocking problem (with its hint), [] when all pass."""
+    from backend.errors import C3Error
+
+    for check in checks:
+        try:
+            check()
+        except C3Error as error:
+            return [Problem(error.message, hint=error.hint)]
+    return []

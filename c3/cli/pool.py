@@ -5,15 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from backend.errors import EnvironmentProblem, Refused, UsageError
-from c3.cli.common import emit_json, json_option
-
-if TYPE_CHECKING:
-    from backend.nodes.registry import Node
+from backend.errors import Refused, UsageError
+from c3.cli.common import echo_line, emit_json, json_option
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -29,18 +26,6 @@ def parse_bind(text: str) -> tuple[str, int]:
         raise UsageError(f"--bind `{text}`: port must be 1-65535")
     host = match.group("v6") or match.group("host") or "0.0.0.0"
     return host, port
-
-
-def _resolve(nodes: str) -> list[Node]:
-    from backend.nodes.registry import resolve_nodes
-
-    return resolve_nodes(nodes)
-
-
-def _sticky(value: str) -> str:
-    from backend.pool.keys import parse_sticky
-
-    return str(parse_sticky(value))
 
 
 @click.group("pool")
@@ -91,21 +76,13 @@ def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeo
           upstream_timeout: float, body_timeout: float, idle_timeout: float, retry_body_limit: int, hot_key_share: float,
           hot_key_window: int, hot_key_min: int) -> None:
     """Run the router in the foreground (SIGTERM/SIGINT: drain, then exit 0)."""
-    from backend.pool.router import PoolConfig
-    from backend.pool.serve import run_pool
-    from backend.pool.status import pool_dir
+    from backend.actions.serve_pool import ServePool
 
     host, port = parse_bind(bind)
-    mode = _sticky(sticky)
-    resolved = _resolve(nodes)
-    config = PoolConfig(
-        backends=[(n.name, n.host) for n in resolved], host=host, port=port, sticky=mode,
-        probe_interval_s=probe_interval, probe_timeout_s=probe_timeout, drain_timeout_s=drain_timeout,
-        load_factor=load_factor, pin_ttl_s=pin_ttl, upstream_timeout_s=upstream_timeout,
-        body_timeout_s=body_timeout, idle_timeout_s=idle_timeout, retry_body_limit=retry_body_limit,
-        hot_key_share=hot_key_share, hot_key_window=hot_key_window, hot_key_min=hot_key_min, state_dir=pool_dir(),
-    )
-    run_pool(config)
+    tuning = {"probe_interval": probe_interval, "probe_timeout": probe_timeout, "drain_timeout": drain_timeout, "load_factor": load_factor,
+              "pin_ttl": pin_ttl, "upstream_timeout": upstream_timeout, "body_timeout": body_timeout, "idle_timeout": idle_timeout,
+              "retry_body_limit": retry_body_limit, "hot_key_share": hot_key_share, "hot_key_window": hot_key_window, "hot_key_min": hot_key_min}
+    ServePool(nodes, host, port, sticky, tuning).run(echo_line)
 
 
 def _fmt_ms(value: float | None) -> str:
@@ -116,9 +93,9 @@ def _fmt_ms(value: float | None) -> str:
 @json_option
 def status(as_json: bool) -> None:
     """Per-backend health, in-flight, requests, errors and latency of every running router."""
-    from backend.pool.status import read_pools
+    from backend.views.pools import running_pools
 
-    pools = read_pools()
+    pools = running_pools()
     if as_json:
         backends = []
         for p in pools:
@@ -152,53 +129,17 @@ def status(as_json: bool) -> None:
                        "(one API key or session is most of this node's load; stickiness keeps it there)")
 
 
-def _pick_router(bind: str | None, port: int | None) -> tuple[str, str]:
-    """(admin URL, bind) of the router `--bind`/`--port` names, or of the only one running."""
-    from backend.pool.status import admin_host, running_routers
+def _admin_write(undrain: bool, node: str, bind: str | None, port: int | None) -> Any:
+    """Run the drain/undrain write on the router `--bind`/`--port` names, or the only one running."""
+    from backend.actions.drain_pool_node import DrainPoolNode, UndrainPoolNode
 
     if bind is not None and port is not None:
         raise UsageError("give --bind or --port, not both")
+    host = None
     if bind is not None:
         host, port = parse_bind(bind)
-    routers = running_routers()
-    if port is not None:
-        for doc in routers:
-            if str(doc.get("bind", "")).rsplit(":", 1)[-1] == str(port):
-                return str(doc.get("admin_url")), str(doc.get("bind"))
-        # No status file (another C3_STATE, or a router started elsewhere on this machine): try the port.
-        host = admin_host(host) if bind is not None else "127.0.0.1"
-        return f"http://{host}:{port}", f"{host}:{port}"
-    if not routers:
-        raise Refused("no pool router is running", hint="start one: c3 pool serve --nodes a,b --bind :8011")
-    if len(routers) > 1:
-        binds = ", ".join(str(d.get("bind")) for d in routers)
-        raise UsageError(f"{len(routers)} pool routers are running ({binds}); say which with --port", hint="e.g. c3 pool drain NODE --port 8011")
-    return str(routers[0].get("admin_url")), str(routers[0].get("bind"))
-
-
-def _post_drain(admin_url: str, path: str, node: str) -> dict:
-    import json
-    import urllib.parse
-
-    from backend.http_probe import probe
-
-    url = f"{admin_url.rstrip('/')}/c3/{path}?node={urllib.parse.quote(node)}"
-    answer = probe(url, method="POST", timeout=5)  # our own router's admin URL, from its status file
-    if not answer.answered:
-        raise EnvironmentProblem(f"the router at {admin_url} does not answer: {answer.error}", hint="is it running? see c3 pool status")
-    try:
-        doc = json.loads(answer.body.decode("utf-8"))
-    except ValueError:
-        doc = None
-    if not answer.ok:
-        try:
-            message = doc["error"]["message"]
-        except (KeyError, TypeError):
-            message = f"HTTP {answer.status}"
-        raise Refused(f"the router refused: {message}")
-    if not isinstance(doc, dict):
-        raise EnvironmentProblem(f"the router at {admin_url} sent an answer that is not a JSON object")
-    return doc
+    write = UndrainPoolNode if undrain else DrainPoolNode
+    return write(node, host, port).run(echo_line).data
 
 
 def _drain_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -212,8 +153,8 @@ def _drain_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @json_option
 def drain(node: str, bind: str | None, port: int | None, as_json: bool) -> None:
     """Stop new sessions and unkeyed requests going to NODE; its sessions move once idle."""
-    admin_url, where = _pick_router(bind, port)
-    doc = _post_drain(admin_url, "drain", node)
+    done = _admin_write(False, node, bind, port)
+    where, doc = done.pool, done.answer
     if as_json:
         emit_json({"pool": where, **doc})
         return
@@ -227,8 +168,8 @@ def drain(node: str, bind: str | None, port: int | None, as_json: bool) -> None:
 @json_option
 def undrain(node: str, bind: str | None, port: int | None, as_json: bool) -> None:
     """Let NODE take new sessions again (sessions that moved away stay where they are)."""
-    admin_url, where = _pick_router(bind, port)
-    doc = _post_drain(admin_url, "undrain", node)
+    done = _admin_write(True, node, bind, port)
+    where, doc = done.pool, done.answer
     if as_json:
         emit_json({"pool": where, **doc})
         return
@@ -260,20 +201,14 @@ def _given_tuning_flags(tuning: dict[str, float]) -> dict[str, float]:
 @click.option("--dry-run", is_flag=True, help="Show the unit and where it would go; write nothing.")
 def install_service(nodes: str, bind: str, sticky: str, unit_dir: Path | None, dry_run: bool, **tuning: float) -> None:
     """Install the router as a systemd unit (user unit unless root); the unit text is shown first."""
-    from backend.atomic import write_atomic
-    from backend.pool import service
+    from backend.actions.install_pool_service import InstallPoolService
 
-    host, port = parse_bind(bind)
-    mode = _sticky(sticky)
-    resolved = _resolve(nodes)
-    names = [n.name for n in resolved]
-    name = service.unit_name(port)
-    flags = _given_tuning_flags(tuning)
-    text = service.render_unit(names, bind, mode, port, drain_timeout_s=tuning["drain_timeout"], options=flags)
-    path = (unit_dir or service.unit_dir()) / name
-    click.echo(f"# {path}")
+    _host, port = parse_bind(bind)
+    action = InstallPoolService(nodes, bind, port, sticky, tuning["drain_timeout"], _given_tuning_flags(tuning), unit_dir)
+    text = action.text()
+    click.echo(f"# {action.path}")
     click.echo(text, nl=False)
-    ok, output = service.verify_unit(text, name)
+    ok, output = action.verify(text)
     if ok is None:
         click.echo(f"# {output}")
     elif not ok:
@@ -283,10 +218,6 @@ def install_service(nodes: str, bind: str, sticky: str, unit_dir: Path | None, d
     if dry_run:
         click.echo("# dry run: nothing written")
         return
-    try:
-        write_atomic(path, text, mode=0o644)
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot write {path}: {exc.strerror or exc}") from exc
-    scope = "" if path.is_relative_to("/etc/systemd/system") else " --user"
-    click.echo(f"wrote {path}")
-    click.echo(f"next: systemctl{scope} daemon-reload && systemctl{scope} enable --now {name}")
+    done = action.run(echo_line)
+    click.echo(done.message)
+    click.echo(done.hint)

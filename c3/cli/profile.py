@@ -3,25 +3,10 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
 import click
 
 from c3.cli.common import echo_line, emit_json, json_option
-
-if TYPE_CHECKING:
-    from backend.profiles import Profile
-
-
-def _label(p: Profile) -> str:
-    from backend.errors import C3Error
-    from backend.recipes import get_recipe
-
-    try:
-        recipe = get_recipe(p.recipe)
-    except C3Error:
-        return "recipe missing"
-    return p.status_label(recipe.verified, recipe.digest())
 
 
 @click.group("profile")
@@ -33,23 +18,19 @@ def profile() -> None:
 @json_option
 def ls(as_json: bool) -> None:
     """List profiles (the active one marked *)."""
-    from backend.profiles import active_name, is_stopped, list_profiles
+    from backend.views.profiles import profile_list
 
-    active = active_name()
-    items = list_profiles()
+    listing = profile_list()
     if as_json:
-        emit_json({"active": active, "profiles": [
-            {"name": p.name, "recipe": p.recipe, "nodes": p.nodes, "base_url": p.base_url, "model": p.model,
-             "overrides": p.overrides, "status": _label(p), "active": p.name == active, "stopped": is_stopped(p.name)}
-            for p in items]})
+        emit_json(listing.model_dump(mode="json"))
         return
-    if not items:
+    if not listing.profiles:
         click.echo("no profiles (c3 recipes launch ID --nodes a,b)")
         return
-    for p in items:
-        mark = "*" if p.name == active else " "
-        stopped = "  [stopped]" if is_stopped(p.name) else ""
-        click.echo(f"{mark} {p.name}  {p.base_url}  nodes {','.join(p.nodes)}  {_label(p)}{stopped}")
+    for p in listing.profiles:
+        mark = "*" if p.active else " "
+        stopped = "  [stopped]" if p.stopped else ""
+        click.echo(f"{mark} {p.name}  {p.base_url}  nodes {','.join(p.nodes)}  {p.status}{stopped}")
 
 
 @profile.command("status")
@@ -57,32 +38,23 @@ def ls(as_json: bool) -> None:
 @json_option
 def status(name: str | None, as_json: bool) -> None:
     """Each node's container and rank 0's endpoint."""
-    from backend.cluster.control import status as get_status
-    from backend.profiles import is_stopped, resolve
-    from backend.recipes import get_recipe
-    from backend.remote import run_sync
+    from backend.views.profiles import profile_status
+    from backend.views.recipes import recipe_detail
 
-    p = resolve(name)
-    st = run_sync(get_status(p))
-    label = _label(p)
+    view = profile_status(name)
     if as_json:
-        from backend.views import ProfileStatus, RankStatus
-
-        view = ProfileStatus(name=p.name, recipe=p.recipe, status=label, base_url=p.base_url, model=p.model, overrides=p.overrides,
-                             stopped=is_stopped(p.name), serving=st.endpoint_ok, endpoint=st.endpoint_detail,
-                             nodes=[RankStatus(node=n.node, rank=n.rank, state=n.state, started_at=n.started_at) for n in st.nodes])
         emit_json(view.model_dump(mode="json"))
         return
-    click.echo(f"{p.name}: {label}; recipe {p.recipe}{'  [deliberately stopped]' if is_stopped(p.name) else ''}")
-    if p.overrides:
-        click.echo("  overrides: " + ", ".join(f"{k}={v}" for k, v in p.overrides.items()))
-    elif label == "verified recipe":
-        m = get_recipe(p.recipe).measured
+    click.echo(f"{view.name}: {view.status}; recipe {view.recipe}{'  [deliberately stopped]' if view.stopped else ''}")
+    if view.overrides:
+        click.echo("  overrides: " + ", ".join(f"{k}={v}" for k, v in view.overrides.items()))
+    elif view.status == "verified recipe":
+        m = recipe_detail(view.recipe).measured
         if m and m.tokens_per_s is not None:
             click.echo(f"  verified numbers: {m.tokens_per_s:g} tok/s single stream")
-    for n in st.nodes:
+    for n in view.nodes:
         click.echo(f"  {n.node:<12} rank {n.rank}  {n.state}")
-    click.echo(f"  endpoint {'serving' if st.endpoint_ok else 'not answering'}: {st.endpoint_detail}")
+    click.echo(f"  endpoint {'serving' if view.serving else 'not answering'}: {view.endpoint}")
 
 
 @profile.command("logs")
@@ -92,17 +64,9 @@ def status(name: str | None, as_json: bool) -> None:
 @click.option("--follow", "-f", is_flag=True)
 def logs(name: str | None, node: str | None, tail: int, follow: bool) -> None:
     """A rank's container log."""
-    from backend.cluster.control import logs as get_logs
-    from backend.profiles import resolve
-    from backend.remote import run_sync
+    from backend.views.profiles import profile_log
 
-    p = resolve(name)
-
-    async def go() -> None:
-        async for line in get_logs(p, node=node, tail=tail, follow=follow):
-            click.echo(line)
-
-    run_sync(go())
+    profile_log(name, click.echo, node=node, tail=tail, follow=follow)
 
 
 @profile.command("restart")
@@ -111,13 +75,9 @@ def logs(name: str | None, node: str | None, tail: int, follow: bool) -> None:
 @click.option("--timeout", type=float, default=None)
 def restart(name: str | None, no_wait: bool, timeout: float | None) -> None:
     """Relaunch the whole group (with the profile's overrides)."""
-    from backend.cluster.control import relaunch
-    from backend.profiles import resolve
-    from backend.remote import run_sync
+    from backend.actions.restart_profile import RestartProfile
 
-    p = resolve(name)
-    p = run_sync(relaunch(p, wait=not no_wait, wait_timeout_s=timeout, say=click.echo))
-    click.echo(f"profile {p.name} relaunched: {p.base_url}")
+    click.echo(RestartProfile(name, wait=not no_wait, timeout_s=timeout).run(echo_line).message)
 
 
 @profile.command("stop")
@@ -135,16 +95,14 @@ def stop(name: str | None, reason: str) -> None:
 @click.argument("name", required=False)
 def env(name: str | None) -> None:
     """`export` lines for OpenAI clients (base URL, model, the variable holding the key), ready to eval."""
-    from backend.profiles import resolve
+    from backend.views.profiles import profile_env
 
-    p = resolve(name)
+    # Users eval this output: the view refuses a variable name edited into the profile file before
+    # anything is printed.
+    p = profile_env(name)
     click.echo(f"export OPENAI_BASE_URL={shlex.quote(p.base_url)}")
     click.echo(f"export OPENAI_MODEL={shlex.quote(p.model)}")
     if p.api_key_env:
-        from backend.envnames import check_env_name
-
-        # Users eval this output: a name edited into the profile file must not run anything.
-        check_env_name(p.api_key_env, f"profile {p.name} api_key_env")
         # The name only: the shell expands it, so the key never passes through c3's output.
         click.echo(f'export OPENAI_API_KEY="${{{p.api_key_env}}}"')
         click.echo(f"# the API key is read from ${p.api_key_env}")
@@ -156,22 +114,9 @@ def env(name: str | None) -> None:
 @click.option("--timeout", type=float, default=None)
 def switch(name: str, no_wait: bool, timeout: float | None) -> None:
     """Stop the active profile, then launch NAME and make it active."""
-    from backend.cluster.control import relaunch
-    from backend.cluster.control import stop as do_stop
-    from backend.errors import C3Error
-    from backend.profiles import active_name, load_profile
-    from backend.remote import run_sync
+    from backend.actions.switch_profile import SwitchProfile
 
-    target = load_profile(name)
-    current = active_name()
-    if current and current != name:
-        try:
-            run_sync(do_stop(load_profile(current), why=f"c3 profile switch {name}", say=click.echo))
-            click.echo(f"stopped {current}")
-        except C3Error as error:
-            raise type(error)(f"could not stop {current} before switching: {error.message}", hint=error.hint) from None
-    p = run_sync(relaunch(target, wait=not no_wait, wait_timeout_s=timeout, say=click.echo))
-    click.echo(f"profile {p.name} is active: {p.base_url}")
+    click.echo(SwitchProfile(name, wait=not no_wait, timeout_s=timeout).run(echo_line).message)
 
 
 @profile.command("set")
@@ -179,15 +124,9 @@ def switch(name: str, no_wait: bool, timeout: float | None) -> None:
 @click.argument("pairs", nargs=-1, required=True, metavar="KEY=VALUE...")
 def set_(name: str, pairs: tuple[str, ...]) -> None:
     """Override recipe parameters in a profile (applied at the next restart; demotes it to recipe + local overrides)."""
-    from backend.profiles import load_profile, save_profile
-    from backend.recipes import check_overrides, get_recipe, parse_overrides
+    from backend.actions.profile_overrides import SetProfileOverrides
 
-    p = load_profile(name)
-    recipe = get_recipe(p.recipe)
-    new = {**p.overrides, **parse_overrides(recipe, list(pairs))}
-    check_overrides(recipe, new)
-    save_profile(p.model_copy(update={"overrides": new}))
-    click.echo(f"{name}: recipe + local overrides ({', '.join(f'{k}={v}' for k, v in new.items())}); `c3 profile restart {name}` applies them")
+    click.echo(SetProfileOverrides(name, pairs).run(echo_line).message)
 
 
 @profile.command("unset")
@@ -195,12 +134,9 @@ def set_(name: str, pairs: tuple[str, ...]) -> None:
 @click.argument("keys", nargs=-1, required=True)
 def unset(name: str, keys: tuple[str, ...]) -> None:
     """Drop overrides from a profile."""
-    from backend.profiles import load_profile, save_profile
+    from backend.actions.profile_overrides import UnsetProfileOverrides
 
-    p = load_profile(name)
-    new = {k: v for k, v in p.overrides.items() if k not in keys}
-    save_profile(p.model_copy(update={"overrides": new}))
-    click.echo(f"{name}: overrides now {new or 'none'}")
+    click.echo(UnsetProfileOverrides(name, keys).run(echo_line).message)
 
 
 @profile.command("watchdog-check")
@@ -211,9 +147,9 @@ def unset(name: str, keys: tuple[str, ...]) -> None:
 @json_option
 def watchdog_check(name: str | None, failures: int, cooldown: float, grace: float | None, as_json: bool) -> None:
     """One watchdog round (what the systemd timer runs)."""
-    from backend.cluster.watchdog import check
+    from backend.actions.watchdog_round import WatchdogRound
 
-    result = check(name, failures=failures, cooldown_s=cooldown, grace_s=grace)
+    result = WatchdogRound(name, failures, cooldown, grace).run(echo_line).data
     if as_json:
         emit_json({"action": result.action, "profile": result.profile, "detail": result.detail, "failures": result.failures})
     else:

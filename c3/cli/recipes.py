@@ -16,12 +16,11 @@ def recipes() -> None:
 @json_option
 def list_(as_json: bool) -> None:
     """What is tested, and on what."""
-    from backend.recipes import load_recipes
+    from backend.views.recipes import recipe_list
 
-    items = list(load_recipes().values())
+    items = recipe_list()
     if as_json:
-        emit_json({"recipes": [{"id": r.id, "hardware": r.hardware.description, "hardware_id": r.hardware.id, "nodes": r.nodes,
-                                "image": r.image, "verified": r.verified, "model": r.model, "engine": r.engine} for r in items]})
+        emit_json({"recipes": [r.model_dump(mode="json") for r in items]})
         return
     if not items:
         click.echo("no recipes")
@@ -32,7 +31,7 @@ def list_(as_json: bool) -> None:
     click.echo(f"{'STATUS':<10}  {'ID':<{width}}  NODES  HARDWARE")
     for r in items:
         mark = "verified" if r.verified else "unverified"
-        click.echo(f"{mark:<10}  {r.id:<{width}}  {r.nodes:<5}  {r.hardware.description}")
+        click.echo(f"{mark:<10}  {r.id:<{width}}  {r.nodes:<5}  {r.hardware}")
 
 
 @recipes.command("show")
@@ -40,9 +39,9 @@ def list_(as_json: bool) -> None:
 @json_option
 def show(recipe_id: str, as_json: bool) -> None:
     """Image, command, provenance, measured numbers and known aborts of one recipe."""
-    from backend.recipes import get_recipe
+    from backend.views.recipes import recipe_detail
 
-    r = get_recipe(recipe_id)
+    r = recipe_detail(recipe_id)
     if as_json:
         emit_json(r.model_dump(mode="json"))
         return
@@ -118,28 +117,10 @@ def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | No
 @click.option("--name", "name", default=None, help="Profile name (default: the recipe id).")
 def stop(recipe_id: str, nodes_arg: str, name: str | None) -> None:
     """Stop the recipe's containers on those nodes and remember the stop (the watchdog leaves it)."""
-    from backend.cluster.launch import remove_containers
-    from backend.cluster.plan import RankPlan, container_name, env_file_path
-    from backend.nodes.registry import resolve_nodes
-    from backend.profiles import mark_stopped
-    from backend.remote import Fleet, NodeFailure, run_sync
+    from backend.actions.stop_recipe import StopRecipe
 
-    # What runs is found by c3's container name on those nodes: the recipe is not re-rendered (an
-    # edited or removed recipe must not keep its containers from stopping).
-    nodes = resolve_nodes(nodes_arg)
-    profile = name or recipe_id
-    ranks = [RankPlan(rank, node, container_name(profile), [], env_file_path(node, profile)) for rank, node in enumerate(nodes)]
-    mark_stopped(profile, "c3 recipes stop")
-
-    async def go() -> dict[str, str]:
-        async with Fleet(nodes) as fleet:
-            return await remove_containers(ranks, fleet, click.echo)
-
-    problems = run_sync(go())
-    if problems:
-        node_name, why = next(iter(problems.items()))
-        raise NodeFailure(node_name, "stop", f"could not stop {profile}: {why}")
-    click.echo(f"stopped {profile} on {', '.join(n.name for n in nodes)} (remembered: the watchdog leaves it stopped)")
+    nodes = tuple(n.strip() for n in nodes_arg.split(",") if n.strip())
+    click.echo(StopRecipe(recipe_id, nodes, name).run(echo_line).message)
 
 
 @recipes.command("install-service")
@@ -159,54 +140,18 @@ def install_service(dry_run: bool, yes: bool, unit_dir: str, native_unit: str, i
     import sys
     from pathlib import Path
 
-    from backend.cluster.units import (
-        enable_units,
-        native_unit_state,
-        render_units,
-        stand_down,
-        systemd_running,
-        verify_units,
-        write_units,
-    )
-    from backend.errors import EnvironmentProblem, Refused
+    from backend.actions.install_cluster_service import InstallClusterService
+    from backend.errors import Refused
 
-    units = render_units(native_unit=native_unit, interval_s=interval, failures=failures, cooldown_s=cooldown, user=user)
-    folder = Path(unit_dir)
-    for unit in units:
-        click.echo(f"--- {folder / unit.name}")
-        click.echo(unit.text.rstrip("\n"))
-    native = native_unit_state(native_unit) if native_unit else None
-    if native_unit and native is None:
-        click.echo(f"--- {native_unit}: systemctl is not installed here; stand it down yourself: systemctl disable --now {native_unit}")
-    elif native is not None and native.needs_stand_down:
-        state = ", ".join(w for w, on in (("active", native.active), ("enabled", native.enabled)) if on)
-        click.echo(f"--- {native.name} is {state}: it will be stood down: {' '.join(native.stand_down_argv())}")
-        click.echo(f"    c3 never re-enables it; to restore it later: {native.restore_hint()}")
-    elif native is not None:
-        click.echo(f"--- {native.name} is neither active nor enabled: nothing to stand down")
+    action = InstallClusterService(Path(unit_dir), native_unit, interval, failures, cooldown, user)
+    for line in action.plan().lines:
+        click.echo(line)
     if dry_run:
         click.echo("dry run: nothing written, nothing stopped")
         return
     if not yes:
         if not sys.stdin.isatty():
             raise Refused("not writing unit files without confirmation", hint="review the output above, then pass --yes")
-        what = f"write these {len(units)} files to {folder}" + (f" and stand down {native.name}" if native and native.needs_stand_down else "")
-        if not click.confirm(f"{what}?", default=False):
+        if not click.confirm(f"{action.question()}?", default=False):
             raise Refused("nothing written")
-    written = write_units(units, folder)
-    verdict = verify_units(written)
-    if verdict is None:
-        click.echo("systemd-analyze not installed: units not verified")
-    elif not verdict[0]:
-        raise EnvironmentProblem(f"systemd-analyze verify rejected the units: {verdict[1].splitlines()[0] if verdict[1] else '?'}")
-    else:
-        click.echo("systemd-analyze verify: ok")
-    for path in written:
-        click.echo(f"wrote {path}")
-    if native is not None and native.needs_stand_down:
-        click.echo(f"ran {stand_down(native)} (restore with: {native.restore_hint()})")
-    if systemd_running() and folder == Path("/etc/systemd/system"):
-        for line in enable_units():
-            click.echo(f"ran {line}")
-    else:
-        click.echo("systemd is not running here (or a custom --unit-dir): enable with `systemctl enable --now c3-cluster-watchdog.timer`")
+    action.run(echo_line)

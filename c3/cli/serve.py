@@ -14,40 +14,18 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from backend.actions.serve_model import catalog_of, free_gpus, variant_for
 from backend.errors import Refused, UsageError
-from backend.models import CatalogEntry, Gpu, Pod
+from backend.models import CatalogEntry, Gpu
 from c3.cli.common import parse_index_list
-from c3.cli.pod_runtime import echo_progress, gpu_mode_option, placement_failure, report_outcome
+from c3.cli.pod_runtime import echo_step, gpu_mode_option, placement_failure, report_outcome
 
 if TYPE_CHECKING:
     from backend.catalog import Catalog
-    from backend.runtime.context import RuntimeContext
-
-
-def pod_name_for(slug: str) -> str:
-    """`vllm/Qwen3-8B` → `serve-qwen3-8b` (a valid pod name)."""
-    short = re.sub(r"[^a-z0-9-]+", "-", slug.split("/", 1)[-1].lower()).strip("-") or "model"
-    return f"serve-{short}"[:63].rstrip("-")
-
-
-def free_gpus(ctx: RuntimeContext, gpus: list[Gpu]) -> list[Gpu]:
-    """GPUs no running pod claims and no process holds memory on."""
-    claimed = {u for w in ctx.runtime.workloads().values() if w.running for u in w.gpu_uuids}
-    busy = {p.gpu_uuid for p in (ctx.processes() or [])}
-    return [g for g in gpus if g.uuid not in claimed and g.uuid not in busy]
-
-
-def variant_for(catalog: Catalog, entry: CatalogEntry, count: int) -> CatalogEntry | None:
-    """The catalog entry that runs `entry`'s model on `count` GPUs (TP × PP), itself included."""
-    if entry.gpu_count == count:
-        return entry
-    same = [e for e in catalog.entries if e.engine == entry.engine and e.model == entry.model and e.gpu_count == count]
-    same.sort(key=lambda e: (e.pp != 1, e.status != "production", e.slug))
-    return same[0] if same else None
 
 
 def _no_variant(entry: CatalogEntry, count: int) -> str:
@@ -83,17 +61,16 @@ def parse_answer(answer: str, free: list[Gpu]) -> list[int]:
 
 
 def choose(
-    ctx: RuntimeContext,
+    ctx: Any,
     entry: CatalogEntry,
     given: str | None,
     *,
     interactive: bool,
     ask: Callable[[str, str], str] | None = None,
 ) -> tuple[CatalogEntry, list[int]]:
-    """The entry to run (the slug or its TP=N variant) and its host GPU indices."""
-    from backend.catalog import load_catalog
-
-    catalog = ctx.catalog if ctx.catalog is not None else load_catalog()
+    """The entry to run (the slug or its TP=N variant) and its host GPU indices (`ctx`: the runtime
+    context `ServeModel` opened)."""
+    catalog = catalog_of(ctx)
     if given:
         return _by_count(catalog, entry, parse_index_list(given), usage=True)
     need = entry.gpu_count
@@ -126,24 +103,20 @@ def choose(
 @gpu_mode_option
 def serve(slug: str, gpus_text: str | None, port: int | None, name: str | None, force: bool, timeout_s: float, gpu_mode: str | None) -> None:
     """Serve one model without pods: pick GPUs, check the fit, boot, wait until it serves, verify placement."""
-    from backend.estate.ops import check_lone_pod
-    from backend.runtime.boot import boot_pod
-    from backend.runtime.context import open_context
+    from dataclasses import replace
 
-    ctx = open_context(forced_mode=gpu_mode)
-    entry, indices = choose(ctx, ctx.entry(slug), gpus_text, interactive=sys.stdin.isatty())
-    pod_name = name or pod_name_for(entry.slug)
-    try:
-        pod = Pod(name=pod_name, slug=entry.slug, gpus=tuple(indices), port=port or entry.default_port)
-    except ValueError:
-        raise UsageError(f"`{pod_name}` is not a valid pod name", hint="use [a-z0-9][a-z0-9-]*") from None
-    rig = ctx.gpus() if ctx.probe is not None else None
-    warnings, fit = check_lone_pod(pod, rig, ctx.catalog, force=force)
+    from backend.actions.serve_model import ServeModel
+
+    asked = ServeModel(slug, port=port, name=name, force=force, timeout_s=timeout_s, gpu_mode=gpu_mode)
+    entry, indices = choose(asked.ctx, asked.entry(), gpus_text, interactive=sys.stdin.isatty())
+    action = replace(asked, slug=entry.slug, gpus=tuple(indices))
+    pod = action.pod()
+    warnings, fit = action.check()
     for problem in warnings:
         click.echo(f"warning: {problem.message}", err=True)
     verdict = f" (fit: {fit.verdict})" if fit is not None else ""
     click.echo(f"serving {entry.slug} as pod {pod.name} on GPU {','.join(map(str, indices))}, port {pod.port}{verdict}")
-    outcome = boot_pod(ctx, pod, estate="", force=force, timeout_s=timeout_s, progress=echo_progress)
+    outcome = action.run(echo_step).data
     report_outcome(outcome, pod.port)
     placement_failure(outcome)
     click.echo(f"stop it with `c3 pod down {pod.name}`")

@@ -8,27 +8,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-from typing import TYPE_CHECKING
+from typing import Any
 
 import click
 
 from c3.cli.common import emit_json, json_option
 
-if TYPE_CHECKING:
-    from backend.nodes.registry import Node
-
-
-def _nodes(names: str) -> list[Node]:
-    from backend.nodes.registry import resolve_nodes
-
-    return resolve_nodes(names)
-
 
 def _echo(line: str) -> None:
     click.echo(line)
     sys.stdout.flush()
+
+
+def _echo_step(step: Any) -> None:
+    """Print a running write's own lines as they come (a shard runs for hours: flush each)."""
+    if step.line is not None:
+        _echo(step.line)
 
 
 nodes_option = click.option("--nodes", required=True, help="Registered nodes, comma-separated (c3 node ls).")
@@ -49,12 +45,9 @@ def shard() -> None:
 @ssh_key_option
 def install_ray(nodes: str, ray_version: str | None, python: str, wheelhouse: str | None, ssh_key: str | None) -> None:
     """pip install ray[default]==V on every node, the same version everywhere."""
-    from backend.shard.ops import DEFAULT_RAY_VERSION
-    from backend.shard.ops import install_ray as run
+    from backend.actions.install_ray import InstallRay
 
-    version = ray_version or DEFAULT_RAY_VERSION
-    asyncio.run(run(_nodes(nodes), version=version, python=python, echo=_echo, ssh_key=ssh_key, wheelhouse=wheelhouse))
-    _echo(f"ray[default]=={version} installed on {nodes}")
+    _echo(InstallRay(nodes, ray_version, python, wheelhouse, ssh_key).run(_echo_step).message)
 
 
 @shard.command()
@@ -80,25 +73,12 @@ def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str
           ssh_key: str | None, stop_services: bool, service_name: str, vllm: str, ray: str, python: str | None, port: int | None,
           ray_port: int, master_port: int, gpus_per_node: int | None, dry_run: bool) -> None:
     """Run one vLLM server across the nodes, in the foreground (Ctrl+C stops every node's part)."""
-    from backend.errors import UsageError
-    from backend.shard.ops import start as run
-    from backend.shard.plan import ShardOptions
-    from backend.shard.profile import load_profile
+    from backend.actions.start_shard import StartShard
 
-    prof = load_profile(profile)
-    tp = tp or prof.tp or 1
-    pp = pp or prof.pp or 2
-    for name, value in (("--ray-port", ray_port), ("--master-port", master_port)):
-        if 10002 <= value <= 19999:
-            raise UsageError(f"{name} {value} is inside Ray's worker port range 10002–19999")
-    options = ShardOptions(
-        backend=backend or prof.backend or "ray", tp=tp, pp=pp, head=head, head_address=head_address,
-        api_port=port or prof.port or 8000, ray_port=ray_port, master_port=master_port, vllm=vllm, ray=ray,
-        python=python, gpus_per_node=gpus_per_node, stop_services=stop_services, service_name=service_name,
-        model=prof.model, args=prof.args, env=prof.env, public_env=prof.public_env,
-    )
-    code = asyncio.run(run(_nodes(nodes), options, echo=_echo, dry_run=dry_run, ssh_key=ssh_key))
-    sys.exit(code)
+    options = {"head": head, "head_address": head_address, "vllm": vllm, "ray": ray, "python": python, "gpus_per_node": gpus_per_node,
+               "stop_services": stop_services, "service_name": service_name}
+    action = StartShard(profile, nodes, tp, pp, backend, port, ray_port, master_port, options, ssh_key, dry_run)
+    sys.exit(action.run(_echo_step).data)
 
 
 @shard.command()
@@ -108,9 +88,9 @@ def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str
 @json_option
 def status(nodes: str, ray: str, ssh_key: str | None, as_json: bool) -> None:
     """The Ray cluster as the first node sees it, and c3's processes on every node (exit 3 if a node is unreachable)."""
-    from backend.shard.ops import status as run
+    from backend.views.shard import shard_status
 
-    result = asyncio.run(run(_nodes(nodes), ray=ray, ssh_key=ssh_key))
+    result = shard_status(nodes, ray=ray, ssh_key=ssh_key)
     unreachable = [n for n in result.nodes if not n.reachable]
     if as_json:
         emit_json(result.model_dump())
@@ -140,18 +120,9 @@ def status(nodes: str, ray: str, ssh_key: str | None, as_json: bool) -> None:
 @ssh_key_option
 def stop(nodes: str, ray: str, backend: str, ssh_key: str | None) -> None:
     """Stop what `shard start` left on every node (found by its C3_SHARD environment), then `ray stop`."""
-    from backend.shard.ops import stop as run
+    from backend.actions.stop_shard import StopShard
 
-    results = asyncio.run(run(_nodes(nodes), ray=ray, use_ray=backend == "ray", ssh_key=ssh_key))
-    failed = False
-    for r in results:
-        if r.error:
-            failed = True
-            _echo(f"{r.node}: {r.error}")
-            continue
-        extra = f" ({r.killed} needed SIGKILL)" if r.killed else ""
-        ray_said = f"; ray stop: {r.ray_stop}" if r.ray_stop else ""
-        _echo(f"{r.node}: stopped {r.stopped} process(es){extra}{ray_said}")
-    if failed:
-        click.echo("c3: error: some nodes could not be stopped (see above); run `c3 shard stop` again once they answer", err=True)
-    sys.exit(3 if failed else 0)
+    done = StopShard(nodes, ray, backend == "ray", ssh_key).run(_echo_step)
+    if not done.ok:
+        click.echo(f"c3: error: {done.message}", err=True)
+    sys.exit(0 if done.ok else 3)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from c3.cli.common import emit_json, json_option
+from c3.cli.common import echo_line, emit_json, json_option
 
 
 @click.group()
@@ -18,9 +18,9 @@ def spark() -> None:
 @json_option
 def doctor(as_json: bool) -> None:
     """Check the packages vLLM's JIT kernel builds need; exit 1 when something is missing."""
-    from backend.spark import doctor as run_doctor
+    from backend.views.spark import spark_readiness
 
-    report = run_doctor()
+    report = spark_readiness()
     if as_json:
         emit_json({**report.model_dump(), "ok": report.ok, "missing_apt": report.missing_apt})
     else:
@@ -42,20 +42,20 @@ def doctor(as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the apt-get commands without running them.")
 def install_prereqs(dry_run: bool) -> None:
     """Install the missing packages with apt-get (needs root or passwordless sudo)."""
-    from backend.spark import doctor as run_doctor
-    from backend.spark import install, install_commands
+    from backend.actions.install_spark_prereqs import InstallSparkPrereqs
 
-    report = run_doctor()
-    commands = install_commands(report)
+    action = InstallSparkPrereqs()
+    report = action.report()
+    commands = action.commands()
     if not commands:
-        click.echo("nothing to install: " + ", ".join(i.name for i in report.items if i.apt) + " are present")
+        click.echo(action.problems()[0].message)
     elif dry_run:
-        for argv in commands:
-            click.echo(" ".join(argv))
+        for line in action.plan().lines:
+            click.echo(line)
     else:
-        rc = install(report, click.echo)
-        if rc != 0:
-            click.echo(f"c3: error: apt-get exited {rc}", err=True)
+        done = action.run(echo_line)
+        if not done.ok:
+            click.echo(f"c3: error: {done.message}", err=True)
             sys.exit(1)
     others = [i for i in report.items if not i.present and not i.apt]
     for item in others:

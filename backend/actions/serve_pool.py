@@ -1,0 +1,84 @@
+"""Run a sticky pool router in the foreground in front of registered nodes (`c3 pool serve`):
+SIGTERM/SIGINT drain it and the write ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.actions.base import Action, Outcome, Plan, Problem, ProgressSink, problems_of
+from backend.actions.registry import register
+from backend.errors import C3Error
+
+TUNING = {
+    "probe_interval": "probe_interval_s", "probe_timeout": "probe_timeout_s", "drain_timeout": "drain_timeout_s",
+    "load_factor": "load_factor", "pin_ttl": "pin_ttl_s", "upstream_timeout": "upstream_timeout_s",
+    "body_timeout": "body_timeout_s", "idle_timeout": "idle_timeout_s", "retry_body_limit": "retry_body_limit",
+    "hot_key_share": "hot_key_share", "hot_key_window": "hot_key_window", "hot_key_min": "hot_key_min",
+}
+"""`pool serve`'s tuning flags (by their click parameter name) → the router's `PoolConfig` fields."""
+
+
+def sticky_mode(text: str) -> str:
+    """The canonical form of a `--sticky` value (`auto`, `authorization`, `header:NAME`, `none`);
+    UsageError for anything else."""
+    from backend.pool.keys import parse_sticky
+
+    return str(parse_sticky(text))
+
+
+@register
+@dataclass
+class ServePool(Action):
+    key = "pool_serve"
+    doing = "start a pool router on {target}"
+    nodes: str
+    """Registered nodes serving the same model, comma-separated, in ring order."""
+    host: str = "0.0.0.0"
+    port: int = 8011
+    sticky: str = "auto"
+    tuning: dict[str, float] = field(default_factory=dict)
+    """Tuning flags by their `pool serve` parameter name (`probe_interval`, …; see `TUNING`)."""
+
+    @classmethod
+    def from_request(cls, ws: Any, target: str | None, request: Any) -> ServePool:
+        return cls(**request)
+
+    @property
+    def target(self) -> str | None:
+        return f"{self.host}:{self.port}"
+
+    def config(self) -> Any:
+        """The router's `PoolConfig` (sticky mode first, then the nodes, as the CLI always checked them)."""
+        from backend.nodes.registry import resolve_nodes
+        from backend.pool.router import PoolConfig
+        from backend.pool.status import pool_dir
+
+        mode = sticky_mode(self.sticky)
+        resolved = resolve_nodes(self.nodes)
+        unknown = sorted(set(self.tuning) - set(TUNING))
+        if unknown:
+            raise ValueError(f"not a pool tuning flag: {', '.join(unknown)}")
+        return PoolConfig(backends=[(n.name, n.host) for n in resolved], host=self.host, port=self.port, sticky=mode,
+                          state_dir=pool_dir(), **{TUNING[k]: v for k, v in self.tuning.items()})
+
+    def plan(self) -> Plan:
+        title = f"Pool router on {self.target}"
+        try:
+            config = self.config()
+        except C3Error as error:
+            return Plan(title, (f"start a pool router on {self.target}: {error.message}",))
+        lines = [f"listen on {config.host}:{config.port}, sticky {config.sticky}"]
+        lines += [f"backend {name}: {url}" for name, url in config.backends]
+        lines.append("run in the foreground; SIGTERM/SIGINT drain open requests, then stop")
+        return Plan(title, tuple(lines))
+
+    def problems(self) -> list[Problem]:
+        return problems_of(self.config)
+
+    def run(self, progress: ProgressSink) -> Outcome:
+        from backend.pool.serve import run_pool
+
+        config = self.config()
+        run_pool(config)
+        return Outcome(True, f"pool router on {self.target} stopped", data=config)

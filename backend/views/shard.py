@@ -1,0 +1,16 @@
+"""`c3 shard status`: the Ray cluster as the head sees it, and c3's shard processes on every node."""
+
+from __future__ import annotations
+
+from backend.shard.ops import ShardStatus
+
+
+def shard_status(nodes: str, *, ray: str = "ray", ssh_key: str | None = None) -> ShardStatus:
+    """Ask every registered node in `nodes` (`a,b`; the first is asked about Ray) now; a node that
+    does not answer is listed with `reachable=False` and why."""
+    import asyncio
+
+    from backend.nodes.registry import resolve_nodes
+    from backend.shard.ops import status
+
+    return asyncio.run(status(resolve_nodes(nodes), ray=ray, ssh_key=ssh_key))
