@@ -199,6 +199,16 @@ def _unpriced(cfg: dict[str, Any], model_type: str) -> str | None:
     return None
 
 
+def _ssm_dtype(cfg: dict[str, Any], model_type: str) -> str | None:
+    """The recurrent state's dtype when the config pins it. Nemotron-H without one gets float32: vLLM
+    model_executor/models/config.py:712 `NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype` turns
+    `auto` into the config's value or `DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32"` (2× the bf16 state)."""
+    pinned = next((cfg[k] for k in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype") if isinstance(cfg.get(k), str) and cfg[k] != "auto"), None)
+    if pinned is None and model_type.startswith("nemotron_h"):
+        return "float32"
+    return pinned
+
+
 def _quant_bits(quant: dict[str, Any] | None) -> int | None:
     if not quant:
         return None
@@ -279,7 +289,7 @@ def spec_from_config(raw: dict[str, Any], *, repo: str = "", source: str = "") -
         first_k_dense_replace=_int(cfg, "first_k_dense_replace"),
         tie_word_embeddings=_tied(cfg, model_type),
         attention_chunk_size=_int(cfg, "attention_chunk_size"),
-        mamba_ssm_dtype=next((cfg[k] for k in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype") if isinstance(cfg.get(k), str) and cfg[k] != "auto"), None),
+        mamba_ssm_dtype=_ssm_dtype(cfg, model_type),
         quant_method=str(quant.get("quant_method")) if quant and quant.get("quant_method") else None,
         quant_bits=_quant_bits(quant),
         has_vision=bool(cfg.get("_has_vision")),
