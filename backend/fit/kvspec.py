@@ -44,6 +44,8 @@ from backend.models import ModelSpec
 
 KV_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "half", "fp8", "fp8_e4m3", "fp8_e5m2", "float32")
 _KV_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float32": 4}
+SSM_DTYPES = ("auto", "float32", "float16", "bfloat16")
+"""vLLM's `--mamba-ssm-cache-dtype` choices (config/cache.py `MambaDType`)."""
 DEFAULT_BLOCK = 16
 _ALIGN = 16
 
@@ -135,6 +137,8 @@ def _layer_kinds(spec: ModelSpec) -> list[str]:
 def _ssm_bytes(spec: ModelSpec, ssm_dtype: str | None = None) -> int:
     """Bytes per recurrent-state element: `--mamba-ssm-cache-dtype` when given, else what the config
     pins, else the model dtype (vLLM mamba_utils.py `_mamba_state_dtype`: `auto` follows the conv state)."""
+    if ssm_dtype is not None and ssm_dtype not in SSM_DTYPES:
+        raise UsageError(f"unknown Mamba SSM cache dtype `{ssm_dtype}`", hint="use one of " + ", ".join(SSM_DTYPES) + " (vLLM's MambaDType)")
     name = ssm_dtype if ssm_dtype and ssm_dtype != "auto" else spec.mamba_ssm_dtype
     return dtype_bytes(name) if name else served_dtype_bytes(spec.dtype)
 

@@ -4,7 +4,7 @@ that names the engine file/function and a small (or real) config that shows the 
 from __future__ import annotations
 
 import json
-
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from backend.fit.kvspec import cdiv, kv_layout
 from backend.fit.llamacpp import _kv_gib, server_slots
 from backend.fit.overhead import activation_gib, non_torch_gib
 from backend.fit.plan import Knobs
+from backend.errors import UsageError
 from backend.fit.vllm import default_batching
 
 CONFIGS = Path(__file__).resolve().parents[2] / "bench" / "data" / "configs"
@@ -264,3 +265,17 @@ def test_v028_batch_defaults_have_a_160_gib_tier():
     older = fit_config(spec, [178.35], Knobs(max_model_len=8192, weights_gib=15.0, version=(0, 27)), gpu_name="NVIDIA B200")
     assert b200.max_num_batched_tokens == 16384 and older.max_num_batched_tokens == 8192
     assert b200.available_kv_gib < older.available_kv_gib
+
+
+# -- vLLM mamba_utils.py _mamba_state_dtype: `--mamba-ssm-cache-dtype` sets the temporal state's dtype; `auto` follows
+#    the model dtype for Jamba (no per-model default), so a slug that pins float32 doubles the state c3 must price.
+def test_a_slug_pinning_the_ssm_dtype_is_priced_with_it():
+    spec = config("ai21labs__AI21-Jamba-Mini-1.7")
+    knobs = Knobs(max_model_len=65536, max_num_seqs=16, max_num_batched_tokens=2048, weights_gib=50.0, tp=2, version=(0, 32))
+    auto = fit_config(spec, [79.2, 79.2], knobs)
+    pinned = fit_config(spec, [79.2, 79.2], replace(knobs, extra_args=("--mamba-ssm-cache-dtype", "float32")))
+    inner = 2 * 4096 // 2
+    assert pinned.state_bytes_per_request - auto.state_bytes_per_request == 28 * inner * 16 * 2
+    assert pinned.kv_cache_tokens < auto.kv_cache_tokens
+    with pytest.raises(UsageError, match="unknown Mamba SSM cache dtype"):
+        fit_config(spec, [79.2, 79.2], replace(knobs, extra_args=("--mamba-ssm-cache-dtype=fp64",)))

@@ -14,8 +14,11 @@ state page outgrows a 128-token page, so the engine enlarges the block to 256, a
 prefill-checkpoint block per request) and `jamba` (Jamba by `attn_layer_period`/`attn_layer_offset`:
 14 Mamba-1 + 2 attention layers, 8 groups). vLLM 0.32's CPU build runs all seven: it has CPU kernels for
 Mamba-2 (`mamba_chunk_scan_fwd_cpu`, `selective_state_update_cpu`, `causal_conv1d_*_cpu` in
-vllm/model_executor/layers/mamba/ops/cpu/) and logs the KV line for Jamba too; it does not build Mamba-1's
-prefill kernel `selective_scan_fwd` (not in `torch.ops._C`), which the KV sizing never reaches.
+vllm/model_executor/layers/mamba/ops/cpu/), and the Nemotron-H tiny model also serves. Jamba is proven for KV
+sizing only: the engine boots, logs its KV line and turns healthy, but its first prefill fails with
+`IndexError: Dimension out of range (expected to be in range of [-2, 1], but got 2)` at mamba_mixer.py:289
+(`self.conv1d.weight.view(...size(0), ...size(2))`), and Mamba-1's prefill kernel `selective_scan_fwd` is not in
+the CPU build's `torch.ops._C` — so no test here sends Jamba a request.
 
 On CPUs with AVX-512 BF16 the CPU platform forces the SSM state to float32 for every non-GDN Mamba
 backend (vllm/platforms/cpu.py:302-321, logged "Reset SSM cache type to float32 …"): Nemotron-H is float32
