@@ -279,3 +279,16 @@ def test_a_slug_pinning_the_ssm_dtype_is_priced_with_it():
     assert pinned.kv_cache_tokens < auto.kv_cache_tokens
     with pytest.raises(UsageError, match="unknown Mamba SSM cache dtype"):
         fit_config(spec, [79.2, 79.2], replace(knobs, extra_args=("--mamba-ssm-cache-dtype=fp64",)))
+
+
+# -- transformers >= 5 NemotronHConfig saves `layers_block_type` (configuration_nemotron_h.py `_pattern_to_list`:
+#    M → "linear_attention", * → "full_attention", - → "mlp", E → "moe") and no `num_hidden_layers` (a property of the
+#    list's length). vLLM reads it back through `hybrid_override_pattern`, so the Mamba-2 layers must stay Mamba-2.
+def test_nemotron_h_saved_by_transformers_5_is_read_as_mamba2():
+    raw = json.loads((CONFIGS / "nvidia__NVIDIA-Nemotron-Nano-9B-v2.config.json").read_text())
+    names = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+    saved = {k: v for k, v in raw.items() if k not in ("hybrid_override_pattern", "num_hidden_layers")}
+    saved["layers_block_type"] = [names[ch] for ch in raw["hybrid_override_pattern"]]
+    spec, hub = spec_from_config(saved), config("nvidia__NVIDIA-Nemotron-Nano-9B-v2")
+    assert spec.layer_types == hub.layer_types and spec.num_layers == 56
+    assert kv_layout(spec).state_bytes_per_layer == kv_layout(hub).state_bytes_per_layer > 0
