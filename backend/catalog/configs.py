@@ -83,8 +83,10 @@ def _layer_types(cfg: dict[str, Any], model_type: str, layers: int) -> tuple[str
         return tuple(out)
     blocks = cfg.get("layers_block_type")
     if isinstance(blocks, list) and len(blocks) == layers:
-        # Nemotron-H / Granite-4 spelling: a list of mamba | attention | mlp | moe.
-        return tuple(_BLOCK_KINDS.get(str(kind).lower(), "full_attention") for kind in blocks)
+        # Nemotron-H / Granite-4 spelling: a list of mamba | attention | mlp | moe. transformers >= 5 saves
+        # Nemotron-H's `M` layers as "linear_attention" (NemotronHConfig._pattern_to_list): Mamba-2, not GDN.
+        kinds = dict(_BLOCK_KINDS, linear_attention="mamba") if model_type.startswith("nemotron_h") else _BLOCK_KINDS
+        return tuple(kinds.get(str(kind).lower(), "full_attention") for kind in blocks)
     pattern = cfg.get("hybrid_override_pattern")
     if isinstance(pattern, str) and len(pattern) == layers:
         # Nemotron-H: `M` Mamba-2, `*` attention, `-` MLP, `E` MoE (vLLM nemotron_h.py
@@ -117,7 +119,7 @@ def _layer_types(cfg: dict[str, Any], model_type: str, layers: int) -> tuple[str
     return None
 
 
-_BLOCK_KINDS = {"mamba": "mamba", "attention": "full_attention", "mlp": "mlp", "moe": "mlp"}
+_BLOCK_KINDS = {"mamba": "mamba", "attention": "full_attention", "full_attention": "full_attention", "mlp": "mlp", "moe": "mlp"}
 _PATTERN_KINDS = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "mlp"}
 
 
@@ -199,6 +201,16 @@ def _unpriced(cfg: dict[str, Any], model_type: str) -> str | None:
     return None
 
 
+def _ssm_dtype(cfg: dict[str, Any], model_type: str) -> str | None:
+    """The recurrent state's dtype when the config pins it. Nemotron-H without one gets float32: vLLM
+    model_executor/models/config.py:712 `NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype` turns
+    `auto` into the config's value or `DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32"` (2× the bf16 state)."""
+    pinned = next((cfg[k] for k in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype") if isinstance(cfg.get(k), str) and cfg[k] != "auto"), None)
+    if pinned is None and model_type.startswith("nemotron_h"):
+        return "float32"
+    return pinned
+
+
 def _quant_bits(quant: dict[str, Any] | None) -> int | None:
     if not quant:
         return None
@@ -228,6 +240,9 @@ def spec_from_config(raw: dict[str, Any], *, repo: str = "", source: str = "") -
         for key, value in _GEMMA3_DEFAULTS.items():
             cfg.setdefault(key, value)
     layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    if layers is None and isinstance(cfg.get("layers_block_type"), list):
+        # transformers >= 5 NemotronHConfig saves no num_hidden_layers: it is the length of this list.
+        layers = len(cfg["layers_block_type"])
     hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
     heads = _int(cfg, "num_attention_heads", "n_head")
     vocab = _int(cfg, "vocab_size")
@@ -279,7 +294,7 @@ def spec_from_config(raw: dict[str, Any], *, repo: str = "", source: str = "") -
         first_k_dense_replace=_int(cfg, "first_k_dense_replace"),
         tie_word_embeddings=_tied(cfg, model_type),
         attention_chunk_size=_int(cfg, "attention_chunk_size"),
-        mamba_ssm_dtype=next((cfg[k] for k in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype") if isinstance(cfg.get(k), str) and cfg[k] != "auto"), None),
+        mamba_ssm_dtype=_ssm_dtype(cfg, model_type),
         quant_method=str(quant.get("quant_method")) if quant and quant.get("quant_method") else None,
         quant_bits=_quant_bits(quant),
         has_vision=bool(cfg.get("_has_vision")),

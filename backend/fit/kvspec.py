@@ -16,7 +16,17 @@ This is the exact part of the fit-check (research-fitcheck.md §1.4), mirroring 
   block pool: a block costs `page × group_size`.
 - Per request of length L, in blocks: full `cdiv(L, bs)`; sliding window
   `cdiv(min(W − 1 + B, L), bs) + 1`; chunked local `cdiv(min(chunk + B, L), bs)`; a state group 2
-  with prefix caching ("align" mode), else 1.
+  with prefix caching ("align" mode), else 1 — and 3 for Mamba-2 in align mode (vLLM 0.32
+  mamba_mixer2.py:1098 `get_kv_cache_spec` adds `num_prefill_checkpoint_blocks=1`, and
+  kv_cache_interface.py:1076 `MambaSpec.max_memory_usage_bytes` counts `2 + spec + checkpoint` pages).
+- The hybrid block size is aligned to `max(16, --block-size)`, not to 16: vLLM 0.32
+  platforms/interface.py:1060 `kernel_block_alignment_size = max(min kernel block, block_size)`, then
+  `attn_block_size = alignment × cdiv(mamba_page, alignment × attn_page_1_token)` (:1085).
+  Older engines aligned to 16 only; the larger alignment is never cheaper, so it is priced for all.
+
+Checked exactly against a real vLLM 0.32 CPU build (tests/real_engine/test_kv_sizing.py) for a
+Nemotron-H-shaped Mamba-2 hybrid (block 128 → 256, 5 groups, 3 state blocks per request) and a
+Jamba-shaped Mamba-1 hybrid (8 groups, 2 state blocks per request).
 
 Checked against public logs of a Qwen3.6-27B-shaped hybrid (16 attention + 48 GDN layers, fp8 KV,
 fp32 SSM state): block size 1568 at TP 1 ("Setting attention block size to 1568 tokens … Padding
@@ -34,6 +44,8 @@ from backend.models import ModelSpec
 
 KV_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "half", "fp8", "fp8_e4m3", "fp8_e5m2", "float32")
 _KV_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float32": 4}
+SSM_DTYPES = ("auto", "float32", "float16", "bfloat16")
+"""vLLM's `--mamba-ssm-cache-dtype` choices (config/cache.py `MambaDType`)."""
 DEFAULT_BLOCK = 16
 _ALIGN = 16
 
@@ -79,7 +91,8 @@ class KvLayout:
     kinds: dict[str, int] = field(default_factory=dict)
     state_blocks: int = 2
     """Blocks a state (Mamba/GDN) group holds per request: 2 in vLLM's "align" mode (prefix caching
-    on hybrids, the recent default), 1 with prefix caching off."""
+    on hybrids, the recent default), 3 for Mamba-2 in that mode (a prefill checkpoint block), 1 with
+    prefix caching off."""
 
     @property
     def block_bytes(self) -> int:
@@ -121,11 +134,16 @@ def _layer_kinds(spec: ModelSpec) -> list[str]:
     return [k for k in (spec.layer_types or ["full_attention"] * spec.num_layers) if k != "mlp"]
 
 
-def _ssm_bytes(spec: ModelSpec) -> int:
-    return dtype_bytes(spec.mamba_ssm_dtype) if spec.mamba_ssm_dtype else served_dtype_bytes(spec.dtype)
+def _ssm_bytes(spec: ModelSpec, ssm_dtype: str | None = None) -> int:
+    """Bytes per recurrent-state element: `--mamba-ssm-cache-dtype` when given, else what the config
+    pins, else the model dtype (vLLM mamba_utils.py `_mamba_state_dtype`: `auto` follows the conv state)."""
+    if ssm_dtype is not None and ssm_dtype not in SSM_DTYPES:
+        raise UsageError(f"unknown Mamba SSM cache dtype `{ssm_dtype}`", hint="use one of " + ", ".join(SSM_DTYPES) + " (vLLM's MambaDType)")
+    name = ssm_dtype if ssm_dtype and ssm_dtype != "auto" else spec.mamba_ssm_dtype
+    return dtype_bytes(name) if name else served_dtype_bytes(spec.dtype)
 
 
-def _mamba_state_bytes(spec: ModelSpec, tp: int) -> int:
+def _mamba_state_bytes(spec: ModelSpec, tp: int, ssm_dtype: str | None = None) -> int:
     """vLLM mamba_utils.py MambaStateShapeCalculator: Mamba-1 conv `(d_inner/TP, d_conv − 1)` +
     temporal `(d_inner/TP, d_state)`; Mamba-2 conv `((d_inner + 2·G·d_state)/TP, d_conv − 1)` with G
     padded to a multiple of TP (`extra_groups_for_head_shards`) + temporal `(heads/TP, head_dim,
@@ -136,26 +154,26 @@ def _mamba_state_bytes(spec: ModelSpec, tp: int) -> int:
         groups = spec.mamba_n_groups or 1
         groups += 0 if groups % tp == 0 else tp - groups
         conv = (inner + 2 * groups * d_state) // tp * (d_conv - 1) * e
-        temporal = (spec.mamba_num_heads or 0) // tp * (spec.mamba_head_dim or 0) * d_state * _ssm_bytes(spec)
+        temporal = (spec.mamba_num_heads or 0) // tp * (spec.mamba_head_dim or 0) * d_state * _ssm_bytes(spec, ssm_dtype)
         return conv + temporal
-    return inner // tp * (d_conv - 1) * e + inner // tp * d_state * _ssm_bytes(spec)
+    return inner // tp * (d_conv - 1) * e + inner // tp * d_state * _ssm_bytes(spec, ssm_dtype)
 
 
-def state_bytes_per_layer(spec: ModelSpec, tp: int, kinds: dict[str, int]) -> int:
+def state_bytes_per_layer(spec: ModelSpec, tp: int, kinds: dict[str, int], ssm_dtype: str | None = None) -> int:
     """The state page of one recurrent layer (Gated DeltaNet or Mamba), per sequence, per rank."""
     if kinds.get("linear_attention"):
-        return _gdn_state_bytes(spec, tp)
+        return _gdn_state_bytes(spec, tp, ssm_dtype)
     if kinds.get("mamba"):
-        return _mamba_state_bytes(spec, tp)
+        return _mamba_state_bytes(spec, tp, ssm_dtype)
     return 0
 
 
-def _gdn_state_bytes(spec: ModelSpec, tp: int) -> int:
+def _gdn_state_bytes(spec: ModelSpec, tp: int, ssm_dtype: str | None = None) -> int:
     kh, vh = spec.linear_num_key_heads or 0, spec.linear_num_value_heads or 0
     kd, vd = spec.linear_key_head_dim or 0, spec.linear_value_head_dim or 0
     conv_dim = 2 * kh * kd + vh * vd
     conv = (conv_dim // tp) * ((spec.linear_conv_kernel_dim or 4) - 1) * served_dtype_bytes(spec.dtype)
-    ssm = (vh // tp) * vd * kd * _ssm_bytes(spec)
+    ssm = (vh // tp) * vd * kd * _ssm_bytes(spec, ssm_dtype)
     return conv + ssm
 
 
@@ -184,8 +202,10 @@ def kv_layout(
     block_size: int | None = None,
     hybrid_manager: bool = True,
     prefix_caching: bool = True,
+    ssm_dtype: str | None = None,
 ) -> KvLayout:
-    """The KV geometry of the busiest rank (the first PP stage holds `cdiv(layers, pp)` layers)."""
+    """The KV geometry of the busiest rank (the first PP stage holds `cdiv(layers, pp)` layers).
+    `ssm_dtype` is vLLM's `--mamba-ssm-cache-dtype` (None/`auto`: what the config or model dtype says)."""
     kinds = _layer_kinds(spec)
     if pp > 1:
         kinds = kinds[: cdiv(len(kinds), pp)]
@@ -196,10 +216,11 @@ def kv_layout(
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
     attention_layers = sum(n for k, n in counts.items() if k not in STATE_KINDS)
-    state = state_bytes_per_layer(spec, tp, counts)
+    state = state_bytes_per_layer(spec, tp, counts, ssm_dtype)
     bs = block_size or DEFAULT_BLOCK
     if state:
-        needed = _ALIGN * cdiv(state, _ALIGN * attn_tok)
+        align = max(_ALIGN, block_size or 0)
+        needed = align * cdiv(state, align * attn_tok)
         if block_size is None or block_size < needed:
             bs = needed
     page = bs * attn_tok
@@ -222,5 +243,5 @@ def kv_layout(
         window=spec.sliding_window,
         chunk=spec.attention_chunk_size,
         kinds=counts,
-        state_blocks=2 if prefix_caching else 1,
+        state_blocks=(3 if counts.get("mamba") and spec.mamba_version == 2 else 2) if prefix_caching else 1,
     )

@@ -62,6 +62,17 @@ class Knobs:
     """VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as set in the slug's env (None: the version's default)."""
 
 
+def arg_value(args: tuple[str, ...] | list[str], *names: str) -> str | None:
+    """The value the last of `names` gets in an engine argv (`--flag v` or `--flag=v`); None when absent."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            value = args[i + 1]
+        elif "=" in arg and arg.split("=", 1)[0] in names:
+            value = arg.split("=", 1)[1]
+    return value
+
+
 def parse_version(text: str | None) -> tuple[int, int] | None:
     """`vllm/vllm-openai:v0.11.0` or `0.10.2` → (0, 11) / (0, 10); None when there is none."""
     if not text:

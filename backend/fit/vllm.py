@@ -12,7 +12,7 @@ from __future__ import annotations
 from backend.fit.compat import hardware_problems
 from backend.fit.kvspec import STATE_KINDS, KvLayout, kv_layout
 from backend.fit.overhead import assumed_nvswitch, non_torch_gib, overheads, priced_engine_version, profile_counted_twice
-from backend.fit.plan import GIB, Knobs, Rank, sm_tuple
+from backend.fit.plan import GIB, Knobs, Rank, arg_value, sm_tuple
 from backend.fit.weights import stage_weights_gib
 from backend.models import FitReport, GpuFit, ModelSpec
 
@@ -150,13 +150,7 @@ def awq_gemm_kernel(spec: ModelSpec, knobs: Knobs, sms: list[tuple[int, int] | N
     fmt = (knobs.quant_format or spec.quant_method or "").lower()
     if "awq" not in fmt:
         return False
-    forced = None
-    args = list(knobs.extra_args)
-    for i, arg in enumerate(args):
-        if arg in ("--quantization", "-q") and i + 1 < len(args):
-            forced = args[i + 1]
-        elif arg.startswith("--quantization="):
-            forced = arg.split("=", 1)[1]
+    forced = arg_value(knobs.extra_args, "--quantization", "-q")
     if forced is not None:
         return forced.lower() == "awq"
     return any(sm is not None and sm < MARLIN_MIN_SM for sm in sms)
@@ -170,7 +164,10 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     hybrid, why_not = hybrid_manager_on(spec, knobs)
     if why_not:
         notes.append(why_not)
-    layout = kv_layout(spec, tp=knobs.tp, pp=knobs.pp, kv_cache_dtype=knobs.kv_cache_dtype, block_size=knobs.block_size, hybrid_manager=hybrid)
+    # A slug's `--mamba-ssm-cache-dtype float32` doubles a Jamba state that `auto` prices in bf16 (mamba_utils.py).
+    ssm_dtype = arg_value(knobs.extra_args, "--mamba-ssm-cache-dtype", "--mamba_ssm_cache_dtype")
+    layout = kv_layout(spec, tp=knobs.tp, pp=knobs.pp, kv_cache_dtype=knobs.kv_cache_dtype, block_size=knobs.block_size, hybrid_manager=hybrid,
+                       ssm_dtype=ssm_dtype)
     known = [r for r in ranks if r.total_gib is not None]
     smallest = min((r.total_gib or 0.0 for r in known), default=0.0)
     first = known[0] if known else None

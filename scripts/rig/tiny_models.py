@@ -7,7 +7,9 @@ metrics and boot-log figures, never text.
 
 Families (directory names): `dense` (Llama, GQA 4 heads / 2 KV heads), `sliding` (Gemma 3 text:
 sliding-window layers mixed with global ones), `moe` (Qwen3-MoE), `mla` (DeepSeek-V2 latent attention),
-`hybrid` (Qwen3-Next: Gated DeltaNet + attention). Plus `tiny.gguf`, the dense model converted with
+`hybrid` (Qwen3-Next: Gated DeltaNet + attention), `nemotron_h` (Nemotron-H: Mamba-2 + attention + MLP
+layers by `hybrid_override_pattern`, written as NVIDIA's hub config.json spells it) and `jamba` (Jamba:
+Mamba-1 + attention by `attn_layer_period`/`attn_layer_offset`, MoE every other layer). Plus `tiny.gguf`, the dense model converted with
 llama.cpp's own `convert_hf_to_gguf.py` (`$C3_CONVERTER`) for llama-server.
 """
 
@@ -59,7 +61,8 @@ def tokenizer(out: Path) -> None:
 
 
 def configs():
-    from transformers import (DeepseekV2Config, Gemma3TextConfig, LlamaConfig, Qwen3MoeConfig, Qwen3NextConfig)
+    from transformers import (DeepseekV2Config, Gemma3TextConfig, JambaConfig, LlamaConfig, NemotronHConfig, Qwen3MoeConfig,
+                              Qwen3NextConfig)
 
     common = dict(vocab_size=VOCAB, hidden_size=128, max_position_embeddings=4096, bos_token_id=0, eos_token_id=2,
                   pad_token_id=0, tie_word_embeddings=False)
@@ -83,6 +86,35 @@ def configs():
                                     moe_intermediate_size=64, shared_expert_intermediate_size=64,
                                     layer_types=["linear_attention"] * 3 + ["full_attention"],
                                     full_attention_interval=4)
+    # NVIDIA-Nemotron-Nano-9B-v2 scaled down (bench/data/configs): 7 Mamba-2, 2 attention, 7 MLP layers, 2 SSM
+    # groups; ssm_state_size 64 makes the fp32 state page (35,072 B) outgrow one 128-token attention page
+    # (32,768 B), so the engine must enlarge the block size.
+    yield "nemotron_h", NemotronHConfig(**common, hybrid_override_pattern="M-M-M-M*-M-M-M*-", num_attention_heads=4,
+                                        num_key_value_heads=2, head_dim=32, intermediate_size=256, mamba_num_heads=8,
+                                        mamba_head_dim=16, n_groups=2, ssm_state_size=64, conv_kernel=4, expand=1,
+                                        chunk_size=64)
+    # AI21-Jamba-Mini-1.7 scaled down: attention at i % 8 == 4 (2 of 16 layers), Mamba-1 elsewhere.
+    yield "jamba", JambaConfig(**common, intermediate_size=256, num_hidden_layers=16, num_attention_heads=4,
+                               num_key_value_heads=2, attn_layer_period=8, attn_layer_offset=4, expert_layer_period=2,
+                               expert_layer_offset=1, num_experts=4, num_experts_per_tok=2, mamba_d_state=16,
+                               mamba_d_conv=4, mamba_expand=2)
+
+
+#: Hub spelling of Nemotron-H's layer list (transformers >= 5 saves `layers_block_type` instead).
+_PATTERN = {"linear_attention": "M", "mamba": "M", "mlp": "-", "full_attention": "*", "attention": "*", "moe": "E"}
+
+
+def hub_config(cfg: dict) -> dict:
+    """The config.json as the model's hub repo has it: Nemotron-H with `hybrid_override_pattern` and
+    `num_hidden_layers`, and no `mamba_ssm_cache_dtype`, so the test proves c3's own default (vLLM
+    model_executor/models/config.py:712 `NemotronHForCausalLMConfig`: float32 when the config has none)."""
+    if cfg.get("model_type") == "nemotron_h" and "layers_block_type" in cfg:
+        kinds = cfg.pop("layers_block_type")
+        cfg["hybrid_override_pattern"] = "".join(_PATTERN[k] for k in kinds)
+        cfg["num_hidden_layers"] = len(kinds)
+        for key in ("mtp_layers_block_type", "mamba_ssm_cache_dtype"):
+            cfg.pop(key, None)
+    return cfg
 
 
 def model(name: str, config, out: Path) -> None:
@@ -96,6 +128,7 @@ def model(name: str, config, out: Path) -> None:
     # A stable config.json: transformers writes its own version into it; keep only what the engines read.
     cfg = json.loads((out / "config.json").read_text())
     cfg.pop("transformers_version", None)
+    cfg = hub_config(cfg)
     (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     gen = out / "generation_config.json"
     if gen.exists():

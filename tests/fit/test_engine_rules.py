@@ -3,18 +3,21 @@ that names the engine file/function and a small (or real) config that shows the 
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from backend.catalog import load_catalog
-from backend.catalog.configs import load_config_file
+from backend.catalog.configs import load_config_file, spec_from_config
 from backend.catalog.specs import shipped_spec
 from backend.fit import fit_config, fit_on_cards, knobs_for
 from backend.fit.kvspec import cdiv, kv_layout
 from backend.fit.llamacpp import _kv_gib, server_slots
 from backend.fit.overhead import activation_gib, non_torch_gib
 from backend.fit.plan import Knobs
+from backend.errors import UsageError
 from backend.fit.vllm import default_batching
 
 CONFIGS = Path(__file__).resolve().parents[2] / "bench" / "data" / "configs"
@@ -97,17 +100,53 @@ def test_deepseek_v32_is_unknown_not_priced():
 
 
 # -- vllm mamba_utils.py MambaStateShapeCalculator.mamba2_state_shape / mamba1_state_shape;
-#    nemotron_h.py reads `hybrid_override_pattern`, transformers JambaConfig `attn_layer_period`.
+#    nemotron_h.py reads `hybrid_override_pattern`, transformers JambaConfig `attn_layer_period`;
+#    vLLM 0.32 model_executor/models/config.py:712 NemotronHForCausalLMConfig: an `auto` SSM cache dtype becomes the
+#    config's `mamba_ssm_cache_dtype` or float32 (the temporal state in fp32, conv state in the model dtype).
 def test_nemotron_h_prices_four_attention_layers_and_mamba2_state():
     spec = config("nvidia__NVIDIA-Nemotron-Nano-9B-v2")
     assert (spec.layer_types.count("full_attention"), spec.layer_types.count("mamba"), spec.layer_types.count("mlp")) == (4, 27, 25)
+    assert spec.mamba_ssm_dtype == "float32"  # the config pins none
     layout = kv_layout(spec, tp=1)
     assert layout.bytes_per_token == 4 * 8 * 128 * 2 * 2
     conv = (128 * 80 + 2 * 8 * 128) * (4 - 1) * 2
-    temporal = 128 * 80 * 128 * 2
+    temporal = 128 * 80 * 128 * 4
     assert layout.state_bytes_per_layer == conv + temporal
     # TP 2: 8 groups divide, heads halve.
-    assert kv_layout(spec, tp=2).state_bytes_per_layer == (128 * 80 + 2 * 8 * 128) // 2 * 3 * 2 + 64 * 80 * 128 * 2
+    assert kv_layout(spec, tp=2).state_bytes_per_layer == (128 * 80 + 2 * 8 * 128) // 2 * 3 * 2 + 64 * 80 * 128 * 4
+    # `--mamba-ssm-cache-dtype bfloat16` halves the temporal state.
+    assert kv_layout(spec, tp=1, ssm_dtype="bfloat16").state_bytes_per_layer == conv + temporal // 2
+
+
+def test_nemotron_h_keeps_the_ssm_dtype_its_config_pins():
+    raw = json.loads((CONFIGS / "nvidia__NVIDIA-Nemotron-Nano-9B-v2.config.json").read_text())
+    assert spec_from_config({**raw, "mamba_ssm_cache_dtype": "bfloat16"}).mamba_ssm_dtype == "bfloat16"
+    jamba = config("ai21labs__AI21-Jamba-Mini-1.7")
+    assert jamba.mamba_ssm_dtype is None  # Jamba has no such default: `auto` follows the model dtype
+
+
+# -- vLLM 0.32 platforms/interface.py:1060-1092 _align_hybrid_block_size: the block is aligned to
+#    max(smallest kernel block, --block-size), not to 16; mamba_mixer2.py:1098 get_kv_cache_spec gives Mamba-2 a
+#    prefill checkpoint block, so kv_cache_interface.py:1076 MambaSpec.max_memory_usage_bytes counts 2 + 1 pages in
+#    align mode (Mamba-1 and GDN: 2; prefix caching off: 1). Both seen against the real engine in
+#    tests/real_engine/test_kv_sizing.py (nemotron_h: block 128 → 256, 838,860 tokens).
+def test_hybrid_block_aligns_to_the_given_block_size():
+    spec = config("nvidia__NVIDIA-Nemotron-Nano-9B-v2")
+    state, attn = kv_layout(spec).state_bytes_per_layer, 2 * 8 * 128 * 2  # K and V of one token, one layer
+    assert kv_layout(spec).block_size == 16 * -(-state // (16 * attn)) == 1312
+    assert kv_layout(spec, block_size=128).block_size == 128 * -(-state // (128 * attn)) == 1408
+    assert kv_layout(spec, block_size=2048).block_size == 2048  # already covers the state page
+
+
+def test_mamba2_holds_a_prefill_checkpoint_block_in_align_mode():
+    nemotron, jamba = config("nvidia__NVIDIA-Nemotron-Nano-9B-v2"), config("ai21labs__AI21-Jamba-Mini-1.7")
+    assert kv_layout(nemotron).state_blocks == 3
+    assert kv_layout(nemotron, prefix_caching=False).state_blocks == 1
+    assert kv_layout(jamba).state_blocks == 2
+    layout = kv_layout(nemotron)
+    full = -(-8192 // layout.block_size)
+    state_groups = sum(1 for g in layout.groups if g.kind == "mamba")
+    assert layout.blocks_per_request(8192, 2048) == full + 3 * state_groups
 
 
 def test_jamba_prices_four_attention_layers_and_mamba1_state():
@@ -226,3 +265,30 @@ def test_v028_batch_defaults_have_a_160_gib_tier():
     older = fit_config(spec, [178.35], Knobs(max_model_len=8192, weights_gib=15.0, version=(0, 27)), gpu_name="NVIDIA B200")
     assert b200.max_num_batched_tokens == 16384 and older.max_num_batched_tokens == 8192
     assert b200.available_kv_gib < older.available_kv_gib
+
+
+# -- vLLM mamba_utils.py _mamba_state_dtype: `--mamba-ssm-cache-dtype` sets the temporal state's dtype; `auto` follows
+#    the model dtype for Jamba (no per-model default), so a slug that pins float32 doubles the state c3 must price.
+def test_a_slug_pinning_the_ssm_dtype_is_priced_with_it():
+    spec = config("ai21labs__AI21-Jamba-Mini-1.7")
+    knobs = Knobs(max_model_len=65536, max_num_seqs=16, max_num_batched_tokens=2048, weights_gib=50.0, tp=2, version=(0, 32))
+    auto = fit_config(spec, [79.2, 79.2], knobs)
+    pinned = fit_config(spec, [79.2, 79.2], replace(knobs, extra_args=("--mamba-ssm-cache-dtype", "float32")))
+    inner = 2 * 4096 // 2
+    assert pinned.state_bytes_per_request - auto.state_bytes_per_request == 28 * inner * 16 * 2
+    assert pinned.kv_cache_tokens < auto.kv_cache_tokens
+    with pytest.raises(UsageError, match="unknown Mamba SSM cache dtype"):
+        fit_config(spec, [79.2, 79.2], replace(knobs, extra_args=("--mamba-ssm-cache-dtype=fp64",)))
+
+
+# -- transformers >= 5 NemotronHConfig saves `layers_block_type` (configuration_nemotron_h.py `_pattern_to_list`:
+#    M → "linear_attention", * → "full_attention", - → "mlp", E → "moe") and no `num_hidden_layers` (a property of the
+#    list's length). vLLM reads it back through `hybrid_override_pattern`, so the Mamba-2 layers must stay Mamba-2.
+def test_nemotron_h_saved_by_transformers_5_is_read_as_mamba2():
+    raw = json.loads((CONFIGS / "nvidia__NVIDIA-Nemotron-Nano-9B-v2.config.json").read_text())
+    names = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+    saved = {k: v for k, v in raw.items() if k not in ("hybrid_override_pattern", "num_hidden_layers")}
+    saved["layers_block_type"] = [names[ch] for ch in raw["hybrid_override_pattern"]]
+    spec, hub = spec_from_config(saved), config("nvidia__NVIDIA-Nemotron-Nano-9B-v2")
+    assert spec.layer_types == hub.layer_types and spec.num_layers == 56
+    assert kv_layout(spec).state_bytes_per_layer == kv_layout(hub).state_bytes_per_layer > 0
