@@ -45,7 +45,10 @@ async def test_the_pod_view_matches_llama_servers_own_metrics_and_a_killed_llama
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
     pod_rig.add_entry({
         "slug": SLUG, "engine": "llamacpp", "image": real_images("llamacpp"), "model": "/models/tiny.gguf", "tp": 1,
-        "max_model_len": CONTEXT, "max_num_seqs": SLOTS, "health_path": "/health", "extra_args": ["--metrics", "-t", "1"],
+        "max_model_len": CONTEXT, "max_num_seqs": SLOTS, "health_path": "/health",
+        # -lv 4: llama-server logs its buffers at that verbosity, which is how c3 learns the KV cache is on the
+        # CPU (placement `unknown`); without it a serving pod with no GPU process reads as misplaced.
+        "extra_args": ["--metrics", "-lv", "4", "-t", "1"],
     })
     name = "watched"
     url = await boot_pod(pod_rig, name, SLUG)
