@@ -14,8 +14,8 @@ prompt is admitted in that steady phase. A busy engine answers a scrape late, so
 engine readings that bracket it (`watching.Timeline.bracket`: the last one answered before it was sent
 to the first one sent after it was answered):
 - running / waiting: every bracketing reading says 4 / 2, and so must the cockpit;
-- KV use grows while the 4 generate (nothing finishes, nothing is preempted in the bracket): the
-  cockpit's lies between the first and the last bracketing reading, ± 0.1 point (it shows one decimal);
+- KV use grows while the 4 generate, in steps (vLLM updates the gauge seconds apart under load): where
+  it is flat across the bracket the cockpit's must equal it, ± 0.1 point (it shows one decimal);
 - hit rate: the engine's hits / queries, its counters unchanged since the cockpit's previous reading
   (so the cockpit's interval saw no prompt and shows the rate since start), ± 0.1 point.
 A reading outside the steady phase is not compared (why is kept for the failure message); the load is
@@ -71,8 +71,10 @@ async def test_the_pod_view_matches_the_engines_own_metrics_and_a_killed_engine_
         if len({r.values.get("vllm:num_preemptions_total") for r in span}) != 1:
             return "preemptions in its bracket"
         kv = [r.values["vllm:kv_cache_usage_perc"] for r in span]
-        if kv != sorted(kv):
-            return f"KV use went down in its bracket: {kv}"
+        if len(set(kv)) != 1:
+            # vLLM updates the gauge in steps (seconds apart under load, ~10 points each): a bracket across a
+            # step would admit any value in between — a 5 % error passed that way, so only a flat bracket counts.
+            return f"KV use moved in its bracket: {kv}"
         if previous is None:
             return "no cockpit reading before it (its hit rate has no interval)"
         since = engine.bracket(previous.taken_at, answered(metrics)) or span
@@ -83,8 +85,8 @@ async def test_the_pod_view_matches_the_engines_own_metrics_and_a_killed_engine_
 
     def check(match, metrics, span) -> None:
         shown = {k: float(v) for k, v in match.groupdict().items()}
-        kv = [100 * r.values["vllm:kv_cache_usage_perc"] for r in span]
-        assert kv[0] - 0.1 <= shown["kv"] <= kv[-1] + 0.1, (shown, kv)
+        kv = 100 * span[0].values["vllm:kv_cache_usage_perc"]
+        assert abs(shown["kv"] - kv) <= 0.1, (shown, kv)
         assert shown["kv"] > 2.0, shown  # the 4 running requests really hold KV blocks
         hits, queries = span[0].values["vllm:prefix_cache_hits_total"], span[0].values["vllm:prefix_cache_queries_total"]
         assert abs(shown["hit"] - 100 * hits / queries) <= 0.1, (shown, hits, queries)
