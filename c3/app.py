@@ -226,7 +226,7 @@ class C3App(ServiceCalls, App[None]):
             self._held_cleared.update((t.key, t) for t in cleared)
             return
         for t in new:
-            message = f"{t.pod}: {t.kind} — {t.detail}"
+            message = f"{t.pod}: {t.title} — {t.detail}"
             self._trouble_toasts[message] = t.key
             self.notify(message, title="Attention", severity="warning" if t.kind in ("stale", "preempting") else "error", timeout=10, markup=False)
         for t in cleared:

@@ -46,7 +46,8 @@ def metrics_facts(state: PodState) -> list[tuple[str, str]]:
     if m is None:
         return [("engine metrics", state.metrics_error or ("none yet" if state.state == "serving" else "the pod is not serving"))]
     missing = f"not exported by {'llama-server' if m.engine == 'llamacpp' else m.engine}"
-    return [
+    stale = [("engine metrics", f"as of {m.taken_at.astimezone():%H:%M:%S}; the last scrape failed: {state.metrics_error}")] if state.metrics_error else []
+    return [*stale,
         ("requests", f"{num(m.running)} running, {num(m.waiting)} waiting"),
         ("KV cache", f"{num(m.kv_cache_pct, '%')} in use" if m.kv_cache_pct is not None else missing),
         ("prefix-cache hit", f"{num(m.prefix_hit_pct, '%')} of prompt tokens" if m.prefix_hit_pct is not None else "no prompts yet"),

@@ -54,6 +54,8 @@ class PodState:
     """The engine's own /metrics, derived (None while not serving or before the first scrape)."""
     metrics_error: str | None = None
     """Why the last /metrics scrape failed, one line."""
+    restarts: int = 0
+    """How many times the runtime restarted its container after the engine exited (Docker's RestartCount)."""
 
 
 @dataclass(frozen=True)

@@ -178,6 +178,7 @@ class RealServices:
             rows.append(row.model_copy(update={
                 "running": running, "serving": serving, "state": workload.status if workload else "absent", "placement": place or row.placement,
                 "metrics": metrics.metrics if metrics else None, "metrics_error": metrics.error if metrics else None,
+                "restart_count": workload.restart_count if workload else 0,
             }))
         return rows
 
@@ -204,7 +205,7 @@ class RealServices:
         return PodState(
             name=row.name, slug=row.slug, port=row.port, gpus=tuple(row.gpus), state=state,
             placement=place.verdict, placement_detail=detail if place.verdict != "ok" or place.foreign else "", actual_gpus=actual,
-            metrics=metrics, metrics_error=row.metrics_error if state == "serving" else None,
+            metrics=metrics, metrics_error=row.metrics_error if state == "serving" else None, restarts=row.restart_count,
         )
 
     def fit(self, slug: str, gpus: tuple[int, ...]) -> FitReport:
@@ -249,6 +250,7 @@ class RealServices:
             ("estate file", str(self.path)),
             ("workload", f"{workload.status}" + (f" ({workload.id})" if workload.id else "") + (f", exit {workload.exit_code}" if workload.exit_code is not None else "")),
             ("runtime", self.ctx.runtime.kind),
+            *([("restarts", f"{workload.restart_count}× — the engine exited and Docker restarted the container")] if workload.restart_count else []),
             ("endpoint", f"http://127.0.0.1:{pod.port}/v1"),
         ]
         for index in pod.gpus:

@@ -1,5 +1,5 @@
-"""Trouble that calls for attention: which pods are failed, misplaced, unhealthy or preempting, or
-shown from a stale reading — counted for the title bar, and announced once per change.
+"""Trouble that calls for attention: which pods are failed, misplaced, unhealthy, restarted or
+preempting, or shown from a stale reading — counted for the title bar, and announced once per change.
 
 `TroubleWatch.update(pods, stale=…)` is fed every pod reading; it returns what is new since the last
 one (to toast, and ring the bell for) and what cleared. The first reading announces what is already
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from c3.services import PodState
 
-Kind = Literal["failed", "misplaced", "unhealthy", "preempting", "stale"]
-KINDS: tuple[Kind, ...] = ("failed", "misplaced", "unhealthy", "preempting", "stale")
+Kind = Literal["failed", "misplaced", "unhealthy", "restarted", "preempting", "stale"]
+KINDS: tuple[Kind, ...] = ("failed", "misplaced", "unhealthy", "restarted", "preempting", "stale")
 """In the order the title bar lists them: worst first."""
 
 
@@ -27,10 +27,17 @@ class Trouble:
     kind: Kind
     detail: str
     """One line: what is wrong, in the cockpit's words."""
+    count: int = 0
+    """How many times it happened, for kinds that recur (`restarted`: the container's restart count)."""
 
     @property
     def key(self) -> tuple[str, Kind]:
         return (self.pod, self.kind)
+
+    @property
+    def title(self) -> str:
+        """`restarted (2×)`, or the kind alone."""
+        return f"{self.kind} ({self.count}×)" if self.count else self.kind
 
 
 def troubles_of(pods: list[PodState], *, stale: bool, was_serving: set[str]) -> list[Trouble]:
@@ -44,6 +51,9 @@ def troubles_of(pods: list[PodState], *, stale: bool, was_serving: set[str]) -> 
             found.append(Trouble(pod.name, "misplaced", pod.placement_detail or "not on the GPUs it asked for"))
         if pod.state == "booting" and pod.name in was_serving:
             found.append(Trouble(pod.name, "unhealthy", "running but its endpoint stopped answering"))
+        if pod.restarts > 0 and pod.state != "down":
+            # Docker brought the engine back by itself: the pod may be serving again, but it crashed.
+            found.append(Trouble(pod.name, "restarted", "its engine exited and Docker restarted the container — press l for its log", count=pod.restarts))
         if pod.metrics is not None and pod.metrics.new_preemptions > 0:
             found.append(Trouble(pod.name, "preempting", f"{pod.metrics.new_preemptions} requests preempted since the last reading (KV cache full)"))
         if stale and pod.state != "down":
@@ -59,11 +69,12 @@ class TroubleWatch:
         self._was_serving: set[str] = set()
 
     def update(self, pods: list[PodState], *, stale: bool = False) -> tuple[list[Trouble], list[Trouble]]:
-        """Feed one reading; returns (new troubles, cleared troubles)."""
+        """Feed one reading; returns (new troubles, cleared troubles). A trouble that recurs (another
+        restart) is new again with its higher count."""
         names = {p.name for p in pods}
         self._was_serving = {n for n in self._was_serving if n in names} | {p.name for p in pods if p.state == "serving"}
         now = {t.key: t for t in troubles_of(pods, stale=stale, was_serving=self._was_serving)}
-        new = [t for k, t in now.items() if k not in self.current]
+        new = [t for k, t in now.items() if k not in self.current or t.count > self.current[k].count]
         cleared = [t for k, t in self.current.items() if k not in now]
         self.current = now
         for pod in pods:

@@ -73,7 +73,10 @@ class EngineMetrics(BaseModel):
     engine: Engine
     """vllm | llamacpp: which /metrics names the pod serves."""
     taken_at: datetime
-    """When the latest scrape was read (UTC)."""
+    """When the latest scrape was sent (UTC)."""
+    scrape_ms: float | None = None
+    """How long the engine took to answer it: the numbers are the engine's at some moment between
+    `taken_at` and `taken_at` + this (a busy engine answers late)."""
     running: int | None = None
     """Requests running now."""
     waiting: int | None = None
@@ -110,7 +113,9 @@ class PodMetrics(BaseModel):
     metrics: EngineMetrics | None = None
     """What the engine reported (rates need the scrape before it)."""
     error: str | None = None
-    """Why the scrape failed (HTTP status, timeout, not an engine's metrics)."""
+    """Why the last scrape failed (HTTP status, timeout, not an engine's metrics). In the live hub a
+    failed scrape keeps the numbers of the last one that answered (`metrics`, up to 30 s old: its
+    `taken_at` says when); elsewhere `metrics` is None with an error."""
 
     def row(self) -> dict[str, Any]:
         """The `metrics` and `metrics_error` fields of a `c3 pod status --json` row."""
@@ -287,8 +292,10 @@ def read_pod(client: object, pod: str, port: int, previous: EngineSample | None 
     import time
     from datetime import UTC
 
+    started = time.monotonic()
     try:
-        sample = scrape(client, f"http://127.0.0.1:{port}/metrics", clock=time.monotonic(), taken_at=datetime.now(UTC))
+        sample = scrape(client, f"http://127.0.0.1:{port}/metrics", clock=started, taken_at=datetime.now(UTC))
     except EngineMetricsError as error:
         return PodMetrics(pod=pod, error=error.message), None
-    return PodMetrics(pod=pod, metrics=derive(sample, previous)), sample
+    took = round((time.monotonic() - started) * 1000, 1)
+    return PodMetrics(pod=pod, metrics=derive(sample, previous).model_copy(update={"scrape_ms": took})), sample

@@ -113,7 +113,7 @@ class LiveHistory:
                 del self._series[key]
             for name, reading in metrics.items():
                 m = reading.metrics
-                if m is None:
+                if m is None or reading.error:  # no scrape, or the last numbers carried past a failed one: not a new point
                     continue
                 when = m.taken_at.timestamp()
                 values = {"running": m.running, "waiting": m.waiting, "kv": m.kv_cache_pct, "gen_tps": m.generation_tps}

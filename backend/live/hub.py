@@ -43,6 +43,16 @@ HEALTH_TIMEOUT_S = 1.5
 log = logging.getLogger("c3.live")
 
 
+def _with_last_numbers(failed: PodMetrics, shown: PodMetrics | None, sample: EngineSample | None, keep_s: float) -> PodMetrics:
+    """A failed scrape (a busy engine past the timeout) keeps the last numbers it read, up to `keep_s`
+    old: they come with their `taken_at` (their age) and the scrape's error, so the view says "as of"
+    instead of dropping the engine line while the engine works hardest."""
+    last = shown.metrics if shown is not None else None
+    if last is None or sample is None or (now() - last.taken_at).total_seconds() > keep_s:
+        return failed
+    return failed.model_copy(update={"metrics": last})
+
+
 def _describe(callback: Subscriber) -> str:
     return getattr(callback, "__qualname__", None) or type(callback).__qualname__
 
@@ -62,6 +72,7 @@ class LiveState:
         workload_interval_s: float = 1.0,
         metrics_interval_s: float = 2.0,
         metrics_timeout_s: float = 1.0,
+        metrics_keep_s: float = 30.0,
         history: LiveHistory | None = None,
     ) -> None:
         self.ctx = ctx
@@ -79,6 +90,7 @@ class LiveState:
         self._samples: dict[str, EngineSample] = {}  # each serving pod's previous scrape: rates need two
         self._engine_key: dict[str, tuple[Any, ...]] = {}  # each pod's (status, container, pids) at the last workloads reading
         self._metrics_timeout_s = metrics_timeout_s
+        self._metrics_keep_s = metrics_keep_s
         self._metrics_client: Any = None  # one keep-alive client, used only by the metrics thread
         self._health_client: Any = None  # one keep-alive client, used only by the health thread
         events = getattr(ctx.runtime, "events", None)
@@ -204,11 +216,17 @@ class LiveState:
             return {}
         if self._metrics_client is None:
             self._metrics_client = http_probe.client(self._metrics_timeout_s)
+        shown: dict[str, PodMetrics] = self.sources["metrics"].value or {}
         out: dict[str, PodMetrics] = {}
         for pod in serving:
-            out[pod.name], sample = read_pod(self._metrics_client, pod.name, pod.port, previous.get(pod.name))
+            read, sample = read_pod(self._metrics_client, pod.name, pod.port, previous.get(pod.name))
             if sample is not None:
                 samples[pod.name] = sample
+            else:
+                read = _with_last_numbers(read, shown.get(pod.name), previous.get(pod.name), self._metrics_keep_s)
+                if pod.name in previous and read.metrics is not None:
+                    samples[pod.name] = previous[pod.name]  # the next rates span the failed scrape
+            out[pod.name] = read
         self._samples = samples
         return out
 

@@ -292,6 +292,7 @@ def _workload(container: Any) -> Workload:
         exit_code=state.get("ExitCode") if status == "exited" else None,
         pids=(pid,) if pid else (),
         gpu_uuids=tuple(u for u in labels.get(LABEL_GPUS, "").split(",") if u),
+        restart_count=int((container.attrs or {}).get("RestartCount") or 0),
     )
 
 

@@ -70,6 +70,9 @@ class Workload(BaseModel):
     """Host pids of its processes (when known)."""
     gpu_uuids: tuple[str, ...] = ()
     """GPUs it was started on (label `io.c3.gpus`), so claims are known even for another estate file's pods."""
+    restart_count: int = 0
+    """How many times the runtime restarted it after its engine exited (Docker's `RestartCount` under the
+    `unless-stopped` policy a pod gets once it has served); 0 where the runtime never restarts."""
 
     @property
     def running(self) -> bool:

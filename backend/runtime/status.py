@@ -128,7 +128,7 @@ def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = 
         rows.append(PodStatus(
             name=pod.name, slug=pod.slug, gpus=list(pod.gpus), port=pod.port, running=workload.running, serving=serving,
             state=workload.status if other is None else "other-estate", placement=place,
-            other_estate=(other.estate or "") if other is not None else None,
+            other_estate=(other.estate or "") if other is not None else None, restart_count=workload.restart_count if other is None else 0,
         ))
     return rows
 

@@ -39,6 +39,9 @@ class PodStatus(BaseModel):
     """One scrape of the engine's own /metrics; null unless serving (the CLI's rates need two scrapes)."""
     metrics_error: str | None = None
     """Why the scrape failed, one line."""
+    restart_count: int = 0
+    """How many times Docker restarted its container after the engine exited (`RestartCount`; the
+    container runs under `unless-stopped` once it has served); 0 when it never did or is not running."""
 
     @model_serializer(mode="wrap")
     def _drop_unset_other_estate(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -215,6 +215,8 @@ def print_status(path: Path, rows: list[PodStatus]) -> None:
             click.echo(f"{' ' * width}  engine: {metrics_line(r.metrics, form='wide')}")
         elif r.metrics_error:
             click.echo(f"{' ' * width}  engine metrics: {r.metrics_error}")
+        if r.restart_count:
+            click.echo(f"{' ' * width}  ⚠ restarted ({r.restart_count}×): its engine exited and Docker restarted the container")
         for f in place.foreign:
             who = f"pod {f.owner}" if f.owner else "not a c3 pod"
             click.echo(f"{' ' * width}  ⚠ pid {f.pid} ({who}) holds memory on GPU {f.gpu_index}")

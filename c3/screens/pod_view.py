@@ -54,7 +54,11 @@ def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot], *, form: Form = "med
     if pod.placement != "ok" and pod.placement_detail:
         tone = "$error" if pod.placement == "mismatch" else "$text-muted"
         lines.append(Content.from_markup(f"  [{tone}]$d[/]", d=pod.placement_detail))
-    if pod.metrics is not None:
+    if pod.metrics is not None and pod.metrics_error:
+        # The last scrape failed (a busy engine past the timeout): the last numbers, with when they were read.
+        at = pod.metrics.taken_at.astimezone().strftime("%H:%M:%S")
+        lines.append(Content.from_markup("  [$text-muted]$m[/] [$warning]⚠ as of $at[/]", m=metrics_line(pod.metrics, form=form), at=at))
+    elif pod.metrics is not None:
         lines.append(Content.from_markup("  [$text-muted]$m[/]", m=metrics_line(pod.metrics, form=form)))
     elif pod.metrics_error:
         lines.append(Content.from_markup("  [$warning]metrics: $e[/]", e=pod.metrics_error))

@@ -18,9 +18,9 @@ from tests.cockpit.conftest import orchestration, settle, wait_for
 from tests.cockpit.scenes import converged
 
 
-def pod(name="chat", state="serving", placement="ok", new_preemptions=0, detail=""):
+def pod(name="chat", state="serving", placement="ok", new_preemptions=0, detail="", restarts=0):
     metrics = EngineMetrics(engine="vllm", taken_at=datetime(2026, 1, 1, tzinfo=UTC), new_preemptions=new_preemptions) if state == "serving" else None
-    return PodState(name, "vllm/x", 8000, (0,), state=state, placement=placement, placement_detail=detail, metrics=metrics)
+    return PodState(name, "vllm/x", 8000, (0,), state=state, placement=placement, placement_detail=detail, metrics=metrics, restarts=restarts)
 
 
 def test_each_kind_of_trouble_is_new_once_and_clears_once():
@@ -43,6 +43,18 @@ def test_unhealthy_means_it_served_and_stopped_answering_not_still_booting():
     assert [(t.pod, t.kind) for t in new] == [("b", "unhealthy")]
     watch.update([pod("b", state="down")])  # stopped: a later boot is a fresh one
     assert watch.update([pod("b", state="booting")]) == ([], [])
+
+
+def test_restarted_is_announced_once_per_restart_and_counted_until_the_pod_goes_down():
+    watch = TroubleWatch()
+    watch.update([pod()])
+    new, _ = watch.update([pod(restarts=1)])
+    assert [t.title for t in new] == ["restarted (1×)"] and watch.summary() == "1 restarted"
+    assert watch.update([pod(restarts=1)]) == ([], [])  # the same restart is not news again
+    new, cleared = watch.update([pod(restarts=2)])
+    assert [t.title for t in new] == ["restarted (2×)"] and cleared == []
+    _, cleared = watch.update([pod(state="down", restarts=2)])
+    assert [t.kind for t in cleared] == ["restarted"] and watch.summary() == ""
 
 
 def test_preempting_and_stale():

@@ -202,3 +202,61 @@ def test_hub_threads_survive_a_subscriber_that_always_raises(hub, caplog):
     assert {"c3-live-gpus", "c3-live-placement"} <= alive, alive
     warned = [r for r in caplog.records if r.name == "c3.live" and r.levelno == logging.WARNING]
     assert len(warned) == 1 and "ZeroDivisionError" in warned[0].getMessage()
+
+
+def test_a_metrics_scrape_past_its_timeout_keeps_the_last_numbers_with_their_age():
+    """A busy engine (vLLM on CPU under load) can answer /metrics after the timeout. The failed scrape
+    must not blank the pod's engine line: the last numbers stay, with when they were read and why the
+    new scrape failed; the history gets no copy of them; after `metrics_keep_s` they are dropped."""
+    from pathlib import Path
+
+    from backend.live.models import EndpointHealth
+
+    body = (Path(__file__).parents[1] / "fixtures" / "engines" / "vllm-0.32.0-cpu.metrics.txt").read_bytes()
+    slow = threading.Event()
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if slow.is_set():
+                time.sleep(0.6)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except BrokenPipeError:  # the client gave up: the timeout under test
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pods = [Pod(name="chat", slug="custom/stub", gpus=(0,), port=server.server_address[1])]
+    try:
+        for keep_s, kept in ((30.0, True), (0.0, False)):
+            slow.clear()
+            live = LiveState(RuntimeContext(runtime=FakeRuntime(), probe=FakeProbe()), pods=lambda: pods, metrics_timeout_s=0.2, metrics_keep_s=keep_s)
+            live._planned()
+            live.sources["workloads"].value = {"chat": Workload(pod="chat", status="running")}
+            live.sources["health"].value = {"chat": EndpointHealth(pod="chat", url="", healthy=True, checked_at=live.latest().taken_at)}
+            metrics = live.sources["metrics"]
+            assert metrics.step()
+            first = metrics.value["chat"]
+            assert first.error is None and first.metrics is not None and first.metrics.scrape_ms is not None
+            live._record(metrics)
+            slow.set()
+            assert metrics.step()
+            second = metrics.value["chat"]
+            assert second.error and "timed out" in second.error
+            live._record(metrics)
+            if kept:
+                assert second.metrics == first.metrics  # the same reading, its taken_at unchanged: its age shows
+                points = [s.points for s in live.history.snapshot().series if s.key == "pod/chat/running"]
+                assert points and len(points[0]) == 1  # the carried numbers are not a new point
+            else:
+                assert second.metrics is None
+            live.stop()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -219,3 +219,73 @@ def test_two_concurrent_ups_of_one_pod_leave_one_serving_container(rig):
     assert len(rig["docker"].containers.list(filters={"name": "^/c3-race$"})) == 1
     (row,) = c3_json("pod", "status")["pods"]
     assert row["serving"] and row["placement"]["verdict"] == "ok"
+
+
+def _kill_and_wait_restarted(container, count: int, timeout_s: float = 20.0) -> None:
+    """SIGKILL the container's engine (its main process, as Docker reports it) and wait until Docker's
+    `unless-stopped` policy has brought it back: RestartCount == count and running again."""
+    import signal
+    import time
+
+    container.reload()
+    os.kill(container.attrs["State"]["Pid"], signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        container.reload()
+        if container.attrs["RestartCount"] == count and container.status == "running":
+            return
+        assert time.monotonic() < deadline, f"not restarted {count}× within {timeout_s} s: {container.status}, RestartCount {container.attrs['RestartCount']}"
+        time.sleep(0.1)
+
+
+def test_a_container_docker_restarted_says_how_often_in_pod_status(rig):
+    create(rig, "chat", "0")
+    assert c3("pod", "up", "chat").returncode == 0
+    (row,) = c3_json("pod", "status")["pods"]
+    assert row["restart_count"] == 0
+    container = rig["docker"].containers.get("c3-chat")
+    _kill_and_wait_restarted(container, 1)
+    (row,) = c3_json("pod", "status")["pods"]
+    assert row["restart_count"] == 1 and row["running"], row
+    status = c3("pod", "status")
+    assert status.returncode == 0 and "⚠ restarted (1×)" in status.stdout, status.stdout
+
+
+async def test_the_cockpit_announces_a_docker_restart_once_and_counts_it_in_the_title(rig, monkeypatch):
+    """The real dockerd restarts a SIGKILLed engine under `unless-stopped`; the cockpit on the real
+    facade announces `restarted (1×)` once, keeps it in the mode bar's trouble count, and announces
+    again (`2×`) when Docker restarts it a second time."""
+    import asyncio
+
+    from c3.app import C3App
+    from c3.services_real import RealServices
+    from tests.cockpit.conftest import orchestration, wait_for
+
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    create(rig, "chat", "0")
+    assert (await asyncio.to_thread(c3, "pod", "up", "chat")).returncode == 0
+    container = rig["docker"].containers.get("c3-chat")
+    svc = await asyncio.to_thread(RealServices)
+    app = C3App(svc)
+    toasts: list[str] = []
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            notify = app.notify
+
+            def spy(message, **kwargs):
+                toasts.append(str(message))
+                return notify(message, **kwargs)
+
+            app.notify = spy  # type: ignore[method-assign]
+            await wait_for(pilot, lambda: any(p.state == "serving" for p in orchestration(app).pods), timeout=20, what="the pod serving")
+            await asyncio.to_thread(_kill_and_wait_restarted, container, 1)
+            await wait_for(pilot, lambda: any(m.startswith("chat: restarted") for m in toasts), timeout=10, what="the restart toast")
+            await pilot.pause(3.0)  # a few more readings of the same restart count
+            restarted = [m for m in toasts if m.startswith("chat: restarted")]
+            assert restarted == [restarted[0]] and restarted[0].startswith("chat: restarted (1×) — "), toasts
+            bar = str(app.screen.query_one("#modebar").render())
+            assert "1 restarted" in bar, bar
+            await asyncio.to_thread(_kill_and_wait_restarted, container, 2)
+            await wait_for(pilot, lambda: any(m.startswith("chat: restarted (2×)") for m in toasts), timeout=10, what="the second restart toast")
+    finally:
+        svc.close()
