@@ -9,7 +9,6 @@ from __future__ import annotations
 import getpass
 import re
 import socket
-from urllib.parse import urlparse
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -20,29 +19,28 @@ from textual.widgets import Button, Input, Static
 from c3.screens.base import CockpitModal
 from c3.services import NewNode
 
-# The same rules as backend.nodes.registry (a test keeps them equal); copied so the modal does not
-# import pydantic on the event loop.
-NODE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
-SSH_PATTERN = r"[A-Za-z0-9._-]+@(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?"
 FIELDS = ("name", "host", "ssh", "key")
 
 
 def node_field_problem(field: str, value: str, taken: set[str]) -> str | None:
-    """Why one field is not acceptable (None when it is)."""
+    """Why one field is not acceptable (None when it is): the registry's own rules
+    (`backend.models.names`), so what the form accepts is what `node add` accepts."""
+    from backend.models.names import check_endpoint_url, check_ssh_target, node_name_problem
+
     value = value.strip()
     if field == "name":
         if not value:
             return "give the node a name"
-        if not re.fullmatch(NODE_NAME_PATTERN, value) or len(value) > 63:
-            return "lower-case letters, digits, _ and -, starting with a letter or digit"
+        if problem := node_name_problem(value):
+            return problem
         if value.lower() in taken:
             return f"node `{value}` is already registered"
-    elif field == "host":
-        parsed = urlparse(value)
-        if parsed.scheme not in {"http", "https"} or not parsed.hostname:
-            return "the node's OpenAI endpoint, e.g. http://10.0.0.5:8000"
-    elif field == "ssh" and not re.fullmatch(SSH_PATTERN, value):
-        return "USER@HOST[:PORT], e.g. ubuntu@10.0.0.5"
+    elif field in ("host", "ssh"):
+        check, example = (check_endpoint_url, "http://10.0.0.5:8000") if field == "host" else (check_ssh_target, "ubuntu@10.0.0.5")
+        try:
+            check(value)
+        except ValueError as error:
+            return f"{error}; e.g. {example}"
     elif field == "key" and value:
         # Caught as typed, not when ssh first fails with it: a missing or unreadable key file.
         import os
@@ -62,7 +60,9 @@ def this_machine() -> NewNode:
     """This machine as a node: driven without SSH because its host is local."""
     name = re.sub(r"[^a-z0-9_-]", "-", socket.gethostname().split(".")[0].lower()).strip("-_") or "local"
     user = re.sub(r"[^A-Za-z0-9._-]", "", getpass.getuser()) or "root"
-    return NewNode(name if re.fullmatch(NODE_NAME_PATTERN, name) else "local", "http://127.0.0.1:8000", f"{user}@127.0.0.1")
+    from backend.models.names import node_name_problem
+
+    return NewNode(name if node_name_problem(name) is None else "local", "http://127.0.0.1:8000", f"{user}@127.0.0.1")
 
 
 class AddNodeModal(CockpitModal):

@@ -286,13 +286,6 @@ def test_parse_gpus_and_names():
     assert name_problem("Chat", set()) and name_problem("-x", set()) and name_problem("a", {"a"})
 
 
-def test_modal_name_rule_is_the_estate_rule():
-    from backend.models.estate import POD_NAME_PATTERN as ESTATE_RULE
-    from c3.modals.new_pod import POD_NAME_PATTERN
-
-    assert POD_NAME_PATTERN == ESTATE_RULE
-
-
 async def test_confirm_gate_shows_warnings_with_their_hints(demo_world):
     """A plan that may go ahead but carries a warning (here: the chosen port is bound on this host right
     now) shows it in the gate, amber, and Confirm stays enabled."""
