@@ -126,8 +126,8 @@ class CatalogRow(BaseModel):
     """`engine/name`."""
     engine: Engine
     """vllm, sglang, llamacpp or custom."""
-    model: str | None
-    """The Hugging Face model it serves (None for a custom entry)."""
+    model: str
+    """The Hugging Face model it serves (empty for a custom entry)."""
     tp: int
     """Tensor-parallel size."""
     pp: int

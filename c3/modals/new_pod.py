@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
     from backend.models import CatalogEntry, FitReport
 
-from backend.models.names import pod_name_problem
 from c3.screens.base import CockpitModal, describe_error
 from c3.services import NewPod, PodState
 from widgets.fit_breakdown import fit_lines, verdict_markup
@@ -61,6 +60,10 @@ def name_problem(name: str, taken: set[str]) -> str | None:
     """Why a pod name is not acceptable (None when it is)."""
     if not name:
         return "give the pod a name"
+    # The estate's own rule, imported on first use: by then the facade (built in a worker) has loaded
+    # backend.models, so nothing heavy is imported on the event loop.
+    from backend.models.names import pod_name_problem
+
     if problem := pod_name_problem(name):
         return problem
     if name.lower() in taken:
