@@ -36,11 +36,17 @@ def node_field_problem(field: str, value: str, taken: set[str]) -> str | None:
         if value.lower() in taken:
             return f"node `{value}` is already registered"
     elif field in ("host", "ssh"):
-        check, example = (check_endpoint_url, "http://10.0.0.5:8000") if field == "host" else (check_ssh_target, "ubuntu@10.0.0.5")
+        if field == "host":
+            check, shape = check_endpoint_url, "the node's OpenAI endpoint, e.g. http://10.0.0.5:8000"
+        else:
+            check, shape = check_ssh_target, "USER@HOST[:PORT], e.g. ubuntu@10.0.0.5"
         try:
             check(value)
         except ValueError as error:
-            return f"{error}; e.g. {example}"
+            # The registry's reason without the value it quotes (the field shows it): the shape with an
+            # example when the value is not that kind of thing at all, else what is wrong with it.
+            reason = re.sub(r"^`.*?` (?:is |has )?", "", str(error))
+            return shape if not value or reason.startswith("not ") else reason
     elif field == "key" and value:
         # Caught as typed, not when ssh first fails with it: a missing or unreadable key file.
         import os
