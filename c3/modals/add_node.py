@@ -7,6 +7,7 @@ None. `Ctrl+T` fills in this machine (a node whose host is this machine is drive
 from __future__ import annotations
 
 import getpass
+from collections.abc import Callable
 import re
 import socket
 
@@ -36,6 +37,7 @@ def node_field_problem(field: str, value: str, taken: set[str]) -> str | None:
         if value.lower() in taken:
             return f"node `{value}` is already registered"
     elif field in ("host", "ssh"):
+        check: Callable[[str], str]
         if field == "host":
             check, shape = check_endpoint_url, "the node's OpenAI endpoint, e.g. http://10.0.0.5:8000"
         else:
