@@ -5,6 +5,9 @@ Exit codes are part of the CLI contract (DESIGN.md): 1 refused/failed, 2 usage, 
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
 
 class C3Error(Exception):
     """A failure a user can act on: one line of what went wrong, optionally a hint of what to do."""
@@ -33,3 +36,13 @@ class EnvironmentProblem(C3Error):
     """Something outside c3 is missing or unreachable (Docker, NVML, SSH). Exit 3."""
 
     exit_code = 3
+
+
+def os_failure(error: OSError, path: Path | str, doing: str, hint: str | None = None) -> EnvironmentProblem:
+    """One environment-class error line for an OSError on `path` (never the errno's repr)."""
+    reason = error.strerror or type(error).__name__
+    if error.errno == errno.ENOSPC:
+        reason = "no space left on the device"
+    elif error.errno == errno.EROFS:
+        reason = "the file system is read-only"
+    return EnvironmentProblem(f"cannot {doing} {path}: {reason}", hint=hint or "check the folder's permissions and free space (C3_HOME / C3_STATE)")

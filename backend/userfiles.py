@@ -9,14 +9,13 @@ refuses (permission, I/O error, a file where a folder should be) is an environme
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from backend.errors import EnvironmentProblem, UsageError
+from backend.errors import UsageError, os_failure
 from backend.text import show
 
 KiB, MiB = 1024, 1024 * 1024
@@ -46,16 +45,6 @@ _KINDS = {
 def kind_of(mode: int) -> str:
     """What a non-regular file is, in words."""
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-
-
-def os_failure(error: OSError, path: Path | str, doing: str, hint: str | None = None) -> EnvironmentProblem:
-    """One environment-class error line for an OSError on `path` (never the errno's repr)."""
-    reason = error.strerror or type(error).__name__
-    if error.errno == errno.ENOSPC:
-        reason = "no space left on the device"
-    elif error.errno == errno.EROFS:
-        reason = "the file system is read-only"
-    return EnvironmentProblem(f"cannot {doing} {path}: {reason}", hint=hint or "check the folder's permissions and free space (C3_HOME / C3_STATE)")
 
 
 @overload

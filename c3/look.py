@@ -43,10 +43,10 @@ def wants_ascii(environ: Mapping[str, str] | None = None, forced: bool | None = 
     """`C3_ASCII=1` / `C3_ASCII=0` decide (the settings; `forced`); else ASCII unless the locale
     (LC_ALL, LC_CTYPE, LANG, in that order, as the C library reads them) names UTF-8."""
     if environ is None:
-        from backend.settings import current
+        from backend.views.preferences import display_settings
 
         environ = os.environ  # the terminal's locale: the C library's convention, not c3's configuration
-        forced = current().ascii if forced is None else forced
+        forced = display_settings().ascii if forced is None else forced
     elif forced is None and environ.get("C3_ASCII", "").strip() in ("1", "0"):
         forced = environ["C3_ASCII"].strip() == "1"
     if forced is not None:

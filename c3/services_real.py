@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from backend import paths
 from backend.actions import Action, Problem
+from backend.actions.session import DemoLease
 from backend.actions.workspace import Workspace
-from backend.errors import C3Error, EnvironmentProblem, Refused
+from backend.errors import C3Error, Refused
 from backend.models import CatalogEntry, FitReport, Gpu, GpuSnapshot, Pod
-from backend.runtime.models import Workload
 from backend.views import PodStatus
+from backend.views.estate_file import estate_path as default_estate_path
+from backend.views.live_estate import LiveEstate
 from c3.services import (
     NodeRow,
     PodRunState,
@@ -37,68 +37,33 @@ from c3.metrics_text import metrics_facts
 from c3.services_plans import recipes_rows
 
 HISTORY_SAMPLES = 180
-LIVE_PAUSABLE = ("placement",)
-"""The hub sources paused while no screen shows them (the others feed the history)."""
 
 
 class RealServices:
     """The facade over `backend/`. One runtime context for the app's lifetime (cheap to keep)."""
 
     def __init__(self, *, readonly: bool = False, demo: bool = False, estate_path: Path | None = None) -> None:
-        from backend.runtime.context import open_context
-
         self.readonly = readonly
         self.demo = demo
-        self.path = Path(estate_path) if estate_path else paths.estate_file()
-        self.ctx = open_context(demo=demo)
+        self.path = Path(estate_path) if estate_path else default_estate_path()
+        self.live = LiveEstate(self.path, demo=demo)
+        """The reads: one runtime context for the app's lifetime and the live hub."""
+        self.ctx = self.live.context
         self.workspace = Workspace(self.path, self.ctx)
         """What the writes act on: this estate file and this runtime context."""
         self._lock = threading.Lock()
         self._history: dict[int, deque[tuple[float, float]]] = {}
-        self._hub: Any = None
-        self._hub_failed = False
-        self._hub_lock = threading.Lock()
-        self._demo_lease: Path | None = None
+        self._demo_lease: DemoLease | None = None
         if demo:
-            from c3.demo import join_demo
+            from backend.actions.session import join_demo
 
             self._demo_lease = join_demo()  # the demo's pods stop when the last demo leaves
-        source = getattr(self.ctx.probe, "source", None) or f"no GPUs ({self.ctx.probe_problem})"
         where = "demo rig" if demo else socket.gethostname()
-        self.label = f"{where} · {source} · runtime {self.ctx.runtime.kind}"
+        self.label = f"{where} · {self.live.gpu_source} · runtime {self.live.runtime_kind}"
 
     # -- reads -----------------------------------------------------------------------------------
-    def _probe(self) -> Any:
-        if self.ctx.probe is None:
-            raise EnvironmentProblem(self.ctx.probe_problem or "no GPU probe", hint="c3 needs NVML, or C3_RIG=rig.yaml for a simulated rig")
-        return self.ctx.probe
-
-    def _live(self) -> Any:
-        """RUNTIME's live hub (GPU poller, workload events, health, placement in its own threads),
-        started on first use; None if it cannot start (then every read goes to the source directly)."""
-        with self._hub_lock:  # the first reads come from several workers at once: one hub, not one each
-            if self._hub is None and not self._hub_failed:
-                try:
-                    from backend.live import LiveState
-
-                    hub = LiveState(self.ctx, pods=self._estate_pods, health_path_of=self._health_path)
-                    hub.start()
-                    self._hub = hub
-                except Exception:  # noqa: BLE001 - the direct reads still work
-                    self._hub_failed = True
-        return self._hub
-
     def _read_gpus(self) -> list[GpuSnapshot]:
-        hub = self._live()
-        if hub is None:
-            return list(self._probe().snapshots())
-        snap = hub.latest()
-        status = snap.source("gpus")
-        if status is not None and status.stale:
-            raise EnvironmentProblem(f"GPU readings stopped: {status.error or 'no answer'}")
-        if not snap.gpus:  # the hub's first reading is not in yet
-            return list(self._probe().snapshots())
-        return list(snap.gpus)
+        return self.live.gpu_snapshots()
 
     def gpu_snapshots(self) -> list[GpuSnapshot]:
         snapshots = self._read_gpus()
@@ -132,55 +97,7 @@ class RealServices:
         return self.workspace.health_path(pod)
 
     def pod_states(self) -> list[PodState]:
-        from backend.runtime.status import pod_rows
-
-        pods = self._estate_pods()
-        if not pods:
-            return []
-        hub = self._live()
-        status = hub.latest().source("workloads") if hub is not None else None
-        if hub is None or status is None or status.last_ok is None:
-            # No hub, or it has not read the workloads yet (just started): read them directly rather than
-            # call every pod "not running" — a pod from another estate would lose its explanation.
-            rows = pod_rows(self.ctx, pods, health_path_of=self._health_path, estate=str(self.path.resolve()))
-            return [self._state_of(row) for row in rows]
-        return [self._state_of(row) for row in self._live_rows(hub, pods)]
-
-    def _live_rows(self, hub: Any, pods: list[Pod], snap: Any = None) -> list[PodStatus]:
-        """`pod status` rows from the hub's latest snapshot; a pod the hub has not seen yet (just
-        created) is listed at once, as down."""
-        from backend.runtime.status import describe_estate, same_estate
-        from backend.views import PodStatus
-
-        mine = str(self.path.resolve())
-        snap = snap if snap is not None else hub.latest()
-        status = snap.source("workloads")
-        if status is not None and status.stale:
-            raise EnvironmentProblem(f"the runtime stopped answering: {status.error or 'no answer'}")
-        live = {p.name: p for p in snap.pods}
-        workloads = {w.pod: w for w in snap.workloads}
-        rows = []
-        for pod in pods:
-            entry = live.get(pod.name)
-            workload = (entry.workload if entry else None) or workloads.get(pod.name)
-            if workload is not None and not same_estate(workload.estate, mine):
-                # c3-<name> from another estate file is not this pod (workloads are estate + name).
-                other = PodStatus.absent(pod, f"container c3-{pod.name} belongs to {describe_estate(workload.estate)}")
-                rows.append(other.model_copy(update={"state": "other-estate", "other_estate": workload.estate or ""}))
-                continue
-            running = bool(workload and workload.running)
-            serving = running and bool(entry and entry.health and entry.health.healthy)
-            place = entry.placement if entry else None
-            if place is not None and running and place.verdict == "unknown" and "not running" in place.reason:
-                place = None  # from before it started; the next placement read will judge it
-            row = PodStatus.absent(pod, "verifying placement…" if running else "the pod is not running")
-            metrics = entry.metrics if serving and entry and entry.metrics else None
-            rows.append(row.model_copy(update={
-                "running": running, "serving": serving, "state": workload.status if workload else "absent", "placement": place or row.placement,
-                "metrics": metrics.metrics if metrics else None, "metrics_error": metrics.error if metrics else None,
-                "restart_count": workload.restart_count if workload else 0,
-            }))
-        return rows
+        return [self._state_of(row) for row in self.live.pod_statuses(self._estate_pods())]
 
     @staticmethod
     def _state_of(row: PodStatus) -> PodState:
@@ -212,16 +129,12 @@ class RealServices:
         return self.workspace.fit(slug, gpus)
 
     def propose_port(self, slug: str) -> int:
-        from backend.estate import default_port, load_estate
-        from backend.models import Estate
+        from backend.views.estate_file import proposed_port
 
-        entry = self.catalog_obj().get(slug)
-        estate = load_estate(self.path) if self.path.exists() else Estate()
-        return default_port(estate, entry.default_port)
+        return proposed_port(self.path, self.catalog_obj().get(slug).default_port)
 
     def pod_logs(self, name: str, tail: int, timestamps: bool = False) -> list[str]:
-        from backend.actions.workspace import pod_log
-        from backend.errors import C3Error
+        from backend.views.workloads import pod_log
 
         try:
             log = pod_log(self.ctx, name, tail, timestamps=timestamps)
@@ -235,16 +148,8 @@ class RealServices:
 
     def pod_details(self, name: str) -> PodDetails:
         pod = self._pod(name)
-        hub = self._live()
-        if hub is not None:
-            # The state and the workload line from one hub snapshot: two reads could say `serving` and
-            # `exited` about the same pod.
-            snap = hub.latest()
-            state = self._state_of(self._live_rows(hub, [pod], snap)[0])
-            workload = next((w for w in snap.workloads if w.pod == pod.name), None) or Workload(pod=pod.name, status="absent")
-        else:
-            state = next((s for s in self.pod_states() if s.name == pod.name), PodState(pod.name, pod.slug, pod.port, tuple(pod.gpus)))
-            workload = self.ctx.runtime.workload(pod.name)
+        row, workload = self.live.pod_reading(pod)
+        state = self._state_of(row)
         by_index = {g.index: g for g in self._gpus()}
         facts: list[tuple[str, str]] = [
             ("estate file", str(self.path)),
@@ -267,58 +172,27 @@ class RealServices:
         return PodDetails(pod=state, facts=tuple(facts), fit=report)
 
     def set_live(self, active: bool) -> None:
-        hub = self._hub
-        if hub is None:
-            return
-        # Only placement pauses (its runtime.owners() is the costly read): GPUs, workloads, health and
-        # metrics keep running under a modal or another mode, because the history records them.
-        for name in LIVE_PAUSABLE:
-            if active:
-                hub.resume(name)
-            else:
-                hub.pause(name)
-        if active:
-            hub.refresh()
+        self.live.set_live(active)
 
     def gpu_processes(self) -> list[Any]:
         """Every compute process on the GPUs with its pod (or none: foreign), user and command
-        (`backend.runtime.gpu_processes.GpuProcessRow`), GPU then pid order."""
-        from backend.runtime.gpu_processes import process_rows
-
-        return process_rows(self._read_gpus(), self._estate_pods(), self.ctx.runtime.owners)
+        (`backend.models.gpu.GpuProcessRow`), GPU then pid order."""
+        return self.live.gpu_processes(self._estate_pods())
 
     def history(self) -> Any:
         """The live hub's recorded history (`backend.live.history.HistoryView`); empty without a hub."""
-        from backend.live.history import HistoryView
-
-        hub = self._live()
-        if hub is None:
-            return HistoryView(taken_at=time.time(), window_s=0.0)
-        return hub.history.snapshot()
+        return self.live.history()
 
     def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
-        hub = self._live()
-        if hub is None:
-            return lambda: None
-        last: list[tuple[Any, ...] | None] = [None]
-
-        def changed(snap: Any) -> None:
-            # The hub publishes on every GPU reading too; only a pod's own transitions are news here.
-            key = tuple((p.name, p.workload.status if p.workload else None, bool(p.health and p.health.healthy),
-                         p.placement.verdict if p.placement else None) for p in snap.pods)
-            if key != last[0]:
-                last[0] = key
-                on_change()
-
-        return hub.subscribe(changed)
+        return self.live.subscribe(on_change)
 
     def nodes(self) -> list[NodeRow]:
         return node_rows(self)
 
     def registered_nodes(self) -> list[NodeRow]:
-        from backend.nodes.registry import load_registry
+        from backend.views.registry import registered_nodes
 
-        return [NodeRow(n.name, n.host, n.ssh, n.local, ssh_key=n.ssh_key) for n in load_registry().nodes]
+        return [NodeRow(n.name, n.host, n.ssh, n.local, ssh_key=n.ssh_key) for n in registered_nodes()]
 
     def pools(self) -> list[PoolRow]:
         return pool_rows()
@@ -357,25 +231,19 @@ class RealServices:
         try:
             return plan.action.run(progress)
         finally:
-            if self._hub is not None:
-                self._hub.refresh()  # the live view catches up with the write at once
+            self.live.refresh()  # the live view catches up with the write at once
 
     def close(self) -> None:
         """A normal cockpit leaves pods running; the demo stops its stub processes."""
-        if self._hub is not None:
-            self._hub.stop()
-        if self.demo:
-            from c3.demo import leave_demo, stop_demo_pods
-
-            lease, self._demo_lease = self._demo_lease, None
-            if leave_demo(lease):
-                stop_demo_pods()
+        self.live.close()
+        if self._demo_lease is not None:
+            self._demo_lease.release()
 
 
 def build_services(readonly: bool = False, demo: bool = False, estate_path: Path | None = None) -> RealServices:
     """The facade `c3` and `c3 demo` run on (`c3 --file P` shows and edits that estate file)."""
     if demo:
-        from c3.demo import enter_demo
+        from backend.actions.session import enter_demo
 
         enter_demo()
     return RealServices(readonly=readonly, demo=demo, estate_path=estate_path)

@@ -1,5 +1,5 @@
 """What the pod writes act on — one estate file, one runtime context — and the rules both front ends
-used to write twice: what blocks a boot, a pod's health path, where a pod's log comes from.
+used to write twice: what blocks a boot, a pod's health path (`backend.catalog.health`).
 """
 
 from __future__ import annotations
@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend.errors import C3Error, EnvironmentProblem, Refused
+from backend.errors import EnvironmentProblem, Refused
 
 if TYPE_CHECKING:
     from backend.models import FitReport, Gpu, Pod
     from backend.runtime.context import RuntimeContext
 
-DEFAULT_HEALTH_PATH = "/v1/models"
-"""What a pod whose catalog entry cannot be read is asked (every OpenAI server answers it)."""
+__all__ = ["Workspace", "boot_blockers"]
 
 
 @dataclass
@@ -103,21 +102,15 @@ class Workspace:
         return found
 
     def health_path(self, pod: Pod) -> str:
+        """The path that says `pod` serves (`backend.catalog.health`: its entry's, else `/v1/models`)."""
+        from backend.catalog.health import health_path
+
         return health_path(self.catalog, pod)
 
     def running_pods(self) -> list[str]:
         """The estate's pods that have a workload (running or exited but not removed)."""
         workloads = self.ctx.runtime.workloads()
         return [p.name for p in self.pods() if workloads.get(p.name) and workloads[p.name].status != "absent"]
-
-
-def health_path(catalog: Any, pod: Pod) -> str:
-    """The path that says a pod serves: its catalog entry's, else `/v1/models`. `catalog` is a
-    callable returning the catalog (so a broken catalog costs this pod only its own entry)."""
-    try:
-        return str(catalog().get(pod.slug).health_path)
-    except (C3Error, ImportError):
-        return DEFAULT_HEALTH_PATH
 
 
 def boot_blockers(ws: Workspace, names: list[str], *, force: bool) -> list[Problem]:
@@ -134,30 +127,6 @@ def boot_blockers(ws: Workspace, names: list[str], *, force: bool) -> list[Probl
             out.append(Problem(problem.message, hint=problem.hint))
     return out
 
-
-@dataclass(frozen=True)
-class PodLog:
-    """A pod's log: its workload's, or — with no workload — its last boot log."""
-
-    lines: list[str]
-    boot_log: Path | None = None
-    """Set when the lines come from the last boot log (there is no container)."""
-
-
-def pod_log(ctx: RuntimeContext, name: str, tail: int, *, workload: Any = None, timestamps: bool = False) -> PodLog | None:
-    """The last `tail` lines of a pod's engine output (each line prefixed with the runtime's receive
-    time when `timestamps`), falling back to its last boot log when it has no workload; None when
-    there is neither. Raises C3Error when the boot log cannot be read."""
-    from backend.runtime.bootlog import read_tail
-
-    workload = workload if workload is not None else ctx.runtime.workload(name)
-    if workload.status != "absent":
-        return PodLog(ctx.runtime.logs(name, tail=tail, timestamps=timestamps).splitlines()[-tail:] if tail else [])
-    found = read_tail(name, tail)
-    if found is None:
-        return None
-    boot, lines = found
-    return PodLog(lines, boot)
 
 if TYPE_CHECKING:
     from backend.actions.base import Problem

@@ -23,7 +23,7 @@ from backend.models.catalog import CatalogEntry
 from backend.models.estate import Estate, Pod, Problem
 from backend.models.fit import FitReport
 from backend.models.gpu import Gpu
-from backend.userfiles import os_failure
+from backend.errors import os_failure
 
 IsRunning = Callable[[Pod], bool | None]
 """Asks the runtime whether a pod's container runs: True, False, or None when it cannot tell."""

@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-POD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+from backend.models.names import POD_NAME_MAX, POD_NAME_PATTERN
+
+__all__ = ["POD_NAME_PATTERN", "Estate", "Pod", "Problem"]
 
 
 class Pod(BaseModel):
@@ -14,7 +16,7 @@ class Pod(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(pattern=POD_NAME_PATTERN, max_length=63)
+    name: str = Field(pattern=POD_NAME_PATTERN, max_length=POD_NAME_MAX)
     """`[a-z0-9][a-z0-9-]*`, unique case-insensitively; the container is `c3-<name>`."""
     slug: str
     """A catalog entry, `engine/name` (club-3090 files say `compose:`; both are accepted)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 
 class Gpu(BaseModel):
@@ -71,3 +71,42 @@ class GpuSnapshot(BaseModel):
     """Enforced power limit, watts."""
     processes: tuple[ComputeProcess, ...] = ()
     """Compute processes on this GPU."""
+
+
+class GpuProcessRow(BaseModel):
+    """One compute process on one GPU, as the cockpit's process view and `c3 gpus --processes` show it."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    pid: int
+    """Host pid."""
+    gpu_index: int
+    """The GPU it really runs on (host index)."""
+    gpu_uuid: str
+    """That GPU's UUID."""
+    used_mib: int | None = None
+    """GPU memory it holds (None: NVML did not say, e.g. on some consumer drivers)."""
+    pod: str | None = None
+    """The c3 pod whose container it runs in; None: not a c3 pod (foreign)."""
+    planned_gpus: tuple[int, ...] | None = None
+    """The GPUs that pod plans (None for a foreign process or a pod not in the estate)."""
+    user: str | None = None
+    """Owner of the process (None: gone or not visible)."""
+    command: str | None = None
+    """Its command line, spaces between arguments (None: gone or not visible)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def foreign(self) -> bool:
+        """Not a c3 pod's process."""
+        return self.pod is None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def misplaced(self) -> bool:
+        """A pod's process on a GPU the pod did not ask for."""
+        return self.pod is not None and self.planned_gpus is not None and self.gpu_index not in self.planned_gpus
+
+    def row(self) -> dict[str, object]:
+        """The `c3 gpus --processes --json` form (its fields, then `foreign` and `misplaced`)."""
+        return self.model_dump(mode="json")

@@ -9,7 +9,6 @@ on 127.0.0.1 — or when it was added with `--local`. Every name passed to `--no
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import re
 import socket
 import subprocess
@@ -24,10 +23,10 @@ from backend import paths
 from backend.atomic import locked, write_atomic
 from backend.errors import C3Error, Refused, UsageError
 from backend.text import show
-from backend.userfiles import load_json, os_failure, read_text
+from backend.errors import os_failure
+from backend.models.names import NODE_NAME_MAX, NODE_NAME_PATTERN, check_endpoint_url, check_ssh_target
+from backend.userfiles import load_json, read_text
 
-NODE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
-NODE_NAME_MAX = 63
 
 
 class Node(BaseModel):
@@ -158,63 +157,6 @@ def resolved_addresses(host: str) -> tuple[str, ...]:
     finally:
         pool.shutdown(wait=False)
     return tuple(sorted({str(i[4][0]).split("%", 1)[0].lower() for i in infos}))
-
-
-_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
-_SSH_TARGET = re.compile(r"(?P<user>[A-Za-z0-9._-]{1,64})@(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9._-]{1,253}))(?::(?P<port>\d{1,5}))?")
-
-
-def _valid_host(host: str) -> bool:
-    """A DNS name or an IP address (IPv6 without its brackets)."""
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return bool(_HOSTNAME.fullmatch(host)) and not host.replace(".", "").isdigit()
-
-
-def redact_url(url: str) -> str:
-    """`url` with any `user:password@` replaced by `***@`, for messages."""
-    return re.sub(r"(//)[^/@]*@", r"\1***@", show(url, 200))
-
-
-def check_endpoint_url(url: str) -> str:
-    """An http(s) base URL with a valid host and port and no credentials; ValueError says why.
-
-    The message never repeats a password: credentials in the URL are refused, not echoed.
-    """
-    if not isinstance(url, str) or not url or len(url) > 2048:
-        raise ValueError("must be an http(s) URL of at most 2048 characters")
-    parsed = urlparse(url.strip())
-    if parsed.scheme not in {"http", "https"} or not parsed.netloc:
-        raise ValueError(f"`{show(redact_url(url), 120)}` is not an http(s) URL")
-    if "@" in parsed.netloc:
-        raise ValueError(f"`{redact_url(url)}` carries credentials (user:password@); c3 stores no secrets in nodes.json")
-    try:
-        port = parsed.port
-    except ValueError:
-        raise ValueError(f"`{redact_url(url)}` has a port that is not a number from 1 to 65535") from None
-    if port == 0:
-        raise ValueError(f"`{redact_url(url)}` has port 0")
-    host = parsed.hostname or ""
-    if not host or not _valid_host(host):
-        raise ValueError(f"`{redact_url(url)}` has no valid host name or address")
-    if parsed.query or parsed.fragment:
-        raise ValueError(f"`{redact_url(url)}` has a query or fragment; give the base URL")
-    return url.strip().rstrip("/")
-
-
-def check_ssh_target(target: str) -> str:
-    """`USER@HOST[:PORT]` (IPv6 in brackets) with a valid host and port; ValueError says why."""
-    match = _SSH_TARGET.fullmatch(target) if isinstance(target, str) else None
-    if match is None:
-        raise ValueError(f"`{show(target, 80)}` is not USER@HOST[:PORT]")
-    host = match["v6"] or match["host"]
-    if not _valid_host(host) or (match["v6"] and ":" not in host):
-        raise ValueError(f"`{show(target, 80)}` has no valid host name or address")
-    if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
-        raise ValueError(f"`{show(target, 80)}` has a port outside 1–65535")
-    return target
 
 
 def _validate_url(url: str) -> str:

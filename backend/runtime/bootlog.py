@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from backend.paths import state_home
-from backend.userfiles import os_failure, read_text
+from backend.errors import os_failure
+from backend.userfiles import read_text
 
 KEEP = 5
 MAX_BYTES = 4 * 1024 * 1024

@@ -17,10 +17,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from backend.models import GpuSnapshot, Pod
+from backend.models.gpu import GpuProcessRow
 from backend.secrets_env import SECRET_VALUE
+
+__all__ = ["GpuProcessRow", "process_rows", "proc_identity", "redact_argv"]
 
 PROC = Path("/proc")
 CMDLINE_MAX = 4096
@@ -47,43 +48,6 @@ def redact_argv(args: list[str]) -> str:
             out.append(arg)
         hide_next = bool(SECRET_FLAG.match(arg))
     return " ".join(out)
-
-
-class GpuProcessRow(BaseModel):
-    """One compute process on one GPU, as the cockpit's process view and `c3 gpus --processes` show it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    pid: int
-    """Host pid."""
-    gpu_index: int
-    """The GPU it really runs on (host index)."""
-    gpu_uuid: str
-    """That GPU's UUID."""
-    used_mib: int | None = None
-    """GPU memory it holds (None: NVML did not say, e.g. on some consumer drivers)."""
-    pod: str | None = None
-    """The c3 pod whose container it runs in; None: not a c3 pod (foreign)."""
-    planned_gpus: tuple[int, ...] | None = None
-    """The GPUs that pod plans (None for a foreign process or a pod not in the estate)."""
-    user: str | None = None
-    """Owner of the process (None: gone or not visible)."""
-    command: str | None = None
-    """Its command line, spaces between arguments (None: gone or not visible)."""
-
-    @property
-    def foreign(self) -> bool:
-        """Not a c3 pod's process."""
-        return self.pod is None
-
-    @property
-    def misplaced(self) -> bool:
-        """A pod's process on a GPU the pod did not ask for."""
-        return self.pod is not None and self.planned_gpus is not None and self.gpu_index not in self.planned_gpus
-
-    def row(self) -> dict[str, object]:
-        """The `c3 gpus --processes --json` form."""
-        return {**self.model_dump(mode="json"), "foreign": self.foreign, "misplaced": self.misplaced}
 
 
 def proc_identity(pid: int, proc: Path = PROC) -> tuple[str | None, str | None]:

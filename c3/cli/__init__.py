@@ -71,9 +71,9 @@ def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool, ascii_on
         from c3.cli.cockpit import run_cockpit
 
         if estate_path is not None:
-            from backend.estate import load_estate
+            from backend.views.estate_file import planned_pods
 
-            load_estate(estate_path)  # a bad --file is one error line here, not a stale cockpit
+            planned_pods(estate_path)  # a bad --file is one error line here, not a stale cockpit
         run_cockpit(readonly=readonly, color=color, no_mouse=no_mouse, demo=False, estate_path=estate_path, bell=bell, ascii=ascii_only)
 
 
@@ -102,11 +102,11 @@ def main(argv: list[str] | None = None) -> None:
         except (AttributeError, ValueError):
             pass
     try:
-        # One settings object for the whole command (backend.settings): a bad C3_* value is one
-        # usage line here, before anything runs.
-        from backend import settings
+        # One settings object for the whole command (backend.actions.session): a bad C3_* value is
+        # one usage line here, before anything runs.
+        from backend.actions.session import command_settings
 
-        with settings.using(settings.load()):
+        with command_settings():
             cli.main(args=argv, prog_name="c3", standalone_mode=False)
     except SystemExit:
         # click handles EPIPE itself (`c3 … | head`): it wraps stdout in its pacifying wrapper and
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as error:
         # The last net under every file c3 touches in C3_HOME / C3_STATE (a read-only or full file
         # system, a file where a folder should be): one line with the path, exit 3 (environment).
-        from backend.userfiles import os_failure
+        from backend.errors import os_failure
 
         fail(os_failure(error, error.filename or "a file", "use"))
     except KeyboardInterrupt:

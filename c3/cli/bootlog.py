@@ -4,12 +4,11 @@ fit-check prediction is compared with."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from backend.errors import Refused, UsageError
+from backend.errors import Refused
 from c3.cli.common import emit_json, json_option
 
 FIELDS = [
@@ -36,19 +35,9 @@ def bootlog(path: str, as_json: bool) -> None:
 
     Exit 0 when at least one memory line was found; 1 when the log has none.
     """
-    from backend.fit.bootlog import parse_boot_log
+    from backend.views.fit import read_boot_log
 
-    from backend.userfiles import LIMITS, read_text
-
-    if path == "-":
-        cap = LIMITS["boot log"]
-        raw = sys.stdin.buffer.read(cap + 1)
-        if len(raw) > cap:
-            raise UsageError(f"the boot log on stdin is larger than {cap // (1024 * 1024)} MiB", hint="pass the engine's start-up output, e.g. `docker logs c3-chat 2>&1 | head -c 10M`")
-        text = raw.decode("utf-8", errors="replace")
-    else:
-        text = read_text(Path(path), what="boot log", errors="replace") or ""
-    report = parse_boot_log(text)
+    report = read_boot_log(None if path == "-" else Path(path))
     found = {key: getattr(report, key) for key, _, _ in FIELDS if getattr(report, key) not in (None, [], {})}
     if as_json:
         emit_json(report.model_dump(mode="json"))

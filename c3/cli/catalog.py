@@ -21,28 +21,10 @@ order given) and adds its verdict and available KV memory. Exit 0; 2 for a malfo
 @click.option("--fits-on", "fits_on", help="Host GPU indices to price every slug on, e.g. 0,1.")
 @json_option
 def catalog(fits_on: str | None, as_json: bool) -> None:
-    from backend.catalog import load_catalog
+    from backend.views.fit import catalog_rows
 
-    cat = load_catalog()
-    verdicts: dict[str, dict[str, Any]] = {}
-    if fits_on:
-        from backend.fit import fit_on_gpus
-        from c3.cli.fit import probe_gpus
-
-        gpus = probe_gpus(parse_index_list(fits_on, what="--fits-on"))
-        for entry in cat.entries:
-            if entry.gpu_count > len(gpus):
-                continue
-            report = fit_on_gpus(entry, gpus[: entry.gpu_count], catalog=cat)
-            verdicts[entry.slug] = {"verdict": report.verdict, "available_kv_gib": report.available_kv_gib, "max_concurrency": report.max_concurrency}
-    rows: list[dict[str, Any]] = []
-    for entry in cat.entries:
-        if fits_on and entry.slug not in verdicts:
-            continue
-        row = {"slug": entry.slug, "engine": entry.engine, "model": entry.model, "tp": entry.tp, "pp": entry.pp,
-               "default_port": entry.default_port, "status": entry.status, "image": entry.image, "user": entry.user}
-        row.update(verdicts.get(entry.slug, {}))
-        rows.append(row)
+    found = catalog_rows(parse_index_list(fits_on, what="--fits-on") if fits_on else None)
+    rows: list[dict[str, Any]] = [r.model_dump(mode="json", exclude_unset=True) for r in found]
     if as_json:
         emit_json({"entries": rows})
         return

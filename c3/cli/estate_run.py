@@ -11,7 +11,9 @@ from backend.models import Pod
 from c3.cli.common import file_option
 from backend.actions import refuse_on
 from backend.actions.workspace import Workspace
-from c3.cli.pod_runtime import echo_step, gpu_mode_option, load_pods, report_outcome, resolve_file
+from backend.views.estate_file import estate_path as resolve_file
+from backend.views.estate_file import planned_pods as load_pods
+from c3.cli.pod_runtime import echo_step, gpu_mode_option, report_outcome
 
 
 def select(pods: list[Pod], only: str | None, path: Path) -> list[Pod]:

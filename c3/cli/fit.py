@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from backend.errors import Refused, UsageError
+from backend.errors import UsageError
 from backend.models import FitReport
-from backend.models.gpu import Gpu
+from backend.views.fit import fit_config_file, fit_slug
 from c3.cli.common import emit_json, json_option, parse_index_list
 
 KV_CHOICES = ["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
@@ -52,13 +52,6 @@ def _float_list(text: str, what: str) -> list[float]:
     if not values:
         raise UsageError(f"{what} needs at least one value, e.g. {what} 23.58")
     return values
-
-
-def default_util(engine: str, version: tuple[int, int] | None) -> float:
-    """The engine's own default fraction: SGLang ~0.85; vLLM 0.90, 0.92 from the v0.25 era on."""
-    if engine == "sglang":
-        return 0.85
-    return 0.92 if version is not None and version >= (0, 25) else 0.90
 
 
 def _gib(value: float | None) -> str:
@@ -116,47 +109,18 @@ def _payload(report: FitReport, **extra: object) -> dict:
     return data
 
 
-def probe_gpus(indices: list[int]) -> list[Gpu]:
-    """This machine's GPUs at `indices`, in that order; Refused naming the ones it does not have."""
-    from backend.gpu import get_probe
-
-    measured = {g.index: g for g in get_probe().gpus()}
-    missing = [i for i in indices if i not in measured]
-    if missing:
-        have = ", ".join(str(i) for i in sorted(measured)) or "none"
-        raise Refused(f"GPU {', '.join(map(str, missing))} is not on this machine (GPUs: {have})", hint="`c3 gpus` lists them")
-    return [measured[i] for i in indices]
-
-
 def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int | None, as_json: bool) -> int:
-    from backend.catalog import load_catalog
-    from backend.fit import fit_on_cards, fit_on_gpus
-
     if bool(gpus) == bool(cards):
         raise UsageError("give exactly one of --gpus and --card", hint="e.g. c3 fit vllm/qwen3-8b --card rtx-3090")
-    catalog = load_catalog()
-    entry = catalog.get(slug)
     if cards:
-        ids = [c.strip().lower() for c in cards.split(",") if c.strip()]
-        if not ids:
-            raise UsageError("--card needs at least one card id, e.g. --card rtx-3090")
-        report = fit_on_cards(entry, ids, max_model_len=max_model_len, catalog=catalog)
-        where = "cards " + ", ".join(ids)
+        found = fit_slug(slug, cards=[c.strip().lower() for c in cards.split(",") if c.strip()], max_model_len=max_model_len)
     else:
-        indices = parse_index_list(gpus or "")
-        report = fit_on_gpus(entry, probe_gpus(indices), max_model_len=max_model_len, catalog=catalog)
-        where = "GPU " + ",".join(map(str, indices))
-    if entry.engine == "llamacpp":
-        setup = f"llama.cpp, layers split over {entry.gpu_count} GPU(s), --ctx-size {entry.max_model_len or 0:,}"
-    else:
-        fraction = "mem_fraction_static" if entry.engine == "sglang" else "util"
-        setup = f"{entry.engine}, tp {entry.tp} × pp {entry.pp}, {fraction} {entry.gpu_memory_utilization:.2f}"
-    title = f"{entry.slug} ({setup}) on {where}"
+        found = fit_slug(slug, gpus=parse_index_list(gpus or ""), max_model_len=max_model_len)
     if as_json:
-        emit_json(_payload(report, slug=entry.slug, tp=entry.tp, pp=entry.pp))
+        emit_json(_payload(found.report, slug=found.slug, tp=found.tp, pp=found.pp))
     else:
-        click.echo(render(report, title))
-    return _exit_for(report, f"{entry.slug} on {where}")
+        click.echo(render(found.report, f"{found.slug} ({found.setup}) on {found.where}"))
+    return _exit_for(found.report, f"{found.slug} on {found.where}")
 
 
 def _fit_config(
@@ -164,46 +128,18 @@ def _fit_config(
     max_num_seqs: int | None, batched: int | None, kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
     *, enforce_eager: bool = False, block_size: int | None = None, gpu_name: str | None = None,
 ) -> int:
-    from backend.catalog.configs import load_config_file
-    from backend.fit import fit_config
-    from backend.fit.plan import Knobs, parse_version
-
     if vram is None or tp is None:
         raise UsageError("--config needs --vram-gib and --tp", hint="e.g. c3 fit --config config.json --vram-gib 23.58 --tp 1")
-    totals = _float_list(vram, "--vram-gib")
-    ranks = tp * pp
-    if len(totals) == 1:
-        totals = totals * ranks
-    if len(totals) != ranks:
-        raise UsageError(f"--vram-gib lists {len(totals)} GPUs but tp {tp} × pp {pp} needs {ranks}", hint="give one value per rank, or one for all")
-    if weights_gib is not None and (not math.isfinite(weights_gib) or weights_gib < 0):
-        raise UsageError("--weights-gib must be a size in GiB ≥ 0")
-    spec = load_config_file(config)
-    version = parse_version(engine_version) if engine_version else None
-    if engine_version and version is None:
-        raise UsageError(f"--engine-version: `{engine_version}` is not a version like 0.11.0")
-    knobs = Knobs(
-        engine=engine,
-        tp=tp,
-        pp=pp,
-        util=util if util is not None else default_util(engine, version),
-        max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=batched,
-        kv_cache_dtype=kv_dtype,
-        block_size=block_size,
-        enforce_eager=enforce_eager,
-        version=version,
-        weights_gib=weights_gib,
-        quantized=bool(spec.quant_method),
+    found = fit_config_file(
+        config, _float_list(vram, "--vram-gib"), tp=tp, pp=pp, engine=engine, engine_version=engine_version, weights_gib=weights_gib,
+        util=util, max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, kv_cache_dtype=kv_dtype,
+        block_size=block_size, enforce_eager=enforce_eager, gpu_name=gpu_name,
     )
-    report = fit_config(spec, totals, knobs, gpu_name=gpu_name)
-    title = f"{config.name} ({spec.architecture or spec.model_type}, {engine}, tp {tp} × pp {pp}, util {knobs.util:.2f}) on {', '.join(f'{t:g}' for t in totals)} GiB"
     if as_json:
-        emit_json(_payload(report, config=str(config), tp=tp, pp=pp))
+        emit_json(_payload(found.report, config=str(config), tp=tp, pp=pp))
     else:
-        click.echo(render(report, title))
-    return _exit_for(report, config.name)
+        click.echo(render(found.report, found.title))
+    return _exit_for(found.report, config.name)
 
 
 @click.command("fit", help=HELP)

@@ -6,39 +6,8 @@ from typing import Any
 
 import click
 
-from backend.cards import match_card
-from backend.gpu import get_probe
-from backend.models.gpu import Gpu, GpuSnapshot
+from backend.views.gpus import gpu_list, gpu_process_list
 from c3.cli.common import emit_json, json_option
-
-
-def card_id(gpu: Gpu) -> str | None:
-    """The card profile the fit-check will use for this GPU (None: unprofiled)."""
-    profile = match_card(gpu)
-    return profile.id if profile is not None else None
-
-
-def gpu_row(snap: GpuSnapshot) -> dict[str, Any]:
-    """One GPU as `c3 gpus --json` prints it (the contract's keys first, then extras)."""
-    gpu = snap.gpu
-    return {
-        "index": gpu.index,
-        "uuid": gpu.uuid,
-        "name": gpu.name,
-        "total_mib": gpu.total_mib,
-        "used_mib": snap.used_mib,
-        "sm": gpu.sm,
-        "free_mib": snap.free_mib,
-        "reserved_mib": gpu.reserved_mib,
-        "cuda_total_mib": gpu.cuda_total_mib,
-        "ecc": gpu.ecc,
-        "card": card_id(gpu),
-        "util_pct": snap.util_pct,
-        "temp_c": snap.temp_c,
-        "power_w": snap.power_w,
-        "power_limit_w": snap.power_limit_w,
-        "processes": [{"pid": p.pid, "used_mib": p.used_mib} for p in snap.processes],
-    }
 
 
 def _or(value: Any, unit: str = "", missing: str = "–") -> str:
@@ -102,38 +71,17 @@ def _process_table(rows: list[dict[str, Any]], source: str) -> str:
     return "\n".join(out)
 
 
-def process_rows_now() -> tuple[list[dict[str, Any]], str]:
-    """Every compute process on this machine's GPUs, mapped to the estate's pods by the runtime."""
-    from backend.estate import load_estate
-    from backend.paths import estate_file
-    from backend.runtime.context import open_context
-    from backend.runtime.gpu_processes import process_rows
-
-    probe = get_probe()
-    snapshots = probe.snapshots()
-    path = estate_file()
-    pods = load_estate(path).pods if path.exists() else []
-    if not any(s.processes for s in snapshots):
-        return [], probe.source  # nothing to attribute: the runtime (Docker) is not asked
-    ctx = open_context()
-    return [r.row() for r in process_rows(snapshots, pods, ctx.runtime.owners)], probe.source
-
-
 @click.command("gpus")
 @json_option
 @click.option("--processes", "processes", is_flag=True, help="List the compute processes on the GPUs: pid, memory, pod (or foreign), user, command.")
 def gpus(as_json: bool, processes: bool) -> None:
     """List this machine's GPUs: memory, compute capability, load, and the card profile they map to."""
-    if processes:
-        rows, source = process_rows_now()
-        if as_json:
-            emit_json({"processes": rows, "source": source})
-        else:
-            click.echo(_process_table(rows, source))
-        return
-    probe = get_probe()
-    rows = [gpu_row(s) for s in probe.snapshots()]
+    from backend.views.estate_file import estate_path
+
+    listing = gpu_process_list(estate_path()) if processes else gpu_list()
     if as_json:
-        emit_json({"gpus": rows, "source": probe.source})
+        emit_json(listing.model_dump(mode="json"))
+    elif processes:
+        click.echo(_process_table(listing.model_dump(mode="json")["processes"], listing.source))
     else:
-        click.echo(_table(rows, probe.source))
+        click.echo(_table(listing.model_dump(mode="json")["gpus"], listing.source))

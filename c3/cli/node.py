@@ -37,11 +37,11 @@ def add(name: str, host: str, ssh: str, ssh_key: str | None, local: bool) -> Non
 @json_option
 def ls(as_json: bool) -> None:
     """List registered nodes."""
-    from backend.nodes.registry import load_registry
+    from backend.views.registry import registered_nodes
 
-    nodes = load_registry().nodes
+    nodes = registered_nodes()
     if as_json:
-        emit_json({"nodes": [{"name": n.name, "host": n.host, "ssh": n.ssh, "local": n.local, "ssh_key": n.ssh_key} for n in nodes]})
+        emit_json({"nodes": [n.model_dump(mode="json") for n in nodes]})
         return
     if not nodes:
         click.echo("no nodes registered (c3 node add NAME --host URL --ssh USER@HOST)")
@@ -56,16 +56,11 @@ def ls(as_json: bool) -> None:
 @json_option
 def status(names: str | None, as_json: bool) -> None:
     """Probe every node (or NAMES a,b): SSH reachability, endpoint health, GPUs."""
-    from backend.nodes.health import probe_nodes
-    from backend.nodes.registry import load_registry, resolve_nodes
-    from backend.remote import run_sync
+    from backend.views.registry import node_statuses
 
-    nodes = resolve_nodes(names) if names else load_registry().nodes
-    rows = run_sync(probe_nodes(nodes)) if nodes else []
+    rows = node_statuses(names)
     if as_json:
-        from backend.views import NodeStatus
-
-        emit_json({"nodes": [NodeStatus.from_health(r).model_dump(mode="json") for r in rows]})
+        emit_json({"nodes": [r.model_dump(mode="json") for r in rows]})
         return
     if not rows:
         click.echo("no nodes registered")

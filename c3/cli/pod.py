@@ -11,26 +11,12 @@ from typing import Any
 
 import click
 
-from backend.errors import C3Error, EnvironmentProblem, Refused
 from backend.actions.workspace import Workspace
-from backend.estate import check_estate, estate_exists, load_estate, parse_document, read_document
-from backend.gpu import get_probe
+from backend.errors import C3Error, EnvironmentProblem
 from backend.models.estate import Pod, Problem
 from backend.models.fit import FitReport
-from backend.paths import estate_file
+from backend.views.estate_file import estate_path as resolve_file
 from c3.cli.common import echo_line, emit_json, file_option, json_option, parse_index_list
-
-
-def resolve_file(file: Path | None) -> Path:
-    """`--file`, else `$C3_HOME/estate.yml`."""
-    return Path(file).expanduser() if file is not None else estate_file()
-
-
-def load_catalog() -> Any:
-    """The merged catalog (built-ins + `$C3_HOME/catalog.d/`)."""
-    from backend.catalog import load_catalog as load
-
-    return load()
 
 
 def _file_flag(file: Path | None) -> str:
@@ -109,47 +95,38 @@ def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, 
     click.echo(f"  boot it: c3 pod up {p.name}{_file_flag(file)}")
 
 
-def _free_gpus(claimed: set[int]) -> tuple[list[int] | None, str | None]:
-    try:
-        gpus = get_probe().gpus()
-    except EnvironmentProblem as error:
-        return None, error.message
-    return [g.index for g in gpus if g.index not in claimed], None
-
-
 @pod.command("list")
 @json_option
 @file_option
 def list_pods(as_json: bool, file: Path | None) -> None:
     """List the planned pods, the GPUs they claim and the GPUs still free (no Docker calls)."""
+    from backend.views.estate_file import pod_plan_listing
+
     path = resolve_file(file)
-    exists = estate_exists(path)
-    estate = load_estate(path)
-    claimed = sorted({i for p in estate.pods for i in p.gpus})
-    free, why = _free_gpus(set(claimed))
+    listing = pod_plan_listing(path)
     if as_json:
         emit_json(
             {
-                "file": str(path),
-                "exists": exists,
-                "pods": [{"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port} for p in estate.pods],
-                "claimed_gpus": claimed,
-                "free_gpus": free,
+                "file": listing.file,
+                "exists": listing.exists,
+                "pods": [{"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port} for p in listing.pods],
+                "claimed_gpus": listing.claimed_gpus,
+                "free_gpus": listing.free_gpus,
             }
         )
         return
-    if not exists:
+    if not listing.exists:
         click.echo(f"no estate file at {path} — create one with `c3 pod create NAME --gpus 0 --slug SLUG`")
     else:
-        click.echo(f"{len(estate.pods)} pod(s) in {path}:")
-        width = max((len(p.name) for p in estate.pods), default=0)
-        swidth = max((len(p.slug) for p in estate.pods), default=0)
-        for p in estate.pods:
+        click.echo(f"{len(listing.pods)} pod(s) in {path}:")
+        width = max((len(p.name) for p in listing.pods), default=0)
+        swidth = max((len(p.slug) for p in listing.pods), default=0)
+        for p in listing.pods:
             click.echo(f"  {p.name.ljust(width)}  {p.slug.ljust(swidth)}  GPU {list(p.gpus)}  port {p.port}")
-    if free is None:
-        click.echo(f"free GPU(s): unknown ({why})")
+    if listing.free_gpus is None:
+        click.echo(f"free GPU(s): unknown ({listing.free_problem})")
     else:
-        click.echo(f"free GPU(s): {free if free else '(none)'}")
+        click.echo(f"free GPU(s): {listing.free_gpus if listing.free_gpus else '(none)'}")
 
 
 def _runtime_hook() -> Any:
@@ -195,29 +172,23 @@ def rm(name: str, file: Path | None) -> None:
 @click.option("--force", is_flag=True, help="Validate as if every pod were created with --force.")
 def validate(as_json: bool, file: Path | None, force: bool) -> None:
     """Check a (hand-written) estate file with every rule `create` applies; exit 1 if invalid."""
+    from backend.views.estate_file import validate_estate_file
+
     path = resolve_file(file)
-    if not estate_exists(path):
-        raise Refused(f"no estate file at {path}")
-    estate, problems = parse_document(read_document(path), str(path))
-    try:
-        gpus = get_probe().gpus()
-    except EnvironmentProblem:
-        gpus = None
-    check = check_estate(estate, gpus, load_catalog(), force=force)
-    problems = problems + check.problems
-    errors = [p for p in problems if p.blocking]
+    check = validate_estate_file(path, force=force)
+    problems, errors = check.problems, check.errors
     if as_json:
         emit_json(
             {
                 "file": str(path),
                 "valid": not errors,
-                "pods": [p.name for p in estate.pods],
+                "pods": check.pods,
                 "problems": [p.model_dump(mode="json") for p in problems],
                 "fits": {name: report.verdict for name, report in check.fits.items()},
             }
         )
     else:
-        click.echo(f"{'✓ valid' if not errors else '✗ invalid'}: {path} ({len(estate.pods)} pod(s))")
+        click.echo(f"{'✓ valid' if not errors else '✗ invalid'}: {path} ({len(check.pods)} pod(s))")
         for p in problems:
             mark = {"error": "✗", "warning": "⚠", "note": "·"}[p.severity]
             click.echo(f"  {mark} {p.message}")
@@ -226,7 +197,7 @@ def validate(as_json: bool, file: Path | None, force: bool) -> None:
     if errors:
         # One exit code per class (DESIGN.md): a file that does not parse as an estate is malformed
         # input (2) wherever the problem sits; a well-formed plan that breaks a rule is refused (1).
-        malformed = [p for p in problems[: len(problems) - len(check.problems)] if p.blocking]
+        malformed = check.malformed
         first = (malformed or errors)[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         click.echo(f"c3: error: {path} is not a valid estate: {first.message}{more}", err=True)

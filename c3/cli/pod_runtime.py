@@ -14,22 +14,12 @@ from backend.actions import Progress, refuse_on
 from backend.actions.workspace import Workspace
 from backend.errors import Refused
 from backend.models import Pod
+from backend.views.estate_file import estate_path as resolve_file
+from backend.views.estate_file import planned_pods as load_pods
+from c3.cli.common import emit_json, file_option, json_option
 
 if TYPE_CHECKING:
     from backend.views import PodStatus
-from backend.paths import estate_file
-from c3.cli.common import emit_json, file_option, json_option
-
-
-def resolve_file(file: Path | None) -> Path:
-    """`--file`, else `$C3_HOME/estate.yml`."""
-    return Path(file).expanduser() if file is not None else estate_file()
-
-
-def load_pods(path: Path) -> list[Pod]:
-    from backend.estate import load_estate
-
-    return list(load_estate(path).pods)
 
 
 def find_pod(pods: list[Pod], name: str, path: Path) -> Pod:
@@ -83,10 +73,9 @@ def placement_failure(outcome: Any) -> None:
 
 def is_running(pod: Pod | str) -> bool | None:
     """Does the pod's workload run? Raises EnvironmentProblem when the runtime cannot tell (daemon down)."""
-    from backend.runtime.context import open_context
+    from backend.views.workloads import pod_running
 
-    name = pod if isinstance(pod, str) else pod.name
-    return open_context().runtime.workload(name).running
+    return pod_running(pod if isinstance(pod, str) else pod.name)
 
 
 def register(pod_group: click.Group) -> None:
@@ -135,27 +124,18 @@ def register(pod_group: click.Group) -> None:
     @file_option
     def status(as_json: bool, file: Path | None) -> None:
         """Each planned pod: running, serving, placement verdict."""
-        from backend.runtime.status import pod_rows
+        from backend.views.estate_file import estate_status
 
         path = resolve_file(file)
-        pods = load_pods(path)
-        ws = Workspace(path)
-        ctx = ws.ctx
-        rows = add_engine_metrics(pod_rows(ctx, pods, health_path_of=ws.health_path, estate=ws.estate_label))
-        # Not this file's: other names, and this file's names started from another estate file.
-        mine = {r.name for r in rows if r.state != "other-estate"}
-        others = [
-            {"name": w.pod, "slug": w.slug, "port": w.host_port, "running": w.running, "estate": w.estate or None}
-            for w in ctx.runtime.workloads().values()
-            if w.pod not in mine
-        ]
+        found = estate_status(path)
+        rows = found.pods
         if as_json:
-            emit_json({"file": str(path), "pods": [r.model_dump(mode="json") for r in rows], "unplanned": others})
+            emit_json(found.model_dump(mode="json"))
             return
         print_status(path, rows)
-        for w in others:
-            where = f" from {w['estate']}" if w["estate"] else ""
-            click.echo(f"also on this host (not in this file): {w['name']} {w['slug']} port {w['port']} {'running' if w['running'] else 'stopped'}{where}")
+        for w in found.unplanned:
+            where = f" from {w.estate}" if w.estate else ""
+            click.echo(f"also on this host (not in this file): {w.name} {w.slug} port {w.port} {'running' if w.running else 'stopped'}{where}")
 
     @pod_group.command("logs")
     @click.argument("name")
@@ -163,39 +143,17 @@ def register(pod_group: click.Group) -> None:
     @click.option("--tail", type=click.IntRange(0), default=200, show_default=True, help="Lines of history to show.")
     def logs(name: str, follow: bool, tail: int) -> None:
         """The engine's output (the container's log, or the simulator's)."""
-        from backend.actions.workspace import pod_log
-        from backend.runtime.context import open_context
+        from backend.views.workloads import pod_log_output
 
-        ctx = open_context()
-        workload = ctx.runtime.workload(name)
-        if workload.status == "absent":
-            found = pod_log(ctx, name, tail, workload=workload)
-            if found is None:
-                raise Refused(f"pod {name} has no container and no boot log", hint=f"`c3 pod up {name}` first")
+        found = pod_log_output(name, tail, follow=follow)
+        if found.boot_log is not None:
             click.echo(f"[{name}] no container; last boot log {found.boot_log}:", err=True)
-            click.echo("\n".join(found.lines))
-            return
-        if follow:
-            for line in ctx.runtime.follow_logs(name, tail=tail):
+            click.echo(found.text)
+        elif found.follow is not None:
+            for line in found.follow:
                 click.echo(line)
-            return
-        click.echo(ctx.runtime.logs(name, tail=tail), nl=False)
-
-
-def add_engine_metrics(rows: list[PodStatus]) -> list[PodStatus]:
-    """`metrics` / `metrics_error` on each serving row: one scrape of its /metrics (so the rates,
-    which need two, are null here; the cockpit's live view has them)."""
-    from backend import http_probe
-    from backend.live.engine_metrics import read_pod
-
-    out = []
-    with http_probe.client(2.0) as client:
-        for row in rows:
-            if row.serving:
-                found = read_pod(client, row.name, row.port)[0]
-                row = row.model_copy(update={"metrics": found.metrics, "metrics_error": found.error})
-            out.append(row)
-    return out
+        else:
+            click.echo(found.text, nl=False)
 
 
 def print_status(path: Path, rows: list[PodStatus]) -> None:

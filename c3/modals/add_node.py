@@ -7,9 +7,9 @@ None. `Ctrl+T` fills in this machine (a node whose host is this machine is drive
 from __future__ import annotations
 
 import getpass
+from collections.abc import Callable
 import re
 import socket
-from urllib.parse import urlparse
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -20,29 +20,35 @@ from textual.widgets import Button, Input, Static
 from c3.screens.base import CockpitModal
 from c3.services import NewNode
 
-# The same rules as backend.nodes.registry (a test keeps them equal); copied so the modal does not
-# import pydantic on the event loop.
-NODE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
-SSH_PATTERN = r"[A-Za-z0-9._-]+@(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?"
 FIELDS = ("name", "host", "ssh", "key")
 
 
 def node_field_problem(field: str, value: str, taken: set[str]) -> str | None:
-    """Why one field is not acceptable (None when it is)."""
+    """Why one field is not acceptable (None when it is): the registry's own rules
+    (`backend.models.names`), so what the form accepts is what `node add` accepts."""
+    from backend.models.names import check_endpoint_url, check_ssh_target, node_name_problem
+
     value = value.strip()
     if field == "name":
         if not value:
             return "give the node a name"
-        if not re.fullmatch(NODE_NAME_PATTERN, value) or len(value) > 63:
-            return "lower-case letters, digits, _ and -, starting with a letter or digit"
+        if problem := node_name_problem(value):
+            return problem
         if value.lower() in taken:
             return f"node `{value}` is already registered"
-    elif field == "host":
-        parsed = urlparse(value)
-        if parsed.scheme not in {"http", "https"} or not parsed.hostname:
-            return "the node's OpenAI endpoint, e.g. http://10.0.0.5:8000"
-    elif field == "ssh" and not re.fullmatch(SSH_PATTERN, value):
-        return "USER@HOST[:PORT], e.g. ubuntu@10.0.0.5"
+    elif field in ("host", "ssh"):
+        check: Callable[[str], str]
+        if field == "host":
+            check, shape = check_endpoint_url, "the node's OpenAI endpoint, e.g. http://10.0.0.5:8000"
+        else:
+            check, shape = check_ssh_target, "USER@HOST[:PORT], e.g. ubuntu@10.0.0.5"
+        try:
+            check(value)
+        except ValueError as error:
+            # The registry's reason without the value it quotes (the field shows it): the shape with an
+            # example when the value is not that kind of thing at all, else what is wrong with it.
+            reason = re.sub(r"^`.*?` (?:is |has )?", "", str(error))
+            return shape if not value or reason.startswith("not ") else reason
     elif field == "key" and value:
         # Caught as typed, not when ssh first fails with it: a missing or unreadable key file.
         import os
@@ -62,7 +68,9 @@ def this_machine() -> NewNode:
     """This machine as a node: driven without SSH because its host is local."""
     name = re.sub(r"[^a-z0-9_-]", "-", socket.gethostname().split(".")[0].lower()).strip("-_") or "local"
     user = re.sub(r"[^A-Za-z0-9._-]", "", getpass.getuser()) or "root"
-    return NewNode(name if re.fullmatch(NODE_NAME_PATTERN, name) else "local", "http://127.0.0.1:8000", f"{user}@127.0.0.1")
+    from backend.models.names import node_name_problem
+
+    return NewNode(name if node_name_problem(name) is None else "local", "http://127.0.0.1:8000", f"{user}@127.0.0.1")
 
 
 class AddNodeModal(CockpitModal):

@@ -1,6 +1,7 @@
 """The confirm gate every write passes through: the exact plan, Cancel focused, Esc cancels.
 
-The plan's problems (computed when the plan was made) are shown and keep Confirm disabled; the app
+The plan's problems (computed when the plan was made) are shown and keep Confirm disabled; its
+warnings are shown in amber, each with its hint, and leave Confirm enabled. The app
 re-validates again right before executing, because the world may change while this modal is open.
 """
 
@@ -49,6 +50,10 @@ class ConfirmModal(ModalScreen[bool]):
             if self.plan.problems:
                 text = Content("\n").join(Content.from_markup("[$error]✗ $p[/]", p=p) for p in self.plan.problems)
                 yield Static(text, id="confirm-problems")
+            if self.plan.warnings:
+                # Warnings do not block: amber, each with its hint, above the still-enabled Confirm.
+                text = Content("\n").join(Content.from_markup("[$warning]⚠ $w[/]", w=w) for w in self.plan.warnings)
+                yield Static(text, id="confirm-warnings")
             if self.readonly:
                 yield Static(Content.from_markup("[$warning b]READ-ONLY[/] — restart c3 without --readonly to write"), id="confirm-readonly")
             with Horizontal(classes="buttons"):

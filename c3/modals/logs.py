@@ -208,10 +208,9 @@ class LogsModal(CockpitModal):
     # -- save and copy ------------------------------------------------------------------------------
 
     def default_path(self) -> Path:
-        from backend import paths
+        from backend.views.preferences import saved_log_path
 
-        stamp = self.app.clock().strftime("%Y%m%d-%H%M%S")  # type: ignore[attr-defined]
-        return paths.state_home() / "logs" / f"{self.pod}-{stamp}.log"
+        return saved_log_path(self.pod, self.app.clock().strftime("%Y%m%d-%H%M%S"))  # type: ignore[attr-defined]
 
     def action_save(self) -> None:
         self._confirm_path = None

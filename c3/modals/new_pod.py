@@ -21,13 +21,11 @@ if TYPE_CHECKING:
     from textual.timer import Timer
 
     from backend.models import CatalogEntry, FitReport
+
 from c3.screens.base import CockpitModal, describe_error
 from c3.services import NewPod, PodState
 from widgets.fit_breakdown import fit_lines, verdict_markup
 
-# The same rule as backend.models.estate.POD_NAME_PATTERN (a test keeps them equal); copied so the
-# modal does not import pydantic on the event loop.
-POD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 VERDICT_RANK = {"fits": 0, "tight": 1, "unknown": 2, "wont-fit": 3, "too-few": 4, "incompatible-hw": 5}
 REFIT_DELAY_S = 0.25
 
@@ -62,8 +60,12 @@ def name_problem(name: str, taken: set[str]) -> str | None:
     """Why a pod name is not acceptable (None when it is)."""
     if not name:
         return "give the pod a name"
-    if not re.fullmatch(POD_NAME_PATTERN, name) or len(name) > 63:
-        return "lower-case letters, digits and -, starting with a letter or digit"
+    # The estate's own rule, imported on first use: by then the facade (built in a worker) has loaded
+    # backend.models, so nothing heavy is imported on the event loop.
+    from backend.models.names import pod_name_problem
+
+    if problem := pod_name_problem(name):
+        return problem
     if name.lower() in taken:
         return f"a pod named `{name}` already exists"
     return None

@@ -9,7 +9,8 @@ from backend.actions.create_pod import CreatePod
 from backend.actions.remove_pod import RemovePod
 from backend.actions.stop_all import StopPods
 from backend.actions.stop_pod import StopPod
-from backend.actions.workspace import boot_blockers, pod_log
+from backend.actions.workspace import boot_blockers
+from backend.views.workloads import pod_log
 
 from .conftest import Steps, free_port
 

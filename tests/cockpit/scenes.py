@@ -79,7 +79,7 @@ async def gpus_fail(pilot) -> None:
     """The rig's GPU probe stops answering; wait until the live hub has marked its source stale."""
     real = pilot.app.services.real
     real.ctx.probe.failing = True
-    await wait_until(pilot, lambda: bool((status := real._live().latest().source("gpus")) and status.stale))
+    await wait_until(pilot, lambda: bool((status := real.live._live().latest().source("gpus")) and status.stale))
 
 
 def highlight(table_id: str, row: int | str) -> Step:

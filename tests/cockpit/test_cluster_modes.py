@@ -6,16 +6,9 @@ launch path runs against test hosts in tests/nodes."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from c3.modals.add_node import (
-    NODE_NAME_PATTERN,
-    SSH_PATTERN,
-    AddNodeModal,
-    node_field_problem,
-)
+from c3.modals.add_node import AddNodeModal, node_field_problem
 from c3.modals.confirm import ConfirmModal
 from c3.modals.launch import LaunchModal
 from c3.screens.nodes import NodesScreen
@@ -176,14 +169,21 @@ async def test_node_writes_refused_read_only_and_shown(demo_world):
         assert "execute" not in svc.calls and registered() == ["box"]
 
 
-def test_node_field_rules_match_the_registry():
-    from backend.nodes import registry
+def test_the_add_node_form_accepts_exactly_what_node_add_accepts():
+    """The form checks each field with the registry's own rules (one source, `backend.models.names`):
+    every value here gets a form message exactly when `node add` would refuse it (the form's old copy
+    let a URL with credentials or port 99999 through, and refused nothing `node add` refused for a
+    bad IPv6 or port), and a refused URL's password is never echoed."""
+    from backend.nodes.registry import new_node_errors
 
-    assert NODE_NAME_PATTERN == registry.NODE_NAME_PATTERN
-    for good in ("ubuntu@10.0.0.5", "me@spark-2:2222", "a@[fe80::1]:22"):
-        assert re.fullmatch(SSH_PATTERN, good) and registry._validate_ssh(good) == good
-    assert node_field_problem("ssh", "no-at-sign", set()) is not None
-    assert node_field_problem("host", "ftp://x", set()) is not None
+    for name in ("box", "gpu_1", "-x", "Box", "a" * 64, "a.b"):
+        assert (node_field_problem("name", name, set()) is None) == (not new_node_errors(name, "http://h:1", "u@h")), name
+    for host in ("http://10.0.0.5:8000", "https://[::1]:8443", "ftp://x", "http://u:pw@x:8000", "http://x:99999", "http://x/?q=1", "http://x:0", ""):
+        form = node_field_problem("host", host, set())
+        assert (form is None) == (not new_node_errors("n", host, "u@h")), host
+        assert form is None or "pw" not in form
+    for ssh in ("ubuntu@10.0.0.5", "me@spark-2:2222", "a@[fe80::1]:22", "no-at-sign", "a@b:70000", "a@[zz]", "a@1.2.3"):
+        assert (node_field_problem("ssh", ssh, set()) is None) == (not new_node_errors("n", "http://h:1", ssh)), ssh
     assert node_field_problem("name", "box", {"box"}) == "node `box` is already registered"
 
 

@@ -48,7 +48,7 @@ def test_quitting_one_demo_leaves_the_others_pods(demo_world, require_service):
 def test_a_dead_demos_lease_does_not_keep_pods(demo_world, tmp_path):
     import json
 
-    from c3.demo import join_demo, leave_demo
+    from backend.sim.demo import join_demo, leave_demo
 
     with demo_world.active():
         mine = join_demo()

@@ -12,7 +12,7 @@ from tests.cockpit.world import ROOT
 
 def gpu_points(app) -> int:
     """Readings of GPU0's utilisation the hub holds (read from the test, off the app's loop work)."""
-    series = app.services.inner.real._hub.history.snapshot().get("gpu/0/util")
+    series = app.services.inner.real.live._hub.history.snapshot().get("gpu/0/util")
     return len(series.points) if series else 0
 
 

@@ -65,7 +65,7 @@ async def test_a_failing_source_keeps_last_good_values_marked_stale(demo_world):
         assert orch.gpus, "the first reading is kept"
         real = svc.inner.real
         real.ctx.probe.failing = True  # the GPU probe stops answering, as NVML does when the driver goes
-        await wait_for(pilot, lambda: real._live().latest().source("gpus").stale, what="the live hub to mark the GPUs stale")
+        await wait_for(pilot, lambda: real.live._live().latest().source("gpus").stale, what="the live hub to mark the GPUs stale")
         orch.poll_now()
         await wait_for(pilot, lambda: orch.gpu_error is not None, what="the failing poll")
         orch.render_sources()

@@ -35,7 +35,7 @@ def demo_services(monkeypatch):
     try:
         yield services
     finally:
-        from c3.demo import stop_demo_pods
+        from backend.sim.demo import stop_demo_pods
 
         stop_demo_pods()
 

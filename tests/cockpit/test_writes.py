@@ -286,8 +286,32 @@ def test_parse_gpus_and_names():
     assert name_problem("Chat", set()) and name_problem("-x", set()) and name_problem("a", {"a"})
 
 
-def test_modal_name_rule_is_the_estate_rule():
-    from backend.models.estate import POD_NAME_PATTERN as ESTATE_RULE
-    from c3.modals.new_pod import POD_NAME_PATTERN
+async def test_confirm_gate_shows_warnings_with_their_hints(demo_world):
+    """A plan that may go ahead but carries a warning (here: the chosen port is bound on this host right
+    now) shows it in the gate, amber, and Confirm stays enabled."""
+    import socket
 
-    assert POD_NAME_PATTERN == ESTATE_RULE
+    app, _ = real_app(demo_world)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            modal = await _open_new_pod(pilot)
+            await pilot.press(*"chat2", "tab", *"gpt-oss")
+            await wait_for(pilot, lambda: modal.slug is not None and "gpt-oss" in modal.slug and "KV pool" in screen_text(app), what="the slug and its fit")
+            field = modal.query_one("#port")
+            field.value = str(port)
+            await settle(pilot)
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the confirm gate")
+            gate = app.screen
+            assert gate.plan.warnings and not gate.plan.problems
+            shown = str(gate.query_one("#confirm-warnings").render())
+            assert f"⚠ port {port} is in use on this host right now" in shown
+            assert f"port {port} is in use" in screen_text(app)
+            assert not gate.query_one("#confirm").disabled  # a warning does not block
+            await pilot.press("escape")
+            await settle(pilot)
+    assert "chat2" not in estate_pods()

@@ -1,6 +1,6 @@
 """The simulated world the cockpit's scenes run on: what `c3 demo` builds, brought into a known state.
 
-A `World` is a private `$HOME` with the demo's folders (`c3.demo.demo_settings`), an estate file,
+A `World` is a private `$HOME` with the demo's folders (`backend.sim.demo.demo_settings`), an estate file,
 pods really booted by the backend (`boot_many` → the sim runtime → stub-engine processes holding
 their GPUs on the simulated rig), registered nodes, a user recipe and — for `cluster` — a real
 `c3 pool serve` router and an active profile. The cockpit then runs the real facade
@@ -156,7 +156,7 @@ class World:
         return world
 
     def _build(self) -> None:
-        from c3.demo import demo_settings
+        from backend.sim.demo import demo_settings
 
         self.home.mkdir()
         with environment({"HOME": str(self.home)}):

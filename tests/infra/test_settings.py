@@ -54,7 +54,8 @@ def test_current_follows_the_environment_until_an_entry_point_installs_settings(
 
 
 def test_the_demo_is_configured_without_touching_the_process_environment(monkeypatch, tmp_path):
-    from c3.demo import demo_settings, enter_demo
+    from backend.actions.session import enter_demo
+    from backend.sim.demo import demo_settings
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("C3_STUB_STARTUP_DELAY", raising=False)

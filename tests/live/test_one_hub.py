@@ -33,7 +33,7 @@ def test_concurrent_first_reads_start_one_hub(monkeypatch):
     monkeypatch.setenv("C3_RUNTIME", "sim")
     svc = RealServices(demo=True)
     hubs: list[object] = []
-    threads = [threading.Thread(target=lambda: hubs.append(svc._live())) for _ in range(8)]
+    threads = [threading.Thread(target=lambda: hubs.append(svc.live._live())) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:

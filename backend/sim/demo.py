@@ -1,10 +1,12 @@
-"""`c3 demo`: the real cockpit on the built-in simulated rig with the simulated runtime.
+"""The world `c3 demo` runs in: the real cockpit on the built-in simulated rig with the simulated runtime.
 
 The demo keeps its own files (`$C3_STATE/demo/`), so it never touches the user's estate, and adds
 one demo-only catalog entry whose engine ignores its GPU mask — booting it shows a placement
 mismatch explained. Demo pods are local stub-engine processes; they are stopped when the last demo
 exits. Two `c3 demo` share one estate (the same user's demo folder), so each running demo holds a
 lease (`demo/leases/`); quitting one leaves the pods to the others.
+
+Front ends reach this through `backend.actions.session` (`enter_demo`, `join_demo`), never directly.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import uuid
 from pathlib import Path
 
 from backend import paths, settings
+from backend.atomic import locked
 
 DEMO_CATALOG = """\
 # Written by `c3 demo`: an engine that ignores NVIDIA_VISIBLE_DEVICES and lands on GPU 0,
@@ -57,11 +60,6 @@ def demo_settings(startup_delay_s: float = 3.0) -> settings.Settings:
     return now.model_copy(update={"home": home, "state": state, "rig": "demo", "runtime": "sim", "demo": True, "stub_startup_delay": delay})
 
 
-def enter_demo(startup_delay_s: float = 3.0) -> settings.Settings:
-    """Install the demo's settings for the rest of this process (the cockpit's threads read them)."""
-    return settings.install(demo_settings(startup_delay_s))
-
-
 def stop_demo_pods() -> list[str]:
     """Stop every simulated pod the demo started (they are local processes of this user)."""
     from backend.sim.runtime import SimRuntime
@@ -92,7 +90,6 @@ def _alive(lease: Path) -> bool:
 
 def join_demo() -> Path:
     """Hold a lease on the demo's pods for this cockpit (released by `leave_demo`)."""
-    from backend.atomic import locked
     from backend.runtime import cgroup
 
     folder = _leases()
@@ -106,8 +103,6 @@ def join_demo() -> Path:
 def leave_demo(lease: Path | None) -> bool:
     """Give the lease back; True when no other live demo holds one (then the caller stops the pods).
     Leases of demos that died without leaving are cleared on the way."""
-    from backend.atomic import locked
-
     folder = _leases()
     with locked(folder / "all"):
         if lease is not None:

@@ -1,0 +1,90 @@
+"""The naming and address rules of pods and nodes, in one place and free of pydantic: the models
+(`Pod`, the registry's `Node`), `c3 node add` and the cockpit's forms all check with these, so a
+form's message as typed is what the write would refuse with.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import urlparse
+
+from backend.text import show
+
+POD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+"""A pod's name: `c3-<name>` is its container, so lower-case letters, digits and `-`."""
+POD_NAME_MAX = 63
+NODE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+"""A node's registry name."""
+NODE_NAME_MAX = 63
+
+
+def pod_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a pod's name (None when it can)."""
+    if not re.fullmatch(POD_NAME_PATTERN, name) or len(name) > POD_NAME_MAX:
+        return "lower-case letters, digits and -, starting with a letter or digit"
+    return None
+
+
+def node_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a node's name (None when it can)."""
+    if not re.fullmatch(NODE_NAME_PATTERN, name) or len(name) > NODE_NAME_MAX:
+        return "lower-case letters, digits, _ and -, starting with a letter or digit"
+    return None
+
+
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+_SSH_TARGET = re.compile(r"(?P<user>[A-Za-z0-9._-]{1,64})@(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9._-]{1,253}))(?::(?P<port>\d{1,5}))?")
+
+
+def _valid_host(host: str) -> bool:
+    """A DNS name or an IP address (IPv6 without its brackets)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return bool(_HOSTNAME.fullmatch(host)) and not host.replace(".", "").isdigit()
+
+
+def redact_url(url: str) -> str:
+    """`url` with any `user:password@` replaced by `***@`, for messages."""
+    return re.sub(r"(//)[^/@]*@", r"\1***@", show(url, 200))
+
+
+def check_endpoint_url(url: str) -> str:
+    """An http(s) base URL with a valid host and port and no credentials; ValueError says why.
+
+    The message never repeats a password: credentials in the URL are refused, not echoed.
+    """
+    if not isinstance(url, str) or not url or len(url) > 2048:
+        raise ValueError("must be an http(s) URL of at most 2048 characters")
+    parsed = urlparse(url.strip())
+    if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+        raise ValueError(f"`{show(redact_url(url), 120)}` is not an http(s) URL")
+    if "@" in parsed.netloc:
+        raise ValueError(f"`{redact_url(url)}` carries credentials (user:password@); c3 stores no secrets in nodes.json")
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ValueError(f"`{redact_url(url)}` has a port that is not a number from 1 to 65535") from None
+    if port == 0:
+        raise ValueError(f"`{redact_url(url)}` has port 0")
+    host = parsed.hostname or ""
+    if not host or not _valid_host(host):
+        raise ValueError(f"`{redact_url(url)}` has no valid host name or address")
+    if parsed.query or parsed.fragment:
+        raise ValueError(f"`{redact_url(url)}` has a query or fragment; give the base URL")
+    return url.strip().rstrip("/")
+
+
+def check_ssh_target(target: str) -> str:
+    """`USER@HOST[:PORT]` (IPv6 in brackets) with a valid host and port; ValueError says why."""
+    match = _SSH_TARGET.fullmatch(target) if isinstance(target, str) else None
+    if match is None:
+        raise ValueError(f"`{show(target, 80)}` is not USER@HOST[:PORT]")
+    host = match["v6"] or match["host"]
+    if not _valid_host(host) or (match["v6"] and ":" not in host):
+        raise ValueError(f"`{show(target, 80)}` has no valid host name or address")
+    if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
+        raise ValueError(f"`{show(target, 80)}` has a port outside 1–65535")
+    return target

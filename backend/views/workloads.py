@@ -1,0 +1,79 @@
+"""A pod's workload as the front ends read it: does it run, and its engine's log (the container's, or
+— with no container — its last boot log)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from backend.errors import Refused
+
+if TYPE_CHECKING:
+    from backend.runtime.context import RuntimeContext
+
+
+class PodLog(BaseModel):
+    """A pod's log lines: its workload's, or — with no workload — its last boot log."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    lines: list[str]
+    """The last lines, oldest first."""
+    boot_log: Path | None = None
+    """Set when the lines come from the last boot log (there is no container)."""
+
+
+def pod_log(ctx: RuntimeContext, name: str, tail: int, *, workload: Any = None, timestamps: bool = False) -> PodLog | None:
+    """The last `tail` lines of a pod's engine output (each line prefixed with the runtime's receive
+    time when `timestamps`), falling back to its last boot log when it has no workload; None when
+    there is neither. Raises C3Error when the boot log cannot be read."""
+    from backend.runtime.bootlog import read_tail
+
+    workload = workload if workload is not None else ctx.runtime.workload(name)
+    if workload.status != "absent":
+        return PodLog(lines=ctx.runtime.logs(name, tail=tail, timestamps=timestamps).splitlines()[-tail:] if tail else [])
+    found = read_tail(name, tail)
+    if found is None:
+        return None
+    boot, lines = found
+    return PodLog(lines=lines, boot_log=boot)
+
+
+@dataclass(frozen=True)
+class PodLogOutput:
+    """What `c3 pod logs` prints: the container's log as the runtime gives it, its lines as they come
+    (`--follow`), or — with no container — the last boot log."""
+
+    text: str
+    """The log text, printed as is (the boot log's lines joined when `boot_log` is set; empty when following)."""
+    boot_log: Path | None = None
+    """There is no container: `text` is this boot log's tail."""
+    follow: Iterator[str] | None = None
+    """`--follow`: the log's lines until the pod stops."""
+
+
+def pod_log_output(name: str, tail: int, *, follow: bool = False) -> PodLogOutput:
+    """A pod's engine output for `c3 pod logs`; Refused when it has neither a container nor a boot log."""
+    from backend.runtime.context import open_context
+
+    ctx = open_context()
+    workload = ctx.runtime.workload(name)
+    if workload.status == "absent":
+        found = pod_log(ctx, name, tail, workload=workload)
+        if found is None:
+            raise Refused(f"pod {name} has no container and no boot log", hint=f"`c3 pod up {name}` first")
+        return PodLogOutput(text="\n".join(found.lines), boot_log=found.boot_log)
+    if follow:
+        return PodLogOutput(text="", follow=iter(ctx.runtime.follow_logs(name, tail=tail)))
+    return PodLogOutput(text=ctx.runtime.logs(name, tail=tail))
+
+
+def pod_running(name: str) -> bool | None:
+    """Does the pod's workload run? Raises EnvironmentProblem when the runtime cannot tell (daemon down)."""
+    from backend.runtime.context import open_context
+
+    return open_context().runtime.workload(name).running
