@@ -177,3 +177,47 @@ async def test_details_and_the_list_behind_it_agree_while_a_pod_boots(demo_world
         await wait_for(pilot, lambda: app.screen is orchestration(app), what="back on the pod view")
         states = await _details_agree_until(pilot, app, "chat", "serving")
         assert any(s[0] == "booting" for s in states), states
+
+
+async def test_a_write_result_waits_while_a_modal_is_open_at_80x24(demo_world, monkeypatch):
+    """Issue 14: toasts covered modal content — write results too. A boot runs while the operator fills
+    the New-pod form at 80×24; its result arrives then: no toast on the form or through its backdrop
+    (the result line behind it has it), and the result's toast shows once the form is closed."""
+    from textual.widgets import Button, Input
+    from textual.widgets._toast import Toast
+
+    from backend.sim.runtime import SimRuntime
+    from c3.modals.confirm import ConfirmModal
+    from c3.modals.new_pod import NewPodModal
+    from tests.cockpit.conftest import wait_for
+
+    def toasts(screen) -> list:
+        return [t for t in screen.query(Toast) if t.display and t.region.area]
+
+    monkeypatch.setenv("C3_STUB_STARTUP_DELAY", "3")  # the boot outlasts opening the form
+    SimRuntime().stop("chat", timeout=5.0)
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        await wait_for(pilot, lambda: orch.pods and orch.pods[0].state == "down", what="chat down")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen is orch and "chat" in app.boots, what="the boot running")
+        assert app.last_result is None
+        await pilot.press("N")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewPodModal), what="the New-pod form")
+        modal = app.screen
+        await wait_for(pilot, lambda: app.last_result is not None, timeout=60, what="the boot's result")
+        assert app.last_result.ok, app.last_result
+        for _ in range(5):  # the frames after the result landed
+            await pilot.pause(0.1)
+            parts = [w for w in modal.query("*") if isinstance(w, (Button, Input)) and w.display and w.region.area]
+            covered = [(type(w).__name__, w.id, str(t.render())[:40]) for w in parts for t in toasts(modal) if w.region.overlaps(t.region)]
+            assert covered == []
+            assert [str(t.render())[:60] for screen in app.screen_stack for t in toasts(screen)] == []
+        assert "serving" in str(orch.query_one("#result").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
+        await wait_for(pilot, lambda: any("serving" in str(t.render()) for t in toasts(app.screen)), what="the result's toast")
