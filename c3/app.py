@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -143,6 +144,8 @@ class C3App(ServiceCalls, App[None]):
         self.readonly = readonly or bool(getattr(self.services, "readonly", False))
         self.clock = clock or _utc_now
         self.boots: dict[str, BootProgress] = {}
+        self.served: dict[str, float] = {}
+        """Pods whose boot reported serving, with when (monotonic): see boot_panel.as_shown."""
         self.last_result: WriteResult | None = None
         self.results: list[WriteResult] = []
         self.launch_progress: BootProgress | None = None
@@ -532,15 +535,29 @@ class C3App(ServiceCalls, App[None]):
         progress = message.progress
         if progress.done and progress.ok:
             self.boots.pop(progress.pod, None)
+            self.served[progress.pod] = time.monotonic()
         else:
             self.boots[progress.pod] = progress
+            self.served.pop(progress.pod, None)
         self._boots_changed()
+
+    def as_shown(self, pods: list[PodState]) -> list[PodState]:
+        """Pod readings as every view shows them beside the boot panel (boot_panel.as_shown)."""
+        from c3.screens.boot_panel import SETTLE_S, as_shown
+
+        now = time.monotonic()
+        self.served = {name: at for name, at in self.served.items() if now - at < SETTLE_S}
+        return as_shown(pods, self.boots, self.served, now)
 
     def _boots_changed(self) -> None:
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
-            orch.render_boots()
+            orch.boots_changed()
             orch.poll_now()
+        for screen in self.screen_stack:  # a modal that shows a pod's state (details) follows too
+            changed = getattr(screen, "boots_changed", None)
+            if changed is not None and screen is not orch and screen.is_mounted:
+                changed()
 
     def show_result(self, result: WriteResult, *, toast: bool = True) -> None:
         """Every write's outcome reaches the user: a toast, the result line, and a fresh poll. Its hint
