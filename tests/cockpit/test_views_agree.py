@@ -16,6 +16,85 @@ def _visible_lines(widget) -> list[str]:
     return [widget.render_line(y).text.rstrip() for y in range(widget.scrollable_content_region.height)]
 
 
+def _pods_drawn_whole(pods, shown: dict, key, *, follows_highlight: bool = True) -> set[str]:
+    """Every pod header on screen is followed by its lines — all of them, the way its option's text has
+    them, GPU lines included — unless the list's bottom edge cuts it; when the view follows the
+    highlight (keys, not the wheel), the highlighted pod is on screen and whole. Returns the pods seen."""
+    seen: set[str] = set()
+    name = pods.selected_pod if follows_highlight else None
+    lines = _visible_lines(pods)
+    heads = [i for i, line in enumerate(lines) if line.split(" ", 1)[0] in shown]
+    assert name is None or any(lines[i].startswith(name + " ") for i in heads), (key, name, lines)
+    for i in heads:
+        pod = shown[lines[i].split(" ", 1)[0]]
+        below = lines[i + 1:]
+        ends = [j for j, line in enumerate(below) if not line.strip() or line.split(" ", 1)[0] in shown]
+        block = below[: ends[0]] if ends else below
+        cut = not ends  # the last pod on screen may run past the bottom edge
+        if pod.name == name or not cut:
+            # Drawn whole: the option's text, every GPU line with its memory and utilisation.
+            prompt = pods.get_option(pod.name).prompt.plain
+            drawn = " ".join(" ".join([lines[i], *block]).split())
+            assert drawn == " ".join(prompt.split()), (key, pod.name, [lines[i], *block], prompt)
+            assert sum("─ GPU" in line for line in block) == prompt.count("─ GPU") >= len(pod.gpus), (key, pod.name, block)
+        seen.add(pod.name)
+    return seen
+
+
+@pytest.mark.parametrize("demo_world", ["bench"], indirect=True)
+async def test_a_pod_list_that_starts_scrolling_keeps_every_line(demo_world):
+    """Issue 14: "at 80 columns the pod list drops GPU lines once it scrolls" — found: when the list
+    outgrows its height its scrollbar takes two columns without a resize, and Textual's OptionList keeps
+    the option heights it measured at the wider width, so a line that fits the wide list but wraps in
+    the narrow one loses its tail and the lines below it (a pod's GPU lines). Widths from 80 columns up
+    are tried until one of the real pods' lines falls in that two-column window; then the list is
+    filtered to one pod (no scrollbar) and the filter cleared (sixteen pods: the scrollbar comes), and
+    every pod is walked with `j` and PageDown/PageUp, and the mouse wheel: each is drawn whole. Seen
+    failing with PodList.render_lines' re-measure planted out."""
+    from rich.cells import cell_len
+
+    from c3.app import C3App
+
+    real, _ = real_app(demo_world)
+    # No poll timers: a new GPU reading changes a prompt, which makes OptionList measure every option
+    # again and hid the drop within a second — the reason it "did not reproduce" before.
+    app = C3App(real.services, clock=real.clock, autopoll=False, live=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = orchestration(app)
+        pods = screen.query_one("#pods")
+        bar = pods.styles.scrollbar_size_vertical
+        window = None
+        for width in range(80, 111):
+            await pilot.resize_terminal(width, 24)
+            await settle(pilot)
+            wide = pods.scrollable_content_region.width + (bar if pods.show_vertical_scrollbar else 0)
+            lines = [line for i in range(pods.option_count) for line in pods.get_option_at_index(i).prompt.plain.splitlines()]
+            window = [line for line in lines if wide - bar < cell_len(line) <= wide]
+            if window:
+                break
+        assert window, "no width from 80 to 110 columns puts a pod's line in the scrollbar's two columns"
+        shown = {p.name: p for p in screen.shown_pods()}
+        first = next(iter(shown))
+        await pilot.press("slash", *f"^{first}", "space", "enter")
+        await settle(pilot)
+        assert [p.name for p in screen.shown_pods()] == [first] and not pods.show_vertical_scrollbar
+        await pilot.press("escape")  # every pod again: now it scrolls
+        await pilot.pause()
+        assert pods.show_vertical_scrollbar
+        seen: set[str] = set()
+        for key in [None, *["j"] * (len(shown) - 1), "pageup", "pagedown", "wheel-up", "wheel-up", "wheel-down"]:
+            wheel = bool(key and key.startswith("wheel"))
+            if wheel:
+                pods.scroll_relative(y=-3 if key == "wheel-up" else 3, animate=False)  # what a wheel notch does: scroll, the highlight stays
+                await pilot.pause()
+            elif key:
+                await pilot.press(key)
+                await pilot.pause()
+            seen |= _pods_drawn_whole(pods, shown, (width, key), follows_highlight=not wheel)
+        assert seen == set(shown)
+
+
 @pytest.mark.parametrize("demo_world", ["bench", "mismatch"], indirect=True)
 async def test_scrolled_pod_list_keeps_every_gpu_line_at_80x24(demo_world):
     """Issue 14: at 80 columns the pod list dropped GPU lines once it scrolled. Walk the sixteen pods with
@@ -37,23 +116,7 @@ async def test_scrolled_pod_list_keeps_every_gpu_line_at_80x24(demo_world):
             elif key:
                 await pilot.press(key)
                 await pilot.pause()
-            name = pods.selected_pod
-            lines = _visible_lines(pods)
-            heads = [i for i, line in enumerate(lines) if line.split(" ", 1)[0] in shown]
-            assert any(lines[i].startswith(name + " ") for i in heads), (key, name, lines)
-            for i in heads:
-                pod = shown[lines[i].split(" ", 1)[0]]
-                below = lines[i + 1:]
-                ends = [j for j, line in enumerate(below) if not line.strip() or line.split(" ", 1)[0] in shown]
-                block = below[: ends[0]] if ends else below
-                cut = not ends  # the last pod on screen may run past the bottom edge
-                if pod.name == name or not cut:
-                    # Drawn whole: the option's text, every GPU line with its memory and utilisation.
-                    prompt = pods.get_option(pod.name).prompt.plain
-                    drawn = " ".join(" ".join([lines[i], *block]).split())
-                    assert drawn == " ".join(prompt.split()), (key, pod.name, [lines[i], *block], prompt)
-                    assert sum("─ GPU" in line for line in block) == prompt.count("─ GPU") >= len(pod.gpus), (key, pod.name, block)
-                seen.add(pod.name)
+            seen |= _pods_drawn_whole(pods, shown, key)
         assert pods.selected_pod == next(iter(shown))
         assert seen == set(shown)
 

@@ -3,6 +3,8 @@ new pod → confirm → written and shown; confirm gate rules; re-validation; re
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -220,7 +222,16 @@ async def test_boot_shows_progress_then_serving(demo_world, monkeypatch):
         except AssertionError:
             raise AssertionError(f"boot panel never showed the engine's lines; it showed {sorted(set(seen))[-5:]}; result {app.last_result}") from None
         assert "│" in seen[-1]  # phase, elapsed, then the engine's own lines
-        await wait_for(pilot, lambda: app.last_result is not None and "serving" in app.last_result.message, timeout=60, what="the boot to finish")
+
+        def finished() -> bool:
+            seen.append(str(boot.render()) if boot.display else "")
+            return app.last_result is not None and "serving" in app.last_result.message
+
+        await wait_for(pilot, finished, timeout=60, what="the boot to finish")
+        # Issue 14: the boot clock stuck at 00:00 (a boot reports its phase only when it changes): the
+        # 3 s boot's clock is seen running while it boots.
+        clocks = {re.search(r"(\d\d):(\d\d)", line.splitlines()[0]).group(0) for line in seen if line.startswith("◐ booting chat")}
+        assert any(c >= "00:02" for c in clocks), sorted(clocks)
         assert app.last_result.ok and "placement ok" in app.last_result.message
         await wait_for(pilot, lambda: orchestration(app).pods[0].state == "serving" and not boot.display, what="chat serving, boot panel gone")
 
