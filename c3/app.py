@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +37,8 @@ from c3.services import (
     WriteResult,
 )
 from c3.look import ANSI_THEME, AsciiFilter, no_color, wants_ansi_theme, wants_ascii
-from c3.trouble import Kind, Trouble, TroubleWatch
+from c3.toasts import Toast, ToastDesk
+from c3.trouble import Trouble, TroubleWatch
 
 # Only what the first frame needs is imported up front; the other modes and the modals (DataTable,
 # Input, Log…) load when first opened, and the facade (pydantic, SDK adapters) is built in a worker.
@@ -126,10 +128,8 @@ class C3App(ServiceCalls, App[None]):
         self.ascii = wants_ascii() if ascii is None else ascii
         self._ascii_filter = AsciiFilter()
         self.trouble = TroubleWatch()
-        self._trouble_toasts: dict[str, tuple[str, Kind]] = {}
-        """Trouble toasts shown (by message), to take off the screen when a modal opens."""
-        self._held_new: dict[tuple[str, Kind], Trouble] = {}
-        self._held_cleared: dict[tuple[str, Kind], Trouble] = {}
+        self.toasts = ToastDesk(self, covered=lambda: isinstance(self.screen, ModalScreen))
+        """Every toast c3 posts; none lands on a modal (c3/toasts.py)."""
         self.bell_on_trouble = bell
         self.autopoll = autopoll
         self.live = autopoll if live is None else live
@@ -144,6 +144,8 @@ class C3App(ServiceCalls, App[None]):
         self.readonly = readonly or bool(getattr(self.services, "readonly", False))
         self.clock = clock or _utc_now
         self.boots: dict[str, BootProgress] = {}
+        self.served: dict[str, float] = {}
+        """Pods whose boot reported serving, with when (monotonic): see boot_panel.as_shown."""
         self.last_result: WriteResult | None = None
         self.results: list[WriteResult] = []
         self.launch_progress: BootProgress | None = None
@@ -219,46 +221,35 @@ class C3App(ServiceCalls, App[None]):
             orch.pod_seen(pod)
 
     def _announce(self, new: list[Trouble], cleared: list[Trouble]) -> None:
-        """Toast trouble — unless a modal is open: a toast there covers its fields and buttons at 80×24,
-        so the news waits (the mode bar keeps counting) until a mode screen is back on top."""
-        if isinstance(self.screen, ModalScreen):
-            self._held_new.update((t.key, t) for t in new)
-            self._held_cleared.update((t.key, t) for t in cleared)
-            return
+        """Toast trouble (under a modal the desk holds it; the mode bar keeps counting). A trouble's
+        toast is keyed by it, its all-clear by `("cleared", key)`: each comes back after a modal only
+        while it is still true."""
         for t in new:
-            message = f"{t.pod}: {t.title} — {t.detail}"
-            self._trouble_toasts[message] = t.key
-            self.notify(message, title="Attention", severity="warning" if t.kind in ("stale", "preempting") else "error", timeout=10, markup=False)
+            self.toasts.post(Toast(f"{t.pod}: {t.title} — {t.detail}", "Attention", "warning" if t.kind in ("stale", "preempting") else "error", 10, key=t.key))
         for t in cleared:
-            self.notify(f"{t.pod}: no longer {t.kind}", timeout=4, markup=False)
+            self.toasts.post(Toast(f"{t.pod}: no longer {t.kind}", timeout=4, key=("cleared", t.key)))
+
+    def _still_true(self, key: Hashable) -> bool:
+        if isinstance(key, tuple) and key and key[0] == "cleared":
+            return key[1] not in self.trouble.current
+        return key in self.trouble.current
+
+    def push_screen(self, screen: Any, *args: Any, **kwargs: Any) -> Any:
+        """A modal coming up takes every toast off first — while the screen below is still current, so
+        its toasts go too instead of showing through the backdrop."""
+        if isinstance(screen, ModalScreen) and kwargs.get("mode") in (None, self.current_mode):
+            self.toasts.cover()
+        return super().push_screen(screen, *args, **kwargs)
 
     def hold_trouble_toasts(self) -> None:
-        """A modal (or another mode) is coming up: take the trouble toasts still showing off the screen;
-        `release_trouble_toasts` shows the ones still current again. Once more after the messages
-        already queued: a toast posted just before the modal opened is not in the collection yet."""
-        self._withdraw_trouble_toasts()
-        self.call_later(lambda: self._withdraw_trouble_toasts() if isinstance(self.screen, ModalScreen) else None)
-
-    def _withdraw_trouble_toasts(self) -> None:
-        for note in list(self._notifications):
-            key = self._trouble_toasts.pop(note.message, None) if note.title == "Attention" else None
-            if key is not None and not note.has_expired:
-                self._unnotify(note)  # Textual has no public call to withdraw one toast
-                if key in self.trouble.current:
-                    self._held_new[key] = self.trouble.current[key]
-        # Textual refreshes only the top screen's toasts; the screen below shows through a modal's backdrop.
-        from textual.widgets._toast import ToastRack
-
-        for screen in self.screen_stack[:-1]:
-            for rack in screen.query(ToastRack):
-                rack.show(self._notifications)
+        """A screen was suspended (c3/screens/base.py): if a modal came up some other way than
+        `push_screen`, take the toasts off now."""
+        if isinstance(self.screen, ModalScreen):
+            self.toasts.cover()
 
     def release_trouble_toasts(self) -> None:
-        """A mode screen is on top again: what was held and is still true is announced now."""
-        held_new, held_cleared = self._held_new, self._held_cleared
-        self._held_new, self._held_cleared = {}, {}
-        current = self.trouble.current
-        self._announce([current[k] for k in held_new if k in current], [t for k, t in held_cleared.items() if k not in current])
+        """A mode screen is on top again: what was held and is still true is said now."""
+        self.toasts.uncover(self._still_true)
 
     def _services_ready(self, services: Services) -> None:
         self.services = services
@@ -544,15 +535,29 @@ class C3App(ServiceCalls, App[None]):
         progress = message.progress
         if progress.done and progress.ok:
             self.boots.pop(progress.pod, None)
+            self.served[progress.pod] = time.monotonic()
         else:
             self.boots[progress.pod] = progress
+            self.served.pop(progress.pod, None)
         self._boots_changed()
+
+    def as_shown(self, pods: list[PodState]) -> list[PodState]:
+        """Pod readings as every view shows them beside the boot panel (boot_panel.as_shown)."""
+        from c3.screens.boot_panel import SETTLE_S, as_shown
+
+        now = time.monotonic()
+        self.served = {name: at for name, at in self.served.items() if now - at < SETTLE_S}
+        return as_shown(pods, self.boots, self.served, now)
 
     def _boots_changed(self) -> None:
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
-            orch.render_boots()
+            orch.boots_changed()
             orch.poll_now()
+        for screen in self.screen_stack:  # a modal that shows a pod's state (details) follows too
+            changed = getattr(screen, "boots_changed", None)
+            if changed is not None and screen is not orch and screen.is_mounted:
+                changed()
 
     def show_result(self, result: WriteResult, *, toast: bool = True) -> None:
         """Every write's outcome reaches the user: a toast, the result line, and a fresh poll. Its hint
@@ -566,8 +571,8 @@ class C3App(ServiceCalls, App[None]):
         self.results.append(result)
         del self.results[:-50]
         text = result.message + (f"\nhint: {result.hint}" if result.hint else "")
-        if toast:
-            self.notify(text, title="Done" if result.ok else "Refused", severity="information" if result.ok else "error", timeout=6 if result.ok else 10, markup=False)
+        if toast:  # under a modal it waits (c3/toasts.py): a result is news about the estate, not the form
+            self.toasts.post(Toast(text, "Done" if result.ok else "Refused", "information" if result.ok else "error", 6 if result.ok else 10))
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
             orch.show_result()

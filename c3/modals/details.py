@@ -22,6 +22,7 @@ class DetailsModal(CockpitModal):
     def __init__(self, pod: str) -> None:
         super().__init__()
         self.pod = pod
+        self.details: PodDetails | None = None
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog", classes="details"):
@@ -32,10 +33,19 @@ class DetailsModal(CockpitModal):
         self.call(self.services.pod_details, self.pod, done=self._landed, failed=self._failed, group="details")
 
     def _landed(self, details: PodDetails) -> None:
-        pod = details.pod
+        self.details = details
+        self.app.pod_seen(details.pod)  # type: ignore[attr-defined]  # the list behind this modal shows the same reading
+        self.boots_changed()
+
+    def boots_changed(self) -> None:
+        """Shown as the list behind shows it, a boot in flight included (boot_panel.as_shown); again
+        whenever a boot moves on."""
+        if self.details is None:
+            return
+        details = self.details
+        [pod] = self.app.as_shown([details.pod])  # type: ignore[attr-defined]
         glyph, style = STATE_GLYPH.get(pod.state, ("?", "$text-muted"))
         lines = [Content.from_markup(f"[b]pod[/] $p  [$text-muted]$s:$port[/]  [{style}]{glyph} $st[/]  {badge(pod)}", p=pod.name, s=pod.slug, port=str(pod.port), st=pod.state)]
-        self.app.pod_seen(pod)  # type: ignore[attr-defined]  # the list behind this modal shows the same reading
         if pod.placement_detail:
             lines.append(Content.from_markup("  [$text-muted]$d[/]", d=pod.placement_detail))
         if pod.actual_gpus is not None:

@@ -73,7 +73,10 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         self.gpus: dict[int, GpuSnapshot] = {}
         self.gpu_taken_at: datetime | None = None
         self.gpu_error: str | None = None
+        self.readings: list[PodState] = []
+        """The last pod reading as the facade gave it."""
         self.pods: list[PodState] = []
+        """The pods as shown: the readings with the boots in flight folded in (boot_panel.as_shown)."""
         self.pods_taken_at: datetime | None = None
         self.pods_error: str | None = None
         self.history = History()
@@ -149,11 +152,17 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     def _pods_landed(self, pods: list[PodState], *, landed: bool = True) -> None:
         if landed:
             self.pods_poller.landed()
-        self.pods = pods
+        self.readings = pods
         if landed:  # one pod read afresh does not make the others' reading newer
             self.pods_taken_at = self.app.clock()  # type: ignore[attr-defined]
             self.pods_error = None
-        self.app.pods_read(pods)  # type: ignore[attr-defined]
+        self.boots_changed()
+
+    def boots_changed(self) -> None:
+        """Show the readings with the boots folded in — the pod rows, GPU panels, trouble count and boot
+        panel from the same two inputs in one frame."""
+        self.pods = self.app.as_shown(self.readings)  # type: ignore[attr-defined]
+        self.app.pods_read(self.pods)  # type: ignore[attr-defined]
         with self.app.batch_update():
             self.render_pods()
             self.render_gpus()
@@ -162,8 +171,8 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     def pod_seen(self, pod: PodState) -> None:
         """A newer reading of one pod (the details modal's): the list, the GPU panels and the trouble
         count take it too, so no view behind the modal contradicts it."""
-        if pod.name in {p.name for p in self.pods}:
-            self._pods_landed([pod if p.name == pod.name else p for p in self.pods], landed=False)
+        if pod.name in {p.name for p in self.readings}:
+            self._pods_landed([pod if p.name == pod.name else p for p in self.readings], landed=False)
 
     def _pods_failed(self, error: BaseException) -> None:
         self.pods_poller.landed()

@@ -15,6 +15,9 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 if TYPE_CHECKING:
+    from textual.geometry import Region
+    from textual.strip import Strip
+
     from backend.models import GpuSnapshot
 from c3.metrics_text import Form, metrics_line
 from c3.services import PodState
@@ -122,6 +125,8 @@ class PodList(OptionList):
         super().__init__(**kwargs)
         self._key: tuple[tuple[str, ...], tuple[tuple[str, tuple[Span, ...]], ...]] | None = None
         self._shown: tuple[list[PodState], dict[int, GpuSnapshot]] | None = None
+        self._measured_at = 0
+        """The content width the options' heights were last measured at."""
 
     @property
     def selected_pod(self) -> str | None:
@@ -168,3 +173,16 @@ class PodList(OptionList):
         """The metrics line's form follows the width."""
         if self._shown is not None:
             self.show(*self._shown)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Measure the options again whenever the width they are drawn at changed. OptionList measures
+        each option's height once, at the width it had then; its scrollbar coming or going (the list
+        outgrew its height: the first reading, a filter cleared) changes that width by two columns
+        without a resize, and a line that wraps only at the new width lost its tail and the lines
+        below it (issue 14: "drops GPU lines once it scrolls"). Setting a prompt again is the public
+        way to make it measure anew."""
+        width = self.scrollable_content_region.width
+        if width != self._measured_at and self.option_count:
+            self._measured_at = width
+            self.replace_option_prompt_at_index(0, self.get_option_at_index(0).prompt)
+        return super().render_lines(crop)

@@ -3,6 +3,8 @@ new pod → confirm → written and shown; confirm gate rules; re-validation; re
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -220,7 +222,18 @@ async def test_boot_shows_progress_then_serving(demo_world, monkeypatch):
         except AssertionError:
             raise AssertionError(f"boot panel never showed the engine's lines; it showed {sorted(set(seen))[-5:]}; result {app.last_result}") from None
         assert "│" in seen[-1]  # phase, elapsed, then the engine's own lines
-        await wait_for(pilot, lambda: app.last_result is not None and "serving" in app.last_result.message, timeout=60, what="the boot to finish")
+
+        def finished() -> bool:
+            seen.append(str(boot.render()) if boot.display else "")
+            return app.last_result is not None and "serving" in app.last_result.message
+
+        await wait_for(pilot, finished, timeout=60, what="the boot to finish")
+        # Issue 14: the boot clock stuck at 00:00 — a boot reports its phase only when it changes, so the
+        # clock moved only then. Frame by frame, the clock never goes back, and within one phase it runs.
+        heads = [re.match(r"◐ booting chat\s+(.*?)\s+(\d\d:\d\d)$", line.splitlines()[0]) for line in seen if line.startswith("◐ booting chat")]
+        frames = [(m.group(1), m.group(2)) for m in heads if m]
+        assert frames and all(a[1] <= b[1] for a, b in zip(frames, frames[1:], strict=False)), frames
+        assert any(len({c for p, c in frames if p == phase}) >= 2 for phase, _ in frames), sorted(set(frames))
         assert app.last_result.ok and "placement ok" in app.last_result.message
         await wait_for(pilot, lambda: orchestration(app).pods[0].state == "serving" and not boot.display, what="chat serving, boot panel gone")
 
