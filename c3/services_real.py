@@ -5,11 +5,12 @@ and (when it exists) the recipes backend. Every method blocks; the app calls the
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from backend.models import CatalogEntry, FitReport, Gpu, GpuSnapshot, Pod
 from backend.runtime.models import Workload
 from backend.views import PodStatus
 from c3.services import (
+    Freshness,
+    LiveUpdate,
     NodeRow,
     PodRunState,
     PodDetails,
@@ -58,6 +61,9 @@ class RealServices:
         self._hub: Any = None
         self._hub_failed = False
         self._hub_lock = threading.Lock()
+        self._feed: Any = None
+        self._plan: tuple[tuple[int, int, int], list[Pod]] | None = None
+        self._history_at: dict[int, Any] = {}  # each GPU's last reading in the sparkline history (its taken_at)
         self._demo_lease: Path | None = None
         if demo:
             from c3.demo import join_demo
@@ -81,7 +87,7 @@ class RealServices:
                 try:
                     from backend.live import LiveState
 
-                    hub = LiveState(self.ctx, pods=self._estate_pods, health_path_of=self._health_path)
+                    hub = LiveState(self.ctx, pods=self._planned_pods, health_path_of=self._health_path)
                     hub.start()
                     self._hub = hub
                 except Exception:  # noqa: BLE001 - the direct reads still work
@@ -102,16 +108,29 @@ class RealServices:
 
     def gpu_snapshots(self) -> list[GpuSnapshot]:
         snapshots = self._read_gpus()
+        self.remember_gpus(snapshots)
+        return snapshots
+
+    def remember_gpus(self, snapshots: Iterable[GpuSnapshot]) -> None:
+        """Add GPU readings to the sparkline history; one the history already holds (the same reading
+        pushed by the hub and read by a poll) is added once."""
         with self._lock:
             for snap in snapshots:
+                if self._history_at.get(snap.gpu.index) == snap.taken_at:
+                    continue
+                self._history_at[snap.gpu.index] = snap.taken_at
                 total = snap.gpu.total_mib or 0
                 mem = 100.0 * (snap.used_mib or 0) / total if total else 0.0
                 self._history.setdefault(snap.gpu.index, deque(maxlen=HISTORY_SAMPLES)).append((float(snap.util_pct or 0), mem))
-        return snapshots
 
     def gpu_history(self) -> dict[int, list[tuple[float, float]]]:
         with self._lock:
             return {index: list(samples) for index, samples in self._history.items()}
+
+    def gpu_series(self, samples: int) -> dict[int, tuple[tuple[float, float], ...]]:
+        """The last `samples` (util %, memory %) readings per GPU, oldest first."""
+        with self._lock:
+            return {index: tuple(itertools.islice(values, max(0, len(values) - samples), None)) for index, values in self._history.items()}
 
     def catalog_obj(self) -> Any:
         return self.workspace.catalog()
@@ -124,6 +143,20 @@ class RealServices:
 
     def _estate_pods(self) -> list[Pod]:
         return self.workspace.pods()
+
+    def _planned_pods(self) -> list[Pod]:
+        """The estate's pods for the live hub, which asks several times a second: the file is parsed
+        again only when it changed (its inode, size or modification time)."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return self._estate_pods()  # missing or unreadable: the workspace says what to do
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        plan = self._plan
+        if plan is None or plan[0] != stamp:
+            plan = (stamp, self._estate_pods())
+            self._plan = plan
+        return list(plan[1])
 
     def _pod(self, name: str) -> Pod:
         return self.workspace.pod(name)
@@ -294,21 +327,25 @@ class RealServices:
             return HistoryView(taken_at=time.time(), window_s=0.0)
         return hub.history.snapshot()
 
-    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
+    def subscribe(self, on_update: Callable[[LiveUpdate], None]) -> Callable[[], None] | None:
+        from c3.live_feed import LiveFeed
+
         hub = self._live()
         if hub is None:
-            return lambda: None
-        last: list[tuple[Any, ...] | None] = [None]
+            return None
+        feed = LiveFeed(self, hub, on_update)
+        self._feed = feed
+        unsubscribe: Callable[[], None] = hub.subscribe(feed)
+        feed(hub.latest())  # what the hub already has, at once: the next change may be a while
+        return unsubscribe
 
-        def changed(snap: Any) -> None:
-            # The hub publishes on every GPU reading too; only a pod's own transitions are news here.
-            key = tuple((p.name, p.workload.status if p.workload else None, bool(p.health and p.health.healthy),
-                         p.placement.verdict if p.placement else None) for p in snap.pods)
-            if key != last[0]:
-                last[0] = key
-                on_change()
+    def freshness(self) -> Freshness:
+        feed = self._feed
+        return feed.fresh if feed is not None else Freshness()
 
-        return hub.subscribe(changed)
+    def pods_from(self, hub: Any, snap: Any) -> list[PodState]:
+        """The pod view of one hub snapshot (its own plan: the pods it was assembled for)."""
+        return [self._state_of(row) for row in self._live_rows(hub, list(snap.pods), snap)]
 
     def nodes(self) -> list[NodeRow]:
         return node_rows(self)
