@@ -122,7 +122,9 @@ def child(kind: str, mode: str, idle_s: float, report: str | None = None) -> Non
                  "threads": {str(t.native_id): t.name for t in threading.enumerate()},
                  "pushed": getattr(app, "pushed", None), "gpu_pushes": marks.get("gpu_pushes", 0), "pod_pushes": marks.get("pod_pushes", 0),
                  "started": dict(started)}
-        Path(report).write_text(json.dumps(shown))  # type: ignore[arg-type]
+        partial = Path(f"{report}.partial")
+        partial.write_text(json.dumps(shown))
+        partial.replace(report)  # type: ignore[arg-type]  # whole: the parent reads it at any moment
 
     def on_ready() -> None:
         app.call_after_refresh(first_paint)
@@ -423,8 +425,8 @@ def measure_idle_and_keys(args: argparse.Namespace, env: dict[str, str]) -> None
             if args.threads:
                 print(f"  pushed: {during.get('pushed')}; in the window: {during.get('gpu_pushes', 0) - shown.get('gpu_pushes', 0)} GPU and"
                       f" {during.get('pod_pushes', 0) - shown.get('pod_pushes', 0)} pod pushes; threads started: {shown.get('started')} → {during.get('started')}", flush=True)
-                names = json.loads(report.read_text()).get("threads", {})
-                print(per_thread(threads_before, threads_after, names, 100.0 * (ttys["c3"].cpu_s() - start["c3"]) / span, span), flush=True)
+                names = during.get("threads", {})
+                print(per_thread(threads_before, threads_after, names, pct["c3"], span), flush=True)
             if spy is not None:
                 spy.wait(timeout=args.idle_seconds + 30)
                 print(where_it_went(Path(args.py_spy)), flush=True)
