@@ -20,6 +20,12 @@ placement and every serving pod's engine /metrics (2 s).
    frame it causes comes back (a key is sent only after the output has been quiet for 150 ms, so
    periodic repaints are not mistaken for it); p50 and p90 over every press of every run.
 Goals (issue 14): idle ≤ 3 % of one core with metrics polled, and below nvitop; keypress p50 ≤ 50 ms.
+
+Where the time goes: `--threads` prints the cockpit's idle CPU per thread (from /proc: the event loop,
+each live-hub source, Textual's input/output threads) and how many GPU and pod changes the hub pushed
+in the window; `--py-spy FILE` records run 1's idle window with py-spy and groups the samples by place.
+`--settle S` (default 10 s) is when the window starts: the GPU sparklines fill for their first ~20 s
+(a visible change every second), so `--settle 30` measures the steady state.
 """
 
 from __future__ import annotations
