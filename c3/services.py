@@ -2,7 +2,8 @@
 
 Every method of `Services` may block (NVML, docker-py, files, HTTP, SSH), so the app never calls one
 on the event loop: screens start a thread worker, the worker calls the facade and posts a message
-back. The clock is *not* part of the facade (the app asks it on the event loop every second), it is
+back. Two exceptions by design: `subscribe`'s callback runs in the live hub's thread and only posts
+(GPU and pod changes arrive pushed, as `LiveUpdate`s), and `freshness()` never blocks. The clock is *not* part of the facade (the app asks it on the event loop every second), it is
 passed to the app separately.
 
 One implementation: `c3.services_real.RealServices` over the backend packages — on a real rig, or

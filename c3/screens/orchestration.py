@@ -2,9 +2,9 @@
 
 The facade's live hub pushes what changes (`gpus_pushed`, `pods_pushed`, from the app's typed
 messages): nothing polls on a timer while it does, and a reading that changes nothing on screen is not
-even sent. While the mode is hidden or a modal covers it, pushed readings are kept and drawn when it is
-shown again (a repaint under a modal's translucent backdrop repaints the whole terminal), but the pods
-still reach the trouble count. GPUs and pods are also read once at once — first frame, after a write,
+even sent. While the mode is hidden or a modal covers it, the latest pushed readings are kept and taken
+when it is shown again, as the paused polls did: a repaint under a modal's translucent backdrop repaints
+the whole terminal, and what a modal shows (details) must agree with the list behind it. GPUs and pods are also read once at once — first frame, after a write,
 `r` — and, when the facade cannot push, every 1 s and 2 s. Every facade call runs in a thread worker;
 handlers only render. The badges' "as of" stamps move with every change, and otherwise every
 `STAMP_STEP_S` while readings keep arriving (each redraw of the stamp is a repaint: bench/tui.py).
@@ -94,6 +94,9 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         self.pods_error: str | None = None
         self._behind = False
         """Pushed readings arrived while the screen was not shown: draw them when it is."""
+        self._pending_gpus: GpuReading | None = None
+        self._pending_pods: PodsReading | None = None
+        """The latest pushed readings while a modal covers the screen or its mode is hidden."""
         self.history = History()
         self._seeded = False
         self._focused_pods = False
@@ -198,6 +201,9 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     # -- pushed by the live hub (through the app's messages) -----------------------------------------
     def gpus_pushed(self, reading: GpuReading) -> None:
         """The GPU panels' readings changed (values, processes, sparklines, or the source failing)."""
+        if not self.is_active:
+            self._pending_gpus = reading  # kept: drawn when the screen is shown again
+            return
         pods_too = True
         if reading.snapshots:
             values = [tuple(v for k, v in snap if k != "taken_at") for snap in reading.snapshots]
@@ -210,7 +216,11 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         self._redraw(pods=pods_too)  # the pod view shows GPU numbers, not their sparklines
 
     def pods_pushed(self, reading: PodsReading) -> None:
-        """The pod view's readings changed. Trouble is counted even while the screen is covered."""
+        """The pod view's readings changed. While a modal covers the screen the reading waits, like the
+        polls did: what the modal shows (details) and the list and trouble count behind it must agree."""
+        if not self.is_active:
+            self._pending_pods = reading
+            return
         self.pods = list(reading.pods)
         self.pods_taken_at = reading.taken_at
         self.pods_error = reading.error
@@ -229,11 +239,17 @@ class OrchestrationScreen(Filterable, CockpitScreen):
             self.render_sources()
 
     def resumed(self) -> None:
-        if self.app.pushed:  # type: ignore[attr-defined]
-            if self._behind:
-                self._redraw()
-        else:
+        if not self.app.pushed:  # type: ignore[attr-defined]
             self.poll_now()
+            return
+        pods, gpus = self._pending_pods, self._pending_gpus
+        self._pending_pods = self._pending_gpus = None
+        if pods is not None:
+            self.pods_pushed(pods)
+        if gpus is not None:
+            self.gpus_pushed(gpus)
+        if self._behind:
+            self._redraw()
 
     # -- rendering -------------------------------------------------------------------------------
     def holder_of(self, index: int) -> str:

@@ -20,8 +20,8 @@ from tests.cockpit.world import FIXED_NOW
 
 async def test_pushed_sources_run_no_poll_timer_and_a_hidden_mode_catches_up_on_return(demo_world):
     """The live hub pushes GPUs and pods: the Orchestration screen has no poll timer and calls no
-    facade read while nothing changes. A change while the mode is hidden is kept (and counted), not
-    drawn; coming back draws it without a poll. The Nodes mode, which the hub does not feed, still polls."""
+    facade read while nothing changes. A change while the mode is hidden is kept, not taken; coming
+    back draws it without a poll. The Nodes mode, which the hub does not feed, still polls."""
     from backend.sim.runtime import SimRuntime
 
     app, svc = real_app(demo_world)
@@ -42,8 +42,8 @@ async def test_pushed_sources_run_no_poll_timer_and_a_hidden_mode_catches_up_on_
         assert nodes.poller.timer is not None  # not pushed: polled on its timer
         assert "set_live:False" in svc.calls  # the facade's costly placement reads pause
         await asyncio.to_thread(SimRuntime().stop, "chat", 5.0)
-        await wait_for(pilot, lambda: orch.pods[0].state == "down", timeout=15, what="chat's stop pushed while hidden")
-        assert "● serving" in _pod_list_text(orch)  # kept, not drawn under the other mode
+        await wait_for(pilot, lambda: (r := orch._pending_pods) is not None and r.pods[0].state == "down", timeout=15, what="chat's stop pushed while hidden")
+        assert "● serving" in _pod_list_text(orch) and orch.pods[0].state == "serving"  # kept, not taken under the other mode
         await pilot.press("1")
         await wait_for(pilot, lambda: "○ down" in _pod_list_text(orch), what="the kept reading drawn on return")
         await wait_for(pilot, lambda: svc.calls.count("set_live:True") >= 1, what="the live sources to resume")
