@@ -20,6 +20,12 @@ placement and every serving pod's engine /metrics (2 s).
    frame it causes comes back (a key is sent only after the output has been quiet for 150 ms, so
    periodic repaints are not mistaken for it); p50 and p90 over every press of every run.
 Goals (issue 14): idle ≤ 3 % of one core with metrics polled, and below nvitop; keypress p50 ≤ 50 ms.
+
+Where the time goes: `--threads` prints the cockpit's idle CPU per thread (from /proc: the event loop,
+each live-hub source, Textual's input/output threads) and how many GPU and pod changes the hub pushed
+in the window; `--py-spy FILE` records run 1's idle window with py-spy and groups the samples by place.
+`--settle S` (default 10 s) is when the window starts: the GPU sparklines fill for their first ~20 s
+(a visible change every second), so `--settle 30` measures the steady state.
 """
 
 from __future__ import annotations
@@ -50,6 +56,15 @@ def child(kind: str, mode: str, idle_s: float, report: str | None = None) -> Non
     from textual.widgets import Footer, Static
 
     marks: dict[str, float] = {}
+    started: dict[str, int] = {}
+    _start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:  # which threads start (the report lists them by name)
+        name = thread.name.split("-")[0].split("_")[0]
+        started[name] = started.get(name, 0) + 1
+        _start(thread)
+
+    threading.Thread.start = start  # type: ignore[method-assign]
 
     class Bare(App):
         def compose(self):
@@ -67,7 +82,16 @@ def child(kind: str, mode: str, idle_s: float, report: str | None = None) -> Non
             # headless modes: the scenario's simulated rig; tty: NVML (the fake library), sim runtime
             return RealServices(demo=mode != "tty")
 
-        app = C3App(facade)
+        class Counted(C3App):
+            """Counts what the live hub pushed (Textual also runs C3App's own handler: it walks the MRO)."""
+
+            def on_gpus_read(self, message) -> None:
+                marks["gpu_pushes"] = marks.get("gpu_pushes", 0) + 1
+
+            def on_pods_read(self, message) -> None:
+                marks["pod_pushes"] = marks.get("pod_pushes", 0) + 1
+
+        app = Counted(facade)
 
     def first_paint() -> None:
         marks.setdefault("first_frame", time.time())
@@ -100,8 +124,13 @@ def child(kind: str, mode: str, idle_s: float, report: str | None = None) -> Non
                  "with_metrics": sum(p.metrics is not None for p in orch.pods) if orch else 0,
                  "gpu_processes": sum(len(s.processes) for s in orch.gpus.values()) if orch else 0,
                  "probe": getattr(getattr(hub, "ctx", None), "probe", None).__class__.__name__,
-                 "hub_threads": sorted(t.name for t in threading.enumerate() if t.name.startswith("c3-live-"))}
-        Path(report).write_text(json.dumps(shown))  # type: ignore[arg-type]
+                 "hub_threads": sorted(t.name for t in threading.enumerate() if t.name.startswith("c3-live-")),
+                 "threads": {str(t.native_id): t.name for t in threading.enumerate()},
+                 "pushed": getattr(app, "pushed", None), "gpu_pushes": marks.get("gpu_pushes", 0), "pod_pushes": marks.get("pod_pushes", 0),
+                 "started": dict(started)}
+        partial = Path(f"{report}.partial")
+        partial.write_text(json.dumps(shown))
+        partial.replace(report)  # type: ignore[arg-type]  # whole: the parent reads it at any moment
 
     def on_ready() -> None:
         app.call_after_refresh(first_paint)
@@ -173,6 +202,17 @@ class Tty:
                 return
             self.chunks.append((time.monotonic(), len(data)))
 
+    def thread_cpu_s(self) -> dict[int, float]:
+        """User + system CPU seconds of each live thread, by native id (a thread that ended is not listed)."""
+        out: dict[int, float] = {}
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            try:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[int(task.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return out
+
     def cpu_s(self) -> float:
         """User + system CPU seconds of the process (all its threads) so far."""
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -233,6 +273,12 @@ def main() -> None:
     parser.add_argument("--child", choices=["c3", "bare"])
     parser.add_argument("--mode", choices=["first-frame", "idle", "tty"], default="first-frame")
     parser.add_argument("--report")
+    parser.add_argument("--settle", type=float, default=10.0, help="seconds from start to the idle window (the GPU sparklines fill for the"
+                        " first ~20 s: a longer settle measures the steady state)")
+    parser.add_argument("--threads", action="store_true", help="print the cockpit's idle CPU per thread (from /proc) after each run")
+    parser.add_argument("--no-first-frame", action="store_true", help="skip the cold-start measurement")
+    parser.add_argument("--py-spy", metavar="FILE", help="record the cockpit with py-spy over run 1's idle window (raw collapsed "
+                        "stacks to FILE) and print where its CPU went")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.mode, args.idle_seconds, args.report)
@@ -244,7 +290,8 @@ def main() -> None:
     world = World.build("bench")
     WORLD_ENV.update(world.env)
     try:
-        measure_first_frame(args)
+        if not args.no_first_frame:
+            measure_first_frame(args)
         measure_idle_and_keys(args, fake_nvml_env(world.env, world.base))
     finally:
         world.stop()
@@ -262,6 +309,69 @@ def measure_first_frame(args: argparse.Namespace) -> None:
     print(f"  bare Textual app        {bare_first * 1000:7.0f} ms")
     print(f"  c3 cockpit (8 GPU/16 pods) {c3_first * 1000:4.0f} ms   = {c3_first / bare_first:.2f} × bare   (goal ≤ 1.50 ×)")
     print(f"  c3 with GPUs and pods shown {c3_data * 1000:3.0f} ms   = {c3_data / bare_first:.2f} × bare", flush=True)
+
+
+def _py_spy(pid: int, seconds: float, out: str) -> subprocess.Popen:
+    """py-spy sampling the cockpit (every thread, idle frames excluded, without pausing it) for `seconds`."""
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        raise SystemExit("py-spy is not installed in this environment: pip install -e '.[bench]'")
+    return subprocess.Popen([str(spy), "record", "--format", "raw", "--threads", "--nonblocking", "--rate", "200",
+                             "--duration", str(int(seconds)), "--pid", str(pid), "--output", out],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+PLACES = (  # (label, a frame that marks it), the first label whose frame is on the stack
+    ("hub: GPU reading (NVML)", "_read_gpus (backend/live/hub.py"),
+    ("hub: health probes", "_read_health (backend/live/hub.py"),
+    ("hub: /metrics scrapes", "_read_metrics (backend/live/hub.py"),
+    ("hub: placement", "_read_placement (backend/live/hub.py"),
+    ("hub: workload events", "backend/live/events.py"),
+    ("hub: snapshot assembly + subscribers", "_changed (backend/live/hub.py"),
+    ("cockpit: facade calls in workers", "work (c3/screens/base.py"),
+    ("Textual: compositor/render", "textual/_compositor.py"),
+    ("Textual: widget render", "render_lines (textual/"),
+    ("Textual: styles/layout", "textual/css/"),
+    ("Textual: timers", "textual/timer.py"),
+    ("Textual: message pump", "textual/message_pump.py"),
+    ("Textual: driver (terminal I/O)", "textual/drivers/"),
+)
+
+
+def per_thread(before: dict[int, float], after: dict[int, float], names: dict[str, str], total_pct: float, span: float) -> str:
+    """The cockpit's idle CPU split by thread (% of one core); the rest of the process total is threads
+    that ended in the window and the kernel's per-thread tick accounting (it does not add up exactly)."""
+    rows: dict[str, float] = {}
+    for tid, cpu in after.items():
+        name = names.get(str(tid), f"thread {tid}")
+        name = "Textual worker pool" if name.startswith(("ThreadPoolExecutor", "asyncio_")) else name
+        rows[name] = rows.get(name, 0.0) + 100.0 * (cpu - before.get(tid, 0.0)) / span
+    rows["(not in any live thread's count: ended threads, tick rounding)"] = max(0.0, total_pct - sum(rows.values()))
+    return "  per thread: " + ", ".join(f"{name} {pct:.2f} %" for name, pct in sorted(rows.items(), key=lambda kv: -kv[1]) if pct >= 0.005)
+
+
+WAITS = (".select", ".wait", "Queue.get", "_acquire_restore", ".recv_into", ".recv", "sleep", ".poll", "lock.acquire", ".readline")
+
+
+def where_it_went(raw: Path) -> str:
+    """py-spy's collapsed stacks grouped by PLACES (share of all non-idle samples of the cockpit)."""
+    counts: dict[str, int] = {}
+    total = waiting = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        frames = stack.split(";")
+        if frames[-1].split(" (")[0].endswith(WAITS):  # py-spy's idle detection misses these under --nonblocking
+            waiting += int(n)
+            continue
+        total += int(n)
+        label = next((name for name, mark in PLACES if any(mark in f for f in frames)), "other: " + (frames[-1][:70] if frames else "?"))
+        counts[label] = counts.get(label, 0) + int(n)
+    lines = [f"where the cockpit's CPU went (py-spy, {total} samples, {waiting} more waiting in a blocking call left out; {raw}):"]
+    for label, n in sorted(counts.items(), key=lambda kv: -kv[1])[:25]:
+        lines.append(f"  {100.0 * n / max(total, 1):5.1f} %  {label}")
+    return "\n".join(lines)
 
 
 def _load() -> str:
@@ -287,7 +397,7 @@ def measure_idle_and_keys(args: argparse.Namespace, env: dict[str, str]) -> None
     for run in range(args.runs):
         ttys = {name: Tty(argv, base, (120, 40)) for name, argv in commands.items()}
         try:
-            time.sleep(10.0)  # settle: imports, the facade, first polls, nvitop's first snapshot
+            time.sleep(args.settle)  # settle: imports, the facade, first polls, nvitop's first snapshot
             shown = json.loads(report.read_text()) if report.exists() else {}
             if not (shown.get("gpus") == 8 and shown.get("pods") == 16 and shown.get("with_metrics") == shown.get("serving") == 8):
                 raise SystemExit(f"the cockpit does not show what the bench measures: {shown}")
@@ -295,10 +405,14 @@ def measure_idle_and_keys(args: argparse.Namespace, env: dict[str, str]) -> None
             if dead:
                 raise SystemExit(f"exited before the measurement: {dead}")
             load_before = _load()
+            spy = _py_spy(ttys["c3"].proc.pid, args.idle_seconds, args.py_spy) if args.py_spy and run == 0 else None
             start = {name: tty.cpu_s() for name, tty in ttys.items()}
+            threads_before = ttys["c3"].thread_cpu_s()
             began = time.monotonic()
             time.sleep(args.idle_seconds)
             span = time.monotonic() - began
+            threads_after = ttys["c3"].thread_cpu_s()
+            during = json.loads(report.read_text()) if report.exists() else {}
             pct = {name: 100.0 * (tty.cpu_s() - start[name]) / span for name, tty in ttys.items()}
             for name, value in pct.items():
                 idle[name].append(value)
@@ -314,6 +428,14 @@ def measure_idle_and_keys(args: argparse.Namespace, env: dict[str, str]) -> None
             print(f"  run {run + 1}: " + "  ".join(f"{name} {value:5.2f} %" for name, value in pct.items())
                   + f"   load {load_before} → {_load()}   cockpit showed {shown['gpus']} GPUs, {shown['pods']} pods,"
                   f" {shown['with_metrics']} with engine metrics, {shown['gpu_processes']} GPU processes ({shown['probe']})", flush=True)
+            if args.threads:
+                print(f"  pushed: {during.get('pushed')}; in the window: {during.get('gpu_pushes', 0) - shown.get('gpu_pushes', 0)} GPU and"
+                      f" {during.get('pod_pushes', 0) - shown.get('pod_pushes', 0)} pod pushes; threads started: {shown.get('started')} → {during.get('started')}", flush=True)
+                names = during.get("threads", {})
+                print(per_thread(threads_before, threads_after, names, pct["c3"], span), flush=True)
+            if spy is not None:
+                spy.wait(timeout=args.idle_seconds + 30)
+                print(where_it_went(Path(args.py_spy)), flush=True)
         finally:
             for tty in ttys.values():
                 tty.stop()

@@ -28,9 +28,12 @@ from c3.screens.base import CockpitScreen, ServiceCalls, describe_error
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import (
     BootProgress,
+    GpuReading,
+    LiveUpdate,
     NewNode,
     NewPod,
     PodState,
+    PodsReading,
     RecipeLaunch,
     Services,
     WritePlan,
@@ -70,8 +73,18 @@ class LaunchUpdate(Message):
     progress: BootProgress
 
 
-class LiveChanged(Message):
-    """A pod's live state changed (posted from the facade's live hub thread; `post_message` is thread-safe)."""
+@dataclass
+class GpusRead(Message):
+    """What the GPU panels show changed (posted from the facade's live-hub thread; `post_message` is thread-safe)."""
+
+    reading: GpuReading
+
+
+@dataclass
+class PodsRead(Message):
+    """What the pod view shows changed (posted from the facade's live-hub thread)."""
+
+    reading: PodsReading
 
 
 NAVIGATION = [
@@ -133,6 +146,9 @@ class C3App(ServiceCalls, App[None]):
         self.bell_on_trouble = bell
         self.autopoll = autopoll
         self.live = autopoll if live is None else live
+        self.pushed: bool | None = None
+        """The facade's live hub pushes GPU and pod changes (the screens run no poll timer for them);
+        None until the subscription answered, False when the facade cannot push."""
         self._unsubscribe: Callable[[], None] | None = None
         self._factory: Callable[[], Services] | None = None
         self.services: Services | None
@@ -180,26 +196,43 @@ class C3App(ServiceCalls, App[None]):
         self.run_worker(_warm_imports, thread=True, group="warm-up", exit_on_error=False)
 
     def _subscribe(self, services: Services) -> None:
-        """Pod changes pushed by the facade's live hub become `LiveChanged` messages (in a worker:
-        subscribing may start the hub)."""
-        if not self.live or not hasattr(services, "subscribe"):
+        """What the facade's live hub pushes — only changes of what the GPU panels and the pod view show
+        — becomes typed messages (`GpusRead`, `PodsRead`), posted from the hub's thread. Subscribing
+        runs in a worker (it may start the hub); a facade that cannot push leaves the screens polling."""
+        if not self.live:
+            return
+        if not hasattr(services, "subscribe"):
+            self._subscribed(None)
             return
 
-        def changed() -> None:
-            self.post_message(LiveChanged())
+        def pushed(update: LiveUpdate) -> None:  # a live-hub thread: post only
+            if update.gpus is not None:
+                self.post_message(GpusRead(update.gpus))
+            if update.pods is not None:
+                self.post_message(PodsRead(update.pods))
 
-        def subscribe() -> Callable[[], None]:
-            return services.subscribe(changed)
+        def subscribe() -> Callable[[], None] | None:
+            return services.subscribe(pushed)
 
-        self.call(subscribe, done=self._subscribed, failed=lambda _error: None, group="live")
+        self.call(subscribe, done=self._subscribed, failed=lambda _error: self._subscribed(None), group="live")
 
-    def _subscribed(self, unsubscribe: Callable[[], None]) -> None:
+    def _subscribed(self, unsubscribe: Callable[[], None] | None) -> None:
         self._unsubscribe = unsubscribe
+        self.pushed = unsubscribe is not None
+        if not self.pushed:  # nothing will be pushed: the screens poll on their timers instead
+            for screen in self._mode_screens():
+                if isinstance(screen, CockpitScreen) and screen.is_mounted:
+                    screen.start_poll_timers()
 
-    def on_live_changed(self, message: LiveChanged) -> None:
+    def on_gpus_read(self, message: GpusRead) -> None:
         orch = self._orchestration()
-        if orch is not None and orch.is_mounted and orch.is_active:
-            orch.pods_poller.request()  # coalesced: at most one more poll, after the one in flight
+        if orch is not None and orch.is_mounted:
+            orch.gpus_pushed(message.reading)
+
+    def on_pods_read(self, message: PodsRead) -> None:
+        orch = self._orchestration()
+        if orch is not None and orch.is_mounted:
+            orch.pods_pushed(message.reading)
 
     def pods_read(self, pods: list[PodState], *, stale: bool = False) -> None:
         """Every pod reading passes here: trouble is counted in the mode bar and announced once per

@@ -2,7 +2,8 @@
 
 Every method of `Services` may block (NVML, docker-py, files, HTTP, SSH), so the app never calls one
 on the event loop: screens start a thread worker, the worker calls the facade and posts a message
-back. The clock is *not* part of the facade (the app asks it on the event loop every second), it is
+back. Two exceptions by design: `subscribe`'s callback runs in the live hub's thread and only posts
+(GPU and pod changes arrive pushed, as `LiveUpdate`s), and `freshness()` never blocks. The clock is *not* part of the facade (the app asks it on the event loop every second), it is
 passed to the app separately.
 
 One implementation: `c3.services_real.RealServices` over the backend packages — on a real rig, or
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol
 
 
@@ -190,6 +192,50 @@ class PodDetails:
     fit: FitReport | None = None
 
 
+@dataclass(frozen=True)
+class GpuReading:
+    """The GPUs as the live hub read them, pushed when what the GPU panels show changes."""
+
+    snapshots: tuple[GpuSnapshot, ...]
+    """Every GPU, index order."""
+    util: dict[int, tuple[float, ...]]
+    """Recent util % per GPU, oldest first (the sparklines)."""
+    mem: dict[int, tuple[float, ...]]
+    """Recent memory % per GPU, oldest first."""
+    taken_at: datetime | None
+    """When the newest of these readings was taken."""
+    error: str | None = None
+    """Why the GPU readings stopped (the last good ones are these), or None."""
+
+
+@dataclass(frozen=True)
+class PodsReading:
+    """Every pod of the estate as the live hub sees it, pushed when what the pod view shows changes."""
+
+    pods: tuple[PodState, ...]
+    """Estate order."""
+    taken_at: datetime
+    """When the snapshot they come from was assembled."""
+    error: str | None = None
+    """Why the runtime stopped answering (the pods are the last good reading), or None."""
+
+
+@dataclass(frozen=True)
+class LiveUpdate:
+    """What changed on screen, from one live-hub snapshot: the GPU part, the pod part, or both."""
+
+    gpus: GpuReading | None = None
+    pods: PodsReading | None = None
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """When the live hub last read each part (changed or not): the freshness badges age from these."""
+
+    gpus_at: datetime | None = None
+    pods_at: datetime | None = None
+
+
 @dataclass
 class History:
     """Bounded per-GPU history of util % and memory % for the sparklines (a few minutes at 1 Hz)."""
@@ -289,6 +335,12 @@ class Services(Protocol):
         """Every compute process on the GPUs: pid, GPU it really uses, memory, its pod or none
         (foreign), user and command."""
 
-    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
-        """Call `on_change()` — from a background thread — whenever a pod's live state changes (its
-        workload, health or placement; not every GPU reading); returns the unsubscribe function."""
+    def subscribe(self, on_update: Callable[[LiveUpdate], None]) -> Callable[[], None] | None:
+        """Call `on_update(update)` — from a live-hub thread, so it must only post — whenever what the
+        GPU panels or the pod view show changes (a reading that changes nothing on screen is not
+        pushed); returns the unsubscribe function, or None when nothing can be pushed (no live hub:
+        then the cockpit polls)."""
+
+    def freshness(self) -> Freshness:
+        """When the live hub last read the GPUs and the pods, changed or not. Never blocks (what the
+        hub's threads last recorded), so the event loop may call it."""

@@ -5,10 +5,11 @@ and (when it exists) the recipes backend. Every method blocks; the app calls the
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from backend.views import PodStatus
 from backend.views.estate_file import estate_path as default_estate_path
 from backend.views.live_estate import LiveEstate
 from c3.services import (
+    Freshness,
+    LiveUpdate,
     NodeRow,
     PodRunState,
     PodDetails,
@@ -53,6 +56,8 @@ class RealServices:
         """What the writes act on: this estate file and this runtime context."""
         self._lock = threading.Lock()
         self._history: dict[int, deque[tuple[float, float]]] = {}
+        self._feed: Any = None
+        self._history_at: dict[int, Any] = {}  # each GPU's last reading in the sparkline history (its taken_at)
         self._demo_lease: DemoLease | None = None
         if demo:
             from backend.actions.session import join_demo
@@ -67,16 +72,29 @@ class RealServices:
 
     def gpu_snapshots(self) -> list[GpuSnapshot]:
         snapshots = self._read_gpus()
+        self.remember_gpus(snapshots)
+        return snapshots
+
+    def remember_gpus(self, snapshots: Iterable[GpuSnapshot]) -> None:
+        """Add GPU readings to the sparkline history; one the history already holds (the same reading
+        pushed by the hub and read by a poll) is added once."""
         with self._lock:
             for snap in snapshots:
+                if self._history_at.get(snap.gpu.index) == snap.taken_at:
+                    continue
+                self._history_at[snap.gpu.index] = snap.taken_at
                 total = snap.gpu.total_mib or 0
                 mem = 100.0 * (snap.used_mib or 0) / total if total else 0.0
                 self._history.setdefault(snap.gpu.index, deque(maxlen=HISTORY_SAMPLES)).append((float(snap.util_pct or 0), mem))
-        return snapshots
 
     def gpu_history(self) -> dict[int, list[tuple[float, float]]]:
         with self._lock:
             return {index: list(samples) for index, samples in self._history.items()}
+
+    def gpu_series(self, samples: int) -> dict[int, tuple[tuple[float, float], ...]]:
+        """The last `samples` (util %, memory %) readings per GPU, oldest first."""
+        with self._lock:
+            return {index: tuple(itertools.islice(values, max(0, len(values) - samples), None)) for index, values in self._history.items()}
 
     def catalog_obj(self) -> Any:
         return self.workspace.catalog()
@@ -183,8 +201,23 @@ class RealServices:
         """The live hub's recorded history (`backend.live.history.HistoryView`); empty without a hub."""
         return self.live.history()
 
-    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
-        return self.live.subscribe(on_change)
+    def subscribe(self, on_update: Callable[[LiveUpdate], None]) -> Callable[[], None] | None:
+        from c3.live_feed import LiveFeed
+
+        feed = LiveFeed(self, on_update)
+        unsubscribe = self.live.subscribe(feed)  # hands it what the hub already has, at once
+        if unsubscribe is None:
+            return None
+        self._feed = feed
+        return unsubscribe
+
+    def freshness(self) -> Freshness:
+        feed = self._feed
+        return feed.fresh if feed is not None else Freshness()
+
+    def pods_from(self, snap: Any) -> list[PodState]:
+        """The pod view of one hub snapshot (its own plan: the pods it was assembled for)."""
+        return [self._state_of(row) for row in self.live.rows_of(snap)]
 
     def nodes(self) -> list[NodeRow]:
         return node_rows(self)

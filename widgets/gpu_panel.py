@@ -34,11 +34,19 @@ class GpuPanel(Widget):
         self.util_history: list[float] = []
         self.mem_history: list[float] = []
         self.holder = ""
-        self._key: tuple[str, tuple[float, ...], tuple[float, ...], str] | None = None
+        self._key: tuple[object, ...] | None = None
+
+    def _widths(self) -> tuple[int, int, int]:
+        """(panel, bar, sparkline) widths in cells at the panel's current size."""
+        width = max(30, self.size.width)
+        bar_w = max(6, (width - 18) // 2)
+        return width, bar_w, max(4, width - 18 - bar_w)
 
     def show(self, snapshot: GpuSnapshot, util_history: list[float], mem_history: list[float], holder: str) -> None:
-        """Hand the panel a new reading; repaints only when something visible changed."""
-        key = (snapshot.model_dump_json(exclude={"taken_at"}), tuple(util_history[-40:]), tuple(mem_history[-40:]), holder)
+        """Hand the panel a new reading; repaints only when something visible changed (the sparklines
+        are compared over the readings they draw: a history that grows beyond them changes nothing)."""
+        width, _, spark_w = self._widths()
+        key = (tuple(v for k, v in snapshot if k != "taken_at"), width, tuple(util_history[-spark_w:]), tuple(mem_history[-spark_w:]), holder)
         if key == self._key:
             return
         self._key = key
@@ -49,13 +57,11 @@ class GpuPanel(Widget):
         snap = self.snapshot
         if snap is None:
             return Content.from_markup(f"[b]GPU{self.index}[/]  [$text-muted]waiting for the first reading…[/]")
-        width = max(30, self.size.width)
+        width, bar_w, spark_w = self._widths()
         total = snap.gpu.total_mib
         used = snap.used_mib
         mem_pct = 100.0 * (used or 0) / total if total else 0.0
         util = snap.util_pct
-        bar_w = max(6, (width - 18) // 2)
-        spark_w = max(4, width - 18 - bar_w)
         temp = f"{snap.temp_c}°C" if snap.temp_c is not None else "?°C"
         if snap.power_w is not None and snap.power_limit_w:
             power = f"{snap.power_w:.0f}/{snap.power_limit_w:.0f}W"

@@ -42,6 +42,7 @@ class NvmlProbe:
         self._nvml = nvml if nvml is not None else _import_pynvml()
         self._lock = threading.Lock()
         self._gpus: list[Gpu] | None = None
+        self._handles: dict[int, Any] = {}  # a handle stays valid while NVML is initialised (this probe holds it)
         try:
             self._nvml.nvmlInit()
         except self._nvml.NVMLError as error:
@@ -66,8 +67,12 @@ class NvmlProbe:
             return None
 
     def _handle(self, index: int) -> Any:
+        handle = self._handles.get(index)
+        if handle is not None:
+            return handle
         try:
-            return self._nvml.nvmlDeviceGetHandleByIndex(index)
+            handle = self._handles[index] = self._nvml.nvmlDeviceGetHandleByIndex(index)
+            return handle
         except self._nvml.NVMLError as error:
             raise EnvironmentProblem(f"NVML cannot open GPU {index}: {self._describe(error)}") from error
 

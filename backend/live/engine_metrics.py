@@ -16,6 +16,7 @@ What each engine has (and what it has not — then the field is None, not 0):
 
 from __future__ import annotations
 
+import functools
 import math
 from datetime import datetime
 from typing import Any, Literal
@@ -149,11 +150,19 @@ def _family(name: str) -> tuple[Engine, str] | None:
 
 def parse(text: str, *, taken_at: datetime, clock: float) -> EngineSample:
     """One /metrics body → an `EngineSample`; `EngineMetricsError` when it is not an engine's metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     if len(text) > MAX_BYTES:
         raise EngineMetricsError(f"/metrics body is {len(text)} bytes (over {MAX_BYTES})")
-    text = "".join(line for line in text.splitlines(keepends=True) if _wanted(line))
+    wanted = "".join(line for line in text.splitlines(keepends=True) if _wanted(line))
+    engines, sums, counts, buckets = _read(wanted)
+    return _sample(engines, dict(sums), dict(counts), dict(buckets), taken_at=taken_at, clock=clock)
+
+
+@functools.lru_cache(maxsize=64)
+def _read(text: str) -> tuple[frozenset[str], tuple[tuple[str, float], ...], tuple[tuple[str, int], ...], tuple[tuple[float, float], ...]]:
+    """The wanted lines of one body, summed per name. Cached on those lines: an engine with nothing to
+    do serves the same numbers scrape after scrape, and the parser is most of a scrape's CPU."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     buckets: dict[float, float] = {}
@@ -179,7 +188,11 @@ def parse(text: str, *, taken_at: datetime, clock: float) -> EngineSample:
     if not engines:
         raise EngineMetricsError("/metrics has no vllm: or llamacpp: names",
                                  hint="llama-server exports them only with --metrics")
+    return frozenset(engines), tuple(sums.items()), tuple(counts.items()), tuple(buckets.items())
 
+
+def _sample(engines: frozenset[str], sums: dict[str, float], counts: dict[str, int], buckets: dict[float, float], *,
+            taken_at: datetime, clock: float) -> EngineSample:
     def total(name: str) -> float | None:
         return sums.get(name)
 

@@ -26,18 +26,13 @@ def check_all(targets: Iterable[Target], timeout_s: float = 1.5, client_factory:
 
 
 def _check(client: Any, targets: Iterable[Target]) -> dict[str, EndpointHealth]:
-    out: dict[str, EndpointHealth] = {}
-    for pod, url in targets:
-        result = http_probe.fetch(client, url, max_bytes=64 * 1024)
-        if not result.answered:
-            out[pod] = EndpointHealth(pod=pod, url=url, healthy=False, checked_at=datetime.now(UTC), error=result.error)
-            continue
-        out[pod] = EndpointHealth(
-            pod=pod,
-            url=url,
-            healthy=result.status == 200,
-            checked_at=datetime.now(UTC),
-            status_code=result.status,
-            latency_ms=result.elapsed_ms,
-        )
-    return out
+    return {pod: probe(client, pod, url) for pod, url in targets}
+
+
+def probe(client: Any, pod: str, url: str) -> EndpointHealth:
+    """GET one health URL with a probe client: healthy on HTTP 200; refused, slow or any other status is not."""
+    result = http_probe.fetch(client, url, max_bytes=64 * 1024)
+    if not result.answered:
+        return EndpointHealth(pod=pod, url=url, healthy=False, checked_at=datetime.now(UTC), error=result.error)
+    return EndpointHealth(pod=pod, url=url, healthy=result.status == 200, checked_at=datetime.now(UTC),
+                          status_code=result.status, latency_ms=result.elapsed_ms)

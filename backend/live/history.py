@@ -9,7 +9,7 @@ A pod that leaves the estate loses its series at the next metrics reading.
 
     history = LiveHistory(window_s=600)
     history.record_gpus(snapshots)          # the hub's GPU thread
-    history.record_metrics(pod_metrics)     # the hub's metrics thread
+    history.record_metrics(pod_metrics)     # the hub's engines thread
     history.snapshot()                      # any thread: an immutable `HistoryView`
 """
 

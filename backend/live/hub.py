@@ -1,6 +1,12 @@
-"""`LiveState`: the hub the cockpit drives — GPU poller, workload events, endpoint health, placement,
-and engine metrics (each serving pod's /metrics, every 2 s); `history` records the GPU readings and
-the engine metrics over the last ten minutes (`backend.live.history`).
+"""`LiveState`: the hub the cockpit drives — GPU poller, workload events, placement, and the engines
+(each running pod's health and, once it serves, its /metrics, every 2 s); `history` records the GPU
+readings and the engine metrics over the last ten minutes (`backend.live.history`).
+
+One round of the `engines` source costs one request per serving pod: an engine that served and answers
+its `/metrics` is alive, so that scrape stands in for its health probe. The health path is still probed
+when the scrape fails, when the pod's engine changed (started, exited, restarted), for a pod that does
+not serve yet, and at least every `health_proof_s` (10 s) — an engine's HTTP server can outlive the
+engine itself (vLLM's `/health` answers 503 once its engine core died; its `/metrics` still answers).
 
 Each source runs in its own daemon thread (NVML, the Docker socket and HTTP all block); every change
 assembles a new immutable `RigSnapshot` and hands it to subscribers (a callback, called from the
@@ -10,7 +16,7 @@ backoff; the others keep going.
 
     hub = LiveState(ctx, pods=lambda: load_estate(path).pods)
     hub.subscribe(lambda snap: app.call_from_thread(app.show, snap))
-    hub.start() … hub.pause("health") … hub.stop()
+    hub.start() … hub.pause("placement") … hub.stop()
 """
 
 from __future__ import annotations
@@ -19,15 +25,18 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from backend.errors import EnvironmentProblem
 from backend.live.engine_metrics import EngineSample, PodMetrics, read_pod
 from backend.live.events import EventSource
-from backend.live.health import check_all
+from backend.live.health import probe
 from backend.live.history import LiveHistory
-from backend.live.models import PodLive, RigSnapshot
+from backend.live.models import EndpointHealth, PodLive, RigSnapshot
 from backend.live.source import Source, now
 from backend.models import Pod
 from backend.runtime import placement as placement_rules
@@ -39,6 +48,20 @@ Subscriber = Callable[[RigSnapshot], None]
 
 HEALTH_TIMEOUT_S = 1.5
 """How long one health probe may take (a slow answer is an unhealthy one)."""
+HEALTH_PROOF_S = 10.0
+"""How long answered /metrics scrapes stand in for an engine's health probe before the health path is probed again."""
+
+
+@dataclass(frozen=True)
+class EngineReadings:
+    """One round of the `engines` source: each running pod's health, each serving pod's metrics."""
+
+    health: dict[str, EndpointHealth] = field(default_factory=dict)
+    """By pod: its last health verdict (a real probe of its health path, or an answered /metrics scrape)."""
+    metrics: dict[str, PodMetrics] = field(default_factory=dict)
+    """By pod: its last /metrics scrape (serving pods only)."""
+    scraped: frozenset[str] = frozenset()
+    """The pods whose /metrics were read in this round (the others' entries are carried over)."""
 
 log = logging.getLogger("c3.live")
 
@@ -73,8 +96,12 @@ class LiveState:
         metrics_interval_s: float = 2.0,
         metrics_timeout_s: float = 1.0,
         metrics_keep_s: float = 30.0,
+        health_proof_s: float = HEALTH_PROOF_S,
         history: LiveHistory | None = None,
     ) -> None:
+        """`health_interval_s`: how often each running pod's engine is checked (a /metrics scrape or a
+        health probe); `metrics_interval_s`: how often a serving pod's /metrics is read (a round in which
+        it is not due probes the health path instead); `health_proof_s`: see HEALTH_PROOF_S."""
         self.ctx = ctx
         self._pods = pods
         self._health_path_of = health_path_of
@@ -89,10 +116,17 @@ class LiveState:
         """GPU and engine-metrics history, recorded by the sources' threads whatever the cockpit shows."""
         self._samples: dict[str, EngineSample] = {}  # each serving pod's previous scrape: rates need two
         self._engine_key: dict[str, tuple[Any, ...]] = {}  # each pod's (status, container, pids) at the last workloads reading
+        self._metrics_interval_s = metrics_interval_s
         self._metrics_timeout_s = metrics_timeout_s
         self._metrics_keep_s = metrics_keep_s
-        self._metrics_client: Any = None  # one keep-alive client, used only by the metrics thread
-        self._health_client: Any = None  # one keep-alive client, used only by the health thread
+        self._health_proof_s = health_proof_s
+        self._probed_at: dict[str, float] = {}  # monotonic time of each pod's last real health probe
+        self._scraped_at: dict[str, float] = {}  # … and of its last /metrics scrape
+        self._reprobe: set[str] = set()  # pods whose engine changed: probe their health path next round
+        self._engines_client: Any = None  # one keep-alive loopback client, used only by the engines thread
+        self._placement_memo: tuple[Any, dict[str, Placement]] | None = None
+        self._pods_built: tuple[tuple[Any, ...], tuple[PodLive, ...]] | None = None  # the last pods assembled, and from what
+        self._published: dict[str, tuple[Any, ...]] = {}  # per source: the value and state last made into a snapshot
         events = getattr(ctx.runtime, "events", None)
         workloads: Source
         if callable(events):
@@ -102,9 +136,8 @@ class LiveState:
         self.sources: dict[str, Source] = {
             "gpus": Source("gpus", self._read_gpus, interval_s=gpu_interval_s),
             "workloads": workloads,
-            "health": Source("health", self._read_health, interval_s=health_interval_s),
+            "engines": Source("engines", self._read_engines, interval_s=min(health_interval_s, metrics_interval_s)),
             "placement": Source("placement", self._read_placement, interval_s=placement_interval_s),
-            "metrics": Source("metrics", self._read_metrics, interval_s=metrics_interval_s),
         }
         for source in self.sources.values():
             source.publish = self._changed
@@ -112,16 +145,16 @@ class LiveState:
     # -- control ---------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._planned()  # the plan before the first snapshot: none goes out listing no pods for want of it
         for source in self.sources.values():
             source.start()
 
     def stop(self) -> None:
         for source in self.sources.values():
             source.stop()
-        for client in (self._metrics_client, self._health_client):
-            if client is not None:
-                client.close()
-        self._metrics_client = self._health_client = None
+        if self._engines_client is not None:
+            self._engines_client.close()
+        self._engines_client = None
 
     def pause(self, name: str) -> None:
         self.sources[name].pause()
@@ -183,63 +216,96 @@ class LiveState:
     def _workloads(self) -> dict[str, Workload]:
         return self.sources["workloads"].value or {}
 
-    def _read_health(self) -> Any:
+    def _read_engines(self) -> EngineReadings:
+        """Check every running pod's engine, one after another on one keep-alive client (each wait bounded
+        by its timeout): a pod that served and whose /metrics answers is alive — that scrape is its health
+        check; any other pod (not serving yet, its scrape failed, its engine changed, or its last real
+        probe is older than `health_proof_s`) has its health path probed, and once healthy is scraped."""
+        from backend import http_probe
+
         running = self._workloads()
-        targets = []
-        for pod in self._planned():
-            w = running.get(pod.name)
-            if w is not None and w.running:
-                targets.append((pod.name, f"http://127.0.0.1:{pod.port}{self._health_path_of(pod)}"))
+        targets = [p for p in self._planned() if (w := running.get(p.name)) is not None and w.running]
+        previous: EngineReadings = self.sources["engines"].value or EngineReadings()
+        with self._lock:
+            changed, self._reprobe = self._reprobe, set()
         if not targets:
-            return {}
-        if self._health_client is None:
-            from backend import http_probe  # httpx is imported lazily there
+            self._samples = {}
+            if self._engines_client is not None:
+                self._engines_client.close()
+                self._engines_client = None
+            return EngineReadings()
+        if self._engines_client is None:  # every engine check is a GET to a loopback port
+            self._engines_client = http_probe.LoopbackClient(max(self._metrics_timeout_s, HEALTH_TIMEOUT_S))
+        client = self._engines_client
+        health: dict[str, EndpointHealth] = {}
+        metrics: dict[str, PodMetrics] = {}
+        samples: dict[str, EngineSample] = {}
+        scraped: set[str] = set()
+        for pod in targets:
+            name = pod.name
+            now = time.monotonic()
+            due = now - self._scraped_at.get(name, float("-inf")) >= 0.9 * self._metrics_interval_s
+            last = previous.health.get(name)
+            trusted = (last is not None and last.healthy and name not in changed
+                       and now - self._probed_at.get(name, float("-inf")) < self._health_proof_s)
+            reading: PodMetrics | None = None
+            if trusted and due:
+                reading, sample = self._scrape(client, pod, samples, scraped)
+                if sample is not None:  # it answered as an engine: alive
+                    url = f"http://127.0.0.1:{pod.port}/metrics"
+                    health[name] = EndpointHealth(pod=name, url=url, healthy=True, checked_at=datetime.now(UTC), status_code=200)
+                    metrics[name] = reading
+                    continue
+            health[name] = probe(client, name, f"http://127.0.0.1:{pod.port}{self._health_path_of(pod)}")
+            self._probed_at[name] = time.monotonic()
+            if not health[name].healthy:
+                continue  # not serving: no metrics
+            if reading is None and (due or name not in previous.metrics):  # just started serving: its metrics now
+                reading, _ = self._scrape(client, pod, samples, scraped)
+            if reading is not None:
+                metrics[name] = reading
+            elif name in previous.metrics:
+                metrics[name] = previous.metrics[name]
+                if name in self._samples:
+                    samples[name] = self._samples[name]
+        self._samples = samples  # replaced whole: only this thread writes it
+        return EngineReadings(health=health, metrics=metrics, scraped=frozenset(scraped))
 
-            self._health_client = http_probe.client(HEALTH_TIMEOUT_S)
-        return check_all(targets, client=self._health_client)
-
-    def _read_metrics(self) -> dict[str, PodMetrics]:
-        """Scrape /metrics of every serving pod, one after another on one keep-alive client; each
-        wait is bounded by the timeout, and a pod that fails is reported, never raised."""
-        from backend import http_probe  # httpx is imported lazily there
-
-        health = self.sources["health"].value or {}
-        running = self._workloads()
-        serving = [p for p in self._planned() if (w := running.get(p.name)) is not None and w.running and getattr(health.get(p.name), "healthy", False)]
-        previous = self._samples
-        samples: dict[str, EngineSample] = {}  # becomes self._samples whole: the health thread reads it
-        if not serving:
-            self._samples = samples
-            if self._metrics_client is not None:
-                self._metrics_client.close()
-                self._metrics_client = None
-            return {}
-        if self._metrics_client is None:
-            self._metrics_client = http_probe.client(self._metrics_timeout_s)
-        shown: dict[str, PodMetrics] = self.sources["metrics"].value or {}
-        out: dict[str, PodMetrics] = {}
-        for pod in serving:
-            read, sample = read_pod(self._metrics_client, pod.name, pod.port, previous.get(pod.name))
-            if sample is not None:
-                samples[pod.name] = sample
-            else:
-                read = _with_last_numbers(read, shown.get(pod.name), previous.get(pod.name), self._metrics_keep_s)
-                if pod.name in previous and read.metrics is not None:
-                    samples[pod.name] = previous[pod.name]  # the next rates span the failed scrape
-            out[pod.name] = read
-        self._samples = samples
-        return out
+    def _scrape(self, client: Any, pod: Pod, samples: dict[str, EngineSample], scraped: set[str]) -> tuple[PodMetrics, EngineSample | None]:
+        """One /metrics read. `sample` is None when the engine did not answer as an engine: then the reading
+        keeps the last numbers shown (with their age and the error, up to `metrics_keep_s`), and the next
+        rates span the failed scrape. Liveness is judged on `sample`, never on kept numbers."""
+        previous = self._samples.get(pod.name)
+        reading, sample = read_pod(client, pod.name, pod.port, previous)
+        self._scraped_at[pod.name] = time.monotonic()
+        scraped.add(pod.name)
+        if sample is not None:
+            samples[pod.name] = sample
+        else:
+            shown: EngineReadings = self.sources["engines"].value or EngineReadings()
+            reading = _with_last_numbers(reading, shown.metrics.get(pod.name), previous, self._metrics_keep_s)
+            if previous is not None and reading.metrics is not None:
+                samples[pod.name] = previous
+        return reading, sample
 
     def _read_placement(self) -> dict[str, Placement]:
         gpus_snap = self.sources["gpus"].value
         gpus = [s.gpu for s in gpus_snap] if gpus_snap else []
         procs = [p for s in gpus_snap for p in s.processes] if gpus_snap is not None else None
         workloads = self._workloads()
+        planned = self._planned()
+        # The verdicts depend only on these: when none changed, neither did they (and the runtime is not
+        # asked again who owns the same pids — its costliest read).
+        inputs = (planned, tuple(gpus), None if procs is None else tuple(procs), self.ctx.probe_problem,
+                  tuple(sorted((n, w.status, w.id, w.pids) for n, w in workloads.items())))
+        memo = self._placement_memo
+        if memo is not None and memo[0] == inputs:
+            return memo[1]
         owners: dict[int, str | None] = {}
         if procs and any(w.running for w in workloads.values()):
             owners = self.ctx.runtime.owners(p.pid for p in procs)
         result: dict[str, Placement] = {}
-        for pod in self._planned():
+        for pod in planned:
             w = workloads.get(pod.name)
             result[pod.name] = placement_rules.verdict(
                 pod=pod.name,
@@ -250,16 +316,17 @@ class LiveState:
                 running=bool(w and w.running),
                 nvml_problem=self.ctx.probe_problem,
             )
+        self._placement_memo = (inputs, result)
         return result
 
     # -- assembly ------------------------------------------------------------------------------
 
-    def _engines_changed(self) -> bool:
-        """Whether a pod's engine process changed since the last workloads reading: it started, exited,
+    def _engines_changed(self) -> set[str]:
+        """The pods whose engine process changed since the last workloads reading: it started, exited,
         or was restarted (a container that served restarts under Docker's `unless-stopped`; the
-        restarted one has a new pid). Its last health answer is then out of date."""
+        restarted one has a new pid). Their last health answer is then out of date."""
         key = {name: (w.status, w.id, w.pids) for name, w in self._workloads().items()}
-        changed = key != self._engine_key
+        changed = {name for name in key.keys() | self._engine_key.keys() if key.get(name) != self._engine_key.get(name)}
         self._engine_key = key
         return changed
 
@@ -269,29 +336,45 @@ class LiveState:
             return
         if source is self.sources["gpus"]:
             self.history.record_gpus(source.value)
-        elif source is self.sources["metrics"]:
-            self.history.record_metrics(source.value, pods=[p.name for p in self._pod_cache])
+        elif source is self.sources["engines"]:
+            value: EngineReadings = source.value
+            self.history.record_metrics({n: m for n, m in value.metrics.items() if n in value.scraped}, pods=[p.name for p in self._pod_cache])
 
     def _changed(self, source: Source | None) -> None:
         self._record(source)
-        if source is self.sources["workloads"] and self._engines_changed():
-            # An engine killed with SIGKILL is back to "running" within ~0.1 s when Docker restarts it:
-            # without a fresh probe the pod would look serving until the next health tick (up to 2 s +
-            # the probe's timeout), past the 2 s in which trouble must be announced.
-            self.sources["health"].poke()
-        if source is self.sources["health"]:
-            healthy = {name for name, h in (source.value or {}).items() if h.healthy}
-            if healthy - set(self._samples):
-                self.sources["metrics"].poke()  # a pod just started serving: its metrics now, not at the next tick
+        if source is self.sources["workloads"]:
+            changed = self._engines_changed()
+            if changed:
+                # An engine killed with SIGKILL is back to "running" within ~0.1 s when Docker restarts it:
+                # without a fresh probe of its health path the pod would look serving until the next round
+                # (up to 2 s + the probe's timeout), past the 2 s in which trouble must be announced.
+                with self._lock:
+                    self._reprobe |= changed
+                self.sources["engines"].poke()
+        if source is not None and source is not self.sources["gpus"]:
+            # A reading equal to the last one published (the same workloads listed again, the same
+            # placement verdicts) changes nothing: no new snapshot. GPU readings always go out — their
+            # time is what the cockpit's freshness badge shows.
+            status = source.status
+            said = (source.value, status.ok, status.error, status.stale_since)
+            if said == self._published.get(source.name):
+                return
+            self._published[source.name] = said
         workloads = self._workloads()
-        health = self.sources["health"].value or {}
+        engines: EngineReadings = self.sources["engines"].value or EngineReadings()
+        health, metrics = engines.health, engines.metrics
         places = self.sources["placement"].value or {}
-        metrics = self.sources["metrics"].value or {}
-        pods = tuple(
-            PodLive(name=p.name, slug=p.slug, gpus=p.gpus, port=p.port, workload=workloads.get(p.name), health=health.get(p.name), placement=places.get(p.name),
-                    metrics=metrics.get(p.name))
-            for p in self._pod_cache
-        )
+        inputs = (self._pod_cache, workloads, engines, places)
+        built = self._pods_built
+        if built is not None and all(a is b for a, b in zip(built[0], inputs, strict=True)):
+            pods = built[1]  # a GPU reading: the pods' own readings are the very same objects
+        else:
+            pods = tuple(
+                PodLive(name=p.name, slug=p.slug, gpus=p.gpus, port=p.port, workload=workloads.get(p.name), health=health.get(p.name),
+                        placement=places.get(p.name), metrics=metrics.get(p.name))
+                for p in self._pod_cache
+            )
+            self._pods_built = (inputs, pods)
         with self._lock:
             snap = RigSnapshot(
                 taken_at=now(),

@@ -41,6 +41,7 @@ class LiveEstate:
         self._hub: Any = None
         self._hub_failed = False
         self._hub_lock = threading.Lock()
+        self._plan: tuple[tuple[int, int, int], list[Pod]] | None = None
 
     # -- what this front end runs on -------------------------------------------------------------
     @property
@@ -54,9 +55,20 @@ class LiveEstate:
         return str(self.context.runtime.kind)
 
     def _pods(self) -> list[Pod]:
+        """The estate's pods for the live hub, which asks several times a second: the file is parsed
+        again only when it changed (its inode, size or modification time)."""
         from backend.views.estate_file import planned_pods
 
-        return planned_pods(self.path) if self.path.exists() else []
+        try:
+            st = self.path.stat()
+        except OSError:
+            return []  # no estate file yet: no pods (the writes say what to do)
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        plan = self._plan
+        if plan is None or plan[0] != stamp:
+            plan = (stamp, planned_pods(self.path))
+            self._plan = plan
+        return list(plan[1])
 
     def _probe(self) -> Any:
         if self.context.probe is None:
@@ -172,24 +184,20 @@ class LiveEstate:
         return snapshot
 
     # -- the hub's own life ------------------------------------------------------------------------
-    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None]:
-        """Call `on_change` (from the hub's thread) when a pod's workload, health or placement changes;
-        returns the unsubscribe."""
+    def subscribe(self, on_snapshot: Callable[[Any], None]) -> Callable[[], None] | None:
+        """Hand every hub snapshot (`backend.live.models.RigSnapshot`) to `on_snapshot`, from the hub's
+        threads, starting at once with the latest (the next change may be a while); returns the
+        unsubscribe, or None when there is no hub to push (the caller then polls)."""
         hub = self._live()
         if hub is None:
-            return lambda: None
-        last: list[tuple[Any, ...] | None] = [None]
-
-        def changed(snap: Any) -> None:
-            # The hub publishes on every GPU reading too; only a pod's own transitions are news here.
-            key = tuple((p.name, p.workload.status if p.workload else None, bool(p.health and p.health.healthy),
-                         p.placement.verdict if p.placement else None) for p in snap.pods)
-            if key != last[0]:
-                last[0] = key
-                on_change()
-
-        unsubscribe: Callable[[], None] = hub.subscribe(changed)
+            return None
+        unsubscribe: Callable[[], None] = hub.subscribe(on_snapshot)
+        on_snapshot(hub.latest())
         return unsubscribe
+
+    def rows_of(self, snap: Any) -> list[PodStatus]:
+        """`pod status` rows of one hub snapshot, for the pods it was assembled for."""
+        return self._live_rows(self._hub, list(snap.pods), snap)
 
     def set_live(self, active: bool) -> None:
         """Pause (or resume) the costly reads no screen shows: only placement (`runtime.owners()`);

@@ -1,10 +1,12 @@
 """What every cockpit screen shares: calling the facade off the event loop, and pausable pollers.
 
 `call(fn, *args, done=…)` runs a (blocking) facade method in a thread worker and hands the result
-back on the event loop through a `Reply` message. Pollers are timers created once per screen; a
-tick only *starts* a worker, never does I/O itself, never overlaps the previous poll of the same
-source, and does nothing unless the screen is the active one (its mode shown, no modal above it).
-Timers are also paused while the screen is suspended so an idle hidden mode costs no wake-ups.
+back on the event loop through a `Reply` message. A poller reads one source: at once when the screen
+appears, after a write, on `r` — and, for a source the live hub does not push, on a timer. A tick only
+*starts* a worker, never does I/O itself, never overlaps the previous poll of the same source, and
+does nothing unless the screen is the active one (its mode shown, no modal above it). Timers are
+also paused while the screen is suspended so an idle hidden mode costs no wake-ups. A poller marked
+`pushed` (GPUs, pods) gets its timer only when the facade cannot push (`C3App.pushed` is False).
 """
 
 from __future__ import annotations
@@ -95,9 +97,11 @@ def show_if_changed(static: Any, content: Any) -> None:
 class Poller:
     """One periodic source: a timer that starts `start()` unless a poll is in flight or the screen is hidden."""
 
-    def __init__(self, screen: CockpitScreen, period: float, start: Callable[[], None]) -> None:
+    def __init__(self, screen: CockpitScreen, period: float, start: Callable[[], None], *, pushed: bool = False) -> None:
         self.screen = screen
         self.period = period
+        self.pushed = pushed
+        """The live hub pushes this source's changes: no timer unless the facade cannot push."""
         self._start = start
         self.in_flight = False
         self.timer: Timer | None = None
@@ -158,17 +162,29 @@ class CockpitScreen(ServiceCalls, Screen):
         self.tickers.append(timer)
         return timer
 
-    def add_poller(self, period: float, start: Callable[[], None]) -> Poller:
-        poller = Poller(self, period, start)
+    def add_poller(self, period: float, start: Callable[[], None], *, pushed: bool = False) -> Poller:
+        poller = Poller(self, period, start, pushed=pushed)
         self.pollers.append(poller)
         return poller
 
     def on_mount(self) -> None:
         # `autopoll=False` (snapshots, screenshots): one poll at mount and after writes, no timers.
-        if getattr(self.app, "autopoll", True):
-            for poller in self.pollers:
-                poller.timer = self.set_interval(poller.period, poller.tick, name=f"poll-{poller.period}")
+        # Pushed sources get no timer while a push may come (the app says if it cannot: start_poll_timers).
+        self._start_timers(pushed_too=not getattr(self.app, "live", False) or getattr(self.app, "pushed", None) is False)
         self.call_after_refresh(self.poll_now)
+
+    def _start_timers(self, *, pushed_too: bool) -> None:
+        if not getattr(self.app, "autopoll", True):
+            return
+        for poller in self.pollers:
+            if poller.timer is None and (pushed_too or not poller.pushed):
+                poller.timer = self.set_interval(poller.period, poller.tick, name=f"poll-{poller.period}")
+                if not self.is_active:
+                    poller.timer.pause()
+
+    def start_poll_timers(self) -> None:
+        """The facade cannot push (no live hub): the pushed sources are polled on their timers too."""
+        self._start_timers(pushed_too=True)
 
     def services_ready(self) -> None:
         """The app's facade was just built (see C3App): refresh the chrome and poll at once."""
@@ -220,8 +236,12 @@ class CockpitScreen(ServiceCalls, Screen):
         if release is not None:
             release()
         if self.is_mounted:
-            self.call_after_refresh(self.poll_now)
+            self.call_after_refresh(self.resumed)
             self.call_after_refresh(self.refresh_badges)
+
+    def resumed(self) -> None:
+        """Shown again (a modal closed, its mode came back): catch up — by default, poll every source."""
+        self.poll_now()
 
 
 class CockpitModal(ServiceCalls, ModalScreen):

@@ -1,7 +1,13 @@
 """Orchestration mode: a panel per GPU on the left, the pod view on the right, boots and results below.
 
-Two pollers: GPUs every second, pods every two seconds. Both pause while the mode is hidden or a
-modal covers it. Every facade call runs in a thread worker; handlers only render.
+The facade's live hub pushes what changes (`gpus_pushed`, `pods_pushed`, from the app's typed
+messages): nothing polls on a timer while it does, and a reading that changes nothing on screen is not
+even sent. While the mode is hidden or a modal covers it, the latest pushed readings are kept and taken
+when it is shown again, as the paused polls did: a repaint under a modal's translucent backdrop repaints
+the whole terminal, and what a modal shows (details) must agree with the list behind it. GPUs and pods are also read once at once — first frame, after a write,
+`r` — and, when the facade cannot push, every 1 s and 2 s. Every facade call runs in a thread worker;
+handlers only render. The badges' "as of" stamps move with every change, and otherwise every
+`STAMP_STEP_S` while readings keep arriving (each redraw of the stamp is a repaint: bench/tui.py).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from c3.screens.base import CockpitScreen, describe_error, show_if_changed
 from c3.screens.boot_panel import boot_text
 from c3.screens.chrome import mode_bar
 from c3.screens.pod_view import PodList, free_line
-from c3.services import History, PodState
+from c3.services import GpuReading, History, PodsReading, PodState
 from widgets.gpu_panel import GpuPanel
 from widgets.key_bar import KeyBar
 from widgets.list_query import FILTER_BINDINGS, FilterBar, Filterable, QueryLine
@@ -29,6 +35,16 @@ from widgets.source_badge import source_badge
 
 GPU_PERIOD_S = 1.0
 PODS_PERIOD_S = 2.0
+STAMP_STEP_S = 5.0
+"""How far the freshness stamps lag the hub's last reading when nothing else changed (staleness is
+judged on the last reading itself, not on the stamp shown)."""
+
+
+def _step(shown: datetime | None, seen: datetime | None) -> datetime | None:
+    """The stamp to show: the last reading once it is STAMP_STEP_S newer than the stamp shown."""
+    if seen is None or (shown is not None and (seen - shown).total_seconds() < STAMP_STEP_S):
+        return shown
+    return seen
 
 
 STATE_ORDER = {"failed": 0, "booting": 1, "serving": 2, "unknown": 3, "down": 4}
@@ -79,13 +95,18 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         """The pods as shown: the readings with the boots in flight folded in (boot_panel.as_shown)."""
         self.pods_taken_at: datetime | None = None
         self.pods_error: str | None = None
+        self._behind = False
+        """Pushed readings arrived while the screen was not shown: draw them when it is."""
+        self._pending_gpus: GpuReading | None = None
+        self._pending_pods: PodsReading | None = None
+        """The latest pushed readings while a modal covers the screen or its mode is hidden."""
         self.history = History()
         self._seeded = False
         self._focused_pods = False
         self.select_next: str | None = None
         """A pod to highlight as soon as it is listed (the one just created)."""
-        self.gpu_poller = self.add_poller(GPU_PERIOD_S, self._poll_gpus)
-        self.pods_poller = self.add_poller(PODS_PERIOD_S, self._poll_pods)
+        self.gpu_poller = self.add_poller(GPU_PERIOD_S, self._poll_gpus, pushed=True)
+        self.pods_poller = self.add_poller(PODS_PERIOD_S, self._poll_pods, pushed=True)
 
     def compose(self) -> ComposeResult:
         yield Static(id="modebar")
@@ -132,6 +153,9 @@ class OrchestrationScreen(Filterable, CockpitScreen):
 
     def _gpus_landed(self, snapshots: list[GpuSnapshot]) -> None:
         self.gpu_poller.landed()
+        taken = max((s.taken_at for s in snapshots), default=None)
+        if taken is not None and self.gpu_taken_at is not None and taken < self.gpu_taken_at:
+            return  # a push overtook this read: what is shown is newer
         self.gpus = {s.gpu.index: s for s in snapshots}
         self.gpu_taken_at = max((s.taken_at for s in snapshots), default=self.app.clock())  # type: ignore[attr-defined]
         self.gpu_error = None
@@ -182,6 +206,59 @@ class OrchestrationScreen(Filterable, CockpitScreen):
 
     def action_refresh_now(self) -> None:
         self.poll_now()
+
+    # -- pushed by the live hub (through the app's messages) -----------------------------------------
+    def gpus_pushed(self, reading: GpuReading) -> None:
+        """The GPU panels' readings changed (values, processes, sparklines, or the source failing)."""
+        if not self.is_active:
+            self._pending_gpus = reading  # kept: drawn when the screen is shown again
+            return
+        pods_too = True
+        if reading.snapshots:
+            values = [tuple(v for k, v in snap if k != "taken_at") for snap in reading.snapshots]
+            pods_too = values != [tuple(v for k, v in snap if k != "taken_at") for snap in self.gpus.values()]
+            self.gpus = {s.gpu.index: s for s in reading.snapshots}
+            self.history.util = {i: list(v) for i, v in reading.util.items()}
+            self.history.mem = {i: list(v) for i, v in reading.mem.items()}
+            self.gpu_taken_at = reading.taken_at
+        self.gpu_error = reading.error
+        self._redraw(pods=pods_too)  # the pod view shows GPU numbers, not their sparklines
+
+    def pods_pushed(self, reading: PodsReading) -> None:
+        """The pod view's readings changed. While a modal covers the screen the reading waits, like the
+        polls did: what the modal shows (details) and the list and trouble count behind it must agree."""
+        if not self.is_active:
+            self._pending_pods = reading
+            return
+        self.pods = list(reading.pods)
+        self.pods_taken_at = reading.taken_at
+        self.pods_error = reading.error
+        self.app.pods_read(self.pods, stale=reading.error is not None)  # type: ignore[attr-defined]
+        self._redraw()
+
+    def _redraw(self, *, pods: bool = True) -> None:
+        if not self.is_active:
+            self._behind = True
+            return
+        self._behind = False
+        with self.app.batch_update():
+            self.render_gpus()
+            if pods:
+                self.render_pods()
+            self.render_sources()
+
+    def resumed(self) -> None:
+        if not self.app.pushed:  # type: ignore[attr-defined]
+            self.poll_now()
+            return
+        pods, gpus = self._pending_pods, self._pending_gpus
+        self._pending_pods = self._pending_gpus = None
+        if pods is not None:
+            self.pods_pushed(pods)
+        if gpus is not None:
+            self.gpus_pushed(gpus)
+        if self._behind:
+            self._redraw()
 
     # -- rendering -------------------------------------------------------------------------------
     def holder_of(self, index: int) -> str:
@@ -264,9 +341,16 @@ class OrchestrationScreen(Filterable, CockpitScreen):
 
     def render_sources(self) -> None:
         now = self.app.clock()  # type: ignore[attr-defined]
+        gpus_at = pods_at = None
+        if self.app.pushed and self.services is not None:  # type: ignore[attr-defined]
+            # Readings that changed nothing were not pushed: the hub says when it last read each part.
+            fresh = self.services.freshness()
+            gpus_at, pods_at = fresh.gpus_at, fresh.pods_at
+            self.gpu_taken_at = _step(self.gpu_taken_at, gpus_at)
+            self.pods_taken_at = _step(self.pods_taken_at, pods_at)
         parts = [
-            source_badge("GPUs", self.gpu_taken_at, now, stale_after_s=GPU_PERIOD_S * 5, error=self.gpu_error, paused=not self.is_active),
-            source_badge("Pods", self.pods_taken_at, now, stale_after_s=PODS_PERIOD_S * 5, error=self.pods_error, paused=not self.is_active),
+            source_badge("GPUs", self.gpu_taken_at, now, stale_after_s=GPU_PERIOD_S * 5, error=self.gpu_error, paused=not self.is_active, seen_at=gpus_at),
+            source_badge("Pods", self.pods_taken_at, now, stale_after_s=PODS_PERIOD_S * 5, error=self.pods_error, paused=not self.is_active, seen_at=pods_at),
         ]
         show_if_changed(self.query_one("#sources", Static), Content("  ·  ").join(parts))
 

@@ -148,8 +148,12 @@ async def served(pilot) -> None:
 
 
 async def stranger(pilot) -> None:
-    """Someone else's job on GPU 3 (no pod's): the process view must flag it."""
+    """Someone else's job on GPU 3 (no pod's): the process view must flag it. It starts once the pod
+    view's one GPU reading has landed: that reading raced the stranger's start, so the GPU lines behind
+    the modal showed its 2 GiB in some runs and not in others (the picture has the reading before it)."""
     svc = pilot.app.services
+    orch = pilot.app._orchestration()
+    await wait_until(pilot, lambda: bool(orch.gpus) and not orch.gpu_poller.in_flight, what="the pod view's GPU reading")
     svc.world.add_stranger(3, 2048)
     await wait_until(pilot, lambda: any(r.pod is None for r in svc.gpu_processes()), what="the stranger process is seen")
 

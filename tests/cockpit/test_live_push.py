@@ -1,4 +1,4 @@
-"""Pod changes reach the cockpit pushed by the facade's live hub (a typed `LiveChanged` message posted
+"""Pod changes reach the cockpit pushed by the facade's live hub (typed `PodsRead` messages posted
 from the hub's thread), not only on the next poll: with every poll timer off, a pod stopped behind the
 cockpit's back is shown down; with the subscription off too, it is not."""
 

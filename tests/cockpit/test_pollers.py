@@ -3,6 +3,7 @@ is hidden or a modal covers it, mark stale sources."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -17,33 +18,62 @@ from tests.cockpit.conftest import (
 from tests.cockpit.world import FIXED_NOW
 
 
-async def test_pollers_pause_when_mode_hidden_and_resume_on_return(demo_world):
+async def test_pushed_sources_run_no_poll_timer_and_a_hidden_mode_catches_up_on_return(demo_world):
+    """The live hub pushes GPUs and pods: the Orchestration screen has no poll timer and calls no
+    facade read while nothing changes. A change while the mode is hidden is kept, not taken; coming
+    back draws it without a poll. The Nodes mode, which the hub does not feed, still polls."""
+    from backend.sim.runtime import SimRuntime
+
     app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         orch = orchestration(app)
-        await wait_for(pilot, lambda: orch.gpu_poller.ticks >= 2, what="a second GPU poll")
+        await wait_for(pilot, lambda: app.pushed is True, what="the subscription")
+        await wait_for(pilot, lambda: [p.state for p in orch.pods] == ["serving", "serving"], what="both pods serving")
+        assert [p.timer for p in orch.pollers] == [None, None]
+        reads = svc.calls.count("gpu_snapshots") + svc.calls.count("pod_states")
+        for _ in range(5):
+            await pilot.pause(0.5)
+        assert svc.calls.count("gpu_snapshots") + svc.calls.count("pod_states") == reads  # nothing polled
         await pilot.press("2")
         await settle(pilot)
-        ticks = orch.gpu_poller.ticks
-        calls = svc.calls.count("gpu_snapshots")
-        assert all(p.timer._active.is_set() is False for p in orch.pollers)  # timers paused
         nodes = app.screen
         await wait_for(pilot, lambda: nodes.poller.ticks >= 1, what="the nodes poll")
-        for _ in range(3):  # time passes on the Nodes mode
-            await pilot.pause(0.5)
-        assert orch.gpu_poller.ticks == ticks and svc.calls.count("gpu_snapshots") == calls
-        assert "set_live:False" in svc.calls  # the facade's own live threads pause too
+        assert nodes.poller.timer is not None  # not pushed: polled on its timer
+        assert "set_live:False" in svc.calls  # the facade's costly placement reads pause
+        await asyncio.to_thread(SimRuntime().stop, "chat", 5.0)
+        await wait_for(pilot, lambda: (r := orch._pending_pods) is not None and r.pods[0].state == "down", timeout=15, what="chat's stop pushed while hidden")
+        assert "● serving" in _pod_list_text(orch) and orch.pods[0].state == "serving"  # kept, not taken under the other mode
         await pilot.press("1")
-        await wait_for(pilot, lambda: orch.gpu_poller.ticks > ticks, what="polling to resume")
+        await wait_for(pilot, lambda: "○ down" in _pod_list_text(orch), what="the kept reading drawn on return")
         await wait_for(pilot, lambda: svc.calls.count("set_live:True") >= 1, what="the live sources to resume")
+        assert svc.calls.count("gpu_snapshots") + svc.calls.count("pod_states") == reads
 
 
-async def test_pollers_pause_under_a_modal(demo_world):
+def _pod_list_text(orch) -> str:
+    from c3.screens.pod_view import PodList
+
+    pods = orch.query_one(PodList)
+    return "\n".join(pods.get_option_at_index(i).prompt.plain for i in range(pods.option_count))
+
+
+async def test_a_facade_that_cannot_push_is_polled_on_timers(demo_world):
+    app, svc = real_app(demo_world)
+    svc.subscribe = lambda on_update: None  # no live hub: nothing will be pushed
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        await wait_for(pilot, lambda: app.pushed is False, what="the subscription's answer")
+        assert all(p.timer is not None for p in orch.pollers)
+        await wait_for(pilot, lambda: orch.gpu_poller.ticks >= 3, what="GPU polls on the timer")
+
+
+async def test_nothing_is_read_or_drawn_under_a_modal(demo_world):
     app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         orch = orchestration(app)
+        await wait_for(pilot, lambda: app.pushed is True, what="the subscription")
         await pilot.press("question_mark")
         await settle(pilot)
         calls = svc.calls.count("pod_states")
@@ -53,7 +83,7 @@ async def test_pollers_pause_under_a_modal(demo_world):
         assert svc.calls.count("pod_states") == calls
         assert not orch.gpu_poller.in_flight
         await pilot.press("escape")
-        await wait_for(pilot, lambda: svc.calls.count("pod_states") > calls, what="polling after the modal closed")
+        await wait_for(pilot, lambda: "paused" not in str(orch.query_one("#sources").render()), what="the badges live again")
 
 
 @pytest.mark.parametrize("demo_world", ["stale"], indirect=True)
@@ -70,19 +100,51 @@ async def test_a_failing_source_keeps_last_good_values_marked_stale(demo_world):
         await wait_for(pilot, lambda: orch.gpu_error is not None, what="the failing poll")
         orch.render_sources()
         text = screen_text(app)
-        assert "GPUs ⚠ STALE as of 12:00:00" in text and "NVML did not answer" in text
+        assert "GPUs ⚠ STALE as of " in text and "NVML did not answer" in text  # pushed: stamped with the real reading's time
         assert "Pods ● as of" in text
         assert "GPU0 RTX 3090" in text  # last-good panels still shown
 
 
 async def test_an_old_reading_goes_stale_without_an_error(demo_world):
     app, svc = real_app(demo_world)
+    app.live = False  # polled readings, stamped with the scenes' fixed clock
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         app.clock = lambda: FIXED_NOW + timedelta(seconds=30)
         orch = orchestration(app)
         orch.render_sources()
         assert "⚠ STALE as of 12:00:00 (no reading for 30s)" in screen_text(app)
+
+
+async def test_a_pushed_reading_that_stopped_goes_stale_and_its_stamp_lags_at_most_a_step(demo_world):
+    """Readings that change nothing are not pushed: the badge ages from the hub's last reading
+    (`freshness`), and its stamp moves only every STAMP_STEP_S — until the readings stop."""
+    from datetime import UTC, datetime
+
+    from c3.screens.orchestration import STAMP_STEP_S
+    from c3.services import Freshness
+
+    app, svc = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.pushed is True, what="the subscription")
+        orch = orchestration(app)
+        now = datetime(2026, 5, 1, 12, 0, 30, tzinfo=UTC)
+        app.clock = lambda: now
+        orch.gpu_taken_at = orch.pods_taken_at = datetime(2026, 5, 1, 12, 0, 27, tzinfo=UTC)
+        svc.inner.freshness = lambda: Freshness(gpus_at=now, pods_at=now)  # read 3 s after the stamp shown
+        orch.render_sources()
+        badges = str(orch.query_one("#sources").render())
+        assert badges.count("● as of 12:00:27") == 2 and STAMP_STEP_S > 3  # fresh; the stamp did not move
+        later = datetime(2026, 5, 1, 12, 0, 36, tzinfo=UTC)
+        app.clock = lambda: later
+        svc.inner.freshness = lambda: Freshness(gpus_at=later, pods_at=later)
+        orch.render_sources()
+        assert str(orch.query_one("#sources").render()).count("● as of 12:00:36") == 2  # a step later: it moves
+        app.clock = lambda: later + timedelta(seconds=12)  # and then no reading at all
+        orch.render_sources()
+        badges = str(orch.query_one("#sources").render())
+        assert "GPUs ⚠ STALE as of 12:00:36 (no reading for 12s)" in badges and "Pods ⚠ STALE" in badges
 
 
 def test_a_pushed_change_during_a_poll_in_flight_is_polled_right_after_it_lands():

@@ -181,6 +181,6 @@ def test_the_hub_polls_serving_pods_and_derives_rates(stub_engine):
         chat, idle = snap.pods
         assert chat.metrics.metrics.engine == "vllm" and chat.metrics.metrics.generation_tokens_total == 5
         assert idle.metrics is None  # not running: not scraped
-        assert snap.source("metrics").ok
+        assert snap.source("engines").ok
     finally:
         live.stop()

@@ -197,7 +197,7 @@ def test_hub_threads_survive_a_subscriber_that_always_raises(hub, caplog):
     live.start()
     first = wait_until(lambda: (s := live.latest()).version >= 2 and s.source("gpus").ok and s)
     later = wait_until(lambda: (s := live.latest()).version >= first.version + 5 and s)
-    assert all(not st.stale for st in later.sources if st.name != "health")
+    assert all(not st.stale for st in later.sources if st.name != "engines")
     alive = {t.name for t in threading.enumerate() if t.is_alive()}
     assert {"c3-live-gpus", "c3-live-placement"} <= alive, alive
     warned = [r for r in caplog.records if r.name == "c3.live" and r.levelno == logging.WARNING]

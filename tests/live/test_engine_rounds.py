@@ -1,0 +1,133 @@
+"""The hub's `engines` source: a serving engine costs one request a round — its /metrics scrape stands
+in for the health probe — and the health path is still probed when the scrape fails, every
+`health_proof_s`, and when the engine changed. A real HTTP server on loopback counts what c3 asks,
+and answers with a real vLLM's /metrics body (tests/fixtures/engines)."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from backend import http_probe
+from backend.live import LiveState
+from backend.models import Pod
+from backend.runtime.context import RuntimeContext
+from backend.runtime.models import Workload
+from tests.live.fakes import FakeProbe, FakeRuntime
+from tests.support import wait_until
+
+METRICS = (Path(__file__).resolve().parents[1] / "fixtures" / "engines" / "vllm-0.32.0-cpu.metrics.txt").read_bytes()
+
+
+class Engine(http.server.ThreadingHTTPServer):
+    """Answers /health and /metrics with the statuses the test sets, and counts every request by path."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.status = {"/health": 200, "/metrics": 200}
+        self.asked: list[str] = []
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def count(self, path: str) -> int:
+        return sum(p == path for p in list(self.asked))
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as engines are served
+    server: Engine
+
+    def do_GET(self):  # noqa: N802
+        self.server.asked.append(self.path)
+        status = self.server.status.get(self.path, 404)
+        body = METRICS if self.path == "/metrics" and status == 200 else b"{}"
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def engine():
+    server = Engine()
+    runtime = FakeRuntime()
+    runtime.state["chat"] = Workload(pod="chat", status="running", id="c1", pids=(100,))
+    pods = [Pod(name="chat", slug="custom/stub", gpus=(0,), port=server.server_address[1])]
+    live = LiveState(RuntimeContext(runtime=runtime, probe=FakeProbe()), pods=lambda: pods, health_path_of=lambda p: "/health",
+                     health_interval_s=0.1, metrics_interval_s=0.1, health_proof_s=1.0)
+    live.start()
+    try:
+        wait_until(lambda: (p := live.latest().pods) and p[0].metrics and p[0].metrics.metrics, what="the first scrape")
+        yield server, live, runtime
+    finally:
+        live.stop()
+        server.shutdown()
+        server.server_close()
+
+
+def _pod(live):
+    return live.latest().pods[0]
+
+
+def test_a_serving_engine_costs_one_request_a_round_and_its_health_path_is_still_probed(engine):
+    server, live, _runtime = engine
+    metrics, health = server.count("/metrics"), server.count("/health")
+    time.sleep(2.5)
+    scrapes, probes = server.count("/metrics") - metrics, server.count("/health") - health
+    assert scrapes >= 10, scrapes  # a round every 0.1 s (a loaded machine runs fewer)
+    assert 1 <= probes <= 4, (scrapes, probes)  # the health path every `health_proof_s` (1 s), not every round
+    assert _pod(live).health.healthy and _pod(live).metrics.metrics.engine == "vllm"
+
+
+def test_a_failing_scrape_is_backed_by_a_real_probe_in_the_same_round(engine):
+    server, live, _runtime = engine
+    server.status["/metrics"] = 500
+    wait_until(lambda: _pod(live).metrics.error, what="the failed scrape")
+    probes = server.count("/health")
+    time.sleep(0.6)
+    assert server.count("/health") - probes >= 3  # every round now: /metrics no longer proves anything
+    pod = _pod(live)
+    assert pod.health.healthy and pod.health.url.endswith("/health") and "HTTP 500" in pod.metrics.error
+
+
+def test_an_engine_whose_server_outlives_it_is_caught_by_the_periodic_probe(engine):
+    """vLLM's /health answers 503 once its engine core died, while its /metrics still answers."""
+    server, live, _runtime = engine
+    server.status["/health"] = 503
+    started = time.monotonic()
+    wait_until(lambda: not _pod(live).health.healthy, timeout=5, what="the periodic health probe")
+    assert time.monotonic() - started <= 1.0 + 0.5 + 1.0  # within health_proof_s, a round and slack
+    assert _pod(live).metrics is None  # not serving: no metrics shown
+
+
+def test_a_changed_engine_is_probed_at_once(engine):
+    server, live, runtime = engine
+    server.status["/health"] = 503  # the restarted engine is loading
+    runtime.state["chat"] = Workload(pod="chat", status="running", id="c1", pids=(200,))
+    runtime.events_q.put({"status": "start"})
+    wait_until(lambda: not _pod(live).health.healthy, timeout=0.9, what="a probe of the health path right after the restart")
+
+
+def test_the_loopback_client_reuses_its_connection_and_reports_failures_as_the_probe_does():
+    server = Engine()
+    port = server.server_address[1]
+    try:
+        with http_probe.LoopbackClient(2.0) as client:
+            first = http_probe.fetch(client, f"http://127.0.0.1:{port}/metrics", max_bytes=1 << 20)
+            assert first.status == 200 and first.body == METRICS and not first.truncated
+            cut = http_probe.fetch(client, f"http://127.0.0.1:{port}/metrics", max_bytes=100)
+            assert cut.truncated and len(cut.body) == 100
+            assert http_probe.fetch(client, f"http://127.0.0.1:{port}/missing").status == 404
+            assert http_probe.fetch(client, "http://example.com/metrics").error == "InvalidURL"  # loopback only
+    finally:
+        server.shutdown()
+        server.server_close()
+    with http_probe.LoopbackClient(0.5) as client:
+        gone = http_probe.fetch(client, f"http://127.0.0.1:{port}/metrics")
+    assert gone.status is None and gone.error == "ConnectError"
