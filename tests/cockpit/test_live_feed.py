@@ -12,10 +12,20 @@ from backend.live.models import EndpointHealth, PodLive, RigSnapshot, SourceStat
 from backend.models import GpuSnapshot
 from backend.runtime.models import Placement, Workload
 from c3.live_feed import SPARK_SAMPLES, LiveFeed
+from backend.views.live_estate import LiveEstate
 from c3.services_real import RealServices
 from tests.live.fakes import GPUS
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+class Live:
+    """LiveEstate's own reading of a hub snapshot, without a hub or a runtime behind it."""
+
+    rows_of = LiveEstate.rows_of
+    _live_rows = LiveEstate._live_rows
+    _hub = None
+    path = __import__("pathlib").Path("/nonexistent/estate.yaml")
 
 
 class Facade:
@@ -24,8 +34,8 @@ class Facade:
     remember_gpus = RealServices.remember_gpus
     gpu_series = RealServices.gpu_series
     pods_from = RealServices.pods_from
-    _live_rows = RealServices._live_rows
     _state_of = staticmethod(RealServices._state_of)
+    live = Live()
 
     def __init__(self) -> None:
         import threading
@@ -50,7 +60,7 @@ def snapshot(version: int, at: datetime, *, util: int = 10, running: int = 1, he
 
 def feed() -> tuple[LiveFeed, list]:
     pushed: list = []
-    return LiveFeed(Facade(), hub=None, on_update=pushed.append), pushed
+    return LiveFeed(Facade(), on_update=pushed.append), pushed
 
 
 def test_the_same_numbers_read_again_push_nothing_but_freshen():
