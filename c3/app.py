@@ -24,6 +24,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 
+from c3.look import ANSI_THEME, AsciiFilter, no_color, wants_ansi_theme, wants_ascii
 from c3.screens.base import CockpitScreen, ServiceCalls, describe_error
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import (
@@ -32,14 +33,13 @@ from c3.services import (
     LiveUpdate,
     NewNode,
     NewPod,
-    PodState,
     PodsReading,
+    PodState,
     RecipeLaunch,
     Services,
     WritePlan,
     WriteResult,
 )
-from c3.look import ANSI_THEME, AsciiFilter, no_color, wants_ansi_theme, wants_ascii
 from c3.toasts import Toast, ToastDesk
 from c3.trouble import Trouble, TroubleWatch
 

@@ -18,15 +18,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol
 
-
 from backend.actions.base import Action, Outcome, Progress
-from backend.actions.inputs import NewNode as NewNode, NewPod as NewPod, RecipeLaunch as RecipeLaunch  # re-exported: the screens build these
+from backend.actions.inputs import NewNode as NewNode  # re-exported: the screens build these
+from backend.actions.inputs import NewPod as NewPod
+from backend.actions.inputs import RecipeLaunch as RecipeLaunch
 
 if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first frame
     from backend.live.engine_metrics import EngineMetrics
     from backend.live.history import HistoryView
-    from backend.runtime.gpu_processes import GpuProcessRow
     from backend.models import CatalogEntry, FitReport, GpuSnapshot
+    from backend.runtime.gpu_processes import GpuProcessRow
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
 PlacementVerdict = Literal["ok", "mismatch", "unknown"]

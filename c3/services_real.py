@@ -21,12 +21,13 @@ from backend.models import CatalogEntry, FitReport, Gpu, GpuSnapshot, Pod
 from backend.views import PodStatus
 from backend.views.estate_file import estate_path as default_estate_path
 from backend.views.live_estate import LiveEstate
+from c3.metrics_text import metrics_facts
 from c3.services import (
     Freshness,
     LiveUpdate,
     NodeRow,
-    PodRunState,
     PodDetails,
+    PodRunState,
     PodState,
     PoolRow,
     ProfileRow,
@@ -36,7 +37,6 @@ from c3.services import (
     WriteResult,
 )
 from c3.services_cluster import active_profile_row, node_rows, override_problems, pool_rows
-from c3.metrics_text import metrics_facts
 from c3.services_plans import recipes_rows
 
 HISTORY_SAMPLES = 180

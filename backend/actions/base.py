@@ -10,8 +10,8 @@ Plain dataclasses (no pydantic): the cockpit imports these on its event loop.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
 Severity = Literal["error", "warning", "noop"]

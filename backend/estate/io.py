@@ -15,8 +15,8 @@ import yaml
 
 from backend import strict_yaml
 from backend.atomic import write_atomic
-from backend.estate.roundtrip import dump_preserving
 from backend.errors import UsageError
+from backend.estate.roundtrip import dump_preserving
 from backend.models.estate import POD_NAME_PATTERN, Estate, Pod, Problem
 from backend.text import show
 from backend.userfiles import read_text

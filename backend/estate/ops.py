@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from backend.atomic import locked
-from backend.errors import C3Error, Refused, UsageError
-from backend.estate.io import NAME_RULE, estate_exists, load_estate, save_estate, valid_pod_name
+from backend.errors import C3Error, Refused, UsageError, os_failure
 from backend.estate import ports
+from backend.estate.io import NAME_RULE, estate_exists, load_estate, save_estate, valid_pod_name
 from backend.estate.ports import default_port
 from backend.estate.validate import FitFunction, check_estate
 from backend.models.catalog import CatalogEntry
 from backend.models.estate import Estate, Pod, Problem
 from backend.models.fit import FitReport
 from backend.models.gpu import Gpu
-from backend.errors import os_failure
 
 IsRunning = Callable[[Pod], bool | None]
 """Asks the runtime whether a pod's container runs: True, False, or None when it cannot tell."""

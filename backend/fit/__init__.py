@@ -182,8 +182,9 @@ def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs, *, gpu_na
     unified = bool(profile and profile.unified_memory)
     ranks = [Rank(total_gib=t, card=f"{t:g} GiB", sm=sm, unified=unified, nvml_name=gpu_name, nvswitch=_on_nvswitch(profile)) for t in totals_gib]
     if knobs.weights_bytes is None and knobs.weights_gib is None:
-        from backend.catalog.params import estimated_weight_bytes
         from dataclasses import replace
+
+        from backend.catalog.params import estimated_weight_bytes
 
         knobs = replace(knobs, weights_bytes=estimated_weight_bytes(spec), weights_how="estimated from config.json shapes (params × dtype)")
     report = price(spec, ranks, knobs)

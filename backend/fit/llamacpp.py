@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from backend.fit.compat import hardware_problems
 from backend.fit.kvspec import cdiv
 from backend.fit.plan import GIB, Knobs, Rank
-from backend.fit.compat import hardware_problems
 from backend.models import FitReport, GpuFit, ModelSpec
 
 MARGIN_GIB = 1.0

@@ -21,12 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from backend import paths
 from backend.atomic import locked, write_atomic
-from backend.errors import C3Error, Refused, UsageError
-from backend.text import show
-from backend.errors import os_failure
+from backend.errors import C3Error, Refused, UsageError, os_failure
 from backend.models.names import NODE_NAME_MAX, NODE_NAME_PATTERN, check_endpoint_url, check_ssh_target
+from backend.text import show
 from backend.userfiles import load_json, read_text
-
 
 
 class Node(BaseModel):
@@ -147,7 +145,8 @@ def resolved_addresses(host: str) -> tuple[str, ...]:
     within 2 s: an unknown name is not this machine)."""
     if re.fullmatch(r"[0-9.]+|[0-9a-f:]+", host):
         return ()
-    from concurrent.futures import ThreadPoolExecutor, TimeoutError as Late
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as Late
 
     pool = ThreadPoolExecutor(max_workers=1)
     try:

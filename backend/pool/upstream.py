@@ -13,8 +13,8 @@ import ssl
 import time
 from urllib.parse import urlparse, urlunparse
 
-from backend.pool.health import BackendHealth, HealthPolicy
 from backend.pool.heads import HeadError
+from backend.pool.health import BackendHealth, HealthPolicy
 from backend.pool.http1 import read_response_head
 from backend.pool.metrics import BackendMetrics
 

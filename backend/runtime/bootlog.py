@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from backend.paths import state_home
 from backend.errors import os_failure
+from backend.paths import state_home
 from backend.userfiles import read_text
 
 KEEP = 5

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from backend.models import ComputeProcess, Gpu
 from backend.runtime.models import ForeignProcess, Placement
 
-
 #: The reason given for an engine that runs on the CPU (its boot log says so) — final, not "still loading".
 CPU_ENGINE = "the engine runs on the CPU (its boot log says so): it holds no GPU memory, so placement cannot be verified"
 

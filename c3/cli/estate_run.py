@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from backend.errors import Refused, UsageError
-from backend.models import Pod
-from c3.cli.common import file_option
 from backend.actions import refuse_on
 from backend.actions.workspace import Workspace
+from backend.errors import Refused, UsageError
+from backend.models import Pod
 from backend.views.estate_file import estate_path as resolve_file
 from backend.views.estate_file import planned_pods as load_pods
+from c3.cli.common import file_option
 from c3.cli.pod_runtime import echo_step, gpu_mode_option, report_outcome
 
 

@@ -7,9 +7,9 @@ None. `Ctrl+T` fills in this machine (a node whose host is this machine is drive
 from __future__ import annotations
 
 import getpass
-from collections.abc import Callable
 import re
 import socket
+from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding

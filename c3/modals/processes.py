@@ -14,7 +14,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from c3.screens.base import CockpitModal, describe_error
-from widgets.list_query import FILTER_BINDINGS, FilterBar, Filterable, ListQuery, QueryLine
+from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, ListQuery, QueryLine
 from widgets.nav_table import NavTable
 
 if TYPE_CHECKING:

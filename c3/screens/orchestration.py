@@ -30,7 +30,7 @@ from c3.screens.pod_view import PodList, free_line
 from c3.services import GpuReading, History, PodsReading, PodState
 from widgets.gpu_panel import GpuPanel
 from widgets.key_bar import KeyBar
-from widgets.list_query import FILTER_BINDINGS, FilterBar, Filterable, QueryLine
+from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, QueryLine
 from widgets.source_badge import source_badge
 
 GPU_PERIOD_S = 1.0

@@ -24,6 +24,7 @@ from c3.services import PodState
 from widgets.gpu_panel import short_name
 from widgets.meters import gib
 
+
 def metrics_form(width: int) -> Form:
     """The metrics line that fits a pod list this wide (a wrapped line would push the GPUs off)."""
     return "wide" if width >= 100 else "medium" if width >= 52 else "narrow"

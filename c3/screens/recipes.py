@@ -17,7 +17,7 @@ from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import mode_bar, result_line
 from c3.services import BootProgress, ProfileRow, RecipeLaunch, RecipeRow, WriteResult
 from widgets.key_bar import KeyBar
-from widgets.list_query import FILTER_BINDINGS, FilterBar, Filterable, QueryLine
+from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, QueryLine
 from widgets.nav_table import NavTable
 from widgets.source_badge import source_badge
 

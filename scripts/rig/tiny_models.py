@@ -61,8 +61,7 @@ def tokenizer(out: Path) -> None:
 
 
 def configs():
-    from transformers import (DeepseekV2Config, Gemma3TextConfig, JambaConfig, LlamaConfig, NemotronHConfig, Qwen3MoeConfig,
-                              Qwen3NextConfig)
+    from transformers import DeepseekV2Config, Gemma3TextConfig, JambaConfig, LlamaConfig, NemotronHConfig, Qwen3MoeConfig, Qwen3NextConfig
 
     common = dict(vocab_size=VOCAB, hidden_size=128, max_position_embeddings=4096, bos_token_id=0, eos_token_id=2,
                   pad_token_id=0, tie_word_embeddings=False)

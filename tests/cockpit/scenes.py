@@ -8,10 +8,10 @@ pictures in the README are exactly the screens the tests pin — and what `c3 de
 from __future__ import annotations
 
 import time
-from typing import Any
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from c3.app import C3App
 from tests.cockpit.world import StableFacade, World

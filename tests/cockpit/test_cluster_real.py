@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend.errors import C3Error
 from backend.actions.registry import build
+from backend.errors import C3Error
 from c3.services import BootProgress, NewNode, RecipeLaunch
 from c3.services_cluster import node_rows, pool_rows
 

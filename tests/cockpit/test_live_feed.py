@@ -11,8 +11,8 @@ from backend.live.engine_metrics import EngineMetrics, PodMetrics
 from backend.live.models import EndpointHealth, PodLive, RigSnapshot, SourceStatus
 from backend.models import GpuSnapshot
 from backend.runtime.models import Placement, Workload
-from c3.live_feed import SPARK_SAMPLES, LiveFeed
 from backend.views.live_estate import LiveEstate
+from c3.live_feed import SPARK_SAMPLES, LiveFeed
 from c3.services_real import RealServices
 from tests.live.fakes import GPUS
 

@@ -12,12 +12,12 @@ import pytest
 from backend.catalog import load_catalog
 from backend.catalog.configs import load_config_file, spec_from_config
 from backend.catalog.specs import shipped_spec
+from backend.errors import UsageError
 from backend.fit import fit_config, fit_on_cards, knobs_for
 from backend.fit.kvspec import cdiv, kv_layout
 from backend.fit.llamacpp import _kv_gib, server_slots
 from backend.fit.overhead import activation_gib, non_torch_gib
 from backend.fit.plan import Knobs
-from backend.errors import UsageError
 from backend.fit.vllm import default_batching
 
 CONFIGS = Path(__file__).resolve().parents[2] / "bench" / "data" / "configs"

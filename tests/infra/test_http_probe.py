@@ -87,8 +87,8 @@ def dead_proxy(monkeypatch) -> str:
 def _every_probe(base: str) -> dict[str, bool]:
     """Each of c3's HTTP probes against `base`: did it get the answer?"""
     from backend.cluster.health import probe as rank_probe
-    from backend.live.health import check_all
     from backend.live.engine_metrics import read_pod
+    from backend.live.health import check_all
     from backend.pool.status import fetch_status
     from backend.runtime.readiness import probe_health
     from backend.shard.runner import _get_models

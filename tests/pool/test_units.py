@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from backend.errors import UsageError
-from backend.pool.health import BackendHealth, HealthPolicy
 from backend.pool.heads import HeadError, forward_fields, parse_request, parse_response
+from backend.pool.health import BackendHealth, HealthPolicy
 from backend.pool.keys import KeyHasher, extract_key, load_or_create_salt, parse_sticky
 from backend.pool.pins import PinTable
 from backend.pool.ring import HashRing, key_point

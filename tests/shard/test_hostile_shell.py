@@ -15,9 +15,9 @@ from backend.errors import UsageError
 from backend.nodes.registry import Node
 from backend.remote import LocalShell
 from backend.shard.models import Step
-from backend.shard.scripts import launch_script, secrets_stdin
 from backend.shard.plan import render_step
 from backend.shard.profile import ShardProfile
+from backend.shard.scripts import launch_script, secrets_stdin
 
 
 def _hostile(marker: Path) -> list[str]:
