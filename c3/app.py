@@ -87,6 +87,11 @@ class PodsRead(Message):
     reading: PodsReading
 
 
+BELL_GAP_S = 5.0
+"""The terminal bell rings at most once in this many seconds: one incident often arrives as several
+readings (a killed engine reads unhealthy, then failed, tens of milliseconds apart); each still gets its
+toast and its count."""
+
 NAVIGATION = [
     Binding("up,k", "nav_up", "Previous", tooltip="Previous pod / row"),
     Binding("down,j", "nav_down", "Next", tooltip="Next pod / row"),
@@ -144,6 +149,7 @@ class C3App(ServiceCalls, App[None]):
         self.toasts = ToastDesk(self, covered=lambda: isinstance(self.screen, ModalScreen))
         """Every toast c3 posts; none lands on a modal (c3/toasts.py)."""
         self.bell_on_trouble = bell
+        self._rung_at = float("-inf")
         self.autopoll = autopoll
         self.live = autopoll if live is None else live
         self.pushed: bool | None = None
@@ -236,12 +242,13 @@ class C3App(ServiceCalls, App[None]):
 
     def pods_read(self, pods: list[PodState], *, stale: bool = False) -> None:
         """Every pod reading passes here: trouble is counted in the mode bar and announced once per
-        change (a toast per pod and kind; the bell, when asked for, once per reading that adds any)."""
+        change (a toast per pod and kind; the bell, when asked for, when a reading adds any — at most once in BELL_GAP_S)."""
         new, cleared = self.trouble.update(pods, stale=stale)
         if not new and not cleared:
             return
         self._announce(new, cleared)
-        if new and self.bell_on_trouble:
+        if new and self.bell_on_trouble and time.monotonic() - self._rung_at >= BELL_GAP_S:
+            self._rung_at = time.monotonic()
             self.bell()
         for screen in self._mode_screens():
             if isinstance(screen, CockpitScreen) and screen.is_mounted:
@@ -579,7 +586,10 @@ class C3App(ServiceCalls, App[None]):
         from c3.screens.boot_panel import SETTLE_S, as_shown
 
         now = time.monotonic()
-        self.served = {name: at for name, at in self.served.items() if now - at < SETTLE_S}
+        # A boot's word outranks older readings only until one reading has caught up (says serving):
+        # after that a `down` is news (the pod was stopped), not a reading from before the boot.
+        caught_up = {p.name for p in pods if p.state == "serving"}
+        self.served = {name: at for name, at in self.served.items() if now - at < SETTLE_S and name not in caught_up}
         return as_shown(pods, self.boots, self.served, now)
 
     def _boots_changed(self) -> None:

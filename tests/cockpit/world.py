@@ -357,15 +357,32 @@ class StableFacade:
     def label(self) -> str:
         return self._home(self.real.label)
 
+    def _gpu(self, snap: Any) -> Any:
+        procs = tuple(p.model_copy(update={"pid": self.world.pids.get(p.pid, 4999)}) for p in snap.processes)
+        return snap.model_copy(update={"taken_at": FIXED_NOW, "processes": procs})
+
     def gpu_snapshots(self) -> list[Any]:
-        out = []
-        for snap in self.real.gpu_snapshots():
-            procs = tuple(p.model_copy(update={"pid": self.world.pids.get(p.pid, 4999)}) for p in snap.processes)
-            out.append(snap.model_copy(update={"taken_at": FIXED_NOW, "processes": procs}))
-        return out
+        return [self._gpu(snap) for snap in self.real.gpu_snapshots()]
+
+    def _pod_state(self, pod: Any) -> Any:
+        return replace(pod, placement_detail=self._pid(pod.placement_detail))
 
     def pod_states(self) -> list[Any]:
-        return [replace(p, placement_detail=self._pid(p.placement_detail)) for p in self.real.pod_states()]
+        return [self._pod_state(p) for p in self.real.pod_states()]
+
+    def subscribe(self, on_update: Any) -> Any:
+        """The hub's pushes, pinned like the reads: a pushed GPU reading carries the hub's own clock."""
+
+        def pinned(update: Any) -> None:
+            gpus = update.gpus and replace(update.gpus, taken_at=FIXED_NOW, snapshots=tuple(self._gpu(s) for s in update.gpus.snapshots))
+            pods = update.pods and replace(update.pods, taken_at=FIXED_NOW, pods=tuple(self._pod_state(p) for p in update.pods.pods))
+            on_update(replace(update, gpus=gpus, pods=pods))
+
+        return self.real.subscribe(pinned)
+
+    def freshness(self) -> Any:
+        fresh = self.real.freshness()
+        return replace(fresh, gpus_at=fresh.gpus_at and FIXED_NOW, pods_at=fresh.pods_at and FIXED_NOW)
 
     def pod_details(self, name: str) -> Any:
         details = self.real.pod_details(name)

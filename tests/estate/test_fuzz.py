@@ -14,8 +14,8 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import backend.catalog as catalog_module
 import backend.estate.validate as validate_module
-import c3.cli.pod as pod_cli
 from backend.catalog import load_catalog
 from backend.estate import load_estate
 from tests.estate.cli import RIG_4, run_inproc, run_proc
@@ -69,7 +69,7 @@ def rig(tmp_path_factory, monkeypatch):
     monkeypatch.setattr(validate_module, "default_fit", lambda: fake_fit)
     # The catalog is not what is fuzzed here: load it once instead of once per invocation.
     catalog = load_catalog()  # here, after the autouse fixture pointed C3_HOME at a scratch folder
-    monkeypatch.setattr(pod_cli, "load_catalog", lambda: catalog)
+    monkeypatch.setattr(catalog_module, "load_catalog", lambda: catalog)  # read at call time by the views
     return path
 
 
