@@ -25,23 +25,22 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 
 from c3.look import ANSI_THEME, AsciiFilter, no_color, wants_ansi_theme, wants_ascii
-from c3.screens.base import CockpitScreen, ServiceCalls, describe_error
+from c3.screens.base import CockpitScreen, ServiceCalls
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import (
     BootProgress,
     GpuReading,
     LiveUpdate,
-    NewNode,
     NewPod,
     PodsReading,
     PodState,
-    RecipeLaunch,
     Services,
     WritePlan,
     WriteResult,
 )
 from c3.toasts import Toast, ToastDesk
 from c3.trouble import Trouble, TroubleWatch
+from c3.write_flow import WriteFlow
 
 # Only what the first frame needs is imported up front; the other modes and the modals (DataTable,
 # Input, Log…) load when first opened, and the facade (pydantic, SDK adapters) is built in a worker.
@@ -57,20 +56,6 @@ def _recipes_screen() -> Screen:
     from c3.screens.recipes import RecipesScreen
 
     return RecipesScreen()
-
-
-@dataclass
-class BootUpdate(Message):
-    """Progress of a boot, posted from the worker thread that runs it."""
-
-    progress: BootProgress
-
-
-@dataclass
-class LaunchUpdate(Message):
-    """A step of a recipe launch (`progress.pod` is the profile), posted from its worker thread."""
-
-    progress: BootProgress
 
 
 @dataclass
@@ -115,7 +100,7 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class C3App(ServiceCalls, App[None]):
+class C3App(WriteFlow, ServiceCalls, App[None]):
     """The cockpit. `services` is the facade; `clock` is read on the event loop for "as of" stamps."""
 
     CSS_PATH = Path(__file__).with_name("c3.tcss")
@@ -487,142 +472,3 @@ class C3App(ServiceCalls, App[None]):
 
     def action_stop_all(self) -> None:
         self.request_write("stop_all")
-
-    # -- the write flow --------------------------------------------------------------------------
-    def request_write(self, key: str, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> None:
-        """Plan (worker) → confirm gate → re-validate and execute (worker) → show the result.
-
-        `key` names a write of `backend.actions.registry`; the facade builds the action from it."""
-        if self.refused_readonly(key, pod) or not self.ready():
-            return
-        services = self.ready()
-        if services is None:
-            return
-
-        def plan_failed(error: BaseException) -> None:
-            back = isinstance(request, NewPod)
-            self._write_failed(error, toast=not back)  # a form that comes back says why itself: no toast over it
-            if isinstance(request, NewPod):
-                self._form_refused(request, describe_error(error))
-
-        self.call(services.make_plan, key, pod, request, done=self._plan_ready, failed=plan_failed, group="plan")
-
-    def _plan_ready(self, plan: WritePlan) -> None:
-        from c3.modals.confirm import ConfirmModal
-
-        self.push_screen(ConfirmModal(plan, readonly=self.readonly), callback=lambda ok: self._confirmed(plan, ok))
-
-    def _confirmed(self, plan: WritePlan, ok: bool | None) -> None:
-        if not ok:
-            if plan.problems and isinstance(plan.request, NewPod):
-                self._form_refused(plan, plan.problems[0])  # back to the form, which says why (no toast over it)
-            else:
-                self.notify(f"{plan.title}: cancelled", timeout=3)
-            return
-        panel = plan.action.progress_panel
-        if panel == "boot" and plan.pod:
-            self.boots[plan.pod] = BootProgress(plan.pod, "re-checking gates", 0.0)
-            self._boots_changed()
-        update = LaunchUpdate if panel == "launch" else BootUpdate
-
-        services = self.services
-        if services is None:  # cannot happen: the plan came from the facade
-            return
-
-        def run() -> WriteResult:
-            problems = services.check(plan)
-            if problems:
-                return WriteResult(False, f"{plan.title}: {problems[0]}", "; ".join(problems[1:]) or None)
-            return services.execute(plan, lambda progress: self.post_message(update(progress)))
-
-        def finished(result: WriteResult) -> None:
-            orch = self._orchestration()
-            if result.ok and plan.action.selects and orch is not None:
-                orch.select_next = plan.action.selects  # a new pod is what the next key acts on
-            if panel == "boot" and plan.pod and not result.ok and plan.pod in self.boots and not self.boots[plan.pod].done:
-                self.boots[plan.pod] = BootProgress(plan.pod, "failed", self.boots[plan.pod].elapsed_s, self.boots[plan.pod].log_tail, done=True, ok=False)
-            if plan.pods:
-                for name in plan.pods:
-                    self.boots.pop(name, None)
-                self._boots_changed()
-            back = not result.ok and isinstance(plan.request, NewPod)  # only a create carries a NewPod
-            self.show_result(result, toast=not back)
-            if back:
-                self._form_refused(plan, result.message)
-
-        def failed(error: BaseException) -> None:
-            if plan.pod is not None and plan.pod in self.boots:
-                boot = self.boots[plan.pod]
-                self.boots[plan.pod] = BootProgress(boot.pod, "failed", boot.elapsed_s, boot.log_tail, done=True, ok=False)
-                self._boots_changed()
-            self._write_failed(error)
-
-        self.call(run, done=finished, failed=failed, group=f"write-{plan.action.key}-{plan.pod or ''}")
-
-    def _write_failed(self, error: BaseException, *, toast: bool = True) -> None:
-        message = describe_error(error)
-        text, _, hint = message.partition(" — hint: ")
-        self.show_result(WriteResult(False, text, hint or None), toast=toast)
-
-    def on_launch_update(self, message: LaunchUpdate) -> None:
-        self.launch_progress = message.progress
-        for screen in self._mode_screens("recipes"):
-            shown = getattr(screen, "show_launch", None)
-            if shown is not None and screen.is_mounted:
-                shown(message.progress)
-
-    def on_boot_update(self, message: BootUpdate) -> None:
-        progress = message.progress
-        if progress.done and progress.ok:
-            self.boots.pop(progress.pod, None)
-            self.served[progress.pod] = time.monotonic()
-        else:
-            self.boots[progress.pod] = progress
-            self.served.pop(progress.pod, None)
-        self._boots_changed()
-
-    def as_shown(self, pods: list[PodState]) -> list[PodState]:
-        """Pod readings as every view shows them beside the boot panel (boot_panel.as_shown)."""
-        from c3.screens.boot_panel import SETTLE_S, as_shown
-
-        now = time.monotonic()
-        # A boot's word outranks older readings only until one reading has caught up (says serving):
-        # after that a `down` is news (the pod was stopped), not a reading from before the boot.
-        caught_up = {p.name for p in pods if p.state == "serving"}
-        self.served = {name: at for name, at in self.served.items() if now - at < SETTLE_S and name not in caught_up}
-        return as_shown(pods, self.boots, self.served, now)
-
-    def _boots_changed(self) -> None:
-        orch = self._orchestration()
-        if orch is not None and orch.is_mounted:
-            orch.boots_changed()
-            orch.poll_now()
-        for screen in self.screen_stack:  # a modal that shows a pod's state (details) follows too
-            changed = getattr(screen, "boots_changed", None)
-            if changed is not None and screen is not orch and screen.is_mounted:
-                changed()
-
-    def show_result(self, result: WriteResult, *, toast: bool = True) -> None:
-        """Every write's outcome reaches the user: a toast, the result line, and a fresh poll. Its hint
-        is said in the cockpit's keys and fields, not the CLI's flags (c3/hints.py)."""
-        from dataclasses import replace
-
-        from c3.hints import cockpit_hint
-
-        result = replace(result, hint=cockpit_hint(result.hint))
-        self.last_result = result
-        self.results.append(result)
-        del self.results[:-50]
-        text = result.message + (f"\nhint: {result.hint}" if result.hint else "")
-        if toast:  # under a modal it waits (c3/toasts.py): a result is news about the estate, not the form
-            self.toasts.post(Toast(text, "Done" if result.ok else "Refused", "information" if result.ok else "error", 6 if result.ok else 10))
-        orch = self._orchestration()
-        if orch is not None and orch.is_mounted:
-            orch.show_result()
-            orch.poll_now()
-        for mode in ("nodes", "recipes"):
-            for screen in self._mode_screens(mode):
-                shown = getattr(screen, "show_result", None)
-                if shown is not None and screen.is_mounted:
-                    shown(result)
-                    screen.poll_now()  # type: ignore[attr-defined]
