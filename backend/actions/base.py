@@ -10,7 +10,7 @@ Plain dataclasses (no pydantic): the cockpit imports these on its event loop.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -155,3 +155,17 @@ def problems_of(*checks: Callable[[], object]) -> list[Problem]:
         except C3Error as error:
             return [Problem(error.message, hint=error.hint)]
     return []
+
+
+def rank_stop_plan(title: str, what: str, ranks: Callable[[], Sequence[Any]], where: Callable[[Any], str]) -> Plan:
+    """The plan of stopping a profile's or a recipe's ranks: one `docker rm -f` per rank's node (`where`
+    says how the node is named), then the watchdog note; `what` names it when the ranks cannot be read."""
+    from backend.errors import C3Error
+
+    try:
+        found = ranks()
+    except C3Error as error:
+        return Plan(title, (f"stop {what}: {error.message}",), destructive=True)
+    lines = [f"node {where(rp)}: $ docker rm -f {rp.container}" for rp in found]
+    lines.append("remember the stop: the watchdog leaves it stopped until the next launch")
+    return Plan(title, tuple(lines), destructive=True)

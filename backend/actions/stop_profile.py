@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink
+from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink, problems_of, rank_stop_plan
 from backend.actions.registry import register
-from backend.errors import C3Error
 
 
 @register
@@ -37,21 +36,13 @@ class StopProfile(Action):
     def plan(self) -> Plan:
         from backend.cluster.control import running_ranks
 
-        title = f"Stop profile {self.name or '(active)'}"
-        try:
-            ranks = running_ranks(self._profile())
-        except C3Error as error:
-            return Plan(title, (f"stop profile {self.name}: {error.message}",), destructive=True)
-        lines = [f"node {rp.node.name} (rank {rp.rank}, {'local' if rp.node.local else 'ssh ' + rp.node.ssh}): $ docker rm -f {rp.container}" for rp in ranks]
-        lines.append("remember the stop: the watchdog leaves it stopped until the next launch")
-        return Plan(title, tuple(lines), destructive=True)
+        def where(rp: Any) -> str:
+            return f"{rp.node.name} (rank {rp.rank}, {'local' if rp.node.local else 'ssh ' + rp.node.ssh})"
+
+        return rank_stop_plan(f"Stop profile {self.name or '(active)'}", f"profile {self.name}", lambda: running_ranks(self._profile()), where)
 
     def problems(self) -> list[Problem]:
-        try:
-            self._profile()
-        except C3Error as error:
-            return [Problem(error.message, hint=error.hint)]
-        return []
+        return problems_of(self._profile)
 
     def run(self, progress: ProgressSink) -> Outcome:
         from backend.cluster.control import stop

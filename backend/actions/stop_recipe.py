@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink, problems_of
+from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink, problems_of, rank_stop_plan
 from backend.actions.registry import register
-from backend.errors import C3Error
 
 
 @register
@@ -44,14 +43,7 @@ class StopRecipe(Action):
         return [RankPlan(rank, node, container_name(self.profile), [], env_file_path(node, self.profile)) for rank, node in enumerate(nodes)]
 
     def plan(self) -> Plan:
-        title = f"Stop {self.profile}"
-        try:
-            ranks = self._ranks()
-        except C3Error as error:
-            return Plan(title, (f"stop {self.profile}: {error.message}",), destructive=True)
-        lines = [f"node {rp.node.name} (rank {rp.rank}): $ docker rm -f {rp.container}" for rp in ranks]
-        lines.append("remember the stop: the watchdog leaves it stopped until the next launch")
-        return Plan(title, tuple(lines), destructive=True)
+        return rank_stop_plan(f"Stop {self.profile}", self.profile, self._ranks, lambda rp: f"{rp.node.name} (rank {rp.rank})")
 
     def problems(self) -> list[Problem]:
         return problems_of(self._ranks)
