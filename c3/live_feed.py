@@ -35,9 +35,14 @@ def _gpu_key(snap: GpuSnapshot) -> tuple[Any, ...]:
     return tuple(value for name, value in snap if name != "taken_at")
 
 
+SCRAPE_STAMPS = frozenset({"taken_at", "scrape_ms"})
+"""What every /metrics scrape stamps anew and no view draws: when it was sent and how long the engine took
+to answer. Counting `scrape_ms` as news pushed (and redrew) the pod list every 2 s on an idle rig."""
+
+
 def _pod_key(pod: PodState) -> tuple[Any, ...]:
-    """Everything the pod view shows of one pod: all but when its metrics were scraped."""
-    metrics = None if pod.metrics is None else tuple(value for name, value in pod.metrics if name != "taken_at")
+    """Everything the pod view shows of one pod: all but the stamps of its last scrape."""
+    metrics = None if pod.metrics is None else tuple(value for name, value in pod.metrics if name not in SCRAPE_STAMPS)
     return (replace(pod, metrics=None), metrics)
 
 

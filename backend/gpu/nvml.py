@@ -8,6 +8,7 @@ problem (exit 3) with a hint to use the simulator.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
@@ -43,6 +44,8 @@ class NvmlProbe:
         self._lock = threading.Lock()
         self._gpus: list[Gpu] | None = None
         self._handles: dict[int, Any] = {}  # a handle stays valid while NVML is initialised (this probe holds it)
+        self._procs: dict[int, tuple[float, tuple[ComputeProcess, ...]]] = {}
+        """GPU index → (monotonic time read, its processes): what `snapshots(processes_max_age_s=…)` repeats."""
         try:
             self._nvml.nvmlInit()
         except self._nvml.NVMLError as error:
@@ -169,7 +172,20 @@ class NvmlProbe:
                 self._gpus = [self._identity(i, self._handle(i)) for i in range(self._count())]
             return list(self._gpus)
 
-    def snapshots(self) -> list[GpuSnapshot]:
+    def _processes_of(self, gpu: Gpu, handle: Any, max_age_s: float) -> tuple[ComputeProcess, ...]:
+        """The GPU's processes, read again only when the last reading is `max_age_s` old or older.
+        (Listing processes costs the driver two calls — count, then fill — and is the dearest query.)"""
+        now = time.monotonic()
+        with self._lock:
+            kept = self._procs.get(gpu.index)
+        if kept is not None and max_age_s > 0 and now - kept[0] < max_age_s:
+            return kept[1]
+        procs = tuple(self._processes(handle, gpu.uuid))
+        with self._lock:
+            self._procs[gpu.index] = (now, procs)
+        return procs
+
+    def snapshots(self, *, processes_max_age_s: float = 0.0) -> list[GpuSnapshot]:
         nvml = self._nvml
         out: list[GpuSnapshot] = []
         for gpu in self.gpus():
@@ -189,7 +205,7 @@ class NvmlProbe:
                     temp_c=None if temp is None else int(temp),
                     power_w=None if power is None else round(power / 1000.0, 1),
                     power_limit_w=None if limit is None else round(limit / 1000.0, 1),
-                    processes=tuple(self._processes(handle, gpu.uuid)),
+                    processes=self._processes_of(gpu, handle, processes_max_age_s),
                 )
             )
         return out

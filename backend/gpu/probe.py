@@ -19,8 +19,11 @@ class GpuProbe(Protocol):
         """Every GPU, in host index order."""
         ...
 
-    def snapshots(self) -> list[GpuSnapshot]:
-        """A live reading of every GPU, in host index order, each stamped with its time."""
+    def snapshots(self, *, processes_max_age_s: float = 0.0) -> list[GpuSnapshot]:
+        """A live reading of every GPU, in host index order, each stamped with its time. Its process
+        lists may be up to `processes_max_age_s` old (the last ones read again): listing a GPU's
+        processes is the dearest query, and a 1 s poller whose placement is judged every 2 s need
+        not pay it every time. 0: read them now."""
         ...
 
     def processes(self) -> list[ComputeProcess]:

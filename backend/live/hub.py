@@ -124,6 +124,9 @@ class LiveState:
         self._scraped_at: dict[str, float] = {}  # … and of its last /metrics scrape
         self._reprobe: set[str] = set()  # pods whose engine changed: probe their health path next round
         self._engines_client: Any = None  # one keep-alive loopback client, used only by the engines thread
+        self._processes_max_age_s = max(0.0, placement_interval_s - gpu_interval_s / 2)
+        """How old a GPU reading's process lists may be (see GpuProbe.snapshots): 1.5 s at the default
+        periods, so they are read on every other 1 s GPU tick and are never older than a placement round."""
         self._placement_memo: tuple[Any, dict[str, Placement]] | None = None
         self._pods_built: tuple[tuple[Any, ...], tuple[PodLive, ...]] | None = None  # the last pods assembled, and from what
         self._published: dict[str, tuple[Any, ...]] = {}  # per source: the value and state last made into a snapshot
@@ -204,7 +207,8 @@ class LiveState:
             except EnvironmentProblem as error:
                 self.ctx.probe_problem = error.message
                 raise
-        return tuple(self.ctx.probe.snapshots())
+        # Processes are judged (placement) every placement period: read them every other GPU tick, not each.
+        return tuple(self.ctx.probe.snapshots(processes_max_age_s=self._processes_max_age_s))
 
     def _planned(self) -> tuple[Pod, ...]:
         try:

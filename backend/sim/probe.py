@@ -141,7 +141,8 @@ class SimulatedProbe:
     def processes(self) -> list[ComputeProcess]:
         return self.registry.processes(self._gpus)
 
-    def snapshots(self) -> list[GpuSnapshot]:
+    def snapshots(self, *, processes_max_age_s: float = 0.0) -> list[GpuSnapshot]:
+        # The simulated registry is a folder listing: always read now (the age is an allowance, not a rule).
         by_gpu: dict[str, list[ComputeProcess]] = {}
         for proc in self.processes():
             by_gpu.setdefault(proc.gpu_uuid, []).append(proc)

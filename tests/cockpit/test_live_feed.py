@@ -47,9 +47,10 @@ class Facade:
 
 
 def snapshot(version: int, at: datetime, *, util: int = 10, running: int = 1, healthy: bool = True, stale: bool = False) -> RigSnapshot:
+    # Every scrape also takes its own time to answer (scrape_ms): drawn nowhere, so never news.
     gpus = tuple(GpuSnapshot(gpu=g, taken_at=at, used_mib=100, free_mib=24000, util_pct=util) for g in GPUS)
     workload = Workload(pod="chat", status="running", id="c1", pids=(7,), estate="/nonexistent/estate.yaml")
-    metrics = PodMetrics(pod="chat", metrics=EngineMetrics(engine="vllm", taken_at=at, running=running, waiting=0))
+    metrics = PodMetrics(pod="chat", metrics=EngineMetrics(engine="vllm", taken_at=at, scrape_ms=1.0 + version % 7, running=running, waiting=0))
     health = EndpointHealth(pod="chat", url="http://127.0.0.1:8000/metrics", healthy=healthy, checked_at=at, status_code=200)
     placement = Placement(verdict="ok", requested=("GPU-0",), actual=("GPU-0",), requested_indices=(0,), actual_indices=(0,))
     pod = PodLive(name="chat", slug="vllm/qwen3-8b", gpus=(0,), port=8000, workload=workload, health=health, placement=placement, metrics=metrics)

@@ -319,12 +319,12 @@ class FailingProbe:
     def processes(self) -> Any:
         return self.inner.processes()
 
-    def snapshots(self) -> Any:
+    def snapshots(self, *, processes_max_age_s: float = 0.0) -> Any:
         from backend.errors import EnvironmentProblem
 
         if self.failing:
             raise EnvironmentProblem("NVML did not answer within 2 s")
-        return self.inner.snapshots()
+        return self.inner.snapshots(processes_max_age_s=processes_max_age_s)
 
 
 _STAMP = re.compile(r"\b\d\d-\d\d \d\d:\d\d:\d\d\b")

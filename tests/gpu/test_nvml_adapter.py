@@ -77,3 +77,27 @@ def test_bytes_names_from_old_bindings_are_decoded():
     nvml = FakeNvml([device(name=b"NVIDIA A100-SXM4-80GB", uuid=b"GPU-x")])
     gpu = NvmlProbe(nvml).gpus()[0]
     assert gpu.name == "NVIDIA A100-SXM4-80GB" and gpu.uuid == "GPU-x"
+
+
+def test_process_lists_may_be_repeated_up_to_the_age_asked_and_never_beyond(monkeypatch):
+    import backend.gpu.nvml as nvml_module
+
+    clock = [100.0]
+    monkeypatch.setattr(nvml_module.time, "monotonic", lambda: clock[0])
+    nvml = FakeNvml([device(uuid="GPU-a", procs=[(10, 1024**2)]), device(uuid="GPU-b", procs=[])])
+    probe = NvmlProbe(nvml)
+
+    def reads() -> int:
+        return sum(c == "procs:v3" for c in nvml.calls)
+
+    probe.snapshots(processes_max_age_s=1.5)
+    assert reads() == 2  # nothing kept yet: both GPUs read
+    nvml.devices[0]["procs"] = [(10, 1024**2), (11, 2 * 1024**2)]
+    clock[0] += 1.0
+    again = probe.snapshots(processes_max_age_s=1.5)
+    assert reads() == 2 and [p.pid for p in again[0].processes] == [10]  # 1 s old: repeated
+    clock[0] += 0.5
+    fresh = probe.snapshots(processes_max_age_s=1.5)
+    assert reads() == 4 and [p.pid for p in fresh[0].processes] == [10, 11]  # 1.5 s old: read again
+    assert [p.pid for p in probe.snapshots()[0].processes] == [10, 11] and reads() == 6  # the default: always now
+    assert [p.pid for p in probe.processes()] == [10, 11]  # `processes()` never repeats

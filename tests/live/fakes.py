@@ -20,6 +20,7 @@ class FakeProbe:
         self.fail = False
         self.procs: list[ComputeProcess] = []
         self.calls = 0
+        self.max_ages: list[float] = []
 
     def gpus(self):
         return list(GPUS)
@@ -27,8 +28,9 @@ class FakeProbe:
     def processes(self):
         return list(self.procs)
 
-    def snapshots(self):
+    def snapshots(self, *, processes_max_age_s: float = 0.0):
         self.calls += 1
+        self.max_ages.append(processes_max_age_s)
         if self.fail:
             raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
         return [GpuSnapshot(gpu=g, taken_at=datetime.now(UTC), used_mib=100, free_mib=24000, processes=tuple(p for p in self.procs if p.gpu_uuid == g.uuid)) for g in GPUS]

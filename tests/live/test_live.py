@@ -260,3 +260,19 @@ def test_a_metrics_scrape_past_its_timeout_keeps_the_last_numbers_with_their_age
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_gpu_poller_lets_process_lists_age_to_half_a_tick_short_of_a_placement_round():
+    """Placement is judged every 2 s; the GPU poller ticks every 1 s. Process lists (NVML's dearest query)
+    may be repeated up to 1.5 s — read on every other tick, never older than a placement round."""
+    from backend.live.hub import LiveState
+    from backend.runtime.context import RuntimeContext
+    from tests.live.fakes import FakeProbe, FakeRuntime
+
+    probe = FakeProbe()
+    live = LiveState(RuntimeContext(runtime=FakeRuntime(), probe=probe))
+    live._read_gpus()
+    assert probe.max_ages == [1.5]
+    fast = FakeProbe()
+    LiveState(RuntimeContext(runtime=FakeRuntime(), probe=fast), gpu_interval_s=0.5, placement_interval_s=0.5)._read_gpus()
+    assert fast.max_ages == [0.25]

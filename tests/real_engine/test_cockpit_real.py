@@ -7,19 +7,21 @@ and waiting, KV-cache use and the prefix-cache hit rate. Then the engine is kill
 pid c3's runtime reports for the pod: the container's `vllm serve`) and the cockpit must announce it —
 trouble count in the mode bar and a toast — within 2 s.
 
-The load: one warm-up request puts a ~300-token prefix in the prefix cache; then 6 streaming requests
-share it, against `--max-num-seqs 4`: 4 run and 2 wait while the 4 generate (`ignore_eos`), and no
-prompt is admitted in that steady phase. A busy engine answers a scrape late, so a reading is not
+The load: one warm-up request puts a ~300-token prefix in the prefix cache; then 12 streaming requests
+share it, against `--max-num-seqs 4`: 4 run and 8 wait while the first 4 generate (`ignore_eos`), then
+4 run and 4 wait while the next 4 do — two steady phases a round (~8 s each on this machine), in which
+no prompt is admitted. A busy engine answers a scrape late, so a reading is not
 "at" one moment: the cockpit's (sent at `taken_at`, answered `scrape_ms` later) is compared with the
 engine readings that bracket it (`watching.Timeline.bracket`: the last one answered before it was sent
 to the first one sent after it was answered):
-- running / waiting: every bracketing reading says 4 / 2, and so must the cockpit;
+- running / waiting: every bracketing reading says the same (4 running, some waiting), and so must the cockpit;
 - KV use grows while the 4 generate, in steps (vLLM updates the gauge seconds apart under load): where
   it is flat across the bracket the cockpit's must equal it, ± 0.1 point (it shows one decimal);
 - hit rate: the engine's hits / queries, its counters unchanged since the cockpit's previous reading
   (so the cockpit's interval saw no prompt and shows the rate since start), ± 0.1 point.
 A reading outside the steady phase is not compared (why is kept for the failure message); the load is
-sent again, up to 4 rounds, until one is.
+sent again, up to 6 rounds (a round in which this process was starved of CPU does not count; see
+`watching.Timeline.stalls`), until one is.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ pytestmark = [pytest.mark.real_engine, pytest.mark.docker, pytest.mark.nvml]
 
 SLUG = "vllm/real-tiny-load"
 PREFIX = "The operator watches the serving box and reads the numbers on the screen. " * 12
-RUNNING, WAITING = 4, 2
+RUNNING, QUEUED = 4, 8  # per round: 4 run while 8 wait, then 4 run while 4 wait
 GEN_TOKENS = 3600  # per request: a steady phase of several cockpit readings even when the engine runs at ~1,800 tokens/s
 KV_BLOCKS = 160  # × 128-token CPU blocks = 20,480 tokens: 4 × (prefix + 3,600) fills at most ~3/4 of it (no preemption)
 
@@ -46,10 +48,6 @@ LINE = re.compile(r"(?:req |\br)(?P<running>\d+)(?: run |\s+w)(?P<waiting>\d+)(?
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 14, open: passes alone (3 of 3 under two busy loops), but in the full suite on 2 cores the test process "
-    "got no CPU for 8-10 s at a time while the vLLM CPU engine served, and no steady reading was compared in 4 rounds "
-    "(full run 2026-12-01 19:07); the CI run before failed it too"))
 async def test_the_pod_view_matches_the_engines_own_metrics_and_a_killed_engine_is_announced(pod_rig, real_images, monkeypatch):
     monkeypatch.setenv("TZ", "UTC")
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
@@ -66,11 +64,11 @@ async def test_the_pod_view_matches_the_engines_own_metrics_and_a_killed_engine_
 
     def send_load(round_: int) -> Load:
         body = {"model": "/models/dense", "max_tokens": GEN_TOKENS, "ignore_eos": True, "stream": True}
-        return Load(url + "/v1/completions", [{**body, "prompt": PREFIX + f"round {round_} request {i}"} for i in range(RUNNING + WAITING)])
+        return Load(url + "/v1/completions", [{**body, "prompt": PREFIX + f"round {round_} request {i}"} for i in range(RUNNING + QUEUED)])
 
     def not_steady(engine, span, metrics, previous) -> str | None:
         states = sorted({(r.values["vllm:num_requests_running"], r.values["vllm:num_requests_waiting"]) for r in span})
-        if states != [(RUNNING, WAITING)] or (metrics.running, metrics.waiting) != (RUNNING, WAITING):
+        if len(states) != 1 or states[0][0] != RUNNING or not states[0][1] or (metrics.running, metrics.waiting) != states[0]:
             return f"engine running/waiting {states} in its bracket of {len(span)}"
         if len({r.values.get("vllm:num_preemptions_total") for r in span}) != 1:
             return "preemptions in its bracket"
@@ -96,5 +94,5 @@ async def test_the_pod_view_matches_the_engines_own_metrics_and_a_killed_engine_
         assert abs(shown["hit"] - 100 * hits / queries) <= 0.1, (shown, hits, queries)
         assert shown["hit"] > 30.0, shown  # the shared prefix really hit
 
-    print(await watch_compare_and_kill(url, name, LINE, send_load=send_load, not_steady=not_steady, check=check))
+    print(await watch_compare_and_kill(url, name, LINE, send_load=send_load, not_steady=not_steady, check=check, rounds=6))
 

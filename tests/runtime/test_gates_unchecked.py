@@ -51,7 +51,7 @@ class LostGpuProbe:
     def processes(self):
         raise RuntimeError("NVMLError_GpuIsLost")
 
-    def snapshots(self):
+    def snapshots(self, *, processes_max_age_s: float = 0.0):
         raise RuntimeError("NVMLError_GpuIsLost")
 
 
