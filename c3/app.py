@@ -25,7 +25,7 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 
 from c3.look import ANSI_THEME, AsciiFilter, no_color, wants_ansi_theme, wants_ascii
-from c3.screens.base import CockpitScreen, ServiceCalls
+from c3.screens.base import CockpitScreen, LiveModal, ServiceCalls
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import (
     BootProgress,
@@ -219,11 +219,15 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
             orch.gpus_pushed(message.reading)
+        if isinstance(self.screen, LiveModal):
+            self.screen.live_changed(gpus=message.reading)
 
     def on_pods_read(self, message: PodsRead) -> None:
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
             orch.pods_pushed(message.reading)
+        if isinstance(self.screen, LiveModal):
+            self.screen.live_changed(pods=message.reading)
 
     def pods_read(self, pods: list[PodState], *, stale: bool = False) -> None:
         """Every pod reading passes here: trouble is counted in the mode bar and announced once per
@@ -359,6 +363,8 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         yield SystemCommand("Remove node", "Unregister the highlighted node (Nodes mode: x)", lambda: self._in_mode("nodes", "action_remove_node"))
         yield SystemCommand("Launch recipe", "Pick nodes, preview the dry-run, confirm (Recipes mode: u)", lambda: self._in_mode("recipes", "action_launch"))
         yield SystemCommand("Stop the active profile", "Its containers on every node (Recipes mode: d)", lambda: self._in_mode("recipes", "action_stop_profile"))
+        yield SystemCommand("Restart the active profile", "Remove and start its containers on the same nodes (Recipes mode: R)",
+                            lambda: self._in_mode("recipes", "action_restart_profile"))
         yield SystemCommand("History", "GPU and engine metrics over the last minutes, with a time axis (h, :history)", self.open_history)
         yield SystemCommand("GPU processes", "Who holds each GPU: pid, pod, memory, foreign processes (p, :procs)", self.open_processes)
         yield SystemCommand("Refresh", "Poll every source of this mode now (r)", self._refresh_current)

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from backend.cluster.health import probe
-from backend.cluster.launch import Say, _quiet, launch, remove_containers
+from backend.cluster.launch import Say, _quiet, launch, preflight, remove_containers
 from backend.cluster.plan import LaunchPlan, RankPlan, collect_secrets, container_name, env_file_path, render
 from backend.errors import C3Error, Refused
 from backend.nodes.registry import resolve_nodes
@@ -145,8 +145,11 @@ async def logs(profile: Profile, *, node: str | None = None, tail: int = 100, fo
 
 async def relaunch(profile: Profile, *, options: SshOptions | None = None, say: Say = _quiet,
                    wait: bool = True, wait_timeout_s: float | None = None) -> Profile:
-    """Stop the whole group and launch it again (a broken rank does not heal alone)."""
+    """Stop the whole group and launch it again (a broken rank does not heal alone). The launch's
+    preflight (nodes reachable, Docker answering, the image present) runs before anything is removed:
+    a restart that could not start again refuses and leaves the running group as it was."""
     plan = plan_for(profile)
     async with Fleet([rp.node for rp in plan.ranks], options) as fleet:
+        await preflight(plan, fleet)
         await remove_containers(plan, fleet, say)
         return await launch(plan, fleet=fleet, wait=wait, wait_timeout_s=wait_timeout_s, say=say, api_key_env=profile.api_key_env)

@@ -1,11 +1,13 @@
 """`p` GPU processes: every compute process on the GPUs — pid, GPU it really uses, memory, its pod
 (or none: foreign, highlighted), user and command. A pod's process on a GPU the pod did not ask for is
 listed on the GPU it really uses and marked misplaced. Filter (`/`) and sort (`s`, `S`) as every list.
+It reads again when the live hub pushes a change of the GPUs' process lists or of the pods, and polls
+every PERIOD_S only when nothing is pushed.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,7 +15,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
-from c3.screens.base import CockpitModal, describe_error
+from c3.screens.base import LiveModal, describe_error
 from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, ListQuery, QueryLine
 from widgets.nav_table import NavTable
 
@@ -47,7 +49,7 @@ def process_text(row: GpuProcessRow) -> str:
     return f"{row.pid} GPU{row.gpu_index} {row.pod or ''} {flags} {row.user or ''} {row.command or ''}"
 
 
-class ProcessesModal(Filterable, CockpitModal):
+class ProcessesModal(Filterable, LiveModal):
     """A table of GPU processes, re-read every 2 s in a worker."""
 
     DEFAULT_CSS = """
@@ -71,6 +73,10 @@ class ProcessesModal(Filterable, CockpitModal):
         self.shown: list[GpuProcessRow] = []
         self.error: str | None = None
         self.in_flight = False
+        self.again = False
+        """A push arrived while a read was in flight: read once more when it lands."""
+        self.reads = 0
+        self._gpu_procs: tuple[tuple[int, str, int | None], ...] | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="processes"):
@@ -87,9 +93,17 @@ class ProcessesModal(Filterable, CockpitModal):
         table.add_column("command")
         self.render_rows()
         self.poll()
-        if getattr(self.app, "autopoll", True):
+        if self.polls:  # pushed: read again when the hub says GPU processes or pods changed (live_changed)
             self.set_interval(PERIOD_S, self.poll, name="processes")
         table.focus()
+
+    def live_changed(self, *, gpus: Any = None, pods: Any = None) -> None:
+        if gpus is not None:
+            procs = tuple((p.pid, p.gpu_uuid, p.used_mib) for s in gpus.snapshots for p in s.processes)
+            if procs == self._gpu_procs:
+                return  # utilisation, power, sparklines: nothing this lists
+            self._gpu_procs = procs
+        self.poll()
 
     def widths(self) -> tuple[int, ...]:
         """GPU, pid, MiB, pod, user, command: the command gets what is left, so nothing scrolls sideways."""
@@ -102,19 +116,25 @@ class ProcessesModal(Filterable, CockpitModal):
 
     def poll(self) -> None:
         if self.in_flight:
+            self.again = True
             return
-        self.in_flight = True
+        self.in_flight, self.again = True, False
         self.call(self.services.gpu_processes, done=self._landed, failed=self._failed, group="processes")
 
     def _landed(self, rows: list[GpuProcessRow]) -> None:
         self.in_flight = False
+        self.reads += 1
         self.rows, self.error = rows, None
         self.render_rows()
+        if self.again:
+            self.poll()
 
     def _failed(self, error: BaseException) -> None:
         self.in_flight = False
         self.error = describe_error(error)
         self.render_rows()
+        if self.again:
+            self.poll()
 
     def query_changed(self) -> None:
         self.render_rows()

@@ -250,3 +250,16 @@ class CockpitModal(ServiceCalls, ModalScreen):
     @property
     def services(self) -> Any:
         return self.app.services  # type: ignore[attr-defined]
+
+
+class LiveModal(CockpitModal):
+    """A modal that follows the live hub: while it is on top, the app hands it what the hub pushed
+    (`live_changed`), and it polls on a timer only when nothing is pushed (`polls`)."""
+
+    def live_changed(self, *, gpus: Any = None, pods: Any = None) -> None:
+        """The hub pushed a change: `gpus` a `GpuReading`, `pods` a `PodsReading` (either may be None)."""
+
+    @property
+    def polls(self) -> bool:
+        """Poll on a timer: timers are on (not a snapshot) and the app is not (yet) pushed to."""
+        return bool(getattr(self.app, "autopoll", True)) and getattr(self.app, "pushed", None) is not True

@@ -230,7 +230,11 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         if not self.is_active:
             self._pending_pods = reading
             return
-        self.pods = list(reading.pods)
+        # The readings, folded with the boots in flight like a polled reading (boots_changed): shown raw,
+        # a push that said `serving` a moment before c3's own boot probe answered put `● serving` in
+        # the row beside `◐ booting` in the boot panel.
+        self.readings = list(reading.pods)
+        self.pods = self.app.as_shown(self.readings)  # type: ignore[attr-defined]
         self.pods_taken_at = reading.taken_at
         self.pods_error = reading.error
         self.app.pods_read(self.pods, stale=reading.error is not None)  # type: ignore[attr-defined]

@@ -44,10 +44,12 @@ def recipe_text(row: RecipeRow) -> str:
 class RecipesScreen(Filterable, CockpitScreen):
     """List on the left, details of the highlighted recipe on the right."""
 
-    WRITES = frozenset({"recipe_launch", "recipe_stop"})
+    WRITES = frozenset({"recipe_launch", "recipe_stop", "profile_restart"})
     BINDINGS = [
         Binding("u", "launch", "Launch", id="recipe_launch", tooltip="Launch the highlighted recipe: pick nodes, preview the dry-run, confirm"),
         Binding("d", "stop_profile", "Stop profile", id="recipe_stop", tooltip="Stop the active profile's containers on its nodes"),
+        Binding("R", "restart_profile", "Restart profile", id="profile_restart",
+                tooltip="Restart the active profile: remove and start its containers on the same nodes, then wait for rank 0"),
         Binding("r", "refresh_now", "Refresh", id="recipes_refresh", tooltip="Read the recipe catalogue again"),
         *FILTER_BINDINGS,
     ]
@@ -180,8 +182,14 @@ class RecipesScreen(Filterable, CockpitScreen):
             return
         self.app.request_write("recipe_stop", pod=self.profile.name)  # type: ignore[attr-defined]
 
+    def action_restart_profile(self) -> None:
+        if self.profile is None:
+            self.app.notify("No active profile to restart", timeout=3)
+            return
+        self.app.request_write("profile_restart", pod=self.profile.name)  # type: ignore[attr-defined]
+
     def show_result(self, result: WriteResult | None) -> None:
-        idle = "u launches the highlighted recipe (dry-run shown first) · d stops the active profile"
+        idle = "u launches the highlighted recipe (dry-run shown first) · d stops the active profile · R restarts it"
         self.query_one("#recipes-result", Static).update(result_line(result, idle))
 
     def show_launch(self, progress: BootProgress) -> None:

@@ -248,12 +248,7 @@ async def test_launch_with_the_wrong_node_count_is_refused_in_the_gate(demo_worl
 async def test_stop_the_active_profile(demo_world):
     app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await _mode(pilot, "3")
-        await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
-        await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop gate")
-        text = screen_text(app)
+        text = await _gate_on_the_active_profile(pilot, "d")
         assert f"Stop profile {USER_RECIPE}" in text and f"node box (rank 0, local): $ docker rm -f c3-profile_{USER_RECIPE}" in text
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None, timeout=60, what="the stop")
@@ -322,7 +317,7 @@ async def test_palette_entries_reach_the_node_and_recipe_actions(demo_world):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for title in ("Add node", "Remove node", "Launch recipe", "Stop the active profile"):
+        for title in ("Add node", "Remove node", "Launch recipe", "Stop the active profile", "Restart the active profile"):
             assert title in titles
         command = next(c for c in app.get_system_commands(app.screen) if c.title == "Add node")
         command.callback()
@@ -332,6 +327,17 @@ async def test_palette_entries_reach_the_node_and_recipe_actions(demo_world):
         command = next(c for c in app.get_system_commands(app.screen) if c.title == "Launch recipe")
         command.callback()
         await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal), what="the launch modal from the palette")
+
+
+async def _gate_on_the_active_profile(pilot, key: str) -> str:
+    """Recipes mode, the active profile shown, `key` pressed: the confirm gate's text."""
+    app = pilot.app
+    await settle(pilot)
+    await _mode(pilot, "3")
+    await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what=f"the gate of `{key}`")
+    return screen_text(app)
 
 
 async def _launch_modal(pilot, recipe: str) -> LaunchModal:
@@ -432,3 +438,32 @@ async def test_nodes_table_fits_80x24_without_sideways_scrolling_and_widens_agai
         await wait_for(pilot, lambda: screen.compact is False, what="the wide columns")
         await settle(pilot)
         assert f"ubuntu@{UNREACHABLE}" in screen_text(app) and f"http://{UNREACHABLE}:8000" in screen_text(app)
+
+
+@CLUSTER
+async def test_restart_the_active_profile_through_the_gate(demo_world, monkeypatch):
+    """`R` on the Recipes screen: the RestartProfile action's plan in the confirm gate (node by node), then
+    the relaunch and its result on screen."""
+    import backend.cluster.control as control
+
+    removed: list[list[str]] = []
+    remove = control.remove_containers
+
+    async def recording(plan, fleet, say=None):
+        removed.append([rp.container for rp in plan.ranks])
+        return await remove(plan, fleet, say) if say is not None else await remove(plan, fleet)
+
+    monkeypatch.setattr(control, "remove_containers", recording)
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        text = await _gate_on_the_active_profile(pilot, "R")
+        assert f"Restart profile {USER_RECIPE}" in text and f"docker rm -f c3-profile_{USER_RECIPE}, then start it again" in text, text
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None, timeout=90, what="the restart")
+        # It really ran: this world's node does not hold the recipe's pinned image, so the restart is
+        # refused by the launch's preflight — said as the write's result — before anything was removed.
+        result = app.last_result
+        assert not result.ok and "image `vllm/vllm-openai@sha256:" in result.message and "is not on the node" in result.message, result
+        assert "docker load" in (result.hint or ""), result
+        await wait_for(pilot, lambda: "✗ refused" in screen_text(app) and "is not on the node" in screen_text(app), what="the result shown")
+        assert removed == [], f"a restart that could not start again removed the running group: {removed}"

@@ -160,3 +160,47 @@ def test_cli_gpus_processes(demo_world):
     assert by_pod[(0, "chat")]["foreign"] is False and by_pod[(0, "chat")]["misplaced"] is False
     table = subprocess.run([sys.executable, "-m", "c3", "gpus", "--processes"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert table.returncode == 0 and "odd (MISPLACED: plans GPU 1)" in table.stdout and "(foreign: no c3 pod)" in table.stdout, table.stdout
+
+
+@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
+async def test_the_process_view_follows_the_hub_without_a_timer(demo_world):
+    """Pushed, the process view has no poll timer: a process that appears on a GPU reaches it through the
+    hub's GPU push, and a push that changes only utilisation reads nothing again."""
+    import asyncio
+    import subprocess
+
+    from backend.gpu.registry import default_registry_dir
+    from backend.stub_registry import own_pidns
+    from c3.services import GpuReading
+
+    app, _log = real_app(demo_world)
+    newcomer = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    alias = demo_world.pids[newcomer.pid] = 4444  # the scenes' facade shows pids by alias
+    with demo_world.active():
+        registration = default_registry_dir() / f"newcomer-{newcomer.pid}.gpu"
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, rounds=4)
+            await wait_for(pilot, lambda: app.pushed is True, what="the live hub's pushes")
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ProcessesModal" and app.screen.rows is not None, what="the process view")
+            modal = app.screen
+            assert [t for t in modal._timers if t.name == "processes"] == [], "pushed, yet polling"
+            assert alias not in {r.pid for r in modal.rows}
+            registration.write_text(f"pid {newcomer.pid}\nname newcomer\npidns {own_pidns()}\ngpu 2 1024 0\n", encoding="utf-8")
+            await wait_for(pilot, lambda: alias in {r.pid for r in modal.rows or ()}, timeout=15, what="the new process, pushed")
+            await settle(pilot)
+            reads = modal.reads
+            now = await asyncio.to_thread(app.services.gpu_snapshots)  # the processes the last push carried
+            assert any(p.pid == alias for g in now for p in g.processes)
+            busier = tuple(g.model_copy(update={"util_pct": (g.util_pct or 0) + 7}) for g in now)
+            modal.live_changed(gpus=GpuReading(snapshots=busier, util={}, mem={}, taken_at=None))
+            await settle(pilot)
+            assert modal.reads == reads, "a push that changed only utilisation read the processes again"
+            modal.live_changed(pods=object())  # any pod change may rename a holder: read again
+            await wait_for(pilot, lambda: modal.reads == reads + 1, what="the read after a pod change")
+    finally:
+        registration.unlink(missing_ok=True)
+        demo_world.pids.pop(newcomer.pid, None)
+        newcomer.kill()
+        newcomer.wait(10)

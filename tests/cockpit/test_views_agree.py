@@ -339,3 +339,37 @@ async def test_the_boot_panel_and_the_pod_row_agree_through_a_boot(demo_world, m
                 break
         assert any("◐ booting" in f[1] for f in frames), frames[:5]
         assert frames[-1][0] == "serving", frames[-5:]
+
+
+@pytest.mark.parametrize("demo_world", ["bench"], indirect=True)
+async def test_a_pushed_reading_is_folded_with_the_boot_in_flight(demo_world):
+    """The full-suite flake of the test above, made certain: the hub pushes `serving` for a pod whose boot
+    c3 is still running (the engine answered the hub's scrape before the boot's own probe). The pushed
+    reading must be shown as the boot says — `booting` — beside the boot panel, like a polled one; and
+    once the boot reports serving, the next reading stands on its own."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from c3.services import BootProgress, PodsReading
+
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        await pilot.pause(0.2)
+        assert app.pushed, "the scene must be pushed to for this test to mean anything"
+        first = next(p for p in orch.pods if p.state == "serving")
+        app.boots[first.name] = BootProgress(first.name, "starting", 2.0)
+        orch.boots_changed()
+        readings = tuple(p if p.name != first.name else replace(p, state="serving") for p in orch.readings)
+        orch.pods_pushed(PodsReading(pods=readings, taken_at=datetime.now(UTC)))
+        await pilot.pause()
+        shown = next(p for p in orch.pods if p.name == first.name)
+        row = next(line for line in _visible_lines(orch.query_one("#pods")) if line.startswith(first.name + " "))
+        assert shown.state == "booting" and "booting" in row and "serving" not in row, (shown.state, row)
+        assert "◐ booting" in str(orch.query_one("#boot").render())
+        assert [p.name for p in orch.readings] == [p.name for p in readings] and orch.readings[0] is readings[0]  # kept for the next fold
+        del app.boots[first.name]
+        orch.boots_changed()
+        await pilot.pause()
+        assert next(p for p in orch.pods if p.name == first.name).state == "serving"
