@@ -46,13 +46,13 @@ from c3.write_flow import WriteFlow
 # Input, Log…) load when first opened, and the facade (pydantic, SDK adapters) is built in a worker.
 
 
-def _nodes_screen() -> Screen:
+def _nodes_screen() -> Screen[Any]:
     from c3.screens.nodes import NodesScreen
 
     return NodesScreen()
 
 
-def _recipes_screen() -> Screen:
+def _recipes_screen() -> Screen[Any]:
     from c3.screens.recipes import RecipesScreen
 
     return RecipesScreen()
@@ -353,7 +353,7 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
             self.exit()
 
     # -- palette ---------------------------------------------------------------------------------
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield SystemCommand("Mode: Orchestration", "GPUs and pods (1)", lambda: self.switch_mode("orchestration"))
         yield SystemCommand("Mode: Nodes", "The node registry (2)", lambda: self.switch_mode("nodes"))
         yield SystemCommand("Mode: Recipes", "The recipe catalogue (3)", lambda: self.switch_mode("recipes"))
@@ -399,10 +399,10 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         if poll:
             poll()
 
-    def _mode_screens(self, *modes: str) -> list[Screen]:
+    def _mode_screens(self, *modes: str) -> list[Screen[Any]]:
         """The screens of these modes (every mode when none is named), through Textual's public API;
         a mode not opened yet has none."""
-        screens: list[Screen] = []
+        screens: list[Screen[Any]] = []
         for mode in modes or tuple(self.MODES):
             try:
                 screens += self.get_screen_stack(mode)

@@ -85,7 +85,8 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
             problems = services.check(plan)
             if problems:
                 return WriteResult(False, f"{plan.title}: {problems[0]}", "; ".join(problems[1:]) or None)
-            return services.execute(plan, lambda progress: self.post_message(update(progress)))
+            result: WriteResult = services.execute(plan, lambda progress: self.post_message(update(progress)))
+            return result
 
         def finished(result: WriteResult) -> None:
             orch = self._orchestration()

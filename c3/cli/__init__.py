@@ -47,7 +47,8 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target.split(":", 1)
-        return getattr(importlib.import_module(module_name), attr)
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        return command
 
 
 @click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -103,7 +104,7 @@ def _exit_for(report: FitReport, what: str) -> int:
     return 1
 
 
-def _payload(report: FitReport, **extra: object) -> dict:
+def _payload(report: FitReport, **extra: object) -> dict[str, Any]:
     data = report.model_dump(mode="json")
     data.update(extra)
     return data

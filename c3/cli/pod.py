@@ -143,7 +143,8 @@ def _runtime_is_running() -> Any:
 
     def is_running(pod: Pod) -> bool | None:
         try:
-            return hook(pod)
+            running: bool | None = hook(pod)
+            return running
         except C3Error as error:
             raise EnvironmentProblem(error.message) from error
         except Exception as error:  # noqa: BLE001 - an unreachable daemon must not block editing the plan

@@ -92,7 +92,7 @@ class LaunchModal(CockpitModal):
     def _nodes_failed(self, error: BaseException) -> None:
         self.query_one("#launch-order", Static).update(Content.from_markup("[$error]✗ $e[/]", e=describe_error(error)))
 
-    def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
+    def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged[str]) -> None:
         # SelectionList keeps its values in the order they were selected: that is the rank order.
         self.order = list(event.selection_list.selected)
         self._render_order()

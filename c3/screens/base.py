@@ -132,7 +132,7 @@ class Poller:
             self.tick()
 
 
-class CockpitScreen(ServiceCalls, Screen):
+class CockpitScreen(ServiceCalls, Screen[Any]):
     """A mode screen with pollers that stop while it is hidden or covered by a modal."""
 
     LIVE = False
@@ -244,7 +244,7 @@ class CockpitScreen(ServiceCalls, Screen):
         self.poll_now()
 
 
-class CockpitModal(ServiceCalls, ModalScreen):
+class CockpitModal(ServiceCalls, ModalScreen[Any]):
     """A modal that can call the facade."""
 
     @property

@@ -197,7 +197,7 @@ class NodesScreen(Filterable, CockpitScreen):
         if request is not None:
             self.app.request_write("node_add", request=request)  # type: ignore[attr-defined]
 
-    def list_widget(self) -> DataTable:
+    def list_widget(self) -> DataTable[Any]:
         return self.query_one("#nodes", DataTable)
 
     def query_changed(self) -> None:

@@ -149,7 +149,7 @@ class RecipesScreen(Filterable, CockpitScreen):
         self.poll_now()
 
     # -- writes ----------------------------------------------------------------------------------
-    def list_widget(self) -> DataTable:
+    def list_widget(self) -> DataTable[Any]:
         return self.query_one("#recipes", DataTable)
 
     def query_changed(self) -> None:
