@@ -35,4 +35,4 @@ async def test_write_keys_are_dimmed_only_under_readonly(demo_world, readonly):
         await pilot.press("3")
         await settle(pilot)
         dim = {k for k, style in styles(app).items() if "disabled" in style}
-        assert dim == ({"u", "d"} if readonly else set())
+        assert dim == ({"u", "d", "R"} if readonly else set())
