@@ -449,9 +449,9 @@ async def test_restart_the_active_profile_through_the_gate(demo_world, monkeypat
     removed: list[list[str]] = []
     remove = control.remove_containers
 
-    async def recording(plan, fleet, say=None):
+    async def recording(plan, *args, **kwargs):
         removed.append([rp.container for rp in plan.ranks])
-        return await remove(plan, fleet, say) if say is not None else await remove(plan, fleet)
+        return await remove(plan, *args, **kwargs)
 
     monkeypatch.setattr(control, "remove_containers", recording)
     app, _ = real_app(demo_world)

@@ -163,7 +163,7 @@ def test_cli_gpus_processes(demo_world):
 
 
 @pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
-async def test_the_process_view_follows_the_hub_without_a_timer(demo_world):
+async def test_the_process_view_follows_the_hub_without_a_timer(demo_world, monkeypatch):
     """Pushed, the process view has no poll timer: a process that appears on a GPU reaches it through the
     hub's GPU push, and a push that changes only utilisation reads nothing again."""
     import asyncio
@@ -171,8 +171,17 @@ async def test_the_process_view_follows_the_hub_without_a_timer(demo_world):
 
     from backend.gpu.registry import default_registry_dir
     from backend.stub_registry import own_pidns
+    from c3.modals.processes import ProcessesModal
     from c3.services import GpuReading
 
+    timers: list[str | None] = []  # every interval the view sets (Textual's public set_interval, spied on)
+    set_interval = ProcessesModal.set_interval
+
+    def spied(self, *args, **kwargs):
+        timers.append(kwargs.get("name"))
+        return set_interval(self, *args, **kwargs)
+
+    monkeypatch.setattr(ProcessesModal, "set_interval", spied)
     app, _log = real_app(demo_world)
     newcomer = subprocess.Popen(["sleep", "600"], start_new_session=True)
     alias = demo_world.pids[newcomer.pid] = 4444  # the scenes' facade shows pids by alias
@@ -185,7 +194,7 @@ async def test_the_process_view_follows_the_hub_without_a_timer(demo_world):
             await pilot.press("p")
             await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ProcessesModal" and app.screen.rows is not None, what="the process view")
             modal = app.screen
-            assert [t for t in modal._timers if t.name == "processes"] == [], "pushed, yet polling"
+            assert "processes" not in timers, "pushed, yet polling"
             assert alias not in {r.pid for r in modal.rows}
             registration.write_text(f"pid {newcomer.pid}\nname newcomer\npidns {own_pidns()}\ngpu 2 1024 0\n", encoding="utf-8")
             await wait_for(pilot, lambda: alias in {r.pid for r in modal.rows or ()}, timeout=15, what="the new process, pushed")
