@@ -42,6 +42,9 @@ class ProbeResult:
     """Why there was no answer (`timed out after 3s`, `ConnectError`), else empty."""
     elapsed_ms: float = 0.0
     """Wall time of the request."""
+    timed_out: bool = False
+    """Nothing answered within the timeout (a busy server, or a gone one that still holds its port), as
+    opposed to refused, reset or a bad URL."""
 
     @property
     def answered(self) -> bool:
@@ -131,7 +134,7 @@ class LoopbackClient:
                 return ProbeResult(url, None, error="ReadError" if reused else type(error).__name__, elapsed_ms=_ms(started))
             except TimeoutError:
                 self._drop(key)
-                return ProbeResult(url, None, error=f"timed out after {self.timeout:g}s", elapsed_ms=_ms(started))
+                return ProbeResult(url, None, error=f"timed out after {self.timeout:g}s", elapsed_ms=_ms(started), timed_out=True)
             except ConnectionRefusedError:
                 self._drop(key)
                 return ProbeResult(url, None, error="ConnectError", elapsed_ms=_ms(started))
@@ -178,7 +181,7 @@ def fetch(http: Any, url: str, *, method: str = "GET", max_bytes: int = MAX_BODY
     except httpx.TimeoutException:
         limit = http.timeout.read if isinstance(http.timeout, httpx.Timeout) and http.timeout.read else None
         said = f"timed out after {limit:g}s" if limit else "timed out"
-        return ProbeResult(url, None, error=said, elapsed_ms=_ms(started))
+        return ProbeResult(url, None, error=said, elapsed_ms=_ms(started), timed_out=True)
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as error:
         return ProbeResult(url, None, error=type(error).__name__, elapsed_ms=_ms(started))
     return ProbeResult(url, status, bytes(body), truncated, elapsed_ms=_ms(started))

@@ -33,6 +33,6 @@ def probe(client: Any, pod: str, url: str) -> EndpointHealth:
     """GET one health URL with a probe client: healthy on HTTP 200; refused, slow or any other status is not."""
     result = http_probe.fetch(client, url, max_bytes=64 * 1024)
     if not result.answered:
-        return EndpointHealth(pod=pod, url=url, healthy=False, checked_at=datetime.now(UTC), error=result.error)
+        return EndpointHealth(pod=pod, url=url, healthy=False, checked_at=datetime.now(UTC), error=result.error, timed_out=result.timed_out)
     return EndpointHealth(pod=pod, url=url, healthy=result.status == 200, checked_at=datetime.now(UTC),
                           status_code=result.status, latency_ms=result.elapsed_ms)

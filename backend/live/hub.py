@@ -48,6 +48,13 @@ Subscriber = Callable[[RigSnapshot], None]
 
 HEALTH_TIMEOUT_S = 1.5
 """How long one health probe may take (a slow answer is an unhealthy one)."""
+HEALTH_LATE_ALLOWED = 2
+"""How many health probes in a row may time out on an engine that was healthy before it is called
+unhealthy: a CPU-bound or heavily batched engine can answer a probe late while it serves well, so one
+late answer is "busy", not "sick" (Docker's and Kubernetes' probes likewise need 3 failures in a row).
+Only timeouts get this grace: a refused connection, a reset or a bad status is unhealthy at once, and so
+is an engine whose container changed (restarted, new pid). At the default 2 s period and 1.5 s probe
+timeout a hung engine is called unhealthy within ~10 s."""
 HEALTH_PROOF_S = 10.0
 """How long answered /metrics scrapes stand in for an engine's health probe before the health path is probed again."""
 
@@ -260,11 +267,15 @@ class LiveState:
                     health[name] = EndpointHealth(pod=name, url=url, healthy=True, checked_at=datetime.now(UTC), status_code=200)
                     metrics[name] = reading
                     continue
-            health[name] = probe(client, name, f"http://127.0.0.1:{pod.port}{self._health_path_of(pod)}")
+            verdict = probe(client, name, f"http://127.0.0.1:{pod.port}{self._health_path_of(pod)}")
+            if (verdict.timed_out and last is not None and last.healthy and name not in changed
+                    and last.late < HEALTH_LATE_ALLOWED):
+                verdict = verdict.model_copy(update={"healthy": True, "late": last.late + 1})  # busy, not gone (yet)
+            health[name] = verdict
             self._probed_at[name] = time.monotonic()
-            if not health[name].healthy:
+            if not verdict.healthy:
                 continue  # not serving: no metrics
-            if reading is None and (due or name not in previous.metrics):  # just started serving: its metrics now
+            if reading is None and not verdict.late and (due or name not in previous.metrics):  # just started serving: its metrics now
                 reading, _ = self._scrape(client, pod, samples, scraped)
             if reading is not None:
                 metrics[name] = reading

@@ -53,7 +53,12 @@ class EndpointHealth(BaseModel):
     latency_ms: float | None = None
     """Round trip, when it answered."""
     error: str | None = None
-    """Why it is not healthy."""
+    """Why the probe failed (on a healthy verdict too, when it is carried through a late probe)."""
+    timed_out: bool = False
+    """The probe got no answer within its timeout: the engine may be busy, not gone."""
+    late: int = 0
+    """Consecutive timed-out probes of an engine that was healthy before them, through which it is still
+    called healthy (up to the hub's `HEALTH_LATE_ALLOWED`); 0 on an answered probe."""
 
 
 class PodLive(BaseModel):

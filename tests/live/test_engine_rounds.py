@@ -29,8 +29,16 @@ class Engine(http.server.ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.status = {"/health": 200, "/metrics": 200}
+        self.delay_s = 0.0  # a busy engine: every answer this late
+        self.gone = False
         self.asked: list[str] = []
         threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        """Gone, as a killed engine is: no listening socket, and kept-alive connections closed unanswered."""
+        self.gone = True
+        self.shutdown()
+        self.server_close()
 
     def count(self, path: str) -> int:
         return sum(p == path for p in list(self.asked))
@@ -41,7 +49,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server: Engine
 
     def do_GET(self):  # noqa: N802
+        if self.server.gone:
+            self.close_connection = True
+            return
         self.server.asked.append(self.path)
+        time.sleep(self.server.delay_s)
         status = self.server.status.get(self.path, 404)
         body = METRICS if self.path == "/metrics" and status == 200 else b"{}"
         self.send_response(status)
@@ -54,13 +66,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def engine():
+def engine(monkeypatch):
+    monkeypatch.setattr("backend.live.hub.HEALTH_TIMEOUT_S", 0.3)  # the probe client's timeout: max(this, metrics_timeout_s)
     server = Engine()
     runtime = FakeRuntime()
     runtime.state["chat"] = Workload(pod="chat", status="running", id="c1", pids=(100,))
     pods = [Pod(name="chat", slug="custom/stub", gpus=(0,), port=server.server_address[1])]
     live = LiveState(RuntimeContext(runtime=runtime, probe=FakeProbe()), pods=lambda: pods, health_path_of=lambda p: "/health",
-                     health_interval_s=0.1, metrics_interval_s=0.1, health_proof_s=1.0)
+                     health_interval_s=0.1, metrics_interval_s=0.1, health_proof_s=1.0, metrics_timeout_s=0.3)
     live.start()
     try:
         wait_until(lambda: (p := live.latest().pods) and p[0].metrics and p[0].metrics.metrics, what="the first scrape")
@@ -104,6 +117,44 @@ def test_an_engine_whose_server_outlives_it_is_caught_by_the_periodic_probe(engi
     wait_until(lambda: not _pod(live).health.healthy, timeout=5, what="the periodic health probe")
     assert time.monotonic() - started <= 1.0 + 0.5 + 1.0  # within health_proof_s, a round and slack
     assert _pod(live).metrics is None  # not serving: no metrics shown
+
+
+def _verdicts(live, until, timeout: float) -> list[tuple[bool, int, bool]]:
+    """Every distinct (healthy, late, timed_out) the pod's health went through until `until(health)`."""
+    seen: list[tuple[bool, int, bool]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        health = _pod(live).health
+        said = (health.healthy, health.late, health.timed_out)
+        if not seen or seen[-1] != said:
+            seen.append(said)
+        if until(health):
+            return seen
+        time.sleep(0.01)
+    raise AssertionError(f"not reached within {timeout} s: {seen}")
+
+
+def test_a_busy_engine_that_answers_late_is_healthy_until_three_probes_in_a_row_timed_out(engine):
+    """A CPU-bound engine misses a probe while it serves well (seen with the real vLLM CPU build under
+    load): that is "busy", not "sick" — the third timeout in a row is, and an answer clears the count."""
+    server, live, _runtime = engine
+    server.delay_s = 0.6  # past the 0.3 s timeout, on /metrics and /health alike
+    seen = _verdicts(live, lambda h: not h.healthy, timeout=10)
+    assert seen == [(True, 0, False), (True, 1, True), (True, 2, True), (False, 0, True)], seen
+    server.delay_s = 0.0
+    seen = _verdicts(live, lambda h: h.healthy, timeout=5)
+    assert seen[-1] == (True, 0, False), seen  # healthy again, its count cleared
+    server.delay_s = 0.6
+    seen = _verdicts(live, lambda h: h.late == 1, timeout=5)
+    assert all(healthy for healthy, _, _ in seen), seen  # the count started again from 0
+
+
+def test_an_engine_that_refuses_is_unhealthy_at_once(engine):
+    """Only timeouts get the grace: a closed port means the engine's server is gone."""
+    server, live, _runtime = engine
+    server.stop()
+    seen = _verdicts(live, lambda h: not h.healthy, timeout=5)
+    assert seen == [(True, 0, False), (False, 0, False)], seen
 
 
 def test_a_changed_engine_is_probed_at_once(engine):

@@ -57,12 +57,16 @@ class Timeline:
     def _beat(self) -> None:
         import time
 
-        last, cpu = time.monotonic(), time.process_time()
+        last, cpu, seen = time.monotonic(), time.process_time(), _machine()
+        procs, procs_at = _cpu_by_process(), last
         while not self._stop.wait(0.1):
-            now, used = time.monotonic(), time.process_time()
+            now, used, saw = time.monotonic(), time.process_time(), _machine()
             if now - last > 1.0 and used - cpu < 0.05:
-                self.stalls.append(f"{datetime.now(UTC):%H:%M:%S} no CPU for {now - last:.1f} s")
-            last, cpu = now, used
+                self.stalls.append(f"{datetime.now(UTC):%H:%M:%S} no CPU for {now - last:.1f} s ({_why(seen, saw)}; "
+                                   f"CPU since {now - procs_at:.0f} s before: {_top(procs, _cpu_by_process())})")
+            last, cpu, seen = now, used, saw
+            if now - procs_at > 2.0:
+                procs, procs_at = _cpu_by_process(), now
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -88,6 +92,43 @@ class Timeline:
         return readings[before[-1]: after[0] + 1]
 
 
+def _machine() -> dict[str, float]:
+    """What the kernel counts that tells a starved process from a blocked one: the machine's CPU seconds
+    (busy, idle, iowait, steal: the hypervisor ran someone else), this process's major page faults, and
+    how long this thread waited on a run queue (runnable, not run)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) / tick for v in open("/proc/stat").readline().split()[1:9])
+    majflt = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[9])
+    waited = int(open("/proc/thread-self/schedstat").read().split()[1]) / 1e9
+    return {"busy": user + nice + system + irq + softirq, "idle": idle, "iowait": iowait, "steal": steal, "majflt": majflt, "queued": waited}
+
+
+def _cpu_by_process() -> dict[int, tuple[str, float]]:
+    """pid → (command, CPU seconds so far), for every process on the machine."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                text = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue  # gone meanwhile
+            comm, rest = text[text.index("(") + 1: text.rindex(")")], text.rsplit(")", 1)[1].split()
+            found[int(entry)] = (comm, (int(rest[11]) + int(rest[12])) / tick)
+    return found
+
+
+def _top(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], n: int = 5) -> str:
+    used = sorted(((cpu - before.get(pid, (comm, 0.0))[1], comm, pid) for pid, (comm, cpu) in after.items()), reverse=True)[:n]
+    return ", ".join(f"{comm}[{pid}] {cpu:.1f}" for cpu, comm, pid in used if cpu > 0.05) or "nothing"
+
+
+def _why(before: dict[str, float], after: dict[str, float]) -> str:
+    d = {k: after[k] - before[k] for k in after}
+    return (f"machine: busy {d['busy']:.1f} idle {d['idle']:.1f} iowait {d['iowait']:.1f} steal {d['steal']:.1f} CPU-s; "
+            f"this process: {d['majflt']:.0f} major faults; heartbeat runnable but not run {d['queued']:.1f} s")
+
+
 async def boot_pod(pod_rig, name: str, slug: str) -> str:
     """`c3 pod create` + `c3 pod up` on GPU 0 and a free port (the pod is removed at teardown); its URL."""
     from tests.runtime.helpers import c3, free_port
@@ -98,7 +139,27 @@ async def boot_pod(pod_rig, name: str, slug: str) -> str:
     pod_rig.append(name)
     up = await asyncio.to_thread(c3, "pod", "up", name, "--force", timeout=600)
     assert up.returncode == 0, up.stdout + up.stderr
+    await asyncio.to_thread(_keep_a_cpu_from, f"c3-{name}")
     return f"http://127.0.0.1:{port}"
+
+
+def _keep_a_cpu_from(container: str) -> None:
+    """Pin the engine's container to every CPU but the last one, which is left to this process (the
+    harness and the cockpit under test). A CPU engine under load takes every core it can get: on the
+    2-core test machine this process was then runnable but not run for up to 17 s at a time (measured by
+    the Timeline's heartbeat: run-queue wait from /proc/thread-self/schedstat, the machine 100 % busy, no
+    steal or I/O wait), so whole rounds of load passed with no cockpit reading to compare. On a GPU rig
+    the engine's work is on the GPU; here the CPU is its GPU, so it gets its own cores, as a GPU would be."""
+    import docker
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return  # nothing to keep: the stalls say so if it matters
+    client = docker.from_env()
+    try:
+        client.containers.get(container).update(cpuset_cpus=",".join(map(str, cpus[:-1])))
+    finally:
+        client.close()
 
 
 def answered(metrics) -> datetime:
