@@ -1,5 +1,6 @@
 """Make another launched profile the active one (`c3 profile switch`): stop the active profile,
-then relaunch the named one. If the active one cannot be stopped, nothing starts."""
+then relaunch the named one. The named one's preflight runs first: if it could not start (a node
+unreachable, its image missing), or the active one cannot be stopped, nothing changes."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from typing import Any
 
 from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink, problems_of
 from backend.actions.registry import register
-from backend.actions.restart_profile import profile_lines, relaunch_profile
-from backend.errors import C3Error
+from backend.actions.restart_profile import profile_lines
 
 
 @register
@@ -50,21 +50,15 @@ class SwitchProfile(Action):
         return problems_of(lambda: load_profile(self.name))
 
     def run(self, progress: ProgressSink) -> Outcome:
-        from backend.cluster.control import stop
+        from backend.cluster.control import switch
         from backend.profiles import load_profile
         from backend.remote import run_sync
 
-        target = load_profile(self.name)
         current = self._current()
 
         def say(line: str) -> None:
             progress(Progress(self.name, line, 0.0, line=line))
 
-        if current:
-            try:
-                run_sync(stop(load_profile(current), why=f"c3 profile switch {self.name}", say=say))
-                say(f"stopped {current}")
-            except C3Error as error:
-                raise type(error)(f"could not stop {current} before switching: {error.message}", hint=error.hint) from None
-        profile = relaunch_profile(target, wait=self.wait, timeout_s=self.timeout_s, progress=progress)
+        profile = run_sync(switch(load_profile(self.name), load_profile(current) if current else None, wait=self.wait,
+                                  wait_timeout_s=self.timeout_s, say=say))
         return Outcome(True, f"profile {profile.name} is active: {profile.base_url}", data=profile)

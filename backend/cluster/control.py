@@ -153,3 +153,22 @@ async def relaunch(profile: Profile, *, options: SshOptions | None = None, say: 
         await preflight(plan, fleet)
         await remove_containers(plan, fleet, say)
         return await launch(plan, fleet=fleet, wait=wait, wait_timeout_s=wait_timeout_s, say=say, api_key_env=profile.api_key_env)
+
+
+async def switch(target: Profile, current: Profile | None, *, options: SshOptions | None = None, say: Say = _quiet,
+                 wait: bool = True, wait_timeout_s: float | None = None) -> Profile:
+    """Make `target` the active profile: stop `current`, then launch `target` again. The target's
+    preflight (nodes reachable, Docker answering, the image present) runs before the active profile is
+    touched: a switch to a profile that could not start refuses and leaves the active one serving — as a
+    launch of another recipe does (`launch` preflights before `stand_down_active`)."""
+    plan = plan_for(target)
+    async with Fleet([rp.node for rp in plan.ranks], options) as fleet:
+        await preflight(plan, fleet)
+        if current is not None:
+            try:
+                await stop(current, options=options, why=f"c3 profile switch {target.name}", say=say)
+            except C3Error as error:
+                raise type(error)(f"could not stop {current.name} before switching: {error.message}", hint=error.hint) from None
+            say(f"stopped {current.name}")
+        await remove_containers(plan, fleet, say)
+        return await launch(plan, fleet=fleet, wait=wait, wait_timeout_s=wait_timeout_s, say=say, api_key_env=target.api_key_env)

@@ -249,6 +249,20 @@ def test_switch_stops_the_active_profile_before_starting_another(cluster):
     assert listed["active"] == "stub-alt"
     assert {p["name"]: p["stopped"] for p in listed["profiles"]} == {"stub-alt": False, "stub-pair": True}
 
+    # A switch to a profile that could not start (its image is not on the nodes) is refused by that
+    # profile's preflight before the active one is touched: stub-alt keeps serving.
+    import yaml
+
+    path = Path(os.environ["C3_HOME"]) / "profiles" / "stub-pair.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["overrides"] = {**(data.get("overrides") or {}), "image": "sha256:" + "0" * 64}
+    path.write_text(yaml.safe_dump(data))
+    refused = c3("profile", "switch", "stub-pair", "--timeout", "60")
+    assert refused.returncode == 1 and "node `h1`: image `sha256:000" in refused.stderr and "is not on the node" in refused.stderr, refused.stderr
+    assert containers(cluster.rig, h1) == {"c3-profile_stub-alt": "running"}
+    assert http_status(f"http://{h1.address}:{ALT_PORT}/health") == 200
+    assert json.loads(c3.ok("profile", "ls", "--json"))["active"] == "stub-alt"
+
 
 def test_each_failing_node_kind_names_the_node_and_leaves_nothing_running(cluster, tmp_path):
     c3, rig = cluster.c3, cluster.rig
