@@ -361,8 +361,11 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         yield SystemCommand("Stop the whole estate", "List what will stop, then confirm (o)", self.action_stop_all)
         yield SystemCommand("Add node", "Register a node: name, endpoint, SSH target, key (Nodes mode: a)", lambda: self._in_mode("nodes", "action_add_node"))
         yield SystemCommand("Remove node", "Unregister the highlighted node (Nodes mode: x)", lambda: self._in_mode("nodes", "action_remove_node"))
+        yield SystemCommand("Drain or undrain a node in the pool", "The highlighted node leaves (or rejoins) the running pool's new sessions (Nodes mode: D)",
+                            lambda: self._in_mode("nodes", "action_drain_node"))
         yield SystemCommand("Launch recipe", "Pick nodes, preview the dry-run, confirm (Recipes mode: u)", lambda: self._in_mode("recipes", "action_launch"))
         yield SystemCommand("Stop the active profile", "Its containers on every node (Recipes mode: d)", lambda: self._in_mode("recipes", "action_stop_profile"))
+        yield SystemCommand("Switch profile", "Make another launched profile the active one (Recipes mode: P)", lambda: self._in_mode("recipes", "action_switch_profile"))
         yield SystemCommand("Restart the active profile", "Remove and start its containers on the same nodes (Recipes mode: R)",
                             lambda: self._in_mode("recipes", "action_restart_profile"))
         yield SystemCommand("History", "GPU and engine metrics over the last minutes, with a time axis (h, :history)", self.open_history)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from backend.actions.base import Action, Outcome, Progress
 from backend.actions.inputs import NewNode as NewNode  # re-exported: the screens build these
 from backend.actions.inputs import NewPod as NewPod
+from backend.actions.inputs import PoolRouter as PoolRouter
 from backend.actions.inputs import RecipeLaunch as RecipeLaunch
 
 if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first frame
@@ -87,7 +88,7 @@ class WritePlan:
         return self.action.affects
 
     @property
-    def request(self) -> NewPod | NewNode | RecipeLaunch | None:
+    def request(self) -> NewPod | NewNode | RecipeLaunch | PoolRouter | None:
         """The form's input the write was built from, if any (kept while screens and tests read it)."""
         return getattr(self.action, "request", None)
 
@@ -160,7 +161,7 @@ class PoolRow:
 
 @dataclass(frozen=True)
 class ProfileRow:
-    """The active recipe profile (what `c3 profile status` acts on)."""
+    """A launched recipe profile; the active one is what `c3 profile status` acts on."""
 
     name: str
     recipe: str
@@ -168,6 +169,10 @@ class ProfileRow:
     base_url: str
     stopped: bool = False
     """Deliberately stopped (the watchdog leaves it)."""
+    active: bool = True
+    """It is the active profile (`profiles()` lists the others too)."""
+    status: str = ""
+    """`verified recipe`, `recipe (unverified)`, `recipe + local overrides` or `recipe missing`."""
 
 
 @dataclass(frozen=True)
@@ -287,7 +292,7 @@ class Services(Protocol):
     def propose_port(self, slug: str) -> int:
         """A free host port for a new pod of this slug."""
 
-    def make_plan(self, key: str, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | None = None) -> WritePlan:
+    def make_plan(self, key: str, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | PoolRouter | None = None) -> WritePlan:
         """The write registered as `key` (`backend.actions.registry`) on that pod/node/profile or form
         input, planned: its exact plan and the problems that would refuse it now (a recipe launch's
         plan is its dry-run, secrets by name only)."""
@@ -324,6 +329,9 @@ class Services(Protocol):
 
     def active_profile(self) -> ProfileRow | None:
         """The active recipe profile, if any."""
+
+    def profiles(self) -> list[ProfileRow]:
+        """Every launched profile, by name, the active one marked (`c3 profile ls`)."""
 
     def set_live(self, active: bool) -> None:
         """Pause (False) or resume (True) background live sources while nobody looks at them."""

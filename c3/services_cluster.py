@@ -67,6 +67,12 @@ def active_profile_row() -> ProfileRow | None:
     return ProfileRow(profile.name, profile.recipe, tuple(profile.nodes), profile.base_url, profile.stopped)
 
 
+def profile_rows() -> list[ProfileRow]:
+    from backend.views.profiles import profile_list
+
+    return [ProfileRow(p.name, p.recipe, tuple(p.nodes), p.base_url, p.stopped, p.active, p.status) for p in profile_list().profiles]
+
+
 def override_problems(recipe_id: str, overrides: tuple[str, ...]) -> list[str]:
     """The modal's as-typed check of `--set` entries: the backend's own parser and known-abort rules,
     entry by entry so that each bad one gets its own line."""

@@ -36,7 +36,7 @@ from c3.services import (
     WritePlan,
     WriteResult,
 )
-from c3.services_cluster import active_profile_row, node_rows, override_problems, pool_rows
+from c3.services_cluster import active_profile_row, node_rows, override_problems, pool_rows, profile_rows
 from c3.services_plans import recipes_rows
 
 HISTORY_SAMPLES = 180
@@ -232,6 +232,9 @@ class RealServices:
 
     def active_profile(self) -> ProfileRow | None:
         return active_profile_row()
+
+    def profiles(self) -> list[ProfileRow]:
+        return profile_rows()
 
     def recipes(self) -> list[RecipeRow] | None:
         return recipes_rows()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from backend.actions.base import Action, Outcome, Plan, Problem, ProgressSink, problems_of
+from backend.actions.inputs import PoolRouter
 from backend.actions.registry import register
 from backend.errors import C3Error, EnvironmentProblem, Refused, UsageError
 
@@ -94,6 +95,8 @@ class DrainPoolNode(Action):
 
     @classmethod
     def from_request(cls, ws: Any, target: str | None, request: Any) -> DrainPoolNode:
+        if isinstance(request, PoolRouter):  # the cockpit's key, on a pool row it shows
+            return cls(target or "", host=request.host, port=request.port)
         return cls(target or "", **(request or {}))
 
     @property

@@ -1,4 +1,4 @@
-"""What the cockpit's forms ask for, as typed inputs of the node, pod and recipe writes.
+"""What the cockpit's forms and keys ask for, as typed inputs of the node, pod, recipe and pool writes.
 
 Plain frozen dataclasses (the modals build them on the event loop, where pydantic is not imported).
 """
@@ -43,3 +43,13 @@ class RecipeLaunch:
     """`key=value` entries, as `c3 recipes launch --set` takes them (parsed and checked by the backend)."""
     profile: str | None = None
     """Profile name (`--name`; default: the recipe id)."""
+
+
+@dataclass(frozen=True)
+class PoolRouter:
+    """Which running pool router a drain or undrain goes to (`c3 pool drain NODE --port P`): the cockpit
+    names it by the port of the pool whose row it shows, so a second router never makes the key ambiguous."""
+
+    port: int
+    host: str | None = None
+    """Its `--bind` host, when one was named (None: the router's status file says)."""

@@ -1,5 +1,6 @@
 """Nodes mode: the node registry with live reachability, endpoint health and GPUs; a running pool with
-per-backend health and counters; add (`a`) and remove (`x`) nodes through the confirm gate."""
+per-backend health and counters; add (`a`) and remove (`x`) nodes, and drain or undrain (`D`) the highlighted
+node in the running pool, through the confirm gate."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from textual.widgets import DataTable, Static
 
 from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import gib, mode_bar, result_line
-from c3.services import NewNode, NodeRow, PoolRow, WriteResult
+from c3.services import NewNode, NodeRow, PoolRouter, PoolRow, WriteResult
 from widgets.key_bar import KeyBar
 from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, QueryLine
 from widgets.nav_table import NavTable
@@ -65,10 +66,12 @@ def node_text(row: NodeRow) -> str:
 class NodesScreen(Filterable, CockpitScreen):
     """Registry table, the highlighted node's GPUs beside it, running pools below; polled while shown."""
 
-    WRITES = frozenset({"node_add", "node_rm"})
+    WRITES = frozenset({"node_add", "node_rm", "pool_drain"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "add_node", "Add node", id="node_add", tooltip="Register a node: name, endpoint URL, SSH target, key"),
         Binding("x", "remove_node", "Remove", id="node_rm", tooltip="Unregister the highlighted node (nothing on it is touched)"),
+        Binding("D", "drain_node", "Drain", id="pool_drain",
+                tooltip="Take the highlighted node out of the running pool's new sessions (its pinned ones move once idle), or back in"),
         Binding("r", "refresh_now", "Refresh", id="nodes_refresh", tooltip="Read the registry, probe the nodes and the pools now"),
         *FILTER_BINDINGS,
     ]
@@ -217,9 +220,27 @@ class NodesScreen(Filterable, CockpitScreen):
             return
         self.app.request_write("node_rm", pod=row.name)  # type: ignore[attr-defined]
 
+    def action_drain_node(self) -> None:
+        """Drain the highlighted node in the running pool that routes to it, or undrain it if it is draining."""
+        row = self.highlighted()
+        if row is None:
+            self.app.notify("No node to drain: the registry is empty", timeout=3)
+            return
+        found = [(pool, b) for pool in self.pools or [] if pool.reachable for b in pool.backends if b.node == row.name]
+        if not found:
+            self.app.notify(f"{row.name} is in no running pool (a pool serves the nodes it was started with)", timeout=4)
+            return
+        if len(found) > 1:
+            binds = ", ".join(pool.bind for pool, _ in found)
+            self.app.notify(f"{row.name} is in {len(found)} running pools ({binds}): drain it in one with c3 pool drain {row.name} --port P", timeout=6)
+            return
+        pool, backend = found[0]
+        key = "pool_undrain" if backend.draining else "pool_drain"
+        self.app.request_write(key, pod=row.name, request=PoolRouter(port=int(pool.bind.rsplit(":", 1)[-1])))  # type: ignore[attr-defined]
+
     def show_result(self, result: WriteResult | None) -> None:
         self.result = result
-        idle = "a adds a node · x removes one · every write shows its plan first"
+        idle = "a adds a node · x removes one · D drains it in the pool · plan shown first"
         self.query_one("#nodes-result", Static).update(result_line(result, idle))
 
     # -- rendering -------------------------------------------------------------------------------

@@ -44,12 +44,14 @@ def recipe_text(row: RecipeRow) -> str:
 class RecipesScreen(Filterable, CockpitScreen):
     """List on the left, details of the highlighted recipe on the right."""
 
-    WRITES = frozenset({"recipe_launch", "recipe_stop", "profile_restart"})
+    WRITES = frozenset({"recipe_launch", "recipe_stop", "profile_restart", "profile_switch"})
     BINDINGS = [
         Binding("u", "launch", "Launch", id="recipe_launch", tooltip="Launch the highlighted recipe: pick nodes, preview the dry-run, confirm"),
         Binding("d", "stop_profile", "Stop profile", id="recipe_stop", tooltip="Stop the active profile's containers on its nodes"),
         Binding("R", "restart_profile", "Restart profile", id="profile_restart",
                 tooltip="Restart the active profile: remove and start its containers on the same nodes, then wait for rank 0"),
+        Binding("P", "switch_profile", "Switch profile", id="profile_switch",
+                tooltip="Make another launched profile the active one: pick it, see the plan (the active one stops first), confirm"),
         Binding("r", "refresh_now", "Refresh", id="recipes_refresh", tooltip="Read the recipe catalogue again"),
         *FILTER_BINDINGS,
     ]
@@ -188,8 +190,18 @@ class RecipesScreen(Filterable, CockpitScreen):
             return
         self.app.request_write("profile_restart", pod=self.profile.name)  # type: ignore[attr-defined]
 
+    def action_switch_profile(self) -> None:
+        from c3.modals.switch_profile import SwitchProfileModal
+
+        if not self.app.refused_readonly("profile_switch") and self.app.ready():  # type: ignore[attr-defined]
+            self.app.push_screen(SwitchProfileModal(), callback=self._switch_chosen)
+
+    def _switch_chosen(self, name: str | None) -> None:
+        if name is not None:
+            self.app.request_write("profile_switch", pod=name)  # type: ignore[attr-defined]
+
     def show_result(self, result: WriteResult | None) -> None:
-        idle = "u launches the highlighted recipe (dry-run shown first) · d stops the active profile · R restarts it"
+        idle = "u launches the highlighted recipe (dry-run shown first) · d stops the active profile · R restarts it · P switches"
         self.query_one("#recipes-result", Static).update(result_line(result, idle))
 
     def show_launch(self, progress: BootProgress) -> None:

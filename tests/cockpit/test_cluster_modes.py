@@ -467,3 +467,117 @@ async def test_restart_the_active_profile_through_the_gate(demo_world, monkeypat
         assert "docker load" in (result.hint or ""), result
         await wait_for(pilot, lambda: "✗ refused" in screen_text(app) and "is not on the node" in screen_text(app), what="the result shown")
         assert removed == [], f"a restart that could not start again removed the running group: {removed}"
+
+
+def _backend(screen, node: str):
+    return next(b for pool in screen.pools or [] for b in pool.backends if b.node == node)
+
+
+@CLUSTER
+async def test_drain_and_undrain_the_highlighted_node_in_the_running_pool(demo_world):
+    """`D` on the Nodes screen: the real router's drain through the confirm gate (its exact admin request,
+    Cancel focused), the pool's row then says draining; `D` again undoes it. A node in no pool is said so."""
+    from backend.nodes.registry import add_node
+
+    add_node("spark-3", "http://10.213.0.13:8000", "ubuntu@10.213.0.13")  # registered, but not in the pool
+    app, svc = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = await _mode(pilot, "2")
+        await wait_for(pilot, lambda: screen.rows is not None and len(screen.rows) == 3 and screen.pools, timeout=30, what="nodes and the pool")
+        assert screen.highlighted().name == "box" and not _backend(screen, "box").draining
+        for verb, draining in (("drain", True), ("undrain", False)):
+            app.last_result = None
+            await pilot.press("D")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what=f"the {verb} gate")
+            text = screen_text(app)
+            assert f"{verb.title()} box" in text and f"/c3/{verb}?node=box (pool 127.0.0.1:8011)" in text, text
+            assert app.screen.focused.id == "cancel"
+            await pilot.press("y")
+            await wait_for(pilot, lambda: app.last_result is not None, what=f"the {verb} result")
+            assert app.last_result.ok and app.last_result.message == f"{verb} box in pool 127.0.0.1:8011", app.last_result
+            await wait_for(pilot, lambda want=draining: _backend(screen, "box").draining is want, timeout=10, what=f"the pool row after {verb}")
+            await settle(pilot)
+            row = next(line for line in screen_text(app).splitlines() if line.startswith("box ") and ("up" in line or "draining" in line))
+            assert ("draining" in row) is draining, row
+        calls = len(svc.calls)
+        told: list[str] = []
+        notify = app.notify
+        app.notify = lambda message, **kw: (told.append(str(message)), notify(message, **kw))[1]
+        table = screen.query_one("#nodes")
+        table.focus()
+        table.move_cursor(row=[r.name for r in screen.shown].index("spark-3"))
+        await settle(pilot)
+        await pilot.press("D")
+        await settle(pilot)
+        assert isinstance(app.screen, NodesScreen)  # no gate: nothing to plan
+        assert told and told[-1].startswith("spark-3 is in no running pool"), told
+        assert "make_plan" not in svc.calls[calls:]
+
+
+@CLUSTER
+async def test_drain_is_refused_read_only_before_the_gate(demo_world):
+    app, svc = real_app(demo_world, readonly=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = await _mode(pilot, "2")
+        await wait_for(pilot, lambda: screen.rows and screen.pools, timeout=30, what="nodes and the pool")
+        await pilot.press("D")
+        await settle(pilot)
+        assert isinstance(app.screen, NodesScreen)
+        assert not app.last_result.ok and "read-only cockpit: refused to drain box" in app.last_result.message
+        assert "make_plan" not in svc.calls and not _backend(screen, "box").draining
+
+
+@CLUSTER
+async def test_switch_profile_picks_from_the_launched_profiles_and_a_profile_that_cannot_start_changes_nothing(demo_world):
+    """`P` on the Recipes screen: every launched profile listed (the active one not pickable), the picked
+    one's plan in the confirm gate (the active one stops first), then the real switch. This world's node
+    holds no engine image, so the picked profile's preflight refuses — said as the result — and the
+    active profile was not stopped for nothing."""
+    from backend.profiles import Profile, active_name, is_stopped, load_profile, save_profile
+    from c3.modals.switch_profile import SwitchProfileModal
+
+    active = load_profile(USER_RECIPE)
+    save_profile(Profile(**{**active.model_dump(), "name": "alt", "launched_at": "2026-05-02T09:00:00Z"}))
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await _mode(pilot, "3")
+        await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, SwitchProfileModal) and app.screen.profiles is not None, what="the launched profiles")
+        modal = app.screen
+        assert [p.name for p in modal.profiles] == ["alt", USER_RECIPE]
+        picker = modal.query_one("#switch-profiles")
+        assert picker.get_option(USER_RECIPE).disabled and picker.highlighted == 0 and "(active)" in screen_text(app)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the switch gate")
+        text = screen_text(app)
+        assert "Switch to profile alt" in text and f"first: stop the active profile {USER_RECIPE}" in text, text
+        assert app.screen.focused.id == "cancel"
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None, timeout=90, what="the switch")
+        result = app.last_result
+        assert not result.ok and "image `vllm/vllm-openai@sha256:" in result.message and "is not on the node" in result.message, result
+        await wait_for(pilot, lambda: "✗ refused" in screen_text(app) and "is not on the node" in screen_text(app), what="the result shown")
+        assert active_name() == USER_RECIPE and not is_stopped(USER_RECIPE), "a switch that could not start stopped the active profile"
+
+
+@CLUSTER
+async def test_switch_profile_with_no_other_profile_says_how_to_get_one(demo_world):
+    from c3.modals.switch_profile import SwitchProfileModal
+
+    app, svc = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await _mode(pilot, "3")
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, SwitchProfileModal) and app.screen.profiles is not None, what="the launched profiles")
+        assert "No other launched profile" in screen_text(app) and "press u on a recipe" in screen_text(app)
+        await pilot.press("enter")  # the active profile is not pickable: nothing is planned
+        await settle(pilot)
+        assert isinstance(app.screen, SwitchProfileModal) and "make_plan" not in svc.calls
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, RecipesScreen)

@@ -32,7 +32,11 @@ async def test_write_keys_are_dimmed_only_under_readonly(demo_world, readonly):
         dim = {k for k, style in keys.items() if "disabled" in style}
         assert {"l", "?", "q"}.isdisjoint(dim)  # reads and quit stay bright
         assert dim == ({"n", "u", "d", "x", "o"} if readonly else set()), keys
+        await pilot.press("2")
+        await settle(pilot)
+        dim = {k for k, style in styles(app).items() if "disabled" in style}
+        assert dim == ({"a", "x", "D"} if readonly else set())
         await pilot.press("3")
         await settle(pilot)
         dim = {k for k, style in styles(app).items() if "disabled" in style}
-        assert dim == ({"u", "d", "R"} if readonly else set())
+        assert dim == ({"u", "d", "R", "P"} if readonly else set())
