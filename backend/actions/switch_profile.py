@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink, problems_of
+from backend.actions.base import Action, Outcome, Plan, Problem, ProgressSink, problems_of
 from backend.actions.registry import register
-from backend.actions.restart_profile import profile_lines
+from backend.actions.restart_profile import profile_lines, relaunch_profile
 
 
 @register
@@ -31,15 +31,10 @@ class SwitchProfile(Action):
     def target(self) -> str | None:
         return self.name
 
-    def _current(self) -> str | None:
-        """The active profile this switch stops first (None when it is this one, or none is active)."""
-        from backend.profiles import active_name
-
-        current = active_name()
-        return current if current and current != self.name else None
-
     def plan(self) -> Plan:
-        current = self._current()
+        from backend.cluster.control import active_to_stand_down
+
+        current = active_to_stand_down(self.name)  # what the launch's own stand-down will stop
         first = [f"first: stop the active profile {current}"] if current else []
         _profile, lines = profile_lines(self.name, "switch to profile")
         return Plan(f"Switch to profile {self.name}", (*first, *lines, f"then profile {self.name} is the active one"), destructive=current is not None)
@@ -50,15 +45,9 @@ class SwitchProfile(Action):
         return problems_of(lambda: load_profile(self.name))
 
     def run(self, progress: ProgressSink) -> Outcome:
-        from backend.cluster.control import switch
         from backend.profiles import load_profile
-        from backend.remote import run_sync
 
-        current = self._current()
-
-        def say(line: str) -> None:
-            progress(Progress(self.name, line, 0.0, line=line))
-
-        profile = run_sync(switch(load_profile(self.name), load_profile(current) if current else None, wait=self.wait,
-                                  wait_timeout_s=self.timeout_s, say=say))
+        # A relaunch of a profile that is not the active one is the switch: the launch checks the target
+        # (preflight) before it stands the active one down, so a profile that could not start changes nothing.
+        profile = relaunch_profile(load_profile(self.name), wait=self.wait, timeout_s=self.timeout_s, progress=progress)
         return Outcome(True, f"profile {profile.name} is active: {profile.base_url}", data=profile)

@@ -147,28 +147,13 @@ async def relaunch(profile: Profile, *, options: SshOptions | None = None, say: 
                    wait: bool = True, wait_timeout_s: float | None = None) -> Profile:
     """Stop the whole group and launch it again (a broken rank does not heal alone). The launch's
     preflight (nodes reachable, Docker answering, the image present) runs before anything is removed:
-    a restart that could not start again refuses and leaves the running group as it was."""
+    a restart that could not start again refuses and leaves the running group as it was. Relaunching a
+    profile that is not the active one is a switch: `launch` stops the active one (`stand_down_active`),
+    after that preflight, so a profile that could not start leaves the active one serving."""
     plan = plan_for(profile)
     async with Fleet([rp.node for rp in plan.ranks], options) as fleet:
         await preflight(plan, fleet)
         await remove_containers(plan, fleet, say)
-        return await launch(plan, fleet=fleet, wait=wait, wait_timeout_s=wait_timeout_s, say=say, api_key_env=profile.api_key_env)
+        return await launch(plan, fleet=fleet, wait=wait, wait_timeout_s=wait_timeout_s, say=say, api_key_env=profile.api_key_env,
+                            preflighted=True)
 
-
-async def switch(target: Profile, current: Profile | None, *, options: SshOptions | None = None, say: Say = _quiet,
-                 wait: bool = True, wait_timeout_s: float | None = None) -> Profile:
-    """Make `target` the active profile: stop `current`, then launch `target` again. The target's
-    preflight (nodes reachable, Docker answering, the image present) runs before the active profile is
-    touched: a switch to a profile that could not start refuses and leaves the active one serving — as a
-    launch of another recipe does (`launch` preflights before `stand_down_active`)."""
-    plan = plan_for(target)
-    async with Fleet([rp.node for rp in plan.ranks], options) as fleet:
-        await preflight(plan, fleet)
-        if current is not None:
-            try:
-                await stop(current, options=options, why=f"c3 profile switch {target.name}", say=say)
-            except C3Error as error:
-                raise type(error)(f"could not stop {current.name} before switching: {error.message}", hint=error.hint) from None
-            say(f"stopped {current.name}")
-        await remove_containers(plan, fleet, say)
-        return await launch(plan, fleet=fleet, wait=wait, wait_timeout_s=wait_timeout_s, say=say, api_key_env=target.api_key_env)

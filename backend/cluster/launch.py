@@ -138,13 +138,17 @@ async def launch(
     wait_timeout_s: float | None = None,
     say: Say = _quiet,
     api_key_env: str | None = None,
+    preflighted: bool = False,
 ) -> Profile:
-    """Run the plan; on success write the profile, make it active and clear any deliberate stop."""
+    """Run the plan; on success write the profile, make it active and clear any deliberate stop.
+    `preflighted`: the caller ran `preflight` on this fleet just before (a relaunch does, before it
+    removes anything), so it is not asked of every node a second time."""
     own = fleet is None
     fleet = fleet or Fleet([rp.node for rp in plan.ranks], options)
     touched: list[RankPlan] = []
     try:
-        await preflight(plan, fleet)
+        if not preflighted:
+            await preflight(plan, fleet)
         say("preflight ok on " + ", ".join(rp.node.name for rp in plan.ranks))
         if plan.needs_addresses:
             plan = plan.with_addresses(await resolve_addresses(plan, fleet))
