@@ -169,7 +169,7 @@ class ProfileRow:
     base_url: str
     stopped: bool = False
     """Deliberately stopped (the watchdog leaves it)."""
-    active: bool = True
+    active: bool = False
     """It is the active profile (`profiles()` lists the others too)."""
     status: str = ""
     """`verified recipe`, `recipe (unverified)`, `recipe + local overrides` or `recipe missing`."""

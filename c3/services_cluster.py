@@ -64,13 +64,18 @@ def active_profile_row() -> ProfileRow | None:
     profile = active_profile()
     if profile is None:
         return None
-    return ProfileRow(profile.name, profile.recipe, tuple(profile.nodes), profile.base_url, profile.stopped)
+    return _profile_row(profile)
 
 
 def profile_rows() -> list[ProfileRow]:
     from backend.views.profiles import profile_list
 
-    return [ProfileRow(p.name, p.recipe, tuple(p.nodes), p.base_url, p.stopped, p.active, p.status) for p in profile_list().profiles]
+    return [_profile_row(p) for p in profile_list().profiles]
+
+
+def _profile_row(p: Any) -> ProfileRow:
+    """A `backend.views.profiles.ProfileSummary` as the cockpit shows it."""
+    return ProfileRow(p.name, p.recipe, tuple(p.nodes), p.base_url, p.stopped, p.active, p.status)
 
 
 def override_problems(recipe_id: str, overrides: tuple[str, ...]) -> list[str]:

@@ -529,6 +529,19 @@ async def test_drain_is_refused_read_only_before_the_gate(demo_world):
         assert "make_plan" not in svc.calls and not _backend(screen, "box").draining
 
 
+async def _switch_modal(pilot):
+    """Recipes mode, the active profile shown, `P` pressed: the switch modal once it has the profiles."""
+    from c3.modals.switch_profile import SwitchProfileModal
+
+    app = pilot.app
+    await settle(pilot)
+    await _mode(pilot, "3")
+    await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
+    await pilot.press("P")
+    await wait_for(pilot, lambda: isinstance(app.screen, SwitchProfileModal) and app.screen.profiles is not None, what="the launched profiles")
+    return app.screen
+
+
 @CLUSTER
 async def test_switch_profile_picks_from_the_launched_profiles_and_a_profile_that_cannot_start_changes_nothing(demo_world):
     """`P` on the Recipes screen: every launched profile listed (the active one not pickable), the picked
@@ -536,18 +549,12 @@ async def test_switch_profile_picks_from_the_launched_profiles_and_a_profile_tha
     holds no engine image, so the picked profile's preflight refuses — said as the result — and the
     active profile was not stopped for nothing."""
     from backend.profiles import Profile, active_name, is_stopped, load_profile, save_profile
-    from c3.modals.switch_profile import SwitchProfileModal
 
     active = load_profile(USER_RECIPE)
     save_profile(Profile(**{**active.model_dump(), "name": "alt", "launched_at": "2026-05-02T09:00:00Z"}))
     app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await _mode(pilot, "3")
-        await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
-        await pilot.press("P")
-        await wait_for(pilot, lambda: isinstance(app.screen, SwitchProfileModal) and app.screen.profiles is not None, what="the launched profiles")
-        modal = app.screen
+        modal = await _switch_modal(pilot)
         assert [p.name for p in modal.profiles] == ["alt", USER_RECIPE]
         picker = modal.query_one("#switch-profiles")
         assert picker.get_option(USER_RECIPE).disabled and picker.highlighted == 0 and "(active)" in screen_text(app)
@@ -570,10 +577,7 @@ async def test_switch_profile_with_no_other_profile_says_how_to_get_one(demo_wor
 
     app, svc = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await _mode(pilot, "3")
-        await pilot.press("P")
-        await wait_for(pilot, lambda: isinstance(app.screen, SwitchProfileModal) and app.screen.profiles is not None, what="the launched profiles")
+        await _switch_modal(pilot)
         assert "No other launched profile" in screen_text(app) and "press u on a recipe" in screen_text(app)
         await pilot.press("enter")  # the active profile is not pickable: nothing is planned
         await settle(pilot)
