@@ -98,3 +98,21 @@ def use_rig(tmp_path, monkeypatch, text: str):
     path.write_text(text)
     monkeypatch.setenv("C3_RIG", str(path))
     return path
+
+
+def health_verdicts(hub, until: Callable[..., bool], timeout: float, poll_s: float = 0.02) -> list[tuple[bool, int, bool]]:
+    """Every distinct (healthy, late, timed_out) the live hub's first pod's health went through until
+    `until(health)` holds; fails with that trail after `timeout` seconds."""
+    seen: list[tuple[bool, int, bool]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = hub.latest().pods
+        health = pods[0].health if pods else None
+        if health is not None:
+            said = (health.healthy, health.late, health.timed_out)
+            if not seen or seen[-1] != said:
+                seen.append(said)
+            if until(health):
+                return seen
+        time.sleep(poll_s)
+    raise AssertionError(f"not reached within {timeout} s: {seen}")

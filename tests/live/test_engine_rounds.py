@@ -18,7 +18,7 @@ from backend.models import Pod
 from backend.runtime.context import RuntimeContext
 from backend.runtime.models import Workload
 from tests.live.fakes import FakeProbe, FakeRuntime
-from tests.support import wait_until
+from tests.support import health_verdicts, wait_until
 
 METRICS = (Path(__file__).resolve().parents[1] / "fixtures" / "engines" / "vllm-0.32.0-cpu.metrics.txt").read_bytes()
 
@@ -119,33 +119,18 @@ def test_an_engine_whose_server_outlives_it_is_caught_by_the_periodic_probe(engi
     assert _pod(live).metrics is None  # not serving: no metrics shown
 
 
-def _verdicts(live, until, timeout: float) -> list[tuple[bool, int, bool]]:
-    """Every distinct (healthy, late, timed_out) the pod's health went through until `until(health)`."""
-    seen: list[tuple[bool, int, bool]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        health = _pod(live).health
-        said = (health.healthy, health.late, health.timed_out)
-        if not seen or seen[-1] != said:
-            seen.append(said)
-        if until(health):
-            return seen
-        time.sleep(0.01)
-    raise AssertionError(f"not reached within {timeout} s: {seen}")
-
-
 def test_a_busy_engine_that_answers_late_is_healthy_until_three_probes_in_a_row_timed_out(engine):
     """A CPU-bound engine misses a probe while it serves well (seen with the real vLLM CPU build under
     load): that is "busy", not "sick" — the third timeout in a row is, and an answer clears the count."""
     server, live, _runtime = engine
     server.delay_s = 0.6  # past the 0.3 s timeout, on /metrics and /health alike
-    seen = _verdicts(live, lambda h: not h.healthy, timeout=10)
+    seen = health_verdicts(live, lambda h: not h.healthy, timeout=10)
     assert seen == [(True, 0, False), (True, 1, True), (True, 2, True), (False, 0, True)], seen
     server.delay_s = 0.0
-    seen = _verdicts(live, lambda h: h.healthy, timeout=5)
+    seen = health_verdicts(live, lambda h: h.healthy, timeout=5)
     assert seen[-1] == (True, 0, False), seen  # healthy again, its count cleared
     server.delay_s = 0.6
-    seen = _verdicts(live, lambda h: h.late == 1, timeout=5)
+    seen = health_verdicts(live, lambda h: h.late == 1, timeout=5)
     assert all(healthy for healthy, _, _ in seen), seen  # the count started again from 0
 
 
@@ -153,7 +138,7 @@ def test_an_engine_that_refuses_is_unhealthy_at_once(engine):
     """Only timeouts get the grace: a closed port means the engine's server is gone."""
     server, live, _runtime = engine
     server.stop()
-    seen = _verdicts(live, lambda h: not h.healthy, timeout=5)
+    seen = health_verdicts(live, lambda h: not h.healthy, timeout=5)
     assert seen == [(True, 0, False), (False, 0, False)], seen
 
 

@@ -10,30 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 
 from tests.runtime.helpers import c3, free_port
+from tests.support import health_verdicts
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.docker, pytest.mark.nvml]
-
-
-def _watch(hub, until, timeout: float) -> list[tuple[bool, int, bool]]:
-    """Every distinct (healthy, late, timed_out) the pod's health went through until `until(health)`."""
-    seen: list[tuple[bool, int, bool]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pods = hub.latest().pods
-        health = pods[0].health if pods else None
-        if health is not None:
-            said = (health.healthy, health.late, health.timed_out)
-            if not seen or seen[-1] != said:
-                seen.append(said)
-            if until(health):
-                return seen
-        time.sleep(0.05)
-    raise AssertionError(f"not reached within {timeout} s: {seen}")
 
 
 @pytest.mark.timeout(600)
@@ -56,25 +39,25 @@ def test_a_real_llama_server_that_stops_answering_is_late_before_it_is_unhealthy
     hub.start()
     stopped = False
     try:
-        _watch(hub, lambda h: h.healthy and not h.late, timeout=60)
+        health_verdicts(hub, lambda h: h.healthy and not h.late, timeout=60)
         pid = ctx.runtime.workload(name).pids[0]
 
         os.kill(pid, signal.SIGSTOP)  # the engine accepts connections and answers nothing
         stopped = True
-        seen = _watch(hub, lambda h: h.late == 1, timeout=30)
+        seen = health_verdicts(hub, lambda h: h.late == 1, timeout=30)
         os.kill(pid, signal.SIGCONT)
         stopped = False
-        seen += _watch(hub, lambda h: h.healthy and not h.late, timeout=30)
+        seen += health_verdicts(hub, lambda h: h.healthy and not h.late, timeout=30)
         assert all(healthy for healthy, _, _ in seen), f"called unhealthy while only late: {seen}"
         assert (True, 1, True) in seen, seen
 
         os.kill(pid, signal.SIGSTOP)
         stopped = True
-        seen = _watch(hub, lambda h: not h.healthy, timeout=60)
+        seen = health_verdicts(hub, lambda h: not h.healthy, timeout=60)
         assert seen[-3:] == [(True, 1, True), (True, 2, True), (False, 0, True)], seen  # the third timeout in a row
         os.kill(pid, signal.SIGCONT)
         stopped = False
-        seen = _watch(hub, lambda h: h.healthy, timeout=30)
+        seen = health_verdicts(hub, lambda h: h.healthy, timeout=30)
         assert seen[-1] == (True, 0, False), seen
         assert ctx.runtime.workload(name).pids[0] == pid  # the same engine throughout: no restart, no event
     finally:
