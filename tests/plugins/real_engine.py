@@ -49,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "real_engine: needs the real vLLM (CPU) and llama-server the rig builds")
 
 
+@pytest.hookimpl(trylast=True)  # after `-m`/`-k` deselected: `-m "not real_engine"` must not build (nor wait on a build)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.option.collectonly or _BUILD or not any(item.get_closest_marker("real_engine") for item in items):
         return
