@@ -26,7 +26,7 @@ def test_a_selection_is_one_plain_pytest_run(args):
 def test_the_phases_select_every_test_exactly_once():
     markers = ("static", "real_engine")
     for values in itertools.product((False, True), repeat=len(markers)):
-        marks = dict(zip(markers, values))
+        marks = dict(zip(markers, values, strict=True))
         chosen = [phase.name for phase in command.PHASES if eval(phase.marker, {}, marks)]  # noqa: S307 - our own constant
         assert len(chosen) == 1, f"a test marked {marks} runs in {chosen or 'no phase'}"
     assert [phase.engines for phase in command.PHASES] == [False, False, True]  # only the last waits for the build
