@@ -138,7 +138,7 @@ class EngineBuild:
         self.stopped = False
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, str(ROOT / "scripts" / "rig" / "real_engines.py"), "build", "all", "--timings", str(self.timings)],
+                [sys.executable, "-u", str(ROOT / "scripts" / "rig" / "real_engines.py"), "build", "all", "--timings", str(self.timings)],
                 cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=lambda: os.nice(BUILD_NICE))
         threading.Thread(target=self._watch, daemon=True).start()
