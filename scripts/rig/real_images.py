@@ -44,7 +44,7 @@ def _host_lib(name: str) -> Path:
 
 
 LLAMA_DOCKERFILE = (f"FROM {BASE_IMAGE}\nCOPY llama-server /app/llama-server\nCOPY libgomp.so.1 /usr/lib/x86_64-linux-gnu/libgomp.so.1\n"
-                    f"COPY tiny.gguf /models/tiny.gguf\nLABEL {LABEL}=llamacpp-{real_engines.LLAMA_CPP_PYTHON}\nEXPOSE 8080\n"
+                    f"COPY tiny.gguf /models/tiny.gguf\nLABEL {LABEL}=llamacpp-{real_engines.LLAMA_CPP_PYTHON}-{real_engines.llama_key()}\nEXPOSE 8080\n"
                     'ENTRYPOINT ["/app/llama-server"]\n')
 
 

@@ -5,7 +5,9 @@ The engines, the tiny models and their GGUF are built by scripts/rig/real_engine
 pytest sessions from building twice). The build runs when collection is over and at least one
 selected test is marked `real_engine` — outside any test's timeout, since a cold build takes minutes.
 A build that cannot happen (no cmake, no package registry…) skips the tier, or fails it under
-`--require-services`.
+`--require-services`. scripts/test.py builds in the background while the other tests run and then runs
+this tier alone; when that build failed it says so in `C3_REAL_ENGINE_PROBLEM`, and the tier takes that
+as its verdict instead of building again.
 
 Fixtures: `real_engines` (paths), `vllm_engine` / `llama_engine` (factories; every server they start is
 stopped by pid at teardown), `vllm_dense` (one vLLM per module serving the dense tiny model).
@@ -13,6 +15,7 @@ stopped by pid at teardown), `vllm_dense` (one vLLM per module serving the dense
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -28,6 +31,10 @@ class RealEngines:
     vllm_venv: Path
     vllm_python: Path
     llama_server: Path
+    rpc_server: Path
+    """`ggml-rpc-server`: llama.cpp's RPC worker, what a shard runs on each node beyond the first."""
+    fit_params: Path
+    """`llama-fit-params`: llama.cpp's own answer to "what fits in this memory"."""
     models: Path
 
     def model(self, family: str) -> Path:
@@ -42,11 +49,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "real_engine: needs the real vLLM (CPU) and llama-server the rig builds")
 
 
+@pytest.hookimpl(trylast=True)  # after `-m`/`-k` deselected: `-m "not real_engine"` must not build (nor wait on a build)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.option.collectonly or _BUILD or not any(item.get_closest_marker("real_engine") for item in items):
         return
     from scripts.rig import real_engines
 
+    if os.environ.get("C3_REAL_ENGINE_PROBLEM"):  # scripts/test.py's background build failed: not again here
+        _BUILD["problem"] = os.environ["C3_REAL_ENGINE_PROBLEM"]
+        _BUILD["seconds"] = 0.0
+        return
     started = time.monotonic()
     reporter = config.pluginmanager.get_plugin("terminalreporter")
 
@@ -74,10 +86,11 @@ def real_engines(require_service) -> RealEngines:
     from scripts.rig import real_engines as rig
 
     problem = _BUILD.get("problem")
-    if problem is None and not all(rig.complete(p) for p in (rig.vllm_dir(), rig.llama_dir(), rig.models_dir())):
+    if problem is None and not rig.ready():
         problem = "not built (run: python3 scripts/rig/real_engines.py build)"
     require_service("real-engines", problem is None, str(problem or ""))
-    return RealEngines(rig.vllm_dir(), rig.vllm_python(), rig.llama_server(), rig.models_dir())
+    return RealEngines(rig.vllm_dir(), rig.vllm_python(), rig.llama_server(), rig.rpc_server(), rig.fit_params(),
+                       rig.models_dir())
 
 
 @pytest.fixture
