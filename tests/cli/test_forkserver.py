@@ -41,7 +41,8 @@ def planted(tmp_path_factory):
     site = tmp_path_factory.mktemp("planted")
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     pythonpath = os.pathsep.join([str(site), str(ROOT)])
-    server = ForkServer({**server_env(), "PYTHONPATH": pythonpath})
+    # C3_RIG: a variable no case of this module sets, which must not reach a child (test below).
+    server = ForkServer({**server_env(), "PYTHONPATH": pythonpath, "C3_RIG": "does-not-exist.yaml"})
     yield pythonpath, server
     server.close()
 
@@ -140,6 +141,19 @@ def test_each_fork_reads_its_own_environment(tmp_path):
     assert refused.rc == 2 and "C3_RUNTIME" in refused.stderr, refused.describe()
     after = run_c3(["gpus"], bad)
     assert after.rc == 0, after.describe()
+
+
+def test_a_variable_the_case_lacks_is_gone_in_the_fork(planted, tmp_path):
+    """The planted server was started with C3_RIG=does-not-exist.yaml; a case without C3_RIG must
+    not see it (the child's environment is the case's, not the server's plus the case's)."""
+    pythonpath, server = planted
+    dirs = fresh_dirs(tmp_path / "home")
+    env = base_env(dirs, rig=None, extra={"PYTHONPATH": pythonpath})
+    assert "C3_RIG" not in env
+    forked = run_c3(["gpus", "--json"], dirs, env=env, forks=server)
+    real = run_c3(["gpus", "--json"], dirs, env=env, real=True)
+    assert (forked.rc, forked.stdout, forked.stderr) == (real.rc, real.stdout, real.stderr), f"{real.describe()}\n\n{forked.describe()}"
+    assert "does-not-exist" not in forked.stderr, forked.describe()
 
 
 def test_the_fork_server_starts():
