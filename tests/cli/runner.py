@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.cli.cases import BROKEN_HOMES, Case
-from tests.cli.harness import Outcome, base_env, fresh_dirs, run_c3
+from tests.cli.harness import Outcome, base_env, contract_problems, fresh_dirs, run_c3
 
 WORKERS = max(2, min(6, (os.cpu_count() or 2) * 2))
 # Per case, sized for a busy 2-core box: a fork costs ~0.1 CPU-s, a real process ~1 CPU-s.
@@ -35,6 +35,14 @@ def run_case(case: Case, root: Path, *, real: bool | None = None) -> Outcome:
     dirs = prepare(case, root / f"case{next(_counter)}")
     env = base_env(dirs, rig=case.rig, extra=dict(case.extra_env))
     return run_c3(list(case.argv), dirs, env=env, timeout=DEADLINE_S, real=case.real if real is None else real)
+
+
+def judge(case: Case, outcome: Outcome) -> list[str]:
+    """The sweep's verdict on one case's outcome (empty: it keeps the contract)."""
+    problems = contract_problems(outcome, may_write=case.may_write and outcome.rc == 0, group_help_ok=case.id.endswith(":: no args"))
+    if case.id.endswith(":: --help") and not (outcome.rc == 0 and "Usage:" in outcome.stdout):
+        problems.append("--help did not print a usage")
+    return problems
 
 
 def run_cases(cases: list[Case], root: Path, *, real: bool | None = None) -> dict[str, Outcome]:
