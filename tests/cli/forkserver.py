@@ -343,6 +343,10 @@ def _collect(conn: socket.socket, out_r: int | None, err_r: int, timeout: float,
                     else:
                         sel.unregister(key.fd)
                         open_fds.discard(key.fd)
+    except BaseException:
+        if pid is not None and status is None:
+            _kill_group(pid, reaped=False)  # we leave early (pytest-timeout, Ctrl-C): the child must not run on
+        raise
     finally:
         sel.close()
         for fd in chunks:
