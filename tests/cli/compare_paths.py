@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
@@ -50,12 +51,17 @@ def main() -> int:
         for case_id in failed:
             print(f"   failed: {case_id}: {'; '.join(judge(next(c for c in cases if c.id == case_id), outcomes[case_id]))}")
     forked, real_ = results["fork"][0], results["process"][0]
+    case_dir = re.compile(re.escape(str(root)) + r"/(fork|process)/case\d+")  # each case's own home shows in messages
+
+    def seen(outcome):
+        return case_dir.sub("<case>", outcome.stdout), case_dir.sub("<case>", outcome.stderr), outcome.changed
+
     for case in cases:
         f, p = forked[case.id], real_[case.id]
         if judge(case, f) != judge(case, p) or f.rc != p.rc:
             verdict_diffs += 1
             print(f"VERDICT DIFFERS {case.id}\n  fork:    {judge(case, f)}\n{f.describe()}\n  process: {judge(case, p)}\n{p.describe()}")
-        elif (f.stdout, f.stderr, f.changed) != (p.stdout, p.stderr, p.changed):
+        elif seen(f) != seen(p):
             output_diffs += 1
             print(f"output differs (same verdict) {case.id}\n  fork:\n{f.describe()}\n  process:\n{p.describe()}")
     print(f"verdicts or exit codes differ: {verdict_diffs}; same verdict, other output: {output_diffs}")
