@@ -76,3 +76,46 @@ def test_a_common_command_imports_only_what_it_uses(tmp_path, argv, extra_env, c
     assert worked in modules, f"{worked} not imported: the command did not do its real work"
     loaded = sorted(name for name in modules if any(name == top or name.startswith(top + ".") for top in forbidden))
     assert not loaded, f"`c3 {' '.join(argv)}` imported {loaded}"
+
+
+def test_the_command_list_is_the_one_click_draws_from_the_commands_themselves():
+    """`c3 --help` lists the summaries kept in c3.cli (so it imports no command): they must read as
+    the commands' own help would, at any terminal width."""
+    import click
+
+    from c3.cli import COMMANDS, SUMMARIES, cli
+
+    assert set(SUMMARIES) == set(COMMANDS)
+    ctx = click.Context(cli, info_name="c3")
+    for width in (40, 80, 120, 200):
+        listed, own = click.HelpFormatter(width=width), click.HelpFormatter(width=width)
+        cli.format_commands(ctx, listed)
+        click.Group.format_commands(cli, ctx, own)  # click's listing, from the imported commands
+        assert listed.getvalue() == own.getvalue()
+
+
+@pytest.mark.parametrize(("argv", "code"), [(["--help"], 0), (["fit", "--help"], 0), (["pod", "list", "-h"], 0), (["--version"], 0),
+                                           (["catalog"], 2), (["fit", "vllm/qwen3-8b", "--card", "rtx-3090"], 2)])
+def test_a_page_answers_with_a_bad_variable_that_every_command_still_refuses(tmp_path, argv, code):
+    """Help pages and --version read no setting, so a malformed C3_* does not stop them; a command
+    that runs still refuses it with one line, exit 2, before it does anything."""
+    env = {**os.environ, "C3_HOME": str(tmp_path), "C3_RUNTIME": "kubernetes"}
+    proc = subprocess.run([sys.executable, "-m", "c3", *argv], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    if code == 0:
+        assert proc.stdout and not proc.stderr
+    else:
+        assert not proc.stdout and proc.stderr.startswith("c3: error: C3_RUNTIME is not valid"), proc.stderr
+
+
+@pytest.mark.parametrize("package", ["backend.models", "backend.estate", "backend.live", "backend.runtime", "backend.views"])
+def test_a_lazily_exported_name_is_there_when_asked_for(package):
+    """These packages load their names on first use (PEP 562) so a command imports only what it
+    reads; every name they export must still resolve, and nothing else may."""
+    import importlib
+
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+    with pytest.raises(AttributeError):
+        _ = module.NoSuchName
