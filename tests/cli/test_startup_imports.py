@@ -108,7 +108,7 @@ def test_a_page_answers_with_a_bad_variable_that_every_command_still_refuses(tmp
         assert not proc.stdout and proc.stderr.startswith("c3: error: C3_RUNTIME is not valid"), proc.stderr
 
 
-@pytest.mark.parametrize("package", ["backend.models", "backend.estate", "backend.live", "backend.runtime", "backend.views"])
+@pytest.mark.parametrize("package", ["backend.actions", "backend.models", "backend.estate", "backend.live", "backend.runtime", "backend.views"])
 def test_a_lazily_exported_name_is_there_when_asked_for(package):
     """These packages load their names on first use (PEP 562) so a command imports only what it
     reads; every name they export must still resolve, and nothing else may."""
