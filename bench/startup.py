@@ -1,5 +1,6 @@
 """What the commands people type most cost to start: CPU seconds of `c3 --help`, `c3 pod list`, `c3 fit`
-(issue 22's goal: ≤ 0.15 CPU-s each), against `python -c pass`, the floor of this interpreter.
+(issue 22's goal: ≤ 0.15 CPU-s each), against `python -c pass`, the floor of this interpreter, and
+against defining and validating one pydantic model, the floor of any command that reads data.
 
     .venv/bin/python bench/startup.py [--runs 10] [--rig demo|''] [--old-tree PATH]
 
@@ -38,6 +39,8 @@ ESTATE = "schema_version: 1\nestate:\n- name: chat\n  slug: vllm/qwen3-8b\n  gpu
 def commands(python: str, c3: str) -> list[tuple[str, list[str]]]:
     return [
         ("python -c pass (floor)", [python, "-c", "pass"]),
+        # What any command that validates a pydantic model pays first (pydantic-core, pydantic, its plugin lookup).
+        ("python + one pydantic model", [python, "-c", "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int = 0\nM(x=1)"]),
         ("c3 --help", [c3, "--help"]),
         ("c3 pod list", [c3, "pod", "list"]),
         ("c3 fit vllm/qwen3-8b --gpus 0", [c3, "fit", "vllm/qwen3-8b", "--gpus", "0"]),
