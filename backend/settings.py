@@ -1,4 +1,4 @@
-"""c3's configuration from the environment, read in one place (pydantic-settings, `C3_` prefix).
+"""c3's configuration from the environment, read in one place (a pydantic model, `C3_` prefix).
 
 The entry points (the CLI's `main`, which also starts the cockpit, and `c3 demo`) build one
 `Settings` and install it with `using(...)`; everything below reads it through `current()`. Code run
@@ -12,6 +12,14 @@ rewriting the process environment; the stub engines it starts get an explicit en
 Secrets (`HF_TOKEN`, `HUGGING_FACE_HUB_TOKEN`, `VLLM_API_KEY`) are `SecretStr`: their repr, str and
 JSON dump are `**********`, so printing the settings never shows them. DESIGN.md has the table of
 every variable.
+
+The environment is read by `_from_environment` below, not by pydantic-settings: importing that library
+cost more CPU than the rest of `c3 pod list` (issue 22). It reads the variables exactly as the
+pydantic-settings source did for this model: names matched case-insensitively (`c3_home` counts, the
+last spelling in the environment wins), the `C3_` prefix on the field name, the aliased variables
+(`HF_TOKEN`, …) by their own name first and then, as `populate_by_name` made pydantic-settings do,
+by the prefixed field name (`C3_HF_TOKEN`); values are passed as the strings they are (no JSON, an
+empty value is a value) to the same validators.
 """
 
 from __future__ import annotations
@@ -22,16 +30,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from backend.errors import UsageError
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Every environment variable c3 reads (DESIGN.md, "Environment")."""
 
-    model_config = SettingsConfigDict(env_prefix="C3_", extra="ignore", frozen=True, populate_by_name=True)
+    # validate_default: as pydantic-settings' BaseSettings did (the defaults go through the validators too).
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, validate_default=True)
 
     home: Path | None = None
     """`C3_HOME`: the configuration folder (default `~/.config/c3`)."""
@@ -52,9 +60,9 @@ class Settings(BaseSettings):
     pool_loop: Literal["", "uvloop", "asyncio"] = ""
     """`C3_POOL_LOOP`: the pool router's event loop (`asyncio` opts out of uvloop)."""
     probe_use_env_proxy: bool = False
-    ascii: bool | None = None
-    """C3_ASCII: 1 draws the cockpit in ASCII only, 0 keeps Unicode; unset: decided by the terminal's locale."""
     """`C3_PROBE_USE_ENV_PROXY`: let health/readiness/metrics probes use HTTP(S)_PROXY (off: they go direct)."""
+    ascii: bool | None = None
+    """`C3_ASCII`: 1 draws the cockpit in ASCII only, 0 keeps Unicode; unset: decided by the terminal's locale."""
     demo: bool = False
     """`C3_DEMO`: set by `c3 demo` for the processes it starts; the demo's files and rig are in use."""
     stub_startup_delay: float | None = Field(default=None, ge=0, le=3600)
@@ -104,22 +112,47 @@ class Settings(BaseSettings):
         return out
 
 
-# Every variable the settings read: when one changes, `current()` builds them again.
-_WATCHED = tuple(f"C3_{name.upper()}" for name in Settings.model_fields if Settings.model_fields[name].validation_alias is None) + (
-    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY", "HF_HOME", "DOCKER_HOST", "XDG_CONFIG_HOME",
-)
+_PREFIX = "C3_"
+
+
+def _variables(name: str) -> tuple[tuple[str, str], ...]:
+    """(variable, key to validate under) for one field, in the order they are looked up."""
+    alias = Settings.model_fields[name].validation_alias
+    own = ((_PREFIX + name.upper(), name),)
+    if isinstance(alias, AliasChoices):
+        return tuple((str(choice), str(choice)) for choice in alias.choices) + own
+    return own
+
+
+# Every variable the settings read, per field (the aliases are HF_TOKEN & co.).
+_LOOKUP = {name: _variables(name) for name in Settings.model_fields}
 
 _installed: Settings | None = None
-_cache: tuple[tuple[str | None, ...], Settings] | None = None
+_cache: tuple[tuple[tuple[str, str], ...], Settings] | None = None
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The raw values the settings are validated from, keyed as `Settings.model_validate` takes them."""
+    folded = {name.lower(): value for name, value in environ.items()}
+    found: dict[str, str] = {}
+    for candidates in _LOOKUP.values():
+        for variable, key in candidates:
+            value = folded.get(variable.lower())
+            if value is not None:
+                found[key] = value
+                break
+    return found
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
     """Settings from `environ` (default: the process environment); a bad value is a usage error
     naming the variable (never its value: it may be a secret)."""
+    return _validate(_from_environment(os.environ if environ is None else environ))
+
+
+def _validate(found: Mapping[str, str]) -> Settings:
     try:
-        if environ is None:
-            return Settings()  # pydantic-settings' own environment source
-        return Settings.model_validate({_field_of(name): environ[name] for name in _WATCHED if name in environ})
+        return Settings.model_validate(found)
     except ValidationError as error:
         first = error.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "?"
@@ -132,9 +165,10 @@ def current() -> Settings:
     global _cache
     if _installed is not None:
         return _installed
-    key = tuple(os.environ.get(name) for name in _WATCHED)
+    found = _from_environment(os.environ)
+    key = tuple(sorted(found.items()))
     if _cache is None or _cache[0] != key:
-        _cache = (key, load())
+        _cache = (key, _validate(found))
     return _cache[1]
 
 
@@ -160,15 +194,6 @@ def using(settings: Settings) -> Iterator[Settings]:
         yield settings
     finally:
         _installed = previous
-
-
-def _field_of(variable: str) -> str:
-    for name, info in Settings.model_fields.items():
-        if info.validation_alias is not None and variable in info.validation_alias.choices:  # type: ignore[union-attr]
-            return variable
-        if variable == f"C3_{name.upper()}":
-            return name
-    return variable
 
 
 def _variable_of(field: str) -> str:

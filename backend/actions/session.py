@@ -25,9 +25,16 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def command_settings() -> Iterator[None]:
+def command_settings(*, now: bool = True) -> Iterator[None]:
     """Build the settings from the environment once and install them for one command (raises
-    `UsageError` naming the variable when a `C3_*` value is malformed)."""
+    `UsageError` naming the variable when a `C3_*` value is malformed).
+
+    `now=False` (the CLI asked for a help page or the version) builds nothing: those read no setting,
+    and building them costs pydantic's import. Should a command run after all, `current()` reads the
+    environment when it is first asked, with the same rules and the same error."""
+    if not now:
+        yield
+        return
     from backend import settings
 
     with settings.using(settings.load()):

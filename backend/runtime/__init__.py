@@ -3,12 +3,38 @@ gates before boot, readiness, placement verified from the host.
 
 Entry points: `open_context()` (probe + runtime + catalog), `boot.boot_pod` / `boot.boot_many`,
 `status.pod_rows`, `status.is_running`.
+
+The names below are loaded on first use (PEP 562), as in `backend.views`: reading `runtime.models`
+(a view's `Placement`) must not import the context, the status queries and the HTTP probe (issue 22).
 """
 
 from __future__ import annotations
 
-from backend.runtime.context import RuntimeContext, open_context
-from backend.runtime.models import GateResult, LaunchSpec, Placement, Workload
-from backend.runtime.status import is_running
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from backend.runtime.context import RuntimeContext, open_context
+    from backend.runtime.models import GateResult, LaunchSpec, Placement, Workload
+    from backend.runtime.status import is_running
+
+_WHERE = {
+    "RuntimeContext": "backend.runtime.context",
+    "open_context": "backend.runtime.context",
+    "GateResult": "backend.runtime.models",
+    "LaunchSpec": "backend.runtime.models",
+    "Placement": "backend.runtime.models",
+    "Workload": "backend.runtime.models",
+    "is_running": "backend.runtime.status",
+}
 
 __all__ = ["GateResult", "LaunchSpec", "Placement", "RuntimeContext", "Workload", "is_running", "open_context"]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(where), name)
+    globals()[name] = value  # once loaded, a plain module attribute
+    return value

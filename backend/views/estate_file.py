@@ -1,5 +1,7 @@
-"""The estate file as the front ends read it: which file, its pods, `c3 pod list`, `c3 pod validate`
-and `c3 pod status` (each a named query with a typed result; writes are `backend.actions`)."""
+"""The estate file as the front ends read it: which file, its pods, `c3 pod list` and `c3 pod validate`
+(each a named query with a typed result; writes are `backend.actions`). `c3 pod status`, which asks the
+runtime, is `backend.views.estate_status`: its rows' models (engine metrics, placement) are not built
+for a listing (issue 22)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from pydantic import BaseModel, ConfigDict
 from backend.errors import Refused
 from backend.models import FitReport, Pod
 from backend.models.estate import Problem
-from backend.views.pods import PodStatus
 
 if TYPE_CHECKING:
     from backend.runtime.context import RuntimeContext
@@ -111,54 +112,6 @@ def validate_estate_file(path: Path, *, force: bool = False) -> EstateValidation
                             malformed=[p for p in parsed if p.blocking], fits=dict(check.fits))
 
 
-class UnplannedWorkload(BaseModel):
-    """A c3 workload on this host that is not one of this file's pods (another name, or this file's
-    name started from another estate file)."""
-
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
-
-    name: str
-    """The pod name it runs as (`c3-<name>`)."""
-    slug: str | None
-    """Its catalog entry, when the workload records it."""
-    port: int | None
-    """Its host port."""
-    running: bool
-    """It runs."""
-    estate: str | None
-    """The estate file that started it (None: unknown, or `c3 serve`)."""
-
-
-class EstateStatus(BaseModel):
-    """`c3 pod status --json`: each planned pod, live, and the other c3 workloads on this host."""
-
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
-
-    file: str
-    """The estate file."""
-    pods: list[PodStatus]
-    """One row per planned pod; a serving pod's engine /metrics scraped once."""
-    unplanned: list[UnplannedWorkload]
-    """c3 workloads that are not this file's pods."""
-
-
-def estate_status(path: Path) -> EstateStatus:
-    """Each pod of `path`: running, serving (its health path asked now), placement, one /metrics scrape."""
-    from backend.runtime.context import open_context
-    from backend.runtime.status import pod_rows
-
-    pods = planned_pods(path)
-    ctx = open_context()
-    rows = _with_engine_metrics(pod_rows(ctx, pods, health_path_of=health_path_of(ctx), estate=str(path.resolve())))
-    mine = {r.name for r in rows if r.state != "other-estate"}
-    others = [
-        UnplannedWorkload(name=w.pod, slug=w.slug, port=w.host_port, running=w.running, estate=w.estate or None)
-        for w in ctx.runtime.workloads().values()
-        if w.pod not in mine
-    ]
-    return EstateStatus(file=str(path), pods=rows, unplanned=others)
-
-
 def health_path_of(ctx: RuntimeContext) -> Callable[[Pod], str]:
     """Each pod's health path, from the context's catalog (loaded once, on the first pod that asks)."""
     from backend.catalog import load_catalog
@@ -170,19 +123,3 @@ def health_path_of(ctx: RuntimeContext) -> Callable[[Pod], str]:
         return ctx.catalog
 
     return lambda pod: health_path(catalog, pod)
-
-
-def _with_engine_metrics(rows: list[PodStatus]) -> list[PodStatus]:
-    """`metrics` / `metrics_error` on each serving row: one scrape of its /metrics (so the rates,
-    which need two, are null here; the cockpit's live view has them)."""
-    from backend import http_probe
-    from backend.live.engine_metrics import read_pod
-
-    out = []
-    with http_probe.client(2.0) as client:
-        for row in rows:
-            if row.serving:
-                found = read_pod(client, row.name, row.port)[0]
-                row = row.model_copy(update={"metrics": found.metrics, "metrics_error": found.error})
-            out.append(row)
-    return out

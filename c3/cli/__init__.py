@@ -1,5 +1,5 @@
 """The `c3` command line: a click group whose subcommands live in one module each, loaded lazily
-(so `c3 gpus` does not pay for importing Textual or docker-py).
+(so `c3 gpus` does not pay for importing Textual or docker-py, and `c3 --help` imports none of them).
 
 Every user mistake and unreachable service ends as one `c3: error: …` line (plus an optional
 `hint: …`) and the documented exit code — never a traceback.
@@ -35,9 +35,35 @@ COMMANDS: dict[str, str] = {
     "spark": "c3.cli.spark:spark",
 }
 
+# name -> the first paragraph of that command's help, which is all `c3 --help` lists of it. Kept here
+# so the listing imports no command module (all of them, with pydantic and the catalog, cost more than
+# the rest of `c3 --help`, issue 22); tests/cli/test_startup_imports.py checks they are the commands' own.
+SUMMARIES: dict[str, str] = {
+    "demo": "The cockpit on a built-in simulated rig with a simulated runtime (no GPU, no Docker needed).",
+    "gpus": "List this machine's GPUs: memory, compute capability, load, and the card profile they map to.",
+    "catalog": "List the catalog: built-in slugs merged with $C3_HOME/catalog.d/*.yaml (same slug replaces).",
+    "fit": "Price a launch with the engine's own memory rules before anything boots.",
+    "bootlog": "Read an engine's boot log (a file, or - for stdin, e.g. `docker logs c3-chat 2>&1 | c3 bootlog -`).",
+    "pod": "Plan pods: one model pinned to a GPU set and a port, in the estate file.",
+    "up": "Boot the whole estate (pods already running are left alone).",
+    "down": "Stop the estate's pods (all, or --only some).",
+    "serve": "Serve one model without pods: pick GPUs, check the fit, boot, wait until it serves, verify placement.",
+    "node": "Machines c3 drives: `--host` is where a node answers OpenAI requests, `--ssh` how c3 reaches it.",
+    "recipes": "Configurations run and measured on named hardware, launched across nodes over SSH.",
+    "profile": "Launched recipe profiles; most commands act on the active one unless NAME is given.",
+    "pool": "Replicas behind one sticky, failure-aware OpenAI endpoint.",
+    "shard": "One model split across nodes (Ray or vLLM's multiprocessing backend). Runs on the head node.",
+    "spark": "DGX Spark host preparation (native vLLM installs).",
+}
+
+# Arguments that make click print a page and stop before any command runs (see `main`).
+_PAGE_FLAGS = frozenset({"-h", "--help", "--version"})
+
 
 class LazyGroup(click.Group):
     """A group that imports a subcommand's module only when that subcommand runs."""
+
+    _listing = False
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -46,9 +72,20 @@ class LazyGroup(click.Group):
         target = COMMANDS.get(cmd_name)
         if target is None:
             return None
+        if self._listing:
+            # The help page's list: a stand-in carrying the summary click shortens, nothing imported.
+            return click.Command(cmd_name, help=SUMMARIES[cmd_name])
         module_name, attr = target.split(":", 1)
         command: click.Command = getattr(importlib.import_module(module_name), attr)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own command list, from the summaries above instead of the imported commands."""
+        self._listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._listing = False
 
 
 @click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -104,10 +141,13 @@ def main(argv: list[str] | None = None) -> None:
             pass
     try:
         # One settings object for the whole command (backend.actions.session): a bad C3_* value is
-        # one usage line here, before anything runs.
+        # one usage line here, before anything runs. A help page or --version reads no setting, so
+        # it does not pay for building them (pydantic, issue 22): they are then read from the
+        # environment on first use, should the flag turn out to be an option's value.
         from backend.actions.session import command_settings
 
-        with command_settings():
+        words = sys.argv[1:] if argv is None else argv
+        with command_settings(now=_PAGE_FLAGS.isdisjoint(words)):
             cli.main(args=argv, prog_name="c3", standalone_mode=False)
     except SystemExit:
         # click handles EPIPE itself (`c3 … | head`): it wraps stdout in its pacifying wrapper and

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from backend.errors import UsageError
-from backend.models import FitReport
-from backend.views.fit import fit_config_file, fit_slug
 from c3.cli.common import emit_json, json_option, parse_index_list
+
+if TYPE_CHECKING:  # the models and views load when a fit runs: `c3 fit --help` needs neither (issue 22)
+    from backend.models import FitReport
 
 KV_CHOICES = ["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 _MARK = {"fits": "✓", "tight": "⚠", "wont-fit": "×", "incompatible-hw": "×", "unknown": "?"}
@@ -111,6 +112,8 @@ def _payload(report: FitReport, **extra: object) -> dict[str, Any]:
 
 
 def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int | None, as_json: bool) -> int:
+    from backend.views.fit import fit_slug
+
     if bool(gpus) == bool(cards):
         raise UsageError("give exactly one of --gpus and --card", hint="e.g. c3 fit vllm/qwen3-8b --card rtx-3090")
     if cards:
@@ -129,6 +132,8 @@ def _fit_config(
     max_num_seqs: int | None, batched: int | None, kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
     *, enforce_eager: bool = False, block_size: int | None = None, gpu_name: str | None = None,
 ) -> int:
+    from backend.views.fit import fit_config_file
+
     if vram is None or tp is None:
         raise UsageError("--config needs --vram-gib and --tp", hint="e.g. c3 fit --config config.json --vram-gib 23.58 --tp 1")
     found = fit_config_file(

@@ -124,7 +124,7 @@ def register(pod_group: click.Group) -> None:
     @file_option
     def status(as_json: bool, file: Path | None) -> None:
         """Each planned pod: running, serving, placement verdict."""
-        from backend.views.estate_file import estate_status
+        from backend.views.estate_status import estate_status
 
         path = resolve_file(file)
         found = estate_status(path)

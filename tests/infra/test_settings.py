@@ -33,6 +33,30 @@ def test_a_bad_value_is_a_usage_error_naming_the_variable(variable, value):
     assert variable in refused.value.message and refused.value.hint
 
 
+def test_variables_are_read_as_pydantic_settings_read_them():
+    """The rules of the environment source c3 used before it read the variables itself (issue 22):
+    names match in any case (the last spelling wins), an aliased variable is read by its own name
+    first, then as C3_<field>; an empty value is a value; nothing else is read."""
+    got = settings.load({"c3_home": "/lower", "C3_Rig": "demo", "C3_HF_TOKEN": "prefixed", "VLLM_API_KEY": "own",
+                         "C3_VLLM_API_KEY": "second", "C3_GPU_MODE": "", "C3_UNKNOWN": "x", "HOME": "/elsewhere"})
+    assert str(got.home) == "/lower" and got.rig == "demo" and got.gpu_mode == ""
+    assert got.hf_token is not None and got.hf_token.get_secret_value() == "prefixed"
+    assert got.vllm_api_key is not None and got.vllm_api_key.get_secret_value() == "own"
+    assert settings.load({"C3_HOME": "/first", "c3_home": "/last"}).home == settings.load({"c3_home": "/last"}).home
+    assert settings.load({"C3_RUNTIME": " SIM ", "C3_ASCII": "0", "C3_STUB_STARTUP_DELAY": "2.5"}).model_dump(include={"runtime", "ascii", "stub_startup_delay"}) \
+        == {"runtime": "sim", "ascii": False, "stub_startup_delay": 2.5}
+    with pytest.raises(UsageError, match="C3_ASCII"):
+        settings.load({"C3_ASCII": ""})
+
+
+def test_current_follows_a_variable_spelled_in_lower_case(monkeypatch, tmp_path):
+    monkeypatch.delenv("C3_HOME")
+    monkeypatch.setenv("c3_home", str(tmp_path / "a"))
+    assert paths.config_home() == tmp_path / "a"
+    monkeypatch.setenv("c3_home", str(tmp_path / "b"))
+    assert paths.config_home() == tmp_path / "b"
+
+
 def test_the_cli_refuses_a_bad_variable_with_one_line_and_exit_2(tmp_path):
     env = {**os.environ, "C3_RUNTIME": "kubernetes", "VLLM_API_KEY": KEY}
     proc = subprocess.run([sys.executable, "-m", "c3", "pod", "list"], env=env, capture_output=True, text=True, timeout=60)
