@@ -44,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MAX_MESSAGE = 1 << 20
 # Libraries the commands import inside functions (start-up is being made lazy): imported once here.
-LIBRARIES = ("pydantic", "pydantic_settings", "yaml", "ruamel.yaml", "click", "docker", "requests", "httpx", "asyncssh", "asyncio",
+LIBRARIES = ("pydantic", "yaml", "ruamel.yaml", "click", "docker", "requests", "httpx", "asyncssh", "asyncio",
              "concurrent.futures", "subprocess", "json", "uuid", "hashlib", "shlex")
 
 
