@@ -2,24 +2,69 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from backend.errors import UsageError
-from c3.app import C3App
+from c3.app import C3App, GpusRead, PodsRead
+from c3.services import GpuReading, PodsReading
+from c3.toasts import Toast
 from tests.cockpit.conftest import orchestration, screen_text, wait_for
 
 
 async def test_first_frame_before_the_facade_then_data(demo_world):
+    """The factory is held until the first frame is on screen: the frame cannot have waited for it.
+    Every wait is on a signal (the gate, the facade set, the first reading shown), not on a clock."""
+    import threading
+
+    gate = threading.Event()
     built = []
 
     def factory():  # as `c3 demo` does: the real facade, built in a worker
+        gate.wait(60)
         built.append(1)
         return demo_world.services()
 
     app = C3App(factory)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: "connecting" in screen_text(app), what="the first frame")
+            assert app.services is None and not built  # drawn while the facade is still held
+            gate.set()
+            await wait_for(pilot, lambda: app.services is not None, what="the facade")
+            await wait_for(pilot, lambda: len(orchestration(app).pods) == 2, what="the first poll")
+            assert "demo rig · simulated:demo · runtime sim" in screen_text(app)
+    finally:
+        gate.set()
+
+
+class _PushedWhileExiting(C3App):
+    """Delivers a live-hub push exactly where the race put one: Textual empties every screen stack on
+    exit before it drains the app's queue and unmounts it (which unsubscribes from the hub)."""
+
+    async def _close_all(self) -> None:
+        reading = orchestration(self)
+        await super()._close_all()
+        assert not self.screen_stack
+        self.post_message(PodsRead(PodsReading(tuple(reading.pods), datetime.now(UTC))))
+        self.post_message(GpusRead(GpuReading((), {}, {}, None)))
+
+
+async def test_a_push_that_lands_after_the_screens_are_gone_is_dropped(demo_world):
+    """Under CPU load the live hub's pushes queued during exit met `App.screen` with no screen on the
+    stack, and the cockpit died with ScreenStackError instead of exiting."""
+    app = _PushedWhileExiting(demo_world.services())
     async with app.run_test(size=(120, 40)) as pilot:
-        assert app.services is None or built  # the first frame does not wait for the facade
-        await wait_for(pilot, lambda: app.services is not None, what="the facade")
-        await wait_for(pilot, lambda: len(orchestration(app).pods) == 2, what="the first poll")
-        assert "demo rig · simulated:demo · runtime sim" in screen_text(app)
+        await wait_for(pilot, lambda: len(orchestration(app).pods) == 2, what="the first reading")
+    assert app.return_code in (None, 0)
+
+
+def test_a_push_before_the_first_screen_changes_nothing():
+    app = C3App(lambda: None)  # not running: no screen on any stack yet
+    assert app.top_screen() is None
+    app.on_pods_read(PodsRead(PodsReading((), datetime.now(UTC))))
+    app.on_gpus_read(GpusRead(GpuReading((), {}, {}, None)))
+    app.toasts.post(Toast("a trouble toast before the first screen"))
+    assert [t.message for t in app.toasts.showing] == ["a trouble toast before the first screen"]
 
 
 async def test_keys_before_the_facade_say_so(demo_world):
