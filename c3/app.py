@@ -216,6 +216,8 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
                     screen.start_poll_timers()
 
     def on_gpus_read(self, message: GpusRead) -> None:
+        if not self.is_running:  # exiting: the screens are being taken apart (see top_screen)
+            return
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
             orch.gpus_pushed(message.reading)
@@ -224,6 +226,8 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
             top.live_changed(gpus=message.reading)
 
     def on_pods_read(self, message: PodsRead) -> None:
+        if not self.is_running:  # exiting: the screens are being taken apart (see top_screen)
+            return
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
             orch.pods_pushed(message.reading)

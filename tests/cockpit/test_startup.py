@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from backend.errors import UsageError
 from c3.app import C3App, GpusRead, PodsRead
+from c3.screens.base import Reply
 from c3.services import GpuReading, PodsReading
 from c3.toasts import Toast
 from tests.cockpit.conftest import orchestration, screen_text, wait_for
@@ -37,28 +38,39 @@ async def test_first_frame_before_the_facade_then_data(demo_world):
         gate.set()
 
 
-class _PushedWhileExiting(C3App):
-    """Delivers a live-hub push exactly where the race put one: Textual empties every screen stack on
-    exit before it drains the app's queue and unmounts it (which unsubscribes from the hub)."""
+class _DeliveredWhileExiting(C3App):
+    """Delivers a live-hub push and a worker's reply exactly where the race put them: Textual empties
+    every screen stack on exit before it drains the app's queue and unmounts it (which unsubscribes
+    from the hub). `_close_all` is Textual's own step that empties the stacks."""
+
+    late_callbacks = 0
 
     async def _close_all(self) -> None:
-        reading = orchestration(self)
+        pods = tuple(orchestration(self).pods)
         await super()._close_all()
         assert not self.screen_stack
-        self.post_message(PodsRead(PodsReading(tuple(reading.pods), datetime.now(UTC))))
+        self.post_message(PodsRead(PodsReading(pods, datetime.now(UTC))))
         self.post_message(GpusRead(GpuReading((), {}, {}, None)))
+        self.post_message(Reply(self._late))
+
+    def _late(self, _value) -> None:  # as `_services_ready` does: it reads the screens
+        type(self).late_callbacks += 1
+        self.screen  # noqa: B018
 
 
-async def test_a_push_that_lands_after_the_screens_are_gone_is_dropped(demo_world):
-    """Under CPU load the live hub's pushes queued during exit met `App.screen` with no screen on the
-    stack, and the cockpit died with ScreenStackError instead of exiting."""
-    app = _PushedWhileExiting(demo_world.services())
+async def test_a_push_or_reply_that_lands_while_the_app_exits_is_dropped(demo_world):
+    """Under CPU load the live hub's pushes (and worker replies) queued during exit met the screens
+    half taken apart — `App.screen` with no screen on the stack (ScreenStackError), the pod view
+    without its widgets (NoMatches) — and the cockpit died with a traceback instead of exiting."""
+    app = _DeliveredWhileExiting(demo_world.services())
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: len(orchestration(app).pods) == 2, what="the first reading")
     assert app.return_code in (None, 0)
+    assert _DeliveredWhileExiting.late_callbacks == 0
 
 
 def test_a_push_before_the_first_screen_changes_nothing():
+    """No screen yet (or none left): the handlers and the toast desk read the top screen as None."""
     app = C3App(lambda: None)  # not running: no screen on any stack yet
     assert app.top_screen() is None
     app.on_pods_read(PodsRead(PodsReading((), datetime.now(UTC))))
