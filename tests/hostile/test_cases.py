@@ -112,9 +112,9 @@ def test_c3_state_pointing_at_a_file_is_one_line_exit_3(tmp_path, home, rig):
 
 
 @pytest.mark.parametrize("how", ["readonly", "full"])
-def test_pod_up_on_a_readonly_or_full_state_is_one_line_exit_3(tmp_path, home, rig, how):
+def test_pod_up_on_a_readonly_or_full_state_is_one_line_exit_3(tmp_path, home, rig, how, require_service):
     (home / "estate.yml").write_text(ESTATE)
-    with small_tmpfs(tmp_path / "mnt") as state:
+    with small_tmpfs(tmp_path / "mnt", require=require_service) as state:
         if how == "readonly":
             remount_readonly(state)
         else:
@@ -125,8 +125,8 @@ def test_pod_up_on_a_readonly_or_full_state_is_one_line_exit_3(tmp_path, home, r
 
 
 @pytest.mark.parametrize("how", ["readonly", "full"])
-def test_node_rm_and_pod_create_on_a_readonly_or_full_home_are_exit_3_and_write_nothing(tmp_path, monkeypatch, how, rig):
-    with small_tmpfs(tmp_path / "home") as home:
+def test_node_rm_and_pod_create_on_a_readonly_or_full_home_are_exit_3_and_write_nothing(tmp_path, monkeypatch, how, rig, require_service):
+    with small_tmpfs(tmp_path / "home", require=require_service) as home:
         nodes_json(home, NODE)
         (home / "estate.yml").write_text(ESTATE)
         monkeypatch.setenv("C3_HOME", str(home))
