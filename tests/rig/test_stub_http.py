@@ -113,9 +113,10 @@ def test_token_delay_paces_the_stream(stub_process):
 
 
 def test_metrics_show_a_running_request(stub_process):
-    stub = stub_process("--served-model-name", "m", "--tokens", "100", "--token-delay", "0.05")
+    stub = stub_process("--served-model-name", "m", "--tokens", "4")
     with httpx.Client(base_url=stub.url, timeout=10) as client, httpx.Client(base_url=stub.url, timeout=10) as other:
-        with client.stream("POST", "/v1/chat/completions", json={"model": "m", "stream": True, "messages": []}):
+        # Held (never released): it runs until this client leaves, however slow the machine.
+        with client.stream("POST", "/v1/chat/completions", json={"model": "m", "stream": True, "messages": []}, headers={"X-Stub-Hold": "m"}):
             line = poll(lambda: re.search(r'^vllm:num_requests_running\{[^}]*model_name="m"\} 1\.0$',
                                           other.get("/metrics").text, re.M))
             assert line
