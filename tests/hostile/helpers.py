@@ -18,6 +18,9 @@ from pathlib import Path
 
 C3 = str(Path(sys.executable).with_name("c3"))
 DEADLINE_S = 5.0
+AT_ONCE_S = 10.0
+"""A refusal "at once", judged on a busy 2-core box where c3's own start alone takes up to ~3 s of wall
+time: what it rules out (a bomb expanded, a special file read to the end) takes minutes or never ends."""
 MEMORY_BYTES = 500 * 1024 * 1024
 EXIT_CODES = {0, 1, 2, 3}
 

