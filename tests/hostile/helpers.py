@@ -116,7 +116,7 @@ def small_tmpfs(where: Path, size: str = "64k", *, require: Callable[[str, bool,
     fails it under --require-services (CI runs as root, where mounting a tmpfs works)."""
     where.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)], capture_output=True, text=True)
-    require("tmpfs mount (root)", done.returncode == 0, f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    require("tmpfs mount (root)", done.returncode == 0, f"cannot mount a tmpfs here: {' '.join(done.stderr.split())}")
     try:
         yield where
     finally:
