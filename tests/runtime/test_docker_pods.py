@@ -279,15 +279,15 @@ async def test_the_cockpit_announces_a_docker_restart_once_and_counts_it_in_the_
                 return notify(message, **kwargs)
 
             app.notify = spy  # type: ignore[method-assign]
-            await wait_for(pilot, lambda: any(p.state == "serving" for p in orchestration(app).pods), timeout=20, what="the pod serving")
+            await wait_for(pilot, lambda: any(p.state == "serving" for p in orchestration(app).pods), timeout=30, what="the pod serving")
             await asyncio.to_thread(_kill_and_wait_restarted, container, 1)
-            await wait_for(pilot, lambda: any(m.startswith("chat: restarted") for m in toasts), timeout=10, what="the restart toast")
+            await wait_for(pilot, lambda: any(m.startswith("chat: restarted") for m in toasts), timeout=30, what="the restart toast")
             await pilot.pause(3.0)  # a few more readings of the same restart count
             restarted = [m for m in toasts if m.startswith("chat: restarted")]
             assert restarted == [restarted[0]] and restarted[0].startswith("chat: restarted (1×) — "), toasts
             bar = str(app.screen.query_one("#modebar").render())
             assert "1 restarted" in bar, bar
             await asyncio.to_thread(_kill_and_wait_restarted, container, 2)
-            await wait_for(pilot, lambda: any(m.startswith("chat: restarted (2×)") for m in toasts), timeout=10, what="the second restart toast")
+            await wait_for(pilot, lambda: any(m.startswith("chat: restarted (2×)") for m in toasts), timeout=30, what="the second restart toast")
     finally:
         svc.close()
