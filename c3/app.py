@@ -131,7 +131,7 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         self.ascii = wants_ascii() if ascii is None else ascii
         self._ascii_filter = AsciiFilter()
         self.trouble = TroubleWatch()
-        self.toasts = ToastDesk(self, covered=lambda: isinstance(self.screen, ModalScreen))
+        self.toasts = ToastDesk(self, covered=lambda: isinstance(self.top_screen(), ModalScreen))
         """Every toast c3 posts; none lands on a modal (c3/toasts.py)."""
         self.bell_on_trouble = bell
         self._rung_at = float("-inf")
@@ -216,18 +216,36 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
                     screen.start_poll_timers()
 
     def on_gpus_read(self, message: GpusRead) -> None:
+        if not self.is_running:  # exiting: the screens are being taken apart (see top_screen)
+            return
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
             orch.gpus_pushed(message.reading)
-        if isinstance(self.screen, LiveModal):
-            self.screen.live_changed(gpus=message.reading)
+        top = self.top_screen()
+        if isinstance(top, LiveModal):
+            top.live_changed(gpus=message.reading)
 
     def on_pods_read(self, message: PodsRead) -> None:
+        if not self.is_running:  # exiting: the screens are being taken apart (see top_screen)
+            return
         orch = self._orchestration()
         if orch is not None and orch.is_mounted:
             orch.pods_pushed(message.reading)
-        if isinstance(self.screen, LiveModal):
-            self.screen.live_changed(pods=message.reading)
+        top = self.top_screen()
+        if isinstance(top, LiveModal):
+            top.live_changed(pods=message.reading)
+
+    def top_screen(self) -> Screen[Any] | None:
+        """The screen on top, or None when the stack is empty. Pushes from the live hub's thread and
+        workers' replies are queued messages, and they can be handled when there is no screen: on exit
+        Textual empties every screen stack first and only then stops the app's queue and unmounts it
+        (which unsubscribes), so a push queued meanwhile landed on `App.screen`'s ScreenStackError
+        (seen under CPU load; tests/cockpit/test_startup.py)."""
+        try:
+            stack = self.screen_stack
+        except KeyError:  # no such mode yet
+            return None
+        return stack[-1] if stack else None
 
     def pods_read(self, pods: list[PodState], *, stale: bool = False) -> None:
         """Every pod reading passes here: trouble is counted in the mode bar and announced once per
@@ -273,7 +291,7 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
     def hold_trouble_toasts(self) -> None:
         """A screen was suspended (c3/screens/base.py): if a modal came up some other way than
         `push_screen`, take the toasts off now."""
-        if isinstance(self.screen, ModalScreen):
+        if isinstance(self.top_screen(), ModalScreen):
             self.toasts.cover()
 
     def release_trouble_toasts(self) -> None:
@@ -388,7 +406,7 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
 
         def attempt() -> None:
             # A mode opened just now has not read its rows yet: wait for them (bounded), then act.
-            screen = self.screen
+            screen = self.top_screen()  # a timer: it may fire while the app exits
             tries[0] += 1
             if getattr(screen, "rows", None) is None and tries[0] < 50:
                 self.set_timer(0.1, attempt)
@@ -398,7 +416,7 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         self.call_after_refresh(attempt)
 
     def _refresh_current(self) -> None:
-        poll = getattr(self.screen, "poll_now", None)
+        poll = getattr(self.top_screen(), "poll_now", None)
         if poll:
             poll()
 

@@ -269,6 +269,29 @@ class Engine:
         self.writers: set[asyncio.StreamWriter] = set()
         self.stop = asyncio.Event()
         self.exit_code = 0
+        self.gates: dict[str, asyncio.Event] = {}
+        """Hold gates by name (`X-Stub-Hold`), opened by `POST /debug/release/<name>`."""
+        self.held: collections.Counter[str] = collections.Counter()
+        """Requests waiting at each closed gate now."""
+
+    async def hold(self, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Wait at gate `name` until a test releases it (a gate released first lets requests straight
+        through), so a test waits on a signal instead of sizing a slow stream by guess. The client
+        going away ends the wait with ConnectionResetError, as a write would."""
+        gate = self.gates.setdefault(name, asyncio.Event())
+        self.held[name] += 1
+        try:
+            while not gate.is_set():
+                if reader.at_eof() or writer.is_closing():
+                    raise ConnectionResetError
+                try:  # wake up now and then only to see a client that went away
+                    await asyncio.wait_for(gate.wait(), 0.05)
+                except TimeoutError:
+                    pass
+        finally:
+            self.held[name] -= 1
+            if not self.held[name]:
+                del self.held[name]
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.writers.add(writer)
@@ -395,13 +418,21 @@ class Engine:
         base = {"id": rid, "object": "chat.completion" if chat else "text_completion",
                 "created": int(time.time()), "model": model, "system_fingerprint": self.cfg["name"]}
         rec.update(model=model, stream=bool(req.get("stream")), chunks=0, tokens=n)
+        hold = rec["headers"].get("x-stub-hold")
         self.counts["inference"] += 1
         self.running += 1
         self.inflight_tokens += usage["prompt_tokens"]
         try:
             if req.get("stream"):
-                keep = await self.stream(reader, writer, chat, base, pieces, finish, usage, req, rec, keep)
+                keep = await self.stream(reader, writer, chat, base, pieces, finish, usage, req, rec, keep, hold)
             else:
+                if hold:
+                    try:
+                        await self.hold(hold, reader, writer)
+                    except ConnectionError:
+                        rec.update(disconnected=True, finish="abort")
+                        self.counts["disconnects"] += 1
+                        return False
                 await asyncio.sleep(self.cfg["token_delay"] * n)
                 text = "".join(pieces)
                 choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
@@ -427,7 +458,7 @@ class Engine:
         return keep
 
     async def stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chat: bool, base: dict[str, Any], pieces: list[str], finish: str,
-                     usage: dict[str, int], req: dict[str, Any], rec: dict[str, Any], keep: bool) -> bool:
+                     usage: dict[str, int], req: dict[str, Any], rec: dict[str, Any], keep: bool, hold: str | None = None) -> bool:
         writer.write(("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                       f"cache-control: no-cache\r\ntransfer-encoding: chunked\r\nx-stub-backend: {self.cfg['name']}\r\n"
                       + ("" if keep else "connection: close\r\n") + "\r\n").encode("latin-1"))
@@ -448,6 +479,9 @@ class Engine:
         try:
             if chat:
                 writer.write(event(choice(None, role=True)))
+            if hold:  # the head (and a chat's role chunk) are out: the stream has visibly started
+                await writer.drain()
+                await self.hold(hold, reader, writer)
             for i, piece in enumerate(pieces):
                 if self.cfg["abort_after_chunks"] and i >= self.cfg["abort_after_chunks"]:
                     rec.update(aborted=True, finish="abort")
@@ -538,7 +572,11 @@ class Engine:
             body = json.dumps({"name": self.cfg["name"], "pid": os.getpid(), "count": self.counts["requests"],
                                "inference": self.counts["inference"], "running": self.running,
                                "disconnects": self.counts["disconnects"], "aborted": self.counts["aborted"],
-                               "requests": list(self.records)}).encode()
+                               "held": dict(self.held), "requests": list(self.records)}).encode()
+        elif path.startswith("/debug/release/") and method == "POST":
+            name = path.removeprefix("/debug/release/")
+            self.gates.setdefault(name, asyncio.Event()).set()
+            body = json.dumps({"released": name, "were_held": self.held.get(name, 0)}).encode()
         else:
             status, body = 404, b'{"detail":"Not Found"}'
         self.send(writer, status, body, keep)

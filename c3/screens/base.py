@@ -69,6 +69,11 @@ class ServiceCalls:
 
     def on_reply(self, message: Reply) -> None:
         message.stop()
+        if not self.app.is_running:  # type: ignore[attr-defined]
+            # The app is exiting: its screens are being taken apart (widgets gone, stack emptied) while
+            # their queues still drain — a result landing now has nowhere to show, and querying for it
+            # raised NoMatches / ScreenStackError on a loaded machine.
+            return
         if message.error is not None:
             if message.on_error is not None:
                 message.on_error(message.error)

@@ -496,7 +496,7 @@ async def test_drain_and_undrain_the_highlighted_node_in_the_running_pool(demo_w
             await pilot.press("y")
             await wait_for(pilot, lambda: app.last_result is not None, what=f"the {verb} result")
             assert app.last_result.ok and app.last_result.message == f"{verb} box in pool 127.0.0.1:8011", app.last_result
-            await wait_for(pilot, lambda want=draining: _backend(screen, "box").draining is want, timeout=10, what=f"the pool row after {verb}")
+            await wait_for(pilot, lambda want=draining: _backend(screen, "box").draining is want, timeout=30, what=f"the pool row after {verb}")
             await settle(pilot)
             row = next(line for line in screen_text(app).splitlines() if line.startswith("box ") and ("up" in line or "draining" in line))
             assert ("draining" in row) is draining, row

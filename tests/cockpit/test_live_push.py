@@ -25,7 +25,7 @@ async def _stop_chat_behind_its_back(demo_world, *, live: bool) -> C3App:
             await wait_for(pilot, lambda: app._unsubscribe is not None, what="the subscription")
         await asyncio.to_thread(SimRuntime().stop, "chat", 5.0)
         if live:
-            await wait_for(pilot, lambda: orch.pods[0].state == "down", timeout=15, what="chat shown down, pushed")
+            await wait_for(pilot, lambda: orch.pods[0].state == "down", timeout=30, what="chat shown down, pushed")
         else:
             for _ in range(10):
                 await pilot.pause(0.3)

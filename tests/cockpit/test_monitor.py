@@ -23,7 +23,7 @@ async def test_history_keeps_growing_while_a_modal_is_open(demo_world):
         await pilot.press("question_mark")  # Help: a modal over the Orchestration screen
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "HelpModal", what="the help modal")
         before = gpu_points(app)
-        await wait_for(pilot, lambda: gpu_points(app) >= before + 3, timeout=15, what="three more GPU readings recorded under the modal")
+        await wait_for(pilot, lambda: gpu_points(app) >= before + 3, timeout=30, what="three more GPU readings recorded under the modal")
         await pilot.press("escape")
         await pilot.press("h")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "HistoryModal" and app.screen.reads > 0, what="the history view")
@@ -197,7 +197,7 @@ async def test_the_process_view_follows_the_hub_without_a_timer(demo_world, monk
             assert "processes" not in timers, "pushed, yet polling"
             assert alias not in {r.pid for r in modal.rows}
             registration.write_text(f"pid {newcomer.pid}\nname newcomer\npidns {own_pidns()}\ngpu 2 1024 0\n", encoding="utf-8")
-            await wait_for(pilot, lambda: alias in {r.pid for r in modal.rows or ()}, timeout=15, what="the new process, pushed")
+            await wait_for(pilot, lambda: alias in {r.pid for r in modal.rows or ()}, timeout=30, what="the new process, pushed")
             await settle(pilot)
             reads = modal.reads
             now = await asyncio.to_thread(app.services.gpu_snapshots)  # the processes the last push carried

@@ -42,7 +42,7 @@ async def test_pushed_sources_run_no_poll_timer_and_a_hidden_mode_catches_up_on_
         assert nodes.poller.timer is not None  # not pushed: polled on its timer
         assert "set_live:False" in svc.calls  # the facade's costly placement reads pause
         await asyncio.to_thread(SimRuntime().stop, "chat", 5.0)
-        await wait_for(pilot, lambda: (r := orch._pending_pods) is not None and r.pods[0].state == "down", timeout=15, what="chat's stop pushed while hidden")
+        await wait_for(pilot, lambda: (r := orch._pending_pods) is not None and r.pods[0].state == "down", timeout=30, what="chat's stop pushed while hidden")
         assert "● serving" in _pod_list_text(orch) and orch.pods[0].state == "serving"  # kept, not taken under the other mode
         await pilot.press("1")
         await wait_for(pilot, lambda: "○ down" in _pod_list_text(orch), what="the kept reading drawn on return")

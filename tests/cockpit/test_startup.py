@@ -2,24 +2,81 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from backend.errors import UsageError
-from c3.app import C3App
+from c3.app import C3App, GpusRead, PodsRead
+from c3.screens.base import Reply
+from c3.services import GpuReading, PodsReading
+from c3.toasts import Toast
 from tests.cockpit.conftest import orchestration, screen_text, wait_for
 
 
 async def test_first_frame_before_the_facade_then_data(demo_world):
+    """The factory is held until the first frame is on screen: the frame cannot have waited for it.
+    Every wait is on a signal (the gate, the facade set, the first reading shown), not on a clock."""
+    import threading
+
+    gate = threading.Event()
     built = []
 
     def factory():  # as `c3 demo` does: the real facade, built in a worker
+        gate.wait(60)
         built.append(1)
         return demo_world.services()
 
     app = C3App(factory)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: "connecting" in screen_text(app), what="the first frame")
+            assert app.services is None and not built  # drawn while the facade is still held
+            gate.set()
+            await wait_for(pilot, lambda: app.services is not None, what="the facade")
+            await wait_for(pilot, lambda: len(orchestration(app).pods) == 2, what="the first poll")
+            assert "demo rig · simulated:demo · runtime sim" in screen_text(app)
+    finally:
+        gate.set()
+
+
+class _DeliveredWhileExiting(C3App):
+    """Delivers a live-hub push and a worker's reply exactly where the race put them: Textual empties
+    every screen stack on exit before it drains the app's queue and unmounts it (which unsubscribes
+    from the hub). `_close_all` is Textual's own step that empties the stacks."""
+
+    late_callbacks = 0
+
+    async def _close_all(self) -> None:
+        pods = tuple(orchestration(self).pods)
+        await super()._close_all()
+        assert not self.screen_stack
+        self.post_message(PodsRead(PodsReading(pods, datetime.now(UTC))))
+        self.post_message(GpusRead(GpuReading((), {}, {}, None)))
+        self.post_message(Reply(self._late))
+
+    def _late(self, _value) -> None:  # as `_services_ready` does: it reads the screens
+        type(self).late_callbacks += 1
+        self.screen  # noqa: B018
+
+
+async def test_a_push_or_reply_that_lands_while_the_app_exits_is_dropped(demo_world):
+    """Under CPU load the live hub's pushes (and worker replies) queued during exit met the screens
+    half taken apart — `App.screen` with no screen on the stack (ScreenStackError), the pod view
+    without its widgets (NoMatches) — and the cockpit died with a traceback instead of exiting."""
+    app = _DeliveredWhileExiting(demo_world.services())
     async with app.run_test(size=(120, 40)) as pilot:
-        assert app.services is None or built  # the first frame does not wait for the facade
-        await wait_for(pilot, lambda: app.services is not None, what="the facade")
-        await wait_for(pilot, lambda: len(orchestration(app).pods) == 2, what="the first poll")
-        assert "demo rig · simulated:demo · runtime sim" in screen_text(app)
+        await wait_for(pilot, lambda: len(orchestration(app).pods) == 2, what="the first reading")
+    assert app.return_code in (None, 0)
+    assert _DeliveredWhileExiting.late_callbacks == 0
+
+
+def test_a_push_before_the_first_screen_changes_nothing():
+    """No screen yet (or none left): the handlers and the toast desk read the top screen as None."""
+    app = C3App(lambda: None)  # not running: no screen on any stack yet
+    assert app.top_screen() is None
+    app.on_pods_read(PodsRead(PodsReading((), datetime.now(UTC))))
+    app.on_gpus_read(GpusRead(GpuReading((), {}, {}, None)))
+    app.toasts.post(Toast("a trouble toast before the first screen"))
+    assert [t.message for t in app.toasts.showing] == ["a trouble toast before the first screen"]
 
 
 async def test_keys_before_the_facade_say_so(demo_world):

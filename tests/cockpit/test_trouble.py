@@ -90,7 +90,7 @@ async def test_a_killed_engine_is_announced_within_two_seconds_once_with_the_bel
         pid = (await asyncio.to_thread(SimRuntime().workload, "chat")).pids[0]
         killed = loop.time()
         os.kill(pid, signal.SIGKILL)
-        await wait_for(pilot, lambda: any(m.startswith("chat: failed") for _, m in toasts), timeout=15, what="the failure toast")
+        await wait_for(pilot, lambda: any(m.startswith("chat: failed") for _, m in toasts), timeout=30, what="the failure toast")
         announced = next(t for t, m in toasts if m.startswith("chat: failed"))
         assert announced - killed <= 2.0, f"announced after {announced - killed:.2f} s"
         await settle(pilot)

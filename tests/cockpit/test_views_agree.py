@@ -147,7 +147,7 @@ async def test_trouble_toasts_never_cover_an_open_modal_at_80x24(demo_world):
         await wait_for(pilot, lambda: [p.state for p in orch.pods] == ["serving", "serving"], what="both pods serving")
         pid = (await asyncio.to_thread(SimRuntime().workload, "chat")).pids[0]
         os.kill(pid, signal.SIGKILL)
-        await wait_for(pilot, lambda: any("chat: failed" in str(t.render()) for t in toasts(app.screen)), timeout=15, what="the failure toast")
+        await wait_for(pilot, lambda: any("chat: failed" in str(t.render()) for t in toasts(app.screen)), timeout=30, what="the failure toast")
         await pilot.press("N")
         await wait_for(pilot, lambda: isinstance(app.screen, NewPodModal), what="the New-pod form")
         await settle(pilot)

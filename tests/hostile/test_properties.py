@@ -275,10 +275,10 @@ def test_any_file_state(base, name, state):
        argv=st.sampled_from([("pod", "create", "new", "--gpus", "1", "--slug", "vllm/qwen3-8b", "--force"), ("pod", "rm", "chat"),
                              ("node", "add", "n9", "--host", "http://127.0.0.1:9", "--ssh", "root@127.0.0.1"), ("node", "rm", "here"),
                              ("pod", "up", "chat"), ("pod", "list"), ("node", "ls")]))
-def test_readonly_or_full_file_systems(base, how, where, argv):
+def test_readonly_or_full_file_systems(base, require_service, how, where, argv):
     assume(not (argv[1] == "up" and where == "home"))  # `pod up` writes only C3_STATE; it would boot
     mount = base / f"mnt-{where}"
-    with small_tmpfs(mount, "256k") as folder:
+    with small_tmpfs(mount, "256k", require=require_service) as folder:
         fresh(base)
         env = {}
         if where == "home":
@@ -316,10 +316,9 @@ def open_base():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_unreadable_files_are_exit_3_naming_the_file(open_base):
-    """As root nothing is unreadable, so c3 runs as `nobody` here (setpriv), over files mode 000."""
-    if shutil.which("setpriv") is None or os.geteuid() != 0:
-        pytest.skip("needs root and setpriv to drop privileges")
+def test_unreadable_files_are_exit_3_naming_the_file(open_base, require_service):
+    """As root nothing is unreadable, so c3 runs as `nobody` here (setpriv, util-linux), over files mode 000."""
+    require_service("root and setpriv", shutil.which("setpriv") is not None and os.geteuid() == 0, "needs root and setpriv (util-linux) to drop privileges")
     base = open_base
     home = fresh(base)
     for folder in (home, base / "state"):

@@ -71,7 +71,7 @@ def test_reads_refuse_special_files_and_oversize_without_blocking(tmp_path):
     big.write_bytes(b"x" * 2048)
     with pytest.raises(UsageError, match="larger than 1 KiB"):
         read_text(big, what="estate file", limit=1024)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # a blocking read of the FIFO would never return (room for a busy box)
     assert read_text(tmp_path / "none", what="estate file", missing_ok=True) is None
 
 

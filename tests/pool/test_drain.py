@@ -11,7 +11,7 @@ import threading
 
 import httpx
 
-from tests.pool.conftest import ROOT, wait_until
+from tests.pool.conftest import ROOT, stub_records, wait_until
 from tests.pool.test_failover import QUICK, STREAM, pin_sessions
 
 
@@ -20,8 +20,9 @@ def c3_pool(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_drain_moves_new_work_away_and_lets_the_stream_finish(stubs, pool_process):
-    # 100 tokens x 0.1 s: a 10 s stream, far longer than the steps that must happen while it runs.
-    backends = stubs("a", "b", extra=("--tokens", "100", "--token-delay", "0.1"))
+    # The stream is held on a (X-Stub-Hold) until the checks that must happen while it runs are done:
+    # no stream sized by guess to outlast them.
+    backends = stubs("a", "b", extra=("--tokens", "4"))
     pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "header:X-Session-ID")
     owners = pin_sessions(pool, 16)
     on_a = [s for s, b in owners.items() if b == "a"]
@@ -30,15 +31,19 @@ def test_drain_moves_new_work_away_and_lets_the_stream_finish(stubs, pool_proces
     box: dict = {}
 
     def read() -> None:
-        with httpx.stream("POST", pool.url + "/v1/chat/completions", json=STREAM, headers={"X-Session-ID": session}, timeout=60) as r:
+        with httpx.stream("POST", pool.url + "/v1/chat/completions", json=STREAM, headers={"X-Session-ID": session, "X-Stub-Hold": "drain"}, timeout=120) as r:
             box["backend"] = r.headers["x-c3-backend"]
             box["first"] = True
             box["body"] = "".join(r.iter_text())
 
+    def release() -> None:
+        httpx.post(backends["a"].url + "/debug/release/drain", timeout=10)
+
     reader = threading.Thread(target=read)
     reader.start()
     try:
-        wait_until(lambda: box.get("first"), timeout=20, what="the stream to start")
+        wait_until(lambda: stub_records(backends["a"].url)["held"] == {"drain": 1}, timeout=60, what="the stream held on a")
+        wait_until(lambda: box.get("first"), timeout=60, what="the stream's head at the client")
         assert box["backend"] == "a"
         out = c3_pool("drain", "a", "--port", str(pool.port))
         assert out.returncode == 0, out.stderr
@@ -49,7 +54,7 @@ def test_drain_moves_new_work_away_and_lets_the_stream_finish(stubs, pool_proces
             # The session with a stream in flight on a still goes to a (its cache is there).
             mid = client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": session})
             assert mid.status_code == 200 and (mid.headers["x-c3-backend"], mid.headers["x-c3-sticky"]) == ("a", "hit")
-            assert reader.is_alive(), "the 10 s stream ended before the checks it must outlast"
+            assert reader.is_alive() and stub_records(backends["a"].url)["held"] == {"drain": 1}
             # New keys and unkeyed requests never reach a.
             fresh = [client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": f"new{i}"}) for i in range(30)]
             unkeyed = [client.post("/v1/chat/completions", json=QUICK) for _ in range(10)]
@@ -62,6 +67,7 @@ def test_drain_moves_new_work_away_and_lets_the_stream_finish(stubs, pool_proces
             human = c3_pool("status")
             assert human.returncode == 0 and any(line.split()[1:3] == ["a", "draining"] for line in human.stdout.splitlines() if line.strip()), human.stdout
 
+            release()
             reader.join(timeout=60)
             assert not reader.is_alive()
             assert box["body"].endswith("data: [DONE]\n\n") and "event: error" not in box["body"]
@@ -81,6 +87,7 @@ def test_drain_moves_new_work_away_and_lets_the_stream_finish(stubs, pool_proces
             later = [client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": f"later{i}"}) for i in range(30)]
             assert "a" in {r.headers["x-c3-backend"] for r in later}
     finally:
+        release()
         reader.join(timeout=60)
     assert "Traceback" not in pool.log()
 

@@ -152,46 +152,57 @@ def test_stream_cut_midway_ends_with_an_error_event_and_is_not_replayed(stubs, p
 
 
 def test_client_disconnect_closes_the_backend_request(stubs, pool_process):
-    slow = stubs("slow", extra=("--tokens", "200", "--token-delay", "0.05"))["slow"]
+    """The stub holds each request (X-Stub-Hold) and is never told to release it: the backend request
+    can only end because the router closed it when its client went — no stream long enough to outlast a
+    wall-clock bound, no bound."""
+    slow = stubs("slow", extra=("--tokens", "4"))["slow"]
     pool = pool_process({"slow": slow.url})
     body = json.dumps(STREAM).encode()
-    with socket.create_connection(("127.0.0.1", pool.port), timeout=15) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    with socket.create_connection(("127.0.0.1", pool.port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Stub-Hold: stream\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         got = b""
         while b"data:" not in got:
             got += sock.recv(65536)
-    started = time.monotonic()
-    wait_until(lambda: stub_records(slow.url)["disconnects"] >= 1, timeout=5, what="the stub to see the disconnect")
-    assert time.monotonic() - started < 2.0
-    wait_until(lambda: pool.backend("slow")["in_flight"] == 0, timeout=5, what="in-flight to drop")
+        assert stub_records(slow.url)["held"] == {"stream": 1}
+    wait_until(lambda: stub_records(slow.url)["disconnects"] >= 1, timeout=30, what="the stub to see the disconnect")
+    assert stub_records(slow.url)["held"] == {}
+    wait_until(lambda: pool.backend("slow")["in_flight"] == 0, timeout=30, what="in-flight to drop")
     # Non-streaming: the router closes its backend connection as soon as the client goes.
-    with socket.create_connection(("127.0.0.1", pool.port), timeout=15) as sock:
-        slow_body = json.dumps({**QUICK, "max_tokens": 200}).encode()
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(slow_body) + slow_body)
-        wait_until(lambda: pool.backend("slow")["in_flight"] == 1, timeout=5, what="the request to be in flight")
-    wait_until(lambda: pool.backend("slow")["in_flight"] == 0, timeout=3, what="in-flight to drop after disconnect")
+    with socket.create_connection(("127.0.0.1", pool.port), timeout=30) as sock:
+        held_body = json.dumps(QUICK).encode()
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Stub-Hold: reply\r\nContent-Length: %d\r\n\r\n" % len(held_body) + held_body)
+        wait_until(lambda: stub_records(slow.url)["held"] == {"reply": 1}, timeout=30, what="the request held at the stub")
+        assert pool.backend("slow")["in_flight"] == 1
+    wait_until(lambda: stub_records(slow.url)["disconnects"] >= 2, timeout=30, what="the stub to see the second disconnect")
+    wait_until(lambda: pool.backend("slow")["in_flight"] == 0, timeout=30, what="in-flight to drop after disconnect")
     metrics = httpx.get(pool.url + "/metrics", timeout=5).text
     assert "c3_pool_client_disconnects_total 2" in metrics
 
 
 def test_sigterm_lets_the_open_stream_finish_then_exits_0(stubs, pool_process):
-    backend = stubs("a", extra=("--tokens", "20", "--token-delay", "0.1"))["a"]
+    backend = stubs("a", extra=("--tokens", "4"))["a"]
     pool = pool_process({"a": backend.url})
     status_files = list((Path(os.environ["C3_STATE"]) / "pool").glob("router-*.json"))
     assert len(status_files) == 1
     box = {}
 
     def read():
-        with httpx.stream("POST", pool.url + "/v1/chat/completions", json=STREAM, timeout=30) as r:
+        with httpx.stream("POST", pool.url + "/v1/chat/completions", json=STREAM, headers={"X-Stub-Hold": "term"}, timeout=120) as r:
             box["first"] = True
             box["body"] = "".join(r.iter_text())
 
     reader = threading.Thread(target=read)
     reader.start()
-    wait_until(lambda: box.get("first"), timeout=10, what="the stream to start")
-    pool.popen.send_signal(signal.SIGTERM)
-    reader.join(timeout=30)
-    assert box["body"].endswith("data: [DONE]\n\n")
+    try:
+        wait_until(lambda: stub_records(backend.url)["held"] == {"term": 1}, timeout=60, what="the stream held at the stub")
+        wait_until(lambda: box.get("first"), timeout=60, what="the stream's head at the client")
+        pool.popen.send_signal(signal.SIGTERM)
+        wait_until(lambda: "draining" in pool.log(), timeout=60, what="the router to say it drains")
+        assert pool.popen.poll() is None and reader.is_alive()  # it waits for the open stream
+    finally:
+        httpx.post(backend.url + "/debug/release/term", timeout=10)
+        reader.join(timeout=60)
+    assert box.get("body", "(the stream broke)").endswith("data: [DONE]\n\n"), box.get("body")
     assert pool.popen.wait(timeout=30) == 0
     assert "draining" in pool.log() and "Traceback" not in pool.log()
     assert not status_files[0].exists()

@@ -70,14 +70,16 @@ def _exchange(pool, answer, backend: RawBackend):
         return read_responses(sock, quiet_s=1.0)
 
 
-def _healthy_within_a_second(pool) -> None:
+def _answers_at_once(pool) -> None:
+    """The router still answers at once after a hostile response: a wedged event loop never would (the
+    socket times out). "At once" is sized for a busy 2-core box, where a process may wait seconds for a core."""
     # A raw socket: the client's own setup time (httpx builds an SSL context) must not count.
-    with socket.create_connection(("127.0.0.1", pool.port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", pool.port), timeout=20) as sock:
         started = time.monotonic()
         sock.sendall(b"GET /c3/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         answer = sock.recv(4096)
         took = time.monotonic() - started
-    assert answer.startswith((b"HTTP/1.1 200 ", b"HTTP/1.1 503 ")) and took < 1.0, (answer[:40], took)
+    assert answer.startswith((b"HTTP/1.1 200 ", b"HTTP/1.1 503 ")) and took < 5.0, (answer[:40], took)
 
 
 def _next_request_uses_a_fresh_connection(pool, backend: RawBackend) -> None:
@@ -98,7 +100,7 @@ def test_malformed_response_head_is_a_502_and_never_pooled(rig, case):
     responses, _ = _exchange(pool, BAD_HEADS[case], backend)
     assert len(responses) == 1 and responses[0][0] == 502, (case, responses)
     assert b"hello" not in responses[0][2] and "x-c3-backend" not in responses[0][1]
-    _healthy_within_a_second(pool)
+    _answers_at_once(pool)
     _next_request_uses_a_fresh_connection(pool, backend)
     assert pool.popen.poll() is None and "Traceback" not in pool.log()
 
@@ -111,7 +113,7 @@ def test_malformed_response_body_never_reaches_the_client_as_complete(rig, case)
     # (Had the head gone out first, the connection would be cut instead: never a body that looks whole.)
     assert [r[0] for r in responses] in ([502], []), (case, responses)
     assert closed
-    _healthy_within_a_second(pool)
+    _answers_at_once(pool)
     _next_request_uses_a_fresh_connection(pool, backend)
     assert pool.popen.poll() is None and "Traceback" not in pool.log()
 
@@ -126,5 +128,5 @@ def test_broken_framing_mid_stream_ends_sse_with_an_error_event(rig):
     body = responses[0][2]
     assert body.startswith(good) and b"hello" not in body
     assert b"event: error" in body and b"c3_backend_failed" in body
-    _healthy_within_a_second(pool)
+    _answers_at_once(pool)
     _next_request_uses_a_fresh_connection(pool, backend)

@@ -28,7 +28,12 @@ def _rss_peak_mib(pid: int) -> float:
     raise AssertionError("no VmHWM")
 
 
-def _closed_after(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:
+CLOSED_BY_S = 10.0
+"""A 1 s timeout of the router counts as having fired when the socket closes within this: room for a busy
+2-core box, and still far below the read limit (20 s) that a router which never closes runs into."""
+
+
+def _closed_after(sock: socket.socket, limit_s: float = 20.0) -> tuple[bytes, float]:
     started = time.monotonic()
     sock.settimeout(limit_s)
     data = b""
@@ -44,17 +49,17 @@ def test_a_stalled_request_body_gets_408_and_is_closed(raw_backend, pool_process
     for body in (b"Content-Length: 100\r\n\r\n0123456789", b"Transfer-Encoding: chunked\r\n\r\n64\r\n0123456789"):
         with socket.create_connection(("127.0.0.1", pool.port), timeout=10) as sock:
             sock.sendall(b"POST /v1/case HTTP/1.1\r\nHost: x\r\n" + body)
-            data, took = _closed_after(sock, 8)
+            data, took = _closed_after(sock)
         assert data.startswith(b"HTTP/1.1 408 ") and b"connection: close" in data.lower(), data
-        assert 0.9 <= took < 4, took
+        assert 0.9 <= took < CLOSED_BY_S, took
     assert raw_backend.seen == []  # a held body never reached a backend
     # A streamed body (over --retry-body-limit) that stalls midway is cut the same way.
     pool2 = pool_process({"raw": f"http://127.0.0.1:{raw_backend.port}"}, "--body-timeout", "1", "--retry-body-limit", "4",
                          probe_interval=5)
     with socket.create_connection(("127.0.0.1", pool2.port), timeout=10) as sock:
         sock.sendall(b"POST /v1/case HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
-        data, took = _closed_after(sock, 8)
-    assert data.startswith(b"HTTP/1.1 408 ") and 0.9 <= took < 4, (data, took)
+        data, took = _closed_after(sock)
+    assert data.startswith(b"HTTP/1.1 408 ") and 0.9 <= took < CLOSED_BY_S, (data, took)
     assert "Traceback" not in pool.log() + pool2.log()
 
 
@@ -65,8 +70,8 @@ def test_a_head_that_never_ends_is_closed_after_the_idle_timeout(raw_backend, po
         for _ in range(3):  # a slow-header client trickling bytes is still closed on time
             time.sleep(0.3)
             sock.sendall(b"X-A: 1\r\n")
-        data, took = _closed_after(sock, 8)
-    assert data == b"" and took < 3.5, (data, took)
+        data, took = _closed_after(sock)
+    assert data == b"" and took < CLOSED_BY_S, (data, took)
 
 
 def test_a_200_mib_request_chunk_streams_with_bounded_memory(raw_backend, pool_process):
@@ -89,8 +94,8 @@ def test_admin_endpoints_answer_without_reading_a_body(raw_backend, pool_process
     pool = pool_process({"raw": f"http://127.0.0.1:{raw_backend.port}"}, probe_interval=5)
     with socket.create_connection(("127.0.0.1", pool.port), timeout=10) as sock:
         sock.sendall(b"POST /c3/status HTTP/1.1\r\nHost: x\r\nContent-Length: 209715200\r\n\r\n")
-        data, took = _closed_after(sock, 5)
-    assert data.startswith(b"HTTP/1.1 405 ") and b"connection: close" in data.lower() and took < 2, (data, took)
+        data, took = _closed_after(sock)  # a router that waited for the 200 MiB body would never answer
+    assert data.startswith(b"HTTP/1.1 405 ") and b"connection: close" in data.lower() and took < CLOSED_BY_S, (data, took)
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
@@ -113,11 +118,11 @@ def test_at_the_fd_limit_the_accept_loop_backs_off_and_logs_one_line_per_streak(
     finally:
         for sock in held:
             sock.close()
-    # Once descriptors are free again, the router serves.
-    time.sleep(1.5)
+    # Once descriptors are free again, the router serves (the kernel queues this connection until the
+    # backed-off accept loop takes it: no fixed wait for the back-off to end).
     with socket.create_connection(("127.0.0.1", pool.port), timeout=10) as sock:
         sock.sendall(b"GET /c3/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data, _ = _closed_after(sock, 5)
+        data, _ = _closed_after(sock)
     assert data.startswith(b"HTTP/1.1 200 "), data
 
 

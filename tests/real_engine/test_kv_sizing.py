@@ -20,15 +20,27 @@ sizing only: the engine boots, logs its KV line and turns healthy, but its first
 (`self.conv1d.weight.view(...size(0), ...size(2))`), and Mamba-1's prefill kernel `selective_scan_fwd` is not in
 the CPU build's `torch.ops._C` — so no test here sends Jamba a request.
 
-On CPUs with AVX-512 BF16 the CPU platform forces the SSM state to float32 for every non-GDN Mamba
-backend (vllm/platforms/cpu.py:302-321, logged "Reset SSM cache type to float32 …"): Nemotron-H is float32
-anyway (c3's own default, from vLLM's NemotronHForCausalLMConfig), Jamba is priced with float32 here as
-the CPU engine uses it (on a GPU `auto` follows the model dtype).
+Two of the CPU platform's overrides depend on the host's CPU (vllm/platforms/cpu.py
+`check_and_update_config`), so what the engine logs, and what c3 must price, is read from the engine's
+own torch with the very calls vLLM makes (`engine_cpu`):
+- with AVX-512 BF16 (`torch.cpu._is_avx512_bf16_supported()`) it forces the SSM state to float32 for
+  every non-GDN Mamba backend, logged "Reset SSM cache type to float32 …": Nemotron-H is float32 anyway
+  (c3's own default, from vLLM's NemotronHForCausalLMConfig); Jamba is then priced with float32, and
+  without it with the GPU default (`auto`, the model dtype). (The tiny Jamba's count is the same either
+  way — its state pages are padded to the 128-token attention page — so only the log line tells. A cold
+  CI run saw the count match and the line missing: the host decides, not timing.)
+- without AMX tiles (`torch.cpu._is_amx_tile_supported()`) the reference MLA kernel runs only 16-token
+  blocks and the platform overrides `--block-size`, saying so; with AMX the AMX MLA kernel keeps 128.
+The log is read once, after the KV line (both lines come from the API server's config step, before the
+EngineCore that prints the KV line starts; vLLM's StreamHandler flushes every record), and before the kill.
 """
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+from dataclasses import dataclass
 
 import pytest
 
@@ -44,11 +56,41 @@ MAX_LEN = 2048
 BATCHED = 2048
 KNOBS = ("--block-size", str(BLOCK), "--max-num-batched-tokens", str(BATCHED), "--max-num-seqs", "8")
 FAMILIES = ["dense", "sliding", "moe", "mla", "hybrid", "nemotron_h", "jamba"]
-#: `--mamba-ssm-cache-dtype` the CPU engine really uses where it differs from the GPU default (see above).
-SSM_DTYPES = {"jamba": ("float32", "Reset SSM cache type to float32 for accelerated GDN mamba backend 'jamba'")}
-#: vLLM's CPU MLA kernel only runs 16-token blocks: vllm/platforms/cpu.py overrides any --block-size for MLA
-#: models (without AMX) and says so in its log. c3 prices with the block size the engine really uses.
-OVERRIDES = {"mla": (16, "CPU MLA backend requires block_size=16, overriding user-specified block_size=128")}
+SSM_RESET = "Reset SSM cache type to float32 for accelerated GDN mamba backend 'jamba'"
+"""Logged for Jamba when the host has AVX-512 BF16: the CPU engine then holds the SSM state in float32."""
+MLA_OVERRIDE = "CPU MLA backend requires block_size=16, overriding user-specified block_size=128"
+"""Logged for MLA when the host has no AMX tiles: the reference CPU MLA kernel runs only 16-token blocks."""
+
+
+@dataclass(frozen=True)
+class EngineCpu:
+    """What the engine's torch says about this CPU, asked the way vllm/platforms/cpu.py asks."""
+
+    avx512_bf16: bool
+    amx_tile: bool
+
+
+@pytest.fixture(scope="module")
+def engine_cpu(real_engines) -> EngineCpu:
+    code = ("import json, torch; print(json.dumps([torch.cpu._is_avx512_bf16_supported(), "
+            "torch.cpu._is_amx_tile_supported()]))")
+    out = subprocess.run([str(real_engines.vllm_python), "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, f"the engine's torch cannot say what this CPU has: {out.stderr[-2000:]}"
+    bf16, amx = json.loads(out.stdout.strip().splitlines()[-1])
+    return EngineCpu(avx512_bf16=bool(bf16), amx_tile=bool(amx))
+
+
+def host_overrides(family: str, cpu: EngineCpu) -> tuple[int, str | None, dict[str, bool]]:
+    """For `family` on this host: the block size and SSM dtype the engine really uses (c3 prices with
+    those), and each host-dependent log line with whether the engine must print it."""
+    block, ssm_dtype, lines = BLOCK, None, {}
+    if family == "mla":
+        lines[MLA_OVERRIDE] = not cpu.amx_tile
+        block = BLOCK if cpu.amx_tile else 16
+    if family == "jamba":
+        lines[SSM_RESET] = cpu.avx512_bf16
+        ssm_dtype = "float32" if cpu.avx512_bf16 else None
+    return block, ssm_dtype, lines
 
 
 def c3_kv_tokens(model_dir, kv_gib: int, block: int = BLOCK, ssm_dtype: str | None = None) -> int:
@@ -61,18 +103,17 @@ def c3_kv_tokens(model_dir, kv_gib: int, block: int = BLOCK, ssm_dtype: str | No
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_kv_cache_tokens_match_the_engine(real_engines, vllm_engine, family):
+def test_kv_cache_tokens_match_the_engine(real_engines, vllm_engine, engine_cpu, family):
     engine = vllm_engine(family, *KNOBS, kv_space_gib=1, max_model_len=MAX_LEN)
     logged = engine.wait_kv_tokens(timeout=300)
+    log = engine.log()  # everything the config step said is written before the KV line (see above)
     engine.stop(signal.SIGKILL, timeout=15)  # only its log was needed; a booting vLLM ignores SIGTERM
-    report = parse_boot_log(engine.log())
+    report = parse_boot_log(log)
     assert report.kv_cache_tokens == logged  # c3's boot-log reader reads the CPU line too
-    block, warning = OVERRIDES.get(family, (BLOCK, None))
-    if warning:
-        assert warning in engine.log(), f"vLLM no longer overrides the block size for {family}: drop OVERRIDES[{family!r}]"
-    ssm_dtype, reset = SSM_DTYPES.get(family, (None, None))
-    if reset:
-        assert reset in engine.log(), f"vLLM no longer forces {ssm_dtype} SSM state on CPU for {family}: drop SSM_DTYPES[{family!r}]"
+    block, ssm_dtype, lines = host_overrides(family, engine_cpu)
+    for line, expected in lines.items():
+        assert (line in log) == expected, (f"{family} on a CPU with {engine_cpu}: vLLM {'no longer says' if expected else 'now says'} "
+                                           f"{line!r} — its CPU override changed: update host_overrides")
     tokens = c3_kv_tokens(real_engines.model(family), 1, block, ssm_dtype)
     assert tokens == logged, f"{family}: c3 {tokens:,} ≠ vLLM's CPU KV cache size {logged:,}"
 

@@ -307,7 +307,7 @@ async def kill_and_expect_the_announcement(pilot, app, svc, pod: str, toasts: li
     assert toasts == [], toasts  # nothing called for attention while the engine was only busy
     killed = loop.time()
     os.kill(workload.pids[0], signal.SIGKILL)
-    await wait_for(pilot, lambda: any(m.startswith(f"{pod}: ") for _, m in toasts), timeout=15, what="the toast")
+    await wait_for(pilot, lambda: any(m.startswith(f"{pod}: ") for _, m in toasts), timeout=30, what="the toast")
     announced, message = next((t, m) for t, m in toasts if m.startswith(f"{pod}: "))
     assert announced - killed <= 2.0, f"announced after {announced - killed:.2f} s: {message} (stalls {stalls})"
     kind = message.removeprefix(f"{pod}: ").split(" ")[0]

@@ -113,9 +113,10 @@ def test_token_delay_paces_the_stream(stub_process):
 
 
 def test_metrics_show_a_running_request(stub_process):
-    stub = stub_process("--served-model-name", "m", "--tokens", "100", "--token-delay", "0.05")
+    stub = stub_process("--served-model-name", "m", "--tokens", "4")
     with httpx.Client(base_url=stub.url, timeout=10) as client, httpx.Client(base_url=stub.url, timeout=10) as other:
-        with client.stream("POST", "/v1/chat/completions", json={"model": "m", "stream": True, "messages": []}):
+        # Held (never released): it runs until this client leaves, however slow the machine.
+        with client.stream("POST", "/v1/chat/completions", json={"model": "m", "stream": True, "messages": []}, headers={"X-Stub-Hold": "m"}):
             line = poll(lambda: re.search(r'^vllm:num_requests_running\{[^}]*model_name="m"\} 1\.0$',
                                           other.get("/metrics").text, re.M))
             assert line
@@ -125,6 +126,50 @@ def test_metrics_show_a_running_request(stub_process):
 
         text = poll(idle)
     assert "# TYPE vllm:generation_tokens_total counter" in text
+
+
+def test_a_held_request_waits_for_its_release(stub):
+    """`X-Stub-Hold: NAME` parks a stream after its head and role chunk (a plain reply before it is
+    sent) until `POST /debug/release/NAME`: tests wait on that signal, not on a stream sized by guess."""
+    import threading
+
+    box: dict = {}
+
+    def read() -> None:
+        with httpx.stream("POST", stub.url + "/v1/chat/completions", json={**CHAT, "stream": True}, headers={"X-Stub-Hold": "s"}, timeout=60) as r:
+            lines = r.iter_lines()
+            box["first"] = next(lines)
+            box["rest"] = list(lines)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    with httpx.Client(base_url=stub.url, timeout=10) as client:
+        try:
+            poll(lambda: client.get("/debug/requests").json()["held"] == {"s": 1})
+            poll(lambda: "first" in box)
+            assert '"role": "assistant"' in box["first"] and "rest" not in box and reader.is_alive()
+            quick = client.post("/v1/chat/completions", json=CHAT)  # not held: it answers meanwhile
+            assert quick.status_code == 200
+            assert client.post("/debug/release/s").json() == {"released": "s", "were_held": 1}
+        finally:
+            client.post("/debug/release/s")
+            reader.join(timeout=30)
+        assert [line for line in box["rest"] if line][-1] == "data: [DONE]"
+        assert client.get("/debug/requests").json()["held"] == {}
+        # A gate released before anything reached it lets requests straight through.
+        assert client.post("/v1/chat/completions", json=CHAT, headers={"X-Stub-Hold": "s"}).status_code == 200
+
+
+def test_a_held_reply_ends_when_its_client_goes(stub):
+    body = json.dumps(CHAT).encode()
+    with socket.create_connection(("127.0.0.1", stub.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Stub-Hold: q\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        with httpx.Client(base_url=stub.url, timeout=10) as client:
+            poll(lambda: client.get("/debug/requests").json()["held"] == {"q": 1})
+    with httpx.Client(base_url=stub.url, timeout=10) as client:
+        debug = poll(lambda: (d := client.get("/debug/requests").json())["disconnects"] == 1 and d)
+    assert debug["held"] == {} and debug["running"] == 0
+    assert [r for r in debug["requests"] if r["path"] == "/v1/chat/completions"][0]["disconnected"]
 
 
 def test_boot_log_then_port(stub_process):

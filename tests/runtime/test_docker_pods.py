@@ -146,7 +146,9 @@ def test_four_pods_boot_in_parallel(rig):
     singles = [float(m) for m in re.findall(r"✓ serving on \S+ after ([0-9.]+) s", up.stdout)]
     (wall,) = [float(m) for m in re.findall(r"4/4 pods serving after ([0-9.]+) s", up.stdout)]
     assert len(singles) == 4 and min(singles) >= 2.0
-    assert wall < 0.7 * sum(singles), (wall, singles)
+    # One after another the wall time is at least the sum of the boots; 0.85 leaves a busy 2-core box
+    # room for the launch steps that queue for a core before each boot.
+    assert wall < 0.85 * sum(singles), (wall, singles)
     rows = c3_json("pod", "status")["pods"]
     assert [r["placement"]["verdict"] for r in rows] == ["ok"] * 4
     assert [r["placement"]["actual"] for r in rows] == [[u] for u in rig["uuids"]]
@@ -277,15 +279,15 @@ async def test_the_cockpit_announces_a_docker_restart_once_and_counts_it_in_the_
                 return notify(message, **kwargs)
 
             app.notify = spy  # type: ignore[method-assign]
-            await wait_for(pilot, lambda: any(p.state == "serving" for p in orchestration(app).pods), timeout=20, what="the pod serving")
+            await wait_for(pilot, lambda: any(p.state == "serving" for p in orchestration(app).pods), timeout=30, what="the pod serving")
             await asyncio.to_thread(_kill_and_wait_restarted, container, 1)
-            await wait_for(pilot, lambda: any(m.startswith("chat: restarted") for m in toasts), timeout=10, what="the restart toast")
+            await wait_for(pilot, lambda: any(m.startswith("chat: restarted") for m in toasts), timeout=30, what="the restart toast")
             await pilot.pause(3.0)  # a few more readings of the same restart count
             restarted = [m for m in toasts if m.startswith("chat: restarted")]
             assert restarted == [restarted[0]] and restarted[0].startswith("chat: restarted (1×) — "), toasts
             bar = str(app.screen.query_one("#modebar").render())
             assert "1 restarted" in bar, bar
             await asyncio.to_thread(_kill_and_wait_restarted, container, 2)
-            await wait_for(pilot, lambda: any(m.startswith("chat: restarted (2×)") for m in toasts), timeout=10, what="the second restart toast")
+            await wait_for(pilot, lambda: any(m.startswith("chat: restarted (2×)") for m in toasts), timeout=30, what="the second restart toast")
     finally:
         svc.close()

@@ -142,8 +142,9 @@ def test_parallel_boot_takes_about_as_long_as_the_slowest(sim):
     singles = [float(m) for m in re.findall(r"✓ serving on \S+ after ([0-9.]+) s", up.stdout)]
     (wall,) = [float(m) for m in re.findall(r"4/4 pods serving after ([0-9.]+) s", up.stdout)]
     assert len(singles) == 4 and min(singles) >= 3.0
-    # Overlapped, not one after another: the wall time is well under the sum of the boots (load-proof).
-    assert wall < 0.7 * sum(singles), (wall, singles)
+    # Overlapped, not one after another: one after another the wall time is at least the sum of the
+    # boots. 0.85, not less: on a busy 2-core box the launch steps before each boot queue for a core.
+    assert wall < 0.85 * sum(singles), (wall, singles)
     status = c3_json("pod", "status")["pods"]
     assert all(p["serving"] and p["placement"]["verdict"] == "ok" for p in status)
     down = c3("down")
