@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tests.plugins.services", "tests.plugins.rig", "tests.plugins.hosts", "tests.plugins.real_engine"]
+# `workers` first: the plugins after it import its helpers, and a module imported before pytest loads it
+# as a plugin is not assertion-rewritten.
+pytest_plugins = [
+    "tests.plugins.workers",
+    "tests.plugins.services",
+    "tests.plugins.rig",
+    "tests.plugins.hosts",
+    "tests.plugins.real_engine",
+]
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ Fixtures (built on scripts/rig/hosts.py):
 - `docker_hosts`: two hosts with sshd and each its own dockerd (`SetEnv DOCKER_HOST` in its sshd).
 
 Each calls `require_service("netns", …)` so a machine without root/ip/sshd/dockerd skips, and CI
-(`--require-services`) fails instead. Set-up times are printed in the terminal summary.
+(`--require-services`) fails instead. Set-up times are printed in the terminal summary (by the controller under xdist).
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from __future__ import annotations
 import pytest
 
 from scripts.rig.hosts import HostRig, HostRigError, missing_requirements
-
-_BUILT: list[tuple[str, HostRig]] = []
+from tests.plugins.workers import summary_line
 
 
 @pytest.fixture(scope="session")
-def host_rig_factory(require_service):
+def host_rig_factory(require_service, pytestconfig):
     """Build (or reuse) a rig of `count` hosts; `docker=True` gives each host its own dockerd."""
     cache: dict[tuple[int, bool], HostRig] = {}
 
@@ -35,7 +34,8 @@ def host_rig_factory(require_service):
                 require_service("netns", False, f"test hosts could not be built: {exc}")
                 raise
             cache[key] = rig
-            _BUILT.append((f"{count} host(s){' + dockerd' if docker else ''}", rig))
+            label = f"{count} host(s){' + dockerd' if docker else ''}"
+            summary_line(pytestconfig, f"test hosts: {label} set up in {rig.setup_seconds:.2f}s ({rig.folder})")
         return cache[key]
 
     yield make
@@ -54,7 +54,3 @@ def docker_hosts(host_rig_factory) -> HostRig:
     """Two hosts, each with its own sshd and dockerd."""
     return host_rig_factory(2, docker=True)
 
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    for label, rig in _BUILT:
-        terminalreporter.write_line(f"test hosts: {label} set up in {rig.setup_seconds:.2f}s ({rig.folder})")

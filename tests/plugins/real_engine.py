@@ -7,7 +7,10 @@ selected test is marked `real_engine` — outside any test's timeout, since a co
 A build that cannot happen (no cmake, no package registry…) skips the tier, or fails it under
 `--require-services`. scripts/test.py builds in the background while the other tests run and then runs
 this tier alone; when that build failed it says so in `C3_REAL_ENGINE_PROBLEM`, and the tier takes that
-as its verdict instead of building again.
+as its verdict instead of building again. Under pytest-xdist every worker collects, but only the first (`gw0`) builds:
+the others would only wait on its lock, and a failed build would be tried again by each of them.
+No worker runs a test before every worker has collected, so the engines are there (or known missing)
+by then; the build's line in the terminal summary comes from `gw0` (tests/plugins/workers.py).
 
 Fixtures: `real_engines` (paths), `vllm_engine` / `llama_engine` (factories; every server they start is
 stopped by pid at teardown), `vllm_dense` (one vLLM per module serving the dense tiny model).
@@ -23,7 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugins.workers import summary_line, worker_id
+
 _BUILD: dict[str, object] = {}
+BUILDING_WORKER = "gw0"
 
 
 @dataclass(frozen=True)
@@ -49,9 +55,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "real_engine: needs the real vLLM (CPU) and llama-server the rig builds")
 
 
+def _builds_here(config: pytest.Config) -> bool:
+    """This process builds the engines: a run without xdist, or xdist's first worker."""
+    return worker_id(config) in (None, BUILDING_WORKER)
+
+
 @pytest.hookimpl(trylast=True)  # after `-m`/`-k` deselected: `-m "not real_engine"` must not build (nor wait on a build)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.option.collectonly or _BUILD or not any(item.get_closest_marker("real_engine") for item in items):
+        return
+    if not _builds_here(config):
+        _BUILD["elsewhere"] = BUILDING_WORKER
         return
     from scripts.rig import real_engines
 
@@ -60,7 +74,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         _BUILD["seconds"] = 0.0
         return
     started = time.monotonic()
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    # An xdist worker's terminal reporter writes nowhere that is shown; its stderr reaches the terminal.
+    reporter = config.pluginmanager.get_plugin("terminalreporter") if worker_id(config) is None else None
 
     def log(line: str) -> None:
         if reporter is not None:
@@ -73,12 +88,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     except Exception as exc:  # noqa: BLE001 - any build failure means "tier unavailable", said once below
         _BUILD["problem"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
     _BUILD["seconds"] = time.monotonic() - started
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    if "seconds" in _BUILD:
-        state = "unavailable: " + str(_BUILD["problem"])[:300] if "problem" in _BUILD else "ready"
-        terminalreporter.write_line(f"real engines: {state} ({_BUILD['seconds']:.0f}s to build or find)")
+    state = "unavailable: " + str(_BUILD["problem"])[:300] if "problem" in _BUILD else "ready"
+    summary_line(config, f"real engines: {state} ({_BUILD['seconds']:.0f}s to build or find)")
 
 
 @pytest.fixture(scope="session")
@@ -88,6 +99,8 @@ def real_engines(require_service) -> RealEngines:
     problem = _BUILD.get("problem")
     if problem is None and not rig.ready():
         problem = "not built (run: python3 scripts/rig/real_engines.py build)"
+        if "elsewhere" in _BUILD:
+            problem = f"not built: the build at collection on worker {_BUILD['elsewhere']} failed (its reason is in the terminal summary)"
     require_service("real-engines", problem is None, str(problem or ""))
     return RealEngines(rig.vllm_dir(), rig.vllm_python(), rig.llama_server(), rig.rpc_server(), rig.fit_params(),
                        rig.models_dir())
