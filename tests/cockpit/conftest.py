@@ -1,4 +1,5 @@
-"""Cockpit test helpers: apps over the real facade on a simulated world (`demo_world`, `real_app`),
+"""Cockpit test helpers: apps over the real facade on a simulated world (`demo_world`: a test's own;
+`shared_world`: shared by the tests that only look, checked unchanged after each), `real_app`,
 deterministic rendering (UTC, no blink, no animation)."""
 
 from __future__ import annotations
@@ -35,6 +36,66 @@ def demo_world(request):
             yield world
     finally:
         world.stop()
+
+
+@pytest.fixture(scope="session")
+def _shared_worlds():
+    """The process's shared-world keeper (`tests.cockpit.shared`); its world stopped at the end."""
+    from tests.cockpit.shared import KEEPER
+
+    yield KEEPER
+    KEEPER.close()
+
+
+@pytest.fixture
+def shared_world(request, _shared_worlds):
+    """A world of the scenario (`indirect` parametrisation, default `placed`) shared with the other tests
+    that take it; for tests that only look. After the test the world is checked unchanged; a test that
+    changed it errors at its teardown, by name, and the next test gets a fresh world."""
+    from tests.cockpit.shared import WorldChanged
+
+    try:
+        with _shared_worlds.lent(_scenario(request)) as world:
+            yield world
+    except WorldChanged as changed:
+        pytest.fail(f"{request.node.nodeid} {changed}", pytrace=False)
+
+
+def _scenario(node) -> str:
+    """The shared world's scenario a test item (or fixture request) asks for."""
+    param = getattr(node, "param", None)
+    if param is None and hasattr(node, "callspec"):
+        param = node.callspec.params.get("shared_world")
+    return param or "placed"
+
+
+def _shares(item) -> bool:
+    return "shared_world" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that share worlds run together, grouped by scenario (in the order the scenarios first
+    appear), where the first of them was: each scenario's world is then built once, not again after
+    every test with a world of its own in between. Every other test keeps its place."""
+    sharing = [item for item in items if _shares(item)]
+    if not sharing:
+        return
+    order = list(dict.fromkeys(_scenario(item) for item in sharing))
+    grouped = sorted(sharing, key=lambda item: order.index(_scenario(item)))  # stable: file order within a scenario
+    first = items.index(sharing[0])
+    rest = [item for item in items if not _shares(item)]
+    items[:] = rest[:first] + grouped + rest[first:]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Once the last test of a run of same-scenario sharers is done, stop the shared world: its stub
+    engines and the machine-wide world lock are not held through tests that do not use it."""
+    yield
+    if _shares(item) and not (nextitem is not None and _shares(nextitem) and _scenario(nextitem) == _scenario(item)):
+        from tests.cockpit.shared import KEEPER
+
+        KEEPER.close()
 
 
 class CallLog:

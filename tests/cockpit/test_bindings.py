@@ -16,8 +16,8 @@ from c3.screens.recipes import RecipesScreen
 from tests.cockpit.conftest import orchestration, real_app, screen_text, settle, wait_for
 
 
-async def test_mode_keys_switch_modes_and_back(demo_world):
-    app, _ = real_app(demo_world)
+async def test_mode_keys_switch_modes_and_back(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, OrchestrationScreen)
@@ -34,8 +34,8 @@ async def test_mode_keys_switch_modes_and_back(demo_world):
         assert isinstance(app.screen, OrchestrationScreen)
 
 
-async def test_orchestration_shows_every_gpu_and_pods_with_badges(demo_world):
-    app, _ = real_app(demo_world)
+async def test_orchestration_shows_every_gpu_and_pods_with_badges(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         text = screen_text(app)
@@ -47,9 +47,9 @@ async def test_orchestration_shows_every_gpu_and_pods_with_badges(demo_world):
         assert "GPUs ● as of 12:00:00" in text
 
 
-@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
-async def test_mismatch_is_explained(demo_world):
-    app, _ = real_app(demo_world)
+@pytest.mark.parametrize("shared_world", ["mismatch"], indirect=True)
+async def test_mismatch_is_explained(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         text = screen_text(app)
@@ -64,11 +64,11 @@ async def test_mismatch_is_explained(demo_world):
         assert "└─ GPU0 RTX 3090" in odd and "⚠ runs here" in odd
 
 
-@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
-async def test_gpu_lines_fit_the_pod_list_at_80_columns(demo_world):
+@pytest.mark.parametrize("shared_world", ["mismatch"], indirect=True)
+async def test_gpu_lines_fit_the_pod_list_at_80_columns(shared_world):
     """At 80 columns a GPU line that wrapped made each pod taller than it looked, and its GPUs fell out
     of view as the list scrolled: every GPU line fits the list's width."""
-    app, _ = real_app(demo_world)
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         pods = app._orchestration().query_one("#pods")
@@ -78,8 +78,8 @@ async def test_gpu_lines_fit_the_pod_list_at_80_columns(demo_world):
         assert all(len(line) <= width for line in gpu_lines), (width, gpu_lines)
 
 
-async def test_help_lists_the_keys_of_the_current_mode(demo_world):
-    app, _ = real_app(demo_world)
+async def test_help_lists_the_keys_of_the_current_mode(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
@@ -96,8 +96,8 @@ async def test_help_lists_the_keys_of_the_current_mode(demo_world):
         assert "Nodes" in screen_text(app) and "New pod" not in screen_text(app)
 
 
-async def test_q_quits(demo_world):
-    app, _ = real_app(demo_world)
+async def test_q_quits(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("q")
@@ -106,8 +106,8 @@ async def test_q_quits(demo_world):
     assert not app.is_running
 
 
-async def test_ctrl_c_quits_outside_text_fields(demo_world):
-    app, _ = real_app(demo_world)
+async def test_ctrl_c_quits_outside_text_fields(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("ctrl+c")
@@ -115,8 +115,8 @@ async def test_ctrl_c_quits_outside_text_fields(demo_world):
     assert not app.is_running
 
 
-async def test_ctrl_c_inside_a_text_field_does_not_quit(demo_world):
-    app, _ = real_app(demo_world)
+async def test_ctrl_c_inside_a_text_field_does_not_quit(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("n")
@@ -127,8 +127,8 @@ async def test_ctrl_c_inside_a_text_field_does_not_quit(demo_world):
         assert app.is_running and isinstance(app.screen, NewPodModal)
 
 
-async def test_n_opens_new_pod_and_escape_closes_it(demo_world):
-    app, _ = real_app(demo_world)
+async def test_n_opens_new_pod_and_escape_closes_it(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("N")
@@ -139,8 +139,8 @@ async def test_n_opens_new_pod_and_escape_closes_it(demo_world):
         assert isinstance(app.screen, OrchestrationScreen)
 
 
-async def test_logs_modal_is_bounded_and_follow_toggles(demo_world):
-    app, svc = real_app(demo_world)
+async def test_logs_modal_is_bounded_and_follow_toggles(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("l")
@@ -159,9 +159,9 @@ async def test_logs_modal_is_bounded_and_follow_toggles(demo_world):
         assert "pod_logs" in svc.calls
 
 
-@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
-async def test_details_by_i_and_by_enter(demo_world):
-    app, _ = real_app(demo_world)
+@pytest.mark.parametrize("shared_world", ["mismatch"], indirect=True)
+async def test_details_by_i_and_by_enter(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("down", "down")  # odd
@@ -179,8 +179,8 @@ async def test_details_by_i_and_by_enter(demo_world):
         assert isinstance(app.screen, DetailsModal)
 
 
-async def test_j_k_move_between_pods(demo_world):
-    app, _ = real_app(demo_world)
+async def test_j_k_move_between_pods(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         pods = orchestration(app).query_one("#pods")
@@ -192,8 +192,8 @@ async def test_j_k_move_between_pods(demo_world):
         assert pods.selected_pod == "chat"
 
 
-async def test_r_refreshes_now(demo_world):
-    app, svc = real_app(demo_world)
+async def test_r_refreshes_now(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         before = svc.calls.count("pod_states")
@@ -202,8 +202,8 @@ async def test_r_refreshes_now(demo_world):
         assert svc.calls.count("pod_states") > before
 
 
-async def test_u_d_x_o_open_the_confirm_gate_with_the_plan(demo_world):
-    app, _ = real_app(demo_world)
+async def test_u_d_x_o_open_the_confirm_gate_with_the_plan(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         for key, words in (("d", "Stop pod chat"), ("x", "Remove pod chat"), ("o", "Stop the whole estate")):
@@ -221,9 +221,9 @@ async def test_u_d_x_o_open_the_confirm_gate_with_the_plan(demo_world):
         assert app.screen.query_one("#confirm").disabled
 
 
-@pytest.mark.parametrize("demo_world", ["empty"], indirect=True)
-async def test_actions_without_a_pod_say_so(demo_world):
-    app, svc = real_app(demo_world)
+@pytest.mark.parametrize("shared_world", ["empty"], indirect=True)
+async def test_actions_without_a_pod_say_so(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert "No pods yet — press N to create one" in screen_text(app)
@@ -233,8 +233,8 @@ async def test_actions_without_a_pod_say_so(demo_world):
         assert not any(c.startswith("make_plan") for c in svc.calls)
 
 
-async def test_palette_has_an_entry_for_every_action(demo_world):
-    app, _ = real_app(demo_world)
+async def test_palette_has_an_entry_for_every_action(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]

@@ -17,7 +17,10 @@ from tests.cockpit.conftest import real_app, screen_text, settle, wait_for
 from tests.cockpit.world import UNREACHABLE
 
 CLUSTER = pytest.mark.parametrize("demo_world", ["cluster"], indirect=True)
-EMPTY = pytest.mark.parametrize("demo_world", ["empty"], indirect=True)
+"""A `cluster` world of the test's own (it writes)."""
+SHARED_CLUSTER = pytest.mark.parametrize("shared_world", ["cluster"], indirect=True)
+"""The shared `cluster` world (the test only looks, or is refused; checked unchanged after it)."""
+SHARED_EMPTY = pytest.mark.parametrize("shared_world", ["empty"], indirect=True)
 USER_RECIPE = "qwen3-32b-awq-2x5090"
 SPARK_RECIPE = "spark2-vllm-qwen3-235b-a22b-gptq-int4"
 
@@ -54,9 +57,9 @@ async def test_nodes_show_reachability_endpoint_and_gpus(demo_world):
         assert "pools" in svc.calls and "nodes" in svc.calls
 
 
-@CLUSTER
-async def test_a_running_pool_with_per_backend_health_and_counters(demo_world):
-    app, _ = real_app(demo_world)
+@SHARED_CLUSTER
+async def test_a_running_pool_with_per_backend_health_and_counters(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "2")
@@ -106,9 +109,9 @@ async def test_add_node_validated_as_typed_then_confirmed_and_listed(demo_world)
         assert "✓ added node spark-3" in screen_text(app)
 
 
-@EMPTY
-async def test_add_this_machine_and_cancel_changes_nothing(demo_world):
-    app, svc = real_app(demo_world)
+@SHARED_EMPTY
+async def test_add_this_machine_and_cancel_changes_nothing(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await _mode(pilot, "2")
@@ -152,8 +155,8 @@ async def test_remove_node_through_the_gate(demo_world):
         assert registered() == ["box"]
 
 
-async def test_node_writes_refused_read_only_and_shown(demo_world):
-    app, svc = real_app(demo_world, readonly=True)
+async def test_node_writes_refused_read_only_and_shown(shared_world):
+    app, svc = real_app(shared_world, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "2")
@@ -187,11 +190,11 @@ def test_the_add_node_form_accepts_exactly_what_node_add_accepts():
     assert node_field_problem("name", "box", {"box"}) == "node `box` is already registered"
 
 
-@CLUSTER
-async def test_launch_recipe_node_picker_and_dry_run_preview_with_secrets_redacted(demo_world, monkeypatch):
+@SHARED_CLUSTER
+async def test_launch_recipe_node_picker_and_dry_run_preview_with_secrets_redacted(shared_world, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_pilot_secret_123")
     monkeypatch.setenv("C3_API_KEY", "sk-pilot-secret-456")
-    app, svc = real_app(demo_world)
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "3")
@@ -225,9 +228,9 @@ async def test_launch_recipe_node_picker_and_dry_run_preview_with_secrets_redact
         assert "execute" not in svc.calls
 
 
-@CLUSTER
-async def test_launch_with_the_wrong_node_count_is_refused_in_the_gate(demo_world):
-    app, svc = real_app(demo_world)
+@SHARED_CLUSTER
+async def test_launch_with_the_wrong_node_count_is_refused_in_the_gate(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await _launch_modal(pilot, USER_RECIPE)  # the user's recipe runs on one node
@@ -259,9 +262,9 @@ async def test_stop_the_active_profile(demo_world):
         await wait_for(pilot, lambda: "stopped" in screen_text(app) and app.screen.profile.stopped, what="profile shown stopped")
 
 
-@CLUSTER
-async def test_recipe_writes_refused_read_only(demo_world):
-    app, svc = real_app(demo_world, readonly=True)
+@SHARED_CLUSTER
+async def test_recipe_writes_refused_read_only(shared_world):
+    app, svc = real_app(shared_world, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await _mode(pilot, "3")
@@ -311,9 +314,9 @@ async def test_node_and_recipe_flows_never_call_the_facade_on_the_loop(demo_worl
     assert slow.on_loop == [], f"facade methods ran on the event loop: {slow.on_loop}"
 
 
-@CLUSTER
-async def test_palette_entries_reach_the_node_and_recipe_actions(demo_world):
-    app, _ = real_app(demo_world)
+@SHARED_CLUSTER
+async def test_palette_entries_reach_the_node_and_recipe_actions(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
@@ -358,9 +361,9 @@ async def _type_overrides(pilot, modal: LaunchModal, text: str) -> None:
     await wait_for(pilot, lambda: modal.checked_for == tuple(text.split()), what="the overrides checked")
 
 
-@CLUSTER
-async def test_launch_overrides_show_in_the_dry_run_and_demote_the_profile(demo_world):
-    app, svc = real_app(demo_world)
+@SHARED_CLUSTER
+async def test_launch_overrides_show_in_the_dry_run_and_demote_the_profile(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await _launch_modal(pilot, USER_RECIPE)  # the user's recipe, one node: box preselected
@@ -378,9 +381,9 @@ async def test_launch_overrides_show_in_the_dry_run_and_demote_the_profile(demo_
         assert app.screen.plan.request.overrides == ("max_model_len=8192", "gpu_memory_utilization=0.85")
 
 
-@CLUSTER
-async def test_bad_override_entries_are_shown_as_typed(demo_world):
-    app, svc = real_app(demo_world)
+@SHARED_CLUSTER
+async def test_bad_override_entries_are_shown_as_typed(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await _launch_modal(pilot, USER_RECIPE)
@@ -398,9 +401,9 @@ async def test_bad_override_entries_are_shown_as_typed(demo_world):
         assert "execute" not in svc.calls
 
 
-@CLUSTER
-async def test_an_override_known_to_abort_is_refused_in_the_gate_before_any_node_is_touched(demo_world):
-    app, svc = real_app(demo_world)
+@SHARED_CLUSTER
+async def test_an_override_known_to_abort_is_refused_in_the_gate_before_any_node_is_touched(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await _launch_modal(pilot, USER_RECIPE)
@@ -419,9 +422,9 @@ async def test_an_override_known_to_abort_is_refused_in_the_gate_before_any_node
         assert app.last_result is None or "is active" not in app.last_result.message
 
 
-@CLUSTER
-async def test_nodes_table_fits_80x24_without_sideways_scrolling_and_widens_again(demo_world):
-    app, _ = real_app(demo_world)
+@SHARED_CLUSTER
+async def test_nodes_table_fits_80x24_without_sideways_scrolling_and_widens_again(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "2")
@@ -515,9 +518,9 @@ async def test_drain_and_undrain_the_highlighted_node_in_the_running_pool(demo_w
         assert "make_plan" not in svc.calls[calls:]
 
 
-@CLUSTER
-async def test_drain_is_refused_read_only_before_the_gate(demo_world):
-    app, svc = real_app(demo_world, readonly=True)
+@SHARED_CLUSTER
+async def test_drain_is_refused_read_only_before_the_gate(shared_world):
+    app, svc = real_app(shared_world, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         screen = await _mode(pilot, "2")
@@ -571,11 +574,11 @@ async def test_switch_profile_picks_from_the_launched_profiles_and_a_profile_tha
         assert active_name() == USER_RECIPE and not is_stopped(USER_RECIPE), "a switch that could not start stopped the active profile"
 
 
-@CLUSTER
-async def test_switch_profile_with_no_other_profile_says_how_to_get_one(demo_world):
+@SHARED_CLUSTER
+async def test_switch_profile_with_no_other_profile_says_how_to_get_one(shared_world):
     from c3.modals.switch_profile import SwitchProfileModal
 
-    app, svc = real_app(demo_world)
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await _switch_modal(pilot)
         assert "No other launched profile" in screen_text(app) and "press u on a recipe" in screen_text(app)

@@ -48,14 +48,14 @@ def test_examples():
     assert cockpit_hint(None) is None
 
 
-async def test_results_and_errors_on_screen_name_the_key_not_the_command(demo_world):
+async def test_results_and_errors_on_screen_name_the_key_not_the_command(shared_world):
     """The wiring: whatever write result or error reaches the result line goes through `cockpit_hint`
     (a gate's real hint, as `backend/runtime/gates.py` words it)."""
     from backend.errors import Refused
     from c3.services import WriteResult
     from tests.cockpit.conftest import real_app, screen_text, settle
 
-    app, _ = real_app(demo_world)
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         app.show_result(WriteResult(False, "port 8020 is held by running pod chat", "`c3 pod down chat`, or give this pod another port"))

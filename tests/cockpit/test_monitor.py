@@ -16,8 +16,8 @@ def gpu_points(app) -> int:
     return len(series.points) if series else 0
 
 
-async def test_history_keeps_growing_while_a_modal_is_open(demo_world):
-    app, _log = real_app(demo_world)
+async def test_history_keeps_growing_while_a_modal_is_open(shared_world):
+    app, _log = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, rounds=4)
         await pilot.press("question_mark")  # Help: a modal over the Orchestration screen
@@ -64,9 +64,9 @@ async def test_process_view_shows_the_misplaced_pod_on_the_gpu_it_uses_and_forei
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "OrchestrationScreen", what="the modal closed")
 
 
-@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
-async def test_pod_list_filter_sort_and_the_problems_filter(demo_world):
-    app, _log = real_app(demo_world)
+@pytest.mark.parametrize("shared_world", ["mismatch"], indirect=True)
+async def test_pod_list_filter_sort_and_the_problems_filter(shared_world):
+    app, _log = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, rounds=4)
         orch = app.screen
@@ -97,8 +97,8 @@ async def test_pod_list_filter_sort_and_the_problems_filter(demo_world):
         assert shown() == [] and "no pod matches" in screen_text(app)
 
 
-async def test_nodes_and_recipes_filter_and_the_highlighted_row_follows(demo_world):
-    app, _log = real_app(demo_world)
+async def test_nodes_and_recipes_filter_and_the_highlighted_row_follows(shared_world):
+    app, _log = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, rounds=4)
         await pilot.press("3")
@@ -119,8 +119,8 @@ async def test_nodes_and_recipes_filter_and_the_highlighted_row_follows(demo_wor
         assert [r.name for r in nodes.shown] == [r.name for r in nodes.rows]
 
 
-async def test_command_entry_completes_runs_and_refuses_unknown_commands(demo_world):
-    app, _log = real_app(demo_world)
+async def test_command_entry_completes_runs_and_refuses_unknown_commands(shared_world):
+    app, _log = real_app(shared_world)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, rounds=4)
         await pilot.press("colon", *"no", "tab", "enter")  # Tab completes `no` to `nodes`
@@ -162,8 +162,8 @@ def test_cli_gpus_processes(demo_world):
     assert table.returncode == 0 and "odd (MISPLACED: plans GPU 1)" in table.stdout and "(foreign: no c3 pod)" in table.stdout, table.stdout
 
 
-@pytest.mark.parametrize("demo_world", ["mismatch"], indirect=True)
-async def test_the_process_view_follows_the_hub_without_a_timer(demo_world, monkeypatch):
+@pytest.mark.parametrize("shared_world", ["mismatch"], indirect=True)
+async def test_the_process_view_follows_the_hub_without_a_timer(shared_world, monkeypatch):
     """Pushed, the process view has no poll timer: a process that appears on a GPU reaches it through the
     hub's GPU push, and a push that changes only utilisation reads nothing again."""
     import asyncio
@@ -182,10 +182,10 @@ async def test_the_process_view_follows_the_hub_without_a_timer(demo_world, monk
         return set_interval(self, *args, **kwargs)
 
     monkeypatch.setattr(ProcessesModal, "set_interval", spied)
-    app, _log = real_app(demo_world)
+    app, _log = real_app(shared_world)
     newcomer = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    alias = demo_world.pids[newcomer.pid] = 4444  # the scenes' facade shows pids by alias
-    with demo_world.active():
+    alias = shared_world.pids[newcomer.pid] = 4444  # the scenes' facade shows pids by alias
+    with shared_world.active():
         registration = default_registry_dir() / f"newcomer-{newcomer.pid}.gpu"
     try:
         async with app.run_test(size=(120, 40)) as pilot:
@@ -210,6 +210,6 @@ async def test_the_process_view_follows_the_hub_without_a_timer(demo_world, monk
             await wait_for(pilot, lambda: modal.reads == reads + 1, what="the read after a pod change")
     finally:
         registration.unlink(missing_ok=True)
-        demo_world.pids.pop(newcomer.pid, None)
+        shared_world.pids.pop(newcomer.pid, None)
         newcomer.kill()
         newcomer.wait(10)

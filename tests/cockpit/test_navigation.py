@@ -10,8 +10,8 @@ from tests.cockpit.scenes import converged
 from widgets.nav_table import NavTable
 
 
-async def test_the_pod_list_does_not_wrap_and_tables_take_j_k(demo_world):
-    svc = demo_world.services()
+async def test_the_pod_list_does_not_wrap_and_tables_take_j_k(shared_world):
+    svc = shared_world.services()
     converged(svc)
     app = C3App(svc, clock=svc.clock, autopoll=False, live=False)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -34,9 +34,9 @@ def test_gpu_list_is_short():
     assert gpu_list([]) == "none" and gpu_list([1]) == "1"
 
 
-async def test_two_gpu_slugs_with_one_gpu_free_are_not_fits_and_claimed_gpus_never_proposed(demo_world):
+async def test_two_gpu_slugs_with_one_gpu_free_are_not_fits_and_claimed_gpus_never_proposed(shared_world):
     # placed: chat holds GPU 0, coder GPUs 2,3 — only GPU 1 is free.
-    app, _ = real_app(demo_world)
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await open_form(pilot)
@@ -49,8 +49,8 @@ async def test_two_gpu_slugs_with_one_gpu_free_are_not_fits_and_claimed_gpus_nev
         assert all("1 of 2 free" in row for row in two), two
 
 
-async def test_list_and_fit_line_agree_and_emptied_field_clears_the_fit(demo_world):
-    app, _ = real_app(demo_world)
+async def test_list_and_fit_line_agree_and_emptied_field_clears_the_fit(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await open_form(pilot)
@@ -67,9 +67,9 @@ async def test_list_and_fit_line_agree_and_emptied_field_clears_the_fit(demo_wor
         assert modal.report is None and "KV pool" not in str(modal.query_one("#fit").render())
 
 
-@pytest.mark.parametrize("demo_world", ["empty"], indirect=True)
-async def test_80x24_shows_buttons_and_every_free_gpu(demo_world):
-    app, _ = real_app(demo_world)
+@pytest.mark.parametrize("shared_world", ["empty"], indirect=True)
+async def test_80x24_shows_buttons_and_every_free_gpu(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         modal = await open_form(pilot)
@@ -88,8 +88,8 @@ async def test_80x24_shows_buttons_and_every_free_gpu(demo_world):
         assert modal.query_one("#gpus-check").region.width >= len(check.strip())
 
 
-async def test_port_collisions_caught_as_typed_and_said_in_the_form(demo_world):
-    app, _ = real_app(demo_world)
+async def test_port_collisions_caught_as_typed_and_said_in_the_form(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await open_form(pilot)
@@ -117,8 +117,8 @@ async def test_port_collisions_caught_as_typed_and_said_in_the_form(demo_world):
         assert "port 8020 is pod chat's" in str(modal.query_one("#form-problem").render())
 
 
-async def test_readonly_refuses_before_the_form_opens(demo_world):
-    app, _ = real_app(demo_world, readonly=True)
+async def test_readonly_refuses_before_the_form_opens(shared_world):
+    app, _ = real_app(shared_world, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("N")
@@ -127,8 +127,8 @@ async def test_readonly_refuses_before_the_form_opens(demo_world):
         assert "refused to create a pod" in app.last_result.message
 
 
-async def test_a_refused_request_comes_back_with_its_values(demo_world):
-    app, _ = real_app(demo_world)
+async def test_a_refused_request_comes_back_with_its_values(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await open_form(pilot)
@@ -149,10 +149,10 @@ async def test_a_refused_request_comes_back_with_its_values(demo_world):
         assert not list(app._notifications)  # said in the form, not in a toast over it
 
 
-async def test_a_modal_stops_the_backdrops_display_timers(demo_world):
+async def test_a_modal_stops_the_backdrops_display_timers(shared_world):
     """Under a modal the screen beneath shows through its translucent backdrop, so each tick of its
     as-of clock repainted the whole terminal (bench/modal_bytes.py); the ticker pauses and resumes."""
-    app, _ = real_app(demo_world)
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         orch = app._orchestration()

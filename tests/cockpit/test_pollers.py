@@ -57,8 +57,8 @@ def _pod_list_text(orch) -> str:
     return "\n".join(pods.get_option_at_index(i).prompt.plain for i in range(pods.option_count))
 
 
-async def test_a_facade_that_cannot_push_is_polled_on_timers(demo_world):
-    app, svc = real_app(demo_world)
+async def test_a_facade_that_cannot_push_is_polled_on_timers(shared_world):
+    app, svc = real_app(shared_world)
     svc.subscribe = lambda on_update: None  # no live hub: nothing will be pushed
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -68,8 +68,8 @@ async def test_a_facade_that_cannot_push_is_polled_on_timers(demo_world):
         await wait_for(pilot, lambda: orch.gpu_poller.ticks >= 3, what="GPU polls on the timer")
 
 
-async def test_nothing_is_read_or_drawn_under_a_modal(demo_world):
-    app, svc = real_app(demo_world)
+async def test_nothing_is_read_or_drawn_under_a_modal(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         orch = orchestration(app)
@@ -86,9 +86,9 @@ async def test_nothing_is_read_or_drawn_under_a_modal(demo_world):
         await wait_for(pilot, lambda: "paused" not in str(orch.query_one("#sources").render()), what="the badges live again")
 
 
-@pytest.mark.parametrize("demo_world", ["stale"], indirect=True)
-async def test_a_failing_source_keeps_last_good_values_marked_stale(demo_world):
-    app, svc = real_app(demo_world)
+@pytest.mark.parametrize("shared_world", ["stale"], indirect=True)
+async def test_a_failing_source_keeps_last_good_values_marked_stale(shared_world):
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         orch = orchestration(app)
@@ -105,8 +105,8 @@ async def test_a_failing_source_keeps_last_good_values_marked_stale(demo_world):
         assert "GPU0 RTX 3090" in text  # last-good panels still shown
 
 
-async def test_an_old_reading_goes_stale_without_an_error(demo_world):
-    app, svc = real_app(demo_world)
+async def test_an_old_reading_goes_stale_without_an_error(shared_world):
+    app, svc = real_app(shared_world)
     app.live = False  # polled readings, stamped with the scenes' fixed clock
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -116,7 +116,7 @@ async def test_an_old_reading_goes_stale_without_an_error(demo_world):
         assert "⚠ STALE as of 12:00:00 (no reading for 30s)" in screen_text(app)
 
 
-async def test_a_pushed_reading_that_stopped_goes_stale_and_its_stamp_lags_at_most_a_step(demo_world):
+async def test_a_pushed_reading_that_stopped_goes_stale_and_its_stamp_lags_at_most_a_step(shared_world):
     """Readings that change nothing are not pushed: the badge ages from the hub's last reading
     (`freshness`), and its stamp moves only every STAMP_STEP_S — until the readings stop."""
     from datetime import UTC, datetime
@@ -124,7 +124,7 @@ async def test_a_pushed_reading_that_stopped_goes_stale_and_its_stamp_lags_at_mo
     from c3.screens.orchestration import STAMP_STEP_S
     from c3.services import Freshness
 
-    app, svc = real_app(demo_world)
+    app, svc = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await wait_for(pilot, lambda: app.pushed is True, what="the subscription")

@@ -20,10 +20,10 @@ def styles(app) -> dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize("demo_world", ["empty"], indirect=True)  # no pods: no fixed ports to wait for
+@pytest.mark.parametrize("shared_world", ["empty"], indirect=True)  # no pods: no fixed ports to wait for
 @pytest.mark.parametrize("readonly", [True, False])
-async def test_write_keys_are_dimmed_only_under_readonly(demo_world, readonly):
-    svc = demo_world.services(readonly=readonly)
+async def test_write_keys_are_dimmed_only_under_readonly(shared_world, readonly):
+    svc = shared_world.services(readonly=readonly)
     converged(svc)
     app = C3App(svc, readonly=readonly, clock=svc.clock, autopoll=False, live=False)
     async with app.run_test(size=(120, 40)) as pilot:

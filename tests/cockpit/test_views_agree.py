@@ -41,8 +41,8 @@ def _pods_drawn_whole(pods, shown: dict, key, *, follows_highlight: bool = True)
     return seen
 
 
-@pytest.mark.parametrize("demo_world", ["bench"], indirect=True)
-async def test_a_pod_list_that_starts_scrolling_keeps_every_line(demo_world):
+@pytest.mark.parametrize("shared_world", ["bench"], indirect=True)
+async def test_a_pod_list_that_starts_scrolling_keeps_every_line(shared_world):
     """Issue 14: "at 80 columns the pod list drops GPU lines once it scrolls" — found: when the list
     outgrows its height its scrollbar takes two columns without a resize, and Textual's OptionList keeps
     the option heights it measured at the wider width, so a line that fits the wide list but wraps in
@@ -55,7 +55,7 @@ async def test_a_pod_list_that_starts_scrolling_keeps_every_line(demo_world):
 
     from c3.app import C3App
 
-    real, _ = real_app(demo_world)
+    real, _ = real_app(shared_world)
     # No poll timers: a new GPU reading changes a prompt, which makes OptionList measure every option
     # again and hid the drop within a second — the reason it "did not reproduce" before.
     app = C3App(real.services, clock=real.clock, autopoll=False, live=False)
@@ -95,12 +95,12 @@ async def test_a_pod_list_that_starts_scrolling_keeps_every_line(demo_world):
         assert seen == set(shown)
 
 
-@pytest.mark.parametrize("demo_world", ["bench", "mismatch"], indirect=True)
-async def test_scrolled_pod_list_keeps_every_gpu_line_at_80x24(demo_world):
+@pytest.mark.parametrize("shared_world", ["bench", "mismatch"], indirect=True)
+async def test_scrolled_pod_list_keeps_every_gpu_line_at_80x24(shared_world):
     """Issue 14: at 80 columns the pod list dropped GPU lines once it scrolled. Walk the sixteen pods with
     `j` to the bottom and `k` back: the highlighted pod is drawn whole (header and each of its GPU lines),
     and every pod header on screen is followed by its GPU lines unless the list's edge cuts it."""
-    app, _ = real_app(demo_world)
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         screen = orchestration(app)
@@ -341,8 +341,8 @@ async def test_the_boot_panel_and_the_pod_row_agree_through_a_boot(demo_world, m
         assert frames[-1][0] == "serving", frames[-5:]
 
 
-@pytest.mark.parametrize("demo_world", ["bench"], indirect=True)
-async def test_a_pushed_reading_is_folded_with_the_boot_in_flight(demo_world):
+@pytest.mark.parametrize("shared_world", ["bench"], indirect=True)
+async def test_a_pushed_reading_is_folded_with_the_boot_in_flight(shared_world):
     """The full-suite flake of the test above, made certain: the hub pushes `serving` for a pod whose boot
     c3 is still running (the engine answered the hub's scrape before the boot's own probe). The pushed
     reading must be shown as the boot says — `booting` — beside the boot panel, like a polled one; and
@@ -352,7 +352,7 @@ async def test_a_pushed_reading_is_folded_with_the_boot_in_flight(demo_world):
 
     from c3.services import BootProgress, PodsReading
 
-    app, _ = real_app(demo_world)
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         orch = orchestration(app)

@@ -28,7 +28,7 @@ async def _open_new_pod(pilot):
 
 
 def estate_pods() -> dict[str, dict]:
-    """The estate file as written (the world's environment is set by `demo_world`)."""
+    """The estate file as written (the world's environment is set by `demo_world` or `shared_world`)."""
     from backend import paths
 
     path = paths.estate_file()
@@ -89,8 +89,8 @@ async def test_new_pod_tp2_slug_prefills_two_free_gpus_and_port_is_editable(demo
         assert request.port == 9100 and len(request.gpus) == 2 and request.name == "duo"
 
 
-async def test_name_is_validated_as_typed(demo_world):
-    app, _ = real_app(demo_world)
+async def test_name_is_validated_as_typed(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await _open_new_pod(pilot)
@@ -105,8 +105,8 @@ async def test_name_is_validated_as_typed(demo_world):
         await settle(pilot)
 
 
-async def test_create_refused_is_shown_with_why(demo_world):
-    app, _ = real_app(demo_world)
+async def test_create_refused_is_shown_with_why(shared_world):
+    app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         modal = await _open_new_pod(pilot)
@@ -130,8 +130,8 @@ async def test_create_refused_is_shown_with_why(demo_world):
         assert not list(app._notifications)
 
 
-async def test_escape_cancels_and_nothing_runs(demo_world):
-    app, _ = real_app(demo_world)
+async def test_escape_cancels_and_nothing_runs(shared_world):
+    app, _ = real_app(shared_world)
     before = estate_pods()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -144,7 +144,7 @@ async def test_escape_cancels_and_nothing_runs(demo_world):
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the remove gate")
         await pilot.press("escape")
         await settle(pilot)
-        assert estate_pods() == before and running(demo_world) == {"chat", "coder"}
+        assert estate_pods() == before and running(shared_world) == {"chat", "coder"}
         assert [p.state for p in orchestration(app).pods] == ["serving", "serving"]
 
 
@@ -263,8 +263,8 @@ async def test_failed_boot_keeps_the_reason_visible(demo_world, monkeypatch):
         await wait_for(pilot, lambda: orchestration(app).pods[0].state == "failed", what="oom shown failed")
 
 
-async def test_readonly_refuses_every_write_and_says_so(demo_world):
-    app, _ = real_app(demo_world, readonly=True)
+async def test_readonly_refuses_every_write_and_says_so(shared_world):
+    app, _ = real_app(shared_world, readonly=True)
     before = estate_pods()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -278,7 +278,7 @@ async def test_readonly_refuses_every_write_and_says_so(demo_world):
         await settle(pilot)
         assert isinstance(app.screen, OrchestrationScreen)
         assert "refused to create a pod" in app.last_result.message
-        assert estate_pods() == before and running(demo_world) == {"chat", "coder"}
+        assert estate_pods() == before and running(shared_world) == {"chat", "coder"}
 
 
 def test_confirm_blocked_reasons(tmp_path):
@@ -299,12 +299,12 @@ def test_parse_gpus_and_names():
     assert name_problem("Chat", set()) and name_problem("-x", set()) and name_problem("a", {"a"})
 
 
-async def test_confirm_gate_shows_warnings_with_their_hints(demo_world):
+async def test_confirm_gate_shows_warnings_with_their_hints(shared_world):
     """A plan that may go ahead but carries a warning (here: the chosen port is bound on this host right
     now) shows it in the gate, amber, and Confirm stays enabled."""
     import socket
 
-    app, _ = real_app(demo_world)
+    app, _ = real_app(shared_world)
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()

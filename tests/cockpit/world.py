@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -55,6 +55,9 @@ POOL_BIND = "127.0.0.1:8011"
 LOCK_FILE = Path(tempfile.gettempdir()) / "c3-cockpit-world.lock"
 """Machine-wide: the worlds bind fixed ports (the pictures show them), so two test runs on one machine take turns."""
 _lock_state: dict[str, Any] = {"fd": None, "holders": 0}
+before_build: list[Callable[[], None]] = []
+"""Called before a world is built: whatever holds a world this process keeps alive (the shared world of
+`tests.cockpit.shared`) lets go of it, since the new one binds the same fixed ports."""
 UNREACHABLE = "192.0.2.12"
 """TEST-NET-1 (RFC 5737): never routed, so SSH to it times out like a powered-off node."""
 
@@ -146,6 +149,8 @@ class World:
     def build(cls, scenario: str) -> World:
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}")
+        for release in before_build:
+            release()
         _hold_lock()
         world = cls(scenario, Path(tempfile.mkdtemp(prefix="c3-world-")), holds_lock=True)
         try:
