@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from backend.nodes.registry import add_node, load_registry
-from tests.plugins.rig import free_port
+from tests.plugins.rig import StubProcess, free_port, start_stub
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,6 +132,52 @@ def stubs(stub_process):
         return {name: stub_process("--name", name, *extra) for name in names}
 
     return start
+
+
+class ModuleStubs:
+    """Stub engines kept for a whole test module, one per (name, flags), so that tests which only send
+    requests through their own router do not each start new engine processes. Before a test gets them
+    their request records are cleared (`DELETE /debug/requests`), and one found dead is started again:
+    what a test reads back from a stub is then its own traffic, as with a fresh one."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.kept: dict[tuple[str, tuple[str, ...]], StubProcess] = {}
+        self.starts = 0
+        """Stub processes this keeper started (a test can tell a kept stub from a new one)."""
+
+    def lend(self, *names: str, extra: tuple[str, ...] = ()) -> dict[str, StubProcess]:
+        out = {}
+        for name in names:
+            key = (name, tuple(extra))
+            stub = self.kept.get(key)
+            if stub is None or not stub.alive():
+                stub = self.kept[key] = start_stub(("--name", name, *extra), None, self.log_dir)
+                self.starts += 1
+                stub.wait_ready()
+            httpx.delete(stub.url + "/debug/requests", timeout=5).raise_for_status()
+            out[name] = stub
+        return out
+
+    def close(self) -> None:
+        for stub in self.kept.values():
+            stub.stop(signal.SIGKILL if stub.alive() else signal.SIGTERM, timeout=10)
+        self.kept.clear()
+
+
+@pytest.fixture(scope="module")
+def _module_stubs(tmp_path_factory):
+    keeper = ModuleStubs(tmp_path_factory.mktemp("module-stubs"))
+    yield keeper
+    keeper.close()
+
+
+@pytest.fixture
+def shared_stubs(_module_stubs):
+    """Like `stubs` (`shared_stubs("a", "b", extra=("--tokens", "1"))` → {name: StubProcess}), but the
+    engines are the module's (`ModuleStubs`): for tests that do not stop, kill or reconfigure a stub.
+    Each test still starts its own router, whose state (pins, counters, health) is what it checks."""
+    return _module_stubs.lend
 
 
 def stub_records(url: str) -> dict:

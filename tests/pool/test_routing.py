@@ -22,8 +22,8 @@ MODES = {
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_each_key_always_reaches_the_same_backend(mode, stubs, pool_process):
-    backends = stubs("a", "b", "c", extra=("--tokens", "2"))
+def test_each_key_always_reaches_the_same_backend(mode, shared_stubs, pool_process):
+    backends = shared_stubs("a", "b", "c", extra=("--tokens", "2"))
     pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", mode)
     source, header = MODES[mode]
     seen: dict[str, set[str]] = defaultdict(set)
@@ -44,8 +44,8 @@ def test_each_key_always_reaches_the_same_backend(mode, stubs, pool_process):
     assert status["pins"] == 20 and status["sticky_outcomes"]["hit"] == 80
 
 
-def test_auto_falls_back_to_authorization_then_to_load(stubs, pool_process):
-    backends = stubs("a", "b", extra=("--tokens", "2"))
+def test_auto_falls_back_to_authorization_then_to_load(shared_stubs, pool_process):
+    backends = shared_stubs("a", "b", extra=("--tokens", "2"))
     pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "auto")
     def head(extra: bytes) -> bytes:
         raw = raw_request(pool.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + extra + b"Connection: close\r\n\r\n")
@@ -57,8 +57,8 @@ def test_auto_falls_back_to_authorization_then_to_load(stubs, pool_process):
     assert b"x-c3-key-source: none" in nothing and b"x-c3-sticky: none" in nothing
 
 
-def test_sticky_none_balances_by_load(stubs, pool_process):
-    backends = stubs("a", "b", "c", extra=("--tokens", "2"))
+def test_sticky_none_balances_by_load(shared_stubs, pool_process):
+    backends = shared_stubs("a", "b", "c", extra=("--tokens", "2"))
     pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "none")
     hits = Counter()
     with httpx.Client(base_url=pool.url, timeout=10) as client:
@@ -70,8 +70,8 @@ def test_sticky_none_balances_by_load(stubs, pool_process):
     assert pool.status()["pins"] == 0
 
 
-def test_bounded_load_spreads_300_new_sessions(stubs, pool_process):
-    backends = stubs("a", "b", "c", extra=("--tokens", "1"))
+def test_bounded_load_spreads_300_new_sessions(shared_stubs, pool_process):
+    backends = shared_stubs("a", "b", "c", extra=("--tokens", "1"))
     pool = pool_process({n: s.url for n, s in backends.items()})
     per_backend = Counter()
     with httpx.Client(base_url=pool.url, timeout=10) as client:
@@ -85,8 +85,8 @@ def test_bounded_load_spreads_300_new_sessions(stubs, pool_process):
     assert pins == dict(per_backend) and max(pins.values()) <= cap
 
 
-def test_4xx_passes_through_verbatim_without_retry(stubs, pool_process):
-    backends = stubs("a", "b")
+def test_4xx_passes_through_verbatim_without_retry(shared_stubs, pool_process):
+    backends = shared_stubs("a", "b")
     pool = pool_process({n: s.url for n, s in backends.items()})
     with httpx.Client(base_url=pool.url, timeout=10) as client:
         r = client.post("/v1/chat/completions", json={"model": "no-such-model", "messages": []}, headers={"X-Session-ID": "k"})
@@ -98,9 +98,9 @@ def test_4xx_passes_through_verbatim_without_retry(stubs, pool_process):
     assert sum(b["retries"] for b in pool.status()["backends"]) == 0
 
 
-def test_503_is_retried_on_another_backend(stubs, scripted, pool_process):
+def test_503_is_retried_on_another_backend(shared_stubs, scripted, pool_process):
     busy = scripted("busy", status=503)
-    ok = stubs("ok", extra=("--tokens", "1"))["ok"]
+    ok = shared_stubs("ok", extra=("--tokens", "1"))["ok"]
     pool = pool_process({"busy": busy.url, "ok": ok.url}, "--sticky", "none")
     with httpx.Client(base_url=pool.url, timeout=10) as client:
         results = [chat(client) for _ in range(6)]
@@ -131,8 +131,8 @@ def test_sse_is_relayed_byte_for_byte(scripted, pool_process):
     assert b"X-C3-Backend: sse" in head and b"Transfer-Encoding: chunked" in head
 
 
-def test_large_and_chunked_request_bodies(stubs, pool_process):
-    backend = stubs("a", extra=("--tokens", "1"))["a"]
+def test_large_and_chunked_request_bodies(shared_stubs, pool_process):
+    backend = shared_stubs("a", extra=("--tokens", "1"))["a"]
     pool = pool_process({"a": backend.url})
     big = json.dumps({"model": "stub/model", "messages": [{"role": "user", "content": "x" * (12 * 1024 * 1024)}]}).encode()
 
@@ -149,8 +149,8 @@ def test_large_and_chunked_request_bodies(stubs, pool_process):
     assert sizes == [len(big), len(big)]
 
 
-def test_metrics_and_status_reflect_traffic(stubs, pool_process):
-    backends = stubs("a", "b", extra=("--tokens", "1"))
+def test_metrics_and_status_reflect_traffic(shared_stubs, pool_process):
+    backends = shared_stubs("a", "b", extra=("--tokens", "1"))
     pool = pool_process({n: s.url for n, s in backends.items()})
     with httpx.Client(base_url=pool.url, timeout=10) as client:
         for _ in range(10):
@@ -163,8 +163,8 @@ def test_metrics_and_status_reflect_traffic(stubs, pool_process):
     assert served[0]["latency_ms"]["p50"] is not None
 
 
-def test_cli_status_reads_the_running_router(stubs, pool_process):
-    backends = stubs("a", "b", extra=("--tokens", "1"))
+def test_cli_status_reads_the_running_router(shared_stubs, pool_process):
+    backends = shared_stubs("a", "b", extra=("--tokens", "1"))
     pool = pool_process({n: s.url for n, s in backends.items()})
     httpx.get(pool.url + "/v1/models", headers={"X-Session-ID": "s"}, timeout=10)
     out = subprocess.run([sys.executable, "-m", "c3", "pool", "status", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=30)
@@ -207,8 +207,8 @@ def test_install_service_dry_run_shows_the_unit(stubs, pool_process, tmp_path):
     assert "dry run: nothing written" in out.stdout
 
 
-def test_router_admin_is_read_only(stubs, pool_process):
-    backend = stubs("a")["a"]
+def test_router_admin_is_read_only(shared_stubs, pool_process):
+    backend = shared_stubs("a")["a"]
     pool = pool_process({"a": backend.url})
     assert httpx.post(pool.url + "/c3/status", timeout=5).status_code == 405
     assert httpx.get(pool.url + "/c3/health", timeout=5).json() == {"routable_backends": 1}
@@ -228,8 +228,8 @@ def test_install_service_writes_a_verified_unit(tmp_path):
     assert "enable --now c3-pool-8124.service" in out.stdout
 
 
-def test_pins_survive_a_router_restart(stubs, pool_process):
-    backends = stubs("a", "b", extra=("--tokens", "1"))
+def test_pins_survive_a_router_restart(shared_stubs, pool_process):
+    backends = shared_stubs("a", "b", extra=("--tokens", "1"))
     nodes = {n: s.url for n, s in backends.items()}
     pool = pool_process(nodes)
     owners = {}
@@ -254,8 +254,8 @@ def test_no_routable_backend_is_a_clean_503(pool_process):
     assert pool.backend("dead")["state"] == "down"
 
 
-def test_expect_100_continue_is_answered_by_the_router(stubs, pool_process):
-    backend = stubs("a", extra=("--tokens", "1"))["a"]
+def test_expect_100_continue_is_answered_by_the_router(shared_stubs, pool_process):
+    backend = shared_stubs("a", extra=("--tokens", "1"))["a"]
     pool = pool_process({"a": backend.url})
     body = json.dumps({"model": "stub/model", "messages": []}).encode()
     import socket
