@@ -1,7 +1,9 @@
 """tests/plugins/workers.py under a real pytest-xdist run: each test lands in the group of the machine-wide
-thing it uses, a group runs on one worker, and a line a worker has for the terminal summary is printed.
+thing it uses, a group runs on one worker, a line a worker has for the terminal summary is printed, and
+the real-engine build at collection (tests/plugins/real_engine.py) runs on one worker only.
 
-The inner suite names its fixtures as the rig's do (bodies are stand-ins: nothing machine-wide is used).
+The inner suite names its fixtures as the rig's do (bodies are stand-ins: nothing machine-wide is used;
+the engine build is replaced by one that records who called it).
 """
 
 from __future__ import annotations
@@ -20,7 +22,17 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.plugins.workers"]
+pytest_plugins = ["tests.plugins.workers", "tests.plugins.real_engine"]
+
+
+def pytest_configure(config):
+    from scripts.rig import real_engines
+
+    def build_all(log):
+        builds = Path(os.environ["C3_TEST_BUILDS"])
+        (builds / str(os.environ.get("PYTEST_XDIST_WORKER"))).write_text("built")
+
+    real_engines.build_all = build_all
 
 
 @pytest.fixture(scope="session")
@@ -89,9 +101,11 @@ def test_plain_b(): pass
 
 
 def test_groups_run_together_and_worker_summary_lines_reach_the_terminal(pytester, tmp_path, monkeypatch):
-    record = tmp_path / "record"
+    record, builds = tmp_path / "record", tmp_path / "builds"
     record.mkdir()
+    builds.mkdir()
     monkeypatch.setenv("C3_TEST_RECORD", str(record))
+    monkeypatch.setenv("C3_TEST_BUILDS", str(builds))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_inner=TESTS)
@@ -112,3 +126,6 @@ def test_groups_run_together_and_worker_summary_lines_reach_the_terminal(pyteste
     # Said in a worker (the engines stand-in's set-up), printed once by the controller, with the worker's name.
     lines = [line for line in result.outlines if "engines stand-in ready" in line]
     assert len(lines) == 1 and lines[0].startswith("[gw"), result.outlines[-20:]
+    # Both workers collected the real_engine tests; the first built, once, and said so.
+    assert [p.name for p in builds.iterdir()] == ["gw0"]
+    assert [line for line in result.outlines if "real engines:" in line] == ["[gw0] real engines: ready (0s to build or find)"]
