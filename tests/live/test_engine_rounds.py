@@ -146,9 +146,10 @@ def test_a_busy_engine_that_answers_late_is_healthy_until_three_probes_in_a_row_
 def test_an_engine_that_refuses_is_unhealthy_at_once(engine):
     """Only timeouts get the grace: a closed port means the engine's server is gone."""
     server, live, _runtime = engine
-    server.stop()
+    server.stop()  # returns only once its serve loop ended (up to 0.5 s): the hub may have seen it gone by then
     seen = health_verdicts(live, lambda h: not h.healthy, timeout=5)
-    assert seen == [(True, 0, False), (False, 0, False)], seen
+    # Straight from healthy (when the first look came in time to see it) to unhealthy, never through "late".
+    assert seen in ([(True, 0, False), (False, 0, False)], [(False, 0, False)]), seen
 
 
 def test_a_changed_engine_is_probed_at_once(engine):
