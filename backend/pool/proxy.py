@@ -17,7 +17,8 @@ Request life:
    gives before the body was read to its end closes the connection.
 2. Pick a backend (`router.py`), send, wait for the response head. A connect error, a connection that
    closes before answering, or 429/502/503/504 retries on another backend, at most `max_attempts` in
-   all. Retries happen only before the client has seen a single byte.
+   all. Retries happen only before the client has seen a single byte. A status code never counts
+   against a backend's health (see `Router.answered`).
    A backend that sends no response head within `upstream_timeout_s` fails the same way (504 when
    the body was streamed through and cannot be resent).
    A backend's malformed response head is a 502 (that connection is dropped, never pooled).
@@ -383,8 +384,7 @@ class PoolServer:
                 if status in RETRY_STATUSES and not streamed and attempts + 1 < self.config.max_attempts and self._has_other(tried | {b.name}):
                     up_w.transport.abort()
                     proto.on_lost = None
-                    if status >= 500:
-                        router.passive_failure(b, f"HTTP {status}", hard=False)
+                    router.answered(b, status)
                     m.retries += 1
                     tried.add(b.name)
                     attempts += 1
@@ -396,10 +396,7 @@ class PoolServer:
                 m.observe(time.perf_counter() - started)
                 m.keys.append(key)
                 router.metrics.sticky[outcome] += 1
-                if status >= 500:
-                    router.passive_failure(b, f"HTTP {status}", hard=False)
-                else:
-                    b.health.passive_success()
+                router.answered(b, status)
                 return await relay_response(self, proto, req, resp, b, outcome, source_b, up_r, up_w, writer, client_close)
             finally:
                 m.in_flight -= 1
