@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import cast
 
 from backend.pool.admin import handle_admin, is_admin_path, json_error
-from backend.pool.heads import Head, HeadError, forward_fields, parse_request
+from backend.pool.heads import ALLOWED, Head, HeadError, forward_fields, parse_request
 from backend.pool.http1 import MAX_HEAD, BadMessage, read_head
 from backend.pool.intake import Body, send_rest, take_body
 from backend.pool.keys import extract_key
@@ -186,7 +186,9 @@ class PoolServer:
                     req = parse_request(raw)
                 except HeadError as exc:
                     # Refused before a byte goes anywhere; the connection closes (its framing is unknown).
-                    writer.write(json_error(exc.status, f"malformed request: {exc.reason}", "invalid_request_error", close=True))
+                    kind = "malformed request" if exc.status != 405 else "method not allowed"
+                    writer.write(json_error(exc.status, f"{kind}: {exc.reason}", "invalid_request_error", close=True,
+                                            extra=[ALLOWED] if exc.status == 405 else None))
                     break
                 try:
                     keep = await self.handle(proto, req, reader, writer)
@@ -225,7 +227,8 @@ class PoolServer:
         if is_admin_path(req.b):
             return await handle_admin(self, req, reader, writer)
         client_close = not req.keep_alive or self.closing
-        if req.framing != "none" and req.headers.get(b"expect", b"").lower() == b"100-continue":
+        # 100 Continue is HTTP/1.1 only (RFC 9110 §10.1.1): a 1.0 client cannot parse it.
+        if req.framing != "none" and req.version == b"HTTP/1.1" and req.headers.get(b"expect", b"").lower() == b"100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = await take_body(proto, req, reader, self.config.retry_body_limit, self.config.body_timeout_s)
 

@@ -82,6 +82,12 @@ REJECT: dict[str, tuple[bytes, set[int]]] = {
     "empty-header-name": (request(b": x\r\n" + cl(b"")), {400}),
     "header-name-with-slash": (request(b"X/A: x\r\n" + cl(b"")), {400}),
 }
+# Issue 26: tunnels and loop-backs are never forwarded (CONNECT made an h11 backend fail its
+# connection; TRACE echoes the request, headers included, to whoever sent it).
+REJECT["connect-origin-form"] = (request(cl(b""), method=b"CONNECT"), {405})
+REJECT["connect-authority-form"] = (request(cl(b""), method=b"CONNECT", target=b"evil.example:443"), {405})
+REJECT["trace"] = (request(cl(b""), method=b"TRACE"), {405})
+REJECT["absolute-form-get"] = (request(b"", method=b"GET", target=b"http://127.0.0.1:1/v1/models"), {400})
 REJECT["too-many-header-lines"] = (request(b"".join(b"X-H%d: v\r\n" % i for i in range(101)) + cl(b"")), {431})
 REJECT["head-over-32-kib"] = (request(b"X-Big: " + b"a" * (33 * 1024) + b"\r\n" + cl(b"")), {431})
 # PortSwigger Web Security Academy's TE.TE obfuscations (each beside a Content-Length that frames differently).
@@ -253,9 +259,10 @@ class JsonBackend(ThreadServer):
     """A llama-server-like backend on raw asyncio: a POST body that is not JSON is a 500 (llama-server
     answers its JSON parse error so), valid JSON is a 200 echoing the body's `id` (so a client can
     tell its own answer), GET /health is 200. Methods other than GET/POST are a 500 too. Counts what it
-    received by method, in `methods`."""
+    received by method, in `methods`. With `stray`, every answer is followed (in a write of its own)
+    by those bytes: a backend that breaks keep-alive framing after a complete response."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, stray: bytes = b"") -> None:
         self.name = name
         self.methods: dict[str, int] = {}
 
@@ -277,6 +284,8 @@ class JsonBackend(ThreadServer):
                     elif method != b"GET" or path not in (b"/health", b"/v1/models"):
                         status = 500
                     writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (status, len(out), out))
+                    if stray:
+                        writer.write(stray)  # a send of its own, right after the answer's
                     await writer.drain()
             except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, ValueError):
                 writer.transport.abort()
