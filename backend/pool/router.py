@@ -113,6 +113,8 @@ class Router:
             name: Backend(name, url, policy, connect_timeout_s=config.connect_timeout_s) for name, url in config.backends
         }
         self.order = list(self.backends.values())
+        self.admin_token: str | None = None
+        """What drain and undrain must present (`Authorization: Bearer …`); None refuses them all."""
         for name, url in config.backends:
             if self.backends[name].url != url.rstrip("/"):
                 log.warning("backend %s: its URL carries user:password; the router never uses, sends or shows it "

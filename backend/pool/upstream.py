@@ -132,7 +132,8 @@ def _kernel_bytes(writer: asyncio.StreamWriter) -> int:
     if sock is None:
         return 0
     try:
-        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+        count: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+        return count
     except OSError:
         return 0
 
