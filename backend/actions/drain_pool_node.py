@@ -58,9 +58,11 @@ def find_router(host: str | None, port: int | None) -> Router:
 def post_admin(admin_url: str, path: str, node: str) -> dict[str, Any]:
     """POST `<admin_url>/c3/<path>?node=NODE` and return the router's JSON object."""
     from backend.http_probe import probe
+    from backend.pool.status import admin_token
 
     url = f"{admin_url.rstrip('/')}/c3/{path}?node={urllib.parse.quote(node)}"
-    answer = probe(url, method="POST", timeout=5)  # our own router's admin URL, from its status file
+    # Our own router's admin URL, from its status file; the token is never printed.
+    answer = probe(url, method="POST", timeout=5, api_key=admin_token())
     if not answer.answered:
         raise EnvironmentProblem(f"the router at {admin_url} does not answer: {answer.error}", hint="is it running? see c3 pool status")
     try:

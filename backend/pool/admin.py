@@ -1,15 +1,16 @@
 """The router's own endpoints, on the same port as the proxy: `/metrics`, `/c3/status`, `/c3/health`
 (read-only, anyone who can reach the port) and `POST /c3/drain?node=N` / `POST /c3/undrain?node=N`.
 
-Drain and undrain change routing, so they are accepted only from a loopback peer: a router bound to
-`:8011` serves every interface, and a client of the model must not be able to take nodes out of it.
-`c3 pool drain` runs on the router's machine and talks to it over loopback.
+Drain and undrain change routing, so they need the router's admin token (`Authorization: Bearer
+TOKEN`; the token is in `$C3_STATE/pool/admin-token`, mode 0600, which `pool serve` creates and
+`c3 pool drain` reads). A loopback peer is no credential: behind a TLS proxy on the same host every
+request comes from loopback (issue 26).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import hmac
 import json
 import os
 from typing import TYPE_CHECKING
@@ -34,14 +35,11 @@ def is_admin_path(target: bytes) -> bool:
     return target == b"/metrics" or target.startswith((b"/c3/", b"/metrics?"))
 
 
-def _loopback(peer: object) -> bool:
-    try:
-        addr = ipaddress.ip_address(peer[0] if isinstance(peer, tuple) else str(peer))
-    except (ValueError, TypeError, IndexError):
+def _token_ok(token: str | None, authorization: bytes) -> bool:
+    if token is None:
         return False
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return addr.is_loopback
+    scheme, _, given = authorization.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token.encode())
 
 
 async def handle_admin(server: PoolServer, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
@@ -53,7 +51,7 @@ async def handle_admin(server: PoolServer, req: Head, reader: asyncio.StreamRead
     close = not req.keep_alive or server.closing or req.framing == "chunked" or req.length > 0
     path, _, query = req.b.partition(b"?")
     if path in (b"/c3/drain", b"/c3/undrain"):
-        writer.write(_drain(router, req, path == b"/c3/drain", query, writer.get_extra_info("peername"), close))
+        writer.write(_drain(router, req, path == b"/c3/drain", query, close))
     elif req.a not in (b"GET", b"HEAD"):
         writer.write(json_error(405, "this router admin endpoint is read-only", "invalid_request_error", close=close))
     elif path == b"/metrics":
@@ -71,11 +69,12 @@ async def handle_admin(server: PoolServer, req: Head, reader: asyncio.StreamRead
     return not close
 
 
-def _drain(router: Router, req: Head, draining: bool, query: bytes, peer: object, close: bool) -> bytes:
+def _drain(router: Router, req: Head, draining: bool, query: bytes, close: bool) -> bytes:
     if req.a != b"POST":
         return json_error(405, "drain and undrain take POST", "invalid_request_error", close=close)
-    if not _loopback(peer):
-        return json_error(403, "drain and undrain are accepted only over loopback (run c3 pool drain on the router's machine)", "permission_error", close=close)
+    if not _token_ok(router.admin_token, req.headers.get(b"authorization", b"")):
+        return json_error(403, "drain and undrain need the router's admin token (run c3 pool drain as the user that "
+                          "started the router: it reads $C3_STATE/pool/admin-token)", "permission_error", close=close)
     nodes = parse_qs(query.decode("latin-1")).get("node", [])
     if len(nodes) != 1 or not nodes[0]:
         return json_error(400, "say which backend: ?node=NAME", "invalid_request_error", close=close)

@@ -8,8 +8,8 @@ shared connection. RFC 9112 rules enforced here on top of llhttp's own (which al
 CR/LF, NUL, whitespace before the colon, obs-fold, CL with TE, duplicate or signed Content-Length and
 malformed versions):
 
-- requests: exactly one non-empty `Host` on HTTP/1.1 (at most one on 1.0), an origin-form target
-  (`/…`), single spaces in the request line, version 1.0 or 1.1, no Transfer-Encoding on 1.0;
+- requests: no CONNECT or TRACE (405), exactly one non-empty `Host` on HTTP/1.1 (at most one on 1.0),
+  an origin-form target (`/…`: absolute and authority forms are refused), single spaces in the request line, version 1.0 or 1.1, no Transfer-Encoding on 1.0;
 - Transfer-Encoding must be exactly `chunked`: an unknown coding is 501 (RFC 9112 §6.1), anything
   else (chunked twice or not final) is 400;
 - a framing header (`Content-Length`, `Transfer-Encoding`, `Host`) named in `Connection:` is refused:
@@ -31,6 +31,11 @@ HOP_BY_HOP = frozenset(
 )
 """Never copied from one side to the other: the router writes its own framing and connection headers."""
 FRAMING = frozenset({b"content-length", b"transfer-encoding", b"host"})
+REFUSED_METHODS = frozenset({b"CONNECT", b"TRACE"})
+"""Never forwarded (405): CONNECT asks for a tunnel (an h11 backend fails the connection over it), TRACE
+echoes the request back, headers and all. Neither is part of an OpenAI API."""
+ALLOWED = b"Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+"""The `Allow` line a 405 for a refused method carries (RFC 9110 §15.5.6)."""
 
 
 class HeadError(Exception):
@@ -162,6 +167,8 @@ def parse_request(raw: bytes) -> Head:
         raise HeadError(400, f"unsupported HTTP version {version}")
     head.version = b"HTTP/" + version.encode()
     head.a = collect.method
+    if head.a in REFUSED_METHODS:
+        raise HeadError(405, f"{head.a.decode('latin-1')} is not served through this router")
     if not head.b.startswith(b"/"):
         raise HeadError(400, "the request target must be a path (origin-form)")
     hosts = sum(1 for f in head.fields if f[0] == b"host")

@@ -7,8 +7,10 @@ not ready), `down`. Only `up` and `unknown` are routable; `draining` is a flag o
   `timeout_s`. `down_after` consecutive failures take an `up` backend out; `up_after` consecutive successes
   bring a `down`/`loading` one back. The very first probe decides at once (there is no history to damp).
 - Passive: a refused or reset connection before any response byte marks the backend down at once (it is
-  definitive, and waiting three probe intervals would fail requests meanwhile). 5xx answers and streams
-  that die midway count as failures toward `down_after`; any other answer resets the count.
+  definitive, and waiting three probe intervals would fail requests meanwhile). The backend's own
+  failures on live traffic (closed before answering, no response head in time, malformed HTTP, a
+  stream that dies midway) count toward `down_after`; an answer below 500 resets the count. A status
+  code is never a failure: a client chooses what it sends, so a 5xx is that request's outcome.
   Passive signals never bring a backend back: only probes do, so a flapping node cannot pull traffic.
 """
 

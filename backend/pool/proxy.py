@@ -17,7 +17,8 @@ Request life:
    gives before the body was read to its end closes the connection.
 2. Pick a backend (`router.py`), send, wait for the response head. A connect error, a connection that
    closes before answering, or 429/502/503/504 retries on another backend, at most `max_attempts` in
-   all. Retries happen only before the client has seen a single byte.
+   all. Retries happen only before the client has seen a single byte. A status code never counts
+   against a backend's health (see `Router.answered`).
    A backend that sends no response head within `upstream_timeout_s` fails the same way (504 when
    the body was streamed through and cannot be resent).
    A backend's malformed response head is a 502 (that connection is dropped, never pooled).
@@ -37,7 +38,7 @@ from collections.abc import Callable
 from typing import cast
 
 from backend.pool.admin import handle_admin, is_admin_path, json_error
-from backend.pool.heads import Head, HeadError, forward_fields, parse_request
+from backend.pool.heads import ALLOWED, Head, HeadError, forward_fields, parse_request
 from backend.pool.http1 import MAX_HEAD, BadMessage, read_head
 from backend.pool.intake import Body, send_rest, take_body
 from backend.pool.keys import extract_key
@@ -185,7 +186,9 @@ class PoolServer:
                     req = parse_request(raw)
                 except HeadError as exc:
                     # Refused before a byte goes anywhere; the connection closes (its framing is unknown).
-                    writer.write(json_error(exc.status, f"malformed request: {exc.reason}", "invalid_request_error", close=True))
+                    kind = "malformed request" if exc.status != 405 else "method not allowed"
+                    writer.write(json_error(exc.status, f"{kind}: {exc.reason}", "invalid_request_error", close=True,
+                                            extra=[ALLOWED] if exc.status == 405 else None))
                     break
                 try:
                     keep = await self.handle(proto, req, reader, writer)
@@ -224,7 +227,8 @@ class PoolServer:
         if is_admin_path(req.b):
             return await handle_admin(self, req, reader, writer)
         client_close = not req.keep_alive or self.closing
-        if req.framing != "none" and req.headers.get(b"expect", b"").lower() == b"100-continue":
+        # 100 Continue is HTTP/1.1 only (RFC 9110 §10.1.1): a 1.0 client cannot parse it.
+        if req.framing != "none" and req.version == b"HTTP/1.1" and req.headers.get(b"expect", b"").lower() == b"100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = await take_body(proto, req, reader, self.config.retry_body_limit, self.config.body_timeout_s)
 
@@ -383,8 +387,7 @@ class PoolServer:
                 if status in RETRY_STATUSES and not streamed and attempts + 1 < self.config.max_attempts and self._has_other(tried | {b.name}):
                     up_w.transport.abort()
                     proto.on_lost = None
-                    if status >= 500:
-                        router.passive_failure(b, f"HTTP {status}", hard=False)
+                    router.answered(b, status)
                     m.retries += 1
                     tried.add(b.name)
                     attempts += 1
@@ -396,10 +399,7 @@ class PoolServer:
                 m.observe(time.perf_counter() - started)
                 m.keys.append(key)
                 router.metrics.sticky[outcome] += 1
-                if status >= 500:
-                    router.passive_failure(b, f"HTTP {status}", hard=False)
-                else:
-                    b.health.passive_success()
+                router.answered(b, status)
                 return await relay_response(self, proto, req, resp, b, outcome, source_b, up_r, up_w, writer, client_close)
             finally:
                 m.in_flight -= 1

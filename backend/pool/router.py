@@ -113,6 +113,8 @@ class Router:
             name: Backend(name, url, policy, connect_timeout_s=config.connect_timeout_s) for name, url in config.backends
         }
         self.order = list(self.backends.values())
+        self.admin_token: str | None = None
+        """What drain and undrain must present (`Authorization: Bearer …`); None refuses them all."""
         for name, url in config.backends:
             if self.backends[name].url != url.rstrip("/"):
                 log.warning("backend %s: its URL carries user:password; the router never uses, sends or shows it "
@@ -223,8 +225,22 @@ class Router:
             if b.health.probe_result(outcome, rtt, error):
                 self._state_changed(b, before)
 
+    def answered(self, b: Backend, status: int) -> None:
+        """`b` sent a well-formed response head with `status`.
+
+        A status says how that request went, not how the backend is: llama-server answers a body that
+        is not JSON with 500, so counting 5xx as health failures let any client, with no credentials,
+        take every backend out (issue 26). 5xx only count in `errors`; health comes from the backend's
+        own failures (connect errors, resets, timeouts, broken HTTP) and the probes. A 5xx does not
+        end a failure streak either: a broken engine whose probes fail may still answer 500s.
+        """
+        if status >= 500:
+            b.metrics.errors += 1
+        else:
+            b.health.passive_success()
+
     def passive_failure(self, b: Backend, reason: str, hard: bool) -> None:
-        """Live traffic saw `b` fail (connect error, 5xx, broken stream)."""
+        """Live traffic saw `b` itself fail (connect error, reset, timeout, broken HTTP or stream)."""
         b.metrics.errors += 1
         before = b.health.state
         if b.health.passive_failure(reason, hard):

@@ -37,6 +37,8 @@ async def serve(config: PoolConfig, on_ready: Callable[[PoolServer], None] | Non
     salt = load_or_create_salt(config.state_dir / "salt") if config.state_dir else None
     try:
         router = Router(config, salt=salt)
+        if config.state_dir:  # what drain/undrain must present; the same file as `status.admin_token_file()`
+            router.admin_token = load_or_create_salt(config.state_dir / "admin-token").hex()
     except ValueError as exc:
         raise Refused(str(exc), hint="fix the node's URL with `c3 node add` (http(s)://host:port)") from None
     server = PoolServer(router)

@@ -113,6 +113,20 @@ def pool_dir() -> Path:
     return paths.state_home() / "pool"
 
 
+def admin_token_file() -> Path:
+    """The routers' admin token (32 random bytes, mode 0600, created by `pool serve`)."""
+    return pool_dir() / "admin-token"
+
+
+def admin_token() -> str | None:
+    """The admin token drain/undrain present (hex), or None when there is none (no router ran here)."""
+    try:
+        data = admin_token_file().read_bytes()
+    except OSError:
+        return None
+    return data.hex() if len(data) >= 16 else None
+
+
 def status_file(port: int) -> Path:
     """The status file of the router on `port`."""
     return pool_dir() / f"router-{port}.json"

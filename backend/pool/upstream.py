@@ -9,7 +9,11 @@ fresh connection to the same backend without counting against it (see `proxy.py`
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import logging
 import ssl
+import struct
+import termios
 import time
 from urllib.parse import urlparse, urlunparse
 
@@ -19,6 +23,7 @@ from backend.pool.http1 import read_response_head
 from backend.pool.metrics import BackendMetrics
 
 STREAM_LIMIT = 256 * 1024
+log = logging.getLogger("c3.pool")
 
 
 def redact_url(url: str) -> str:
@@ -40,7 +45,7 @@ def redact_url(url: str) -> str:
 class Backend:
     """A node's OpenAI endpoint behind the router."""
 
-    __slots__ = ("name", "url", "host", "port", "ssl", "prefix", "host_header", "idle", "max_idle", "connect_timeout_s", "health", "metrics")
+    __slots__ = ("name", "url", "host", "port", "ssl", "prefix", "host_header", "idle", "reuse", "max_idle", "connect_timeout_s", "health", "metrics")
 
     def __init__(self, name: str, url: str, policy: HealthPolicy, *, connect_timeout_s: float = 3.0, max_idle: int = 256) -> None:
         shown = redact_url(url)
@@ -61,6 +66,7 @@ class Backend:
         self.prefix = (prefix[:-3] if prefix.endswith("/v1") else prefix).encode()
         self.host_header = (parsed.netloc.rsplit("@", 1)[-1]).encode()
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.reuse = True  # False once the backend sent bytes after a complete response (see `_stray`)
         self.max_idle = max_idle
         self.connect_timeout_s = connect_timeout_s
         self.health = BackendHealth(policy)
@@ -73,26 +79,63 @@ class Backend:
         )
 
     def take_idle(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        """A pooled connection that still looks open, or None."""
+        """A pooled connection that is still clean, or None.
+
+        An idle connection has nothing to say: any byte on it (in the stream's buffer or still in the
+        kernel's, which the event loop has not read yet) is a backend breaking its framing, and sending
+        the next request down it would hand those bytes to the next client as its answer (issue 26).
+        Such a connection is closed, and the backend's connections are not reused again (`_stray`); one
+        the backend closed is dropped here or, when its EOF is still unread, on use (`proxy.py`).
+        """
         while self.idle:
             reader, writer = self.idle.pop()
-            if reader.at_eof() or writer.is_closing() or reader._buffer:  # type: ignore[attr-defined]  # noqa: SLF001 - stray bytes = unusable
-                writer.transport.abort()
-                continue
-            return reader, writer
+            if _has_bytes(reader) or _kernel_bytes(writer):
+                self._stray()
+            elif not (reader.at_eof() or writer.is_closing()):
+                return reader, writer
+            writer.transport.abort()
         return None
 
     def put_idle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Return a connection whose response was read completely."""
-        if len(self.idle) < self.max_idle and not writer.is_closing():
+        """Return a connection whose response was read completely (one with bytes after it is closed)."""
+        if _has_bytes(reader):
+            self._stray()
+        if self.reuse and len(self.idle) < self.max_idle and not writer.is_closing() and not _has_bytes(reader):
             self.idle.append((reader, writer))
         else:
             writer.transport.abort()
+
+    def _stray(self) -> None:
+        """The backend sent bytes after a complete response. Those caught here are dropped with their
+        connection, but the same bytes sent a moment later (the backend's process preempted between two
+        sends) would arrive after the next request went down the connection, indistinguishable from its
+        answer. So from now on this backend's connections are never reused: one request each."""
+        if self.reuse:
+            self.reuse = False
+            self.close_idle()
+            log.warning("backend %s sent bytes after a complete response; its connections are no longer reused", self.name)
 
     def close_idle(self) -> None:
         """Drop every pooled connection (backend went down, or shutdown)."""
         while self.idle:
             self.idle.pop()[1].transport.abort()
+
+
+def _has_bytes(reader: asyncio.StreamReader) -> bool:
+    return bool(reader._buffer)  # type: ignore[attr-defined]  # noqa: SLF001 - no public peek on StreamReader
+
+
+def _kernel_bytes(writer: asyncio.StreamWriter) -> int:
+    """Bytes waiting in the socket's kernel receive queue, not yet read by the event loop (FIONREAD;
+    an EOF is 0 bytes: a backend closing an idle connection is normal and found on use)."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        count: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+        return count
+    except OSError:
+        return 0
 
 
 async def _get_status(backend: Backend, path: bytes) -> int:

@@ -10,6 +10,7 @@ request-smuggling corpora (PortSwigger's HTTP Request Smuggler "TE obfuscation" 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -81,6 +82,12 @@ REJECT: dict[str, tuple[bytes, set[int]]] = {
     "empty-header-name": (request(b": x\r\n" + cl(b"")), {400}),
     "header-name-with-slash": (request(b"X/A: x\r\n" + cl(b"")), {400}),
 }
+# Issue 26: tunnels and loop-backs are never forwarded (CONNECT made an h11 backend fail its
+# connection; TRACE echoes the request, headers included, to whoever sent it).
+REJECT["connect-origin-form"] = (request(cl(b""), method=b"CONNECT"), {405})
+REJECT["connect-authority-form"] = (request(cl(b""), method=b"CONNECT", target=b"evil.example:443"), {405})
+REJECT["trace"] = (request(cl(b""), method=b"TRACE"), {405})
+REJECT["absolute-form-get"] = (request(b"", method=b"GET", target=b"http://127.0.0.1:1/v1/models"), {400})
 REJECT["too-many-header-lines"] = (request(b"".join(b"X-H%d: v\r\n" % i for i in range(101)) + cl(b"")), {431})
 REJECT["head-over-32-kib"] = (request(b"X-Big: " + b"a" * (33 * 1024) + b"\r\n" + cl(b"")), {431})
 # PortSwigger Web Security Academy's TE.TE obfuscations (each beside a Content-Length that frames differently).
@@ -177,7 +184,36 @@ async def _drain_chunked(reader: asyncio.StreamReader) -> int:
         await reader.readexactly(2)
 
 
-class RawBackend:
+class ThreadServer:
+    """An asyncio server on loopback run by a thread of the test process (`_serve`); `close` stops it."""
+
+    port = 0
+
+    def _serve(self, handle) -> None:
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run():
+            asyncio.set_event_loop(self.loop)
+            self.server = self.loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
+            self.port = self.server.sockets[0].getsockname()[1]
+            ready.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        ready.wait(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+class RawBackend(ThreadServer):
     """Answers every request with `self.answer` (raw bytes in one write, or a list written 0.3 s apart)
     and keeps the connection open, so a router that pooled a broken connection would send the next
     request down it."""
@@ -185,10 +221,8 @@ class RawBackend:
     def __init__(self) -> None:
         self.answer = OK_HEAD + b"Content-Length: 2\r\n\r\nok"
         self.seen: list[tuple[str, int]] = []  # (path, connection id)
-        self.loop = asyncio.new_event_loop()
         self.conn_ids = 0
         self.body_bytes = 0  # size of the last request body (chunked bodies are read and discarded)
-        ready = threading.Event()
 
         async def handle(reader, writer):
             self.conn_ids += 1
@@ -218,19 +252,42 @@ class RawBackend:
             except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
                 writer.transport.abort()
 
-        def run():
-            asyncio.set_event_loop(self.loop)
-            self.server = self.loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
-            self.port = self.server.sockets[0].getsockname()[1]
-            ready.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        ready.wait(10)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
+        self._serve(handle)
 
 
+class JsonBackend(ThreadServer):
+    """A llama-server-like backend on raw asyncio: a POST body that is not JSON is a 500 (llama-server
+    answers its JSON parse error so), valid JSON is a 200 echoing the body's `id` (so a client can
+    tell its own answer), GET /health is 200. Methods other than GET/POST are a 500 too. Counts what it
+    received by method, in `methods`. With `stray`, every answer is followed (in a write of its own)
+    by those bytes: a backend that breaks keep-alive framing after a complete response."""
+
+    def __init__(self, name: str, stray: bytes = b"") -> None:
+        self.name = name
+        self.methods: dict[str, int] = {}
+
+        async def handle(reader, writer):
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    lines = head.split(b"\r\n")
+                    method, path = lines[0].split(b" ")[:2]
+                    length = next((int(x.split(b":")[1]) for x in lines if x.lower().startswith(b"content-length:")), 0)
+                    body = await reader.readexactly(length)
+                    self.methods[method.decode()] = self.methods.get(method.decode(), 0) + 1
+                    status, out = 200, b'{"backend":"%s"}' % name.encode()
+                    if method == b"POST":
+                        try:
+                            out = json.dumps({"backend": name, "id": json.loads(body)["id"]}).encode()
+                        except (ValueError, KeyError, TypeError):
+                            status, out = 500, b'{"error":{"code":500,"message":"parse error","type":"server_error"}}'
+                    elif method != b"GET" or path not in (b"/health", b"/v1/models"):
+                        status = 500
+                    writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (status, len(out), out))
+                    if stray:
+                        writer.write(stray)  # a send of its own, right after the answer's
+                    await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, ValueError):
+                writer.transport.abort()
+
+        self._serve(handle)

@@ -98,7 +98,9 @@ def test_drain_errors(stubs, pool_process):
     unknown = c3_pool("drain", "ghost", "--port", str(pool.port))
     assert unknown.returncode == 1 and unknown.stderr.startswith("c3: error: the router refused: no backend `ghost`")
     assert httpx.get(pool.url + "/c3/drain?node=a", timeout=5).status_code == 405
-    assert httpx.post(pool.url + "/c3/drain", timeout=5).status_code == 400
+    from backend.pool.status import admin_token
+
+    assert httpx.post(pool.url + "/c3/drain", headers={"Authorization": f"Bearer {admin_token()}"}, timeout=5).status_code == 400
     assert pool.backend("a")["draining"] is False
     both = c3_pool("drain", "a", "--port", "1", "--bind", ":2")
     assert both.returncode == 2 and "not both" in both.stderr
@@ -106,3 +108,28 @@ def test_drain_errors(stubs, pool_process):
 
     nobody = c3_pool("drain", "a", "--port", str(free_port()))
     assert nobody.returncode == 3 and nobody.stderr.startswith("c3: error: the router at ") and "Traceback" not in nobody.stderr
+
+
+def test_drain_needs_the_admin_token_not_loopback(stubs, pool_process):
+    """Behind a TLS proxy on the same host every request comes from loopback: loopback is no credential.
+    Drain and undrain need the token `pool serve` keeps in $C3_STATE/pool/admin-token (0600)."""
+    import os
+    import stat
+
+    from backend.pool.status import admin_token_file
+
+    backend = stubs("a")["a"]
+    pool = pool_process({"a": backend.url})
+    for headers in ({}, {"Authorization": "Bearer " + "0" * 64}, {"Authorization": "Basic x"}):
+        r = httpx.post(pool.url + "/c3/drain?node=a", headers=headers, timeout=5)
+        assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error", (headers, r.text)
+        assert pool.backend("a")["draining"] is False
+    path = admin_token_file()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    token = path.read_bytes().hex()
+    r = httpx.post(pool.url + "/c3/drain?node=a", headers={"Authorization": f"Bearer {token}"}, timeout=5)
+    assert r.status_code == 200 and pool.backend("a")["draining"] is True
+    out = c3_pool("undrain", "a", "--port", str(pool.port), "--json")
+    assert out.returncode == 0, out.stderr
+    assert pool.backend("a")["draining"] is False
+    assert token not in out.stdout + out.stderr and token not in pool.log()

@@ -70,3 +70,12 @@ def test_http10_stream_cut_midway_gets_a_plain_error_event(stubs, pool_process):
     assert sum(1 for e in events if b"chat.completion.chunk" in e and b'"role"' not in e) == 3
     assert events[-1].startswith(b"event: error\ndata: ") and b"c3_backend_failed" in events[-1]
     assert b"\r\n" not in body  # no chunk framing leaked into the close-delimited body
+
+
+def test_http10_client_never_gets_100_continue(shared_stubs, pool_process):
+    """`100 Continue` is HTTP/1.1 (RFC 9110 §10.1.1): an HTTP/1.0 client that sends `Expect` gets only its answer."""
+    backend = shared_stubs("a", extra=("--tokens", "1"))["a"]
+    pool = pool_process({"a": backend.url})
+    raw = raw_request(pool.port, post(b"HTTP/1.0", QUICK, b"Expect: 100-continue\r\n"))
+    assert raw.startswith(b"HTTP/1.1 200 ") and b" 100 " not in raw.split(b"\r\n", 1)[0], raw[:80]
+    assert b"100 Continue" not in raw

@@ -156,10 +156,10 @@ def test_health_hysteresis_and_passive_marking():
     assert h2.probe_result("loading", 1.0) and h2.state == "loading" and not h2.routable
     h3 = BackendHealth(HealthPolicy(down_after=3))
     h3.state = "up"
-    assert not h3.passive_failure("HTTP 500", hard=False)
+    assert not h3.passive_failure("closed before answering", hard=False)
     h3.passive_success()
-    assert not h3.passive_failure("HTTP 500", hard=False) and not h3.passive_failure("HTTP 500", hard=False)
-    assert h3.passive_failure("HTTP 500", hard=False) and h3.state == "down"
+    assert not h3.passive_failure("closed before answering", hard=False) and not h3.passive_failure("closed before answering", hard=False)
+    assert h3.passive_failure("closed before answering", hard=False) and h3.state == "down"
 
 
 def test_http_heads_parse_and_hop_by_hop_headers_are_dropped():
