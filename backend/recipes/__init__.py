@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from backend import paths, strict_yaml
 from backend.errors import Refused, UsageError
+from backend.recipes import template
 from backend.recipes.schema import (
     DockerOptions,
     Hardware,
@@ -38,8 +39,11 @@ __all__ = [
     "check_overrides",
     "check_values",
     "get_recipe",
+    "image_problem",
     "load_recipes",
     "parse_overrides",
+    "port_problem",
+    "template",
 ]
 
 

@@ -30,7 +30,7 @@ def _parts(text: str) -> list[tuple[str, str | None, str]]:
         parsed = list(Formatter().parse(text))
     except ValueError as exc:  # an unmatched brace
         raise ValueError(f"`{show(text, 60)}` is not a template: {exc} (a literal brace is {{{{ or }}}})") from None
-    pieces = []
+    pieces: list[tuple[str, str | None, str]] = []
     for literal, name, spec, conversion in parsed:
         if name is None:
             pieces.append((literal, None, ""))
