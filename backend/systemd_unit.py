@@ -22,9 +22,24 @@ from dataclasses import dataclass, field
 
 from backend.envnames import check_env_name
 from backend.errors import UsageError
+from backend.text import show
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# systemd.unit(5): a name of ASCII letters, digits and `:-_.\`, an optional `@instance`, and a unit type
+# suffix. It may not start with `-`, so no unit name reaches systemctl as an option.
+_UNIT_STEM = r"[A-Za-z0-9:_.\\][A-Za-z0-9:_.\\-]*(?:@[A-Za-z0-9:_.\\-]*)?"
+_UNIT_NAME = re.compile(_UNIT_STEM + r"\.(?:service|socket|target|device|mount|automount|swap|path|timer|slice|scope)")
 _BARE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")  # a word that needs no quotes (kept readable)
+
+
+def check_unit_name(name: str, what: str = "unit name", *, suffix: bool = True) -> str:
+    """`name` when it is a systemd unit name (`vllm.service`, `vllm@1.service`; with `suffix=False` also
+    `vllm`, which systemctl reads as vllm.service); else a UsageError (exit 2)."""
+    pattern = _UNIT_NAME if suffix else re.compile(_UNIT_STEM)
+    if not isinstance(name, str) or len(name) > 255 or not pattern.fullmatch(name):
+        raise UsageError(f"{what} `{show(name, 80)}` is not a systemd unit name",
+                         hint="a unit name such as vllm.service: letters, digits, `:-_.@`, a type suffix, not starting with `-`")
+    return name
 
 
 def _plain(value: str, what: str) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink
+from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink, problems_of
 from backend.actions.registry import register
 from backend.errors import EnvironmentProblem
 
@@ -81,7 +81,11 @@ class InstallClusterService(Action):
         return Plan(f"Install the cluster units in {self.unit_dir}", tuple(lines), destructive=self.stands_down, wide=True)
 
     def problems(self) -> list[Problem]:
-        return []  # what systemd-analyze says is known only once the files are written
+        # The native unit's name is checked before systemctl is asked anything about it (what
+        # systemd-analyze says of the files is known only once they are written).
+        from backend.systemd_unit import check_unit_name
+
+        return problems_of(lambda: check_unit_name(self.native_unit, "--native-unit")) if self.native_unit else []
 
     def run(self, progress: ProgressSink) -> Outcome:
         from backend.cluster.units import enable_units, stand_down, systemd_running, verify_units, write_units

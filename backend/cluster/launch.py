@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from backend.cluster import addresses
 from backend.cluster.health import probe
-from backend.cluster.plan import LaunchPlan, RankPlan, shell_join
+from backend.cluster.plan import LaunchPlan, RankPlan, image_inspect, shell_join
 from backend.nodes.registry import Node
 from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
 from backend.remote import Fleet, NodeFailure, shell_path
@@ -44,7 +44,7 @@ async def preflight(plan: LaunchPlan, fleet: Fleet) -> None:
         version = await shell.run("docker version --format '{{.Server.Version}}'", timeout=_limit(fleet, 30))
         if not version.ok:
             raise NodeFailure(rp.node.name, "docker", f"docker does not answer: {version.last_line()}")
-        found = await shell.run(f"docker image inspect --format '{{{{.Id}}}}' {shlex.quote(image)}", timeout=_limit(fleet, 30))
+        found = await shell.run(image_inspect(image), timeout=_limit(fleet, 30))
         if not found.ok:
             ship = f"docker save {image} | ssh {rp.node.ssh} docker load"
             raise NodeFailure(rp.node.name, "image", f"image `{image}` is not on the node", hint=f"ship it: {ship}")
@@ -143,6 +143,13 @@ async def launch(
     """Run the plan; on success write the profile, make it active and clear any deliberate stop.
     `preflighted`: the caller ran `preflight` on this fleet just before (a relaunch does, before it
     removes anything), so it is not asked of every node a second time."""
+    # The profile is built (and so validated) before anything happens: a value it refuses must never
+    # surface after the old profile was stopped and the containers started.
+    profile = Profile(
+        name=plan.profile, recipe=plan.recipe.id, recipe_digest=plan.recipe.digest(),
+        nodes=[rp.node.name for rp in plan.ranks], overrides=plan.overrides, base_url=plan.base_url,
+        model=plan.recipe.model_name, api_key_env=api_key_env if api_key_env is not None else plan.recipe.api_key_env,
+    )
     own = fleet is None
     fleet = fleet or Fleet([rp.node for rp in plan.ranks], options)
     touched: list[RankPlan] = []
@@ -177,12 +184,7 @@ async def launch(
     finally:
         if own:
             await fleet.close()
-    profile = Profile(
-        name=plan.profile, recipe=plan.recipe.id, recipe_digest=plan.recipe.digest(),
-        nodes=[rp.node.name for rp in plan.ranks], overrides=plan.overrides, base_url=plan.base_url,
-        model=plan.recipe.model_name, api_key_env=api_key_env if api_key_env is not None else plan.recipe.api_key_env,
-        launched_at=now_iso(),
-    )
+    profile = profile.model_copy(update={"launched_at": now_iso()})
     save_profile(profile)
     set_active(profile.name)
     clear_stopped(profile.name)

@@ -18,7 +18,8 @@ from backend import paths
 from backend.cluster.addresses import GroupAddresses, placeholders
 from backend.errors import Refused, UsageError
 from backend.nodes.registry import Node
-from backend.recipes import ParamValue, Recipe, check_overrides
+from backend.profiles import check_name
+from backend.recipes import ParamValue, Recipe, check_overrides, check_values, port_problem, template
 from backend.remote import shell_path
 from backend.secrets_env import split_secrets
 from backend.settings import current
@@ -81,7 +82,7 @@ class LaunchPlan:
         return "".join(f"{k}={v}\n" for k, v in self.secrets.items())
 
     def preflight_commands(self) -> list[str]:
-        return ["docker version --format '{{.Server.Version}}'", f"docker image inspect --format '{{{{.Id}}}}' {shlex.quote(self.image)}"]
+        return ["docker version --format '{{.Server.Version}}'", image_inspect(self.image)]
 
     def describe(self) -> list[str]:
         """Node by node, every command launch would run; secrets shown by name only."""
@@ -127,21 +128,30 @@ def collect_secrets(recipe: Recipe, environ: dict[str, str] | None = None) -> di
     return secrets
 
 
+def image_inspect(image: str) -> str:
+    """The preflight's image check (`--` first: the image is never read as an option)."""
+    return f"docker image inspect --format '{{{{.Id}}}}' -- {shlex.quote(image)}"
+
+
 def _fill(text: str, values: dict[str, object], where: str) -> str:
     try:
-        return text.format_map(values)
-    except KeyError as exc:
-        raise UsageError(f"recipe {where}: unknown placeholder {{{exc.args[0]}}}") from None
-    except (ValueError, IndexError) as exc:
-        raise UsageError(f"recipe {where}: bad template `{text}`: {exc}") from None
+        return template.fill(text, values)
+    except ValueError as exc:
+        raise UsageError(f"recipe {where}: {exc}", hint="placeholders are {name} or {name:>6}: a recipe parameter or one c3 fills in") from None
 
 
 def env_file_path(node: Node, profile: str) -> str:
     # `~/` is the node user's $HOME (expanded by the node's shell); the node name is part of the file
-    # name in case several nodes share one home (NFS, or test hosts on one machine).
+    # name in case several nodes share one home (NFS, or test hosts on one machine). Both names are
+    # checked (no `/`, no `..`), so the file is always in the run folder.
+    name = f"{check_name(profile)}-{node.name}.env"
     if node.local:
-        return str(paths.state_home() / "run" / f"{profile}-{node.name}.env")
-    return f"~/.c3/run/{profile}-{node.name}.env"
+        folder = paths.state_home() / "run"
+        path = folder / name
+        if path.parent != folder or "/" in name:
+            raise UsageError(f"env file name `{name}` would leave {folder}")
+        return str(path)
+    return f"~/.c3/run/{name}"
 
 
 def container_name(profile: str) -> str:
@@ -167,6 +177,10 @@ def render(
     reported (backend.cluster.addresses), or placeholders naming where they will be resolved; every
     rank also gets VLLM_HOST_IP, NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless the recipe sets them."""
     overrides = dict(overrides or {})
+    # Everything a user can get wrong is refused here, before any node is touched, a profile is
+    # stopped or an env file written: the profile name, the override values, the node count, the pin.
+    profile = check_name(profile or recipe.id)
+    check_values(overrides)
     check_overrides(recipe, overrides)
     if len(nodes) != recipe.nodes:
         raise Refused(
@@ -180,8 +194,10 @@ def render(
             f"image `{image}` is not pinned by digest",
             hint="pin it with --set image=REPO@sha256:… (docker images --digests), or pass --allow-unpinned",
         )
-    profile = profile or recipe.id
     params: dict[str, ParamValue] = {**recipe.defaults, **{k: v for k, v in overrides.items() if k != "image"}}
+    problem = port_problem(params.get("port"))
+    if problem:
+        raise UsageError(problem, hint="the recipe's `port` is where rank 0 serves the API")
     registry_head = nodes[0].address or nodes[0].ssh_host
     group = (addresses or placeholders(nodes)) if len(nodes) > 1 else None
     secrets = dict(secrets or {})
@@ -227,7 +243,7 @@ def render(
             argv += ["--env-file", env_file]
         for key, val in plain_env.items():
             argv += ["-e", f"{key}={val}"]
-        argv += [image, *args]
+        argv += ["--", image, *args]  # `--`: whatever the image says, docker reads it as the image
         ranks.append(RankPlan(rank, node, name, argv, env_file, sorted(all_secrets)))
     scheme = urlparse(nodes[0].host).scheme or "http"
     base_url = f"{scheme}://{registry_head}:{params['port']}/v1"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from backend import paths
 from backend.atomic import write_atomic
-from backend.systemd_unit import Unit, path_value, plain_value
+from backend.systemd_unit import Unit, check_unit_name, path_value, plain_value
 
 CLUSTER_UNIT = "c3-cluster.service"
 WATCHDOG_SERVICE = "c3-cluster-watchdog.service"
@@ -57,7 +57,7 @@ def render_units(
     """The three unit files, exactly as they would be written."""
     c3 = c3 or c3_executable()
     home, state = paths.config_home(), paths.state_home()
-    native = plain_value(native_unit) if native_unit else ""
+    native = plain_value(check_unit_name(native_unit, "--native-unit")) if native_unit else ""
 
     def service(unit: Unit) -> Unit:
         unit.add("Service", "Type", "oneshot")
@@ -139,7 +139,7 @@ class NativeUnit:
         return self.active or self.enabled
 
     def stand_down_argv(self) -> list[str]:
-        return ["systemctl", "disable", "--now", self.name]
+        return ["systemctl", "disable", "--now", "--", self.name]  # `--`: the name is never an option
 
     def restore_hint(self) -> str:
         return f"systemctl enable --now {self.name}"
@@ -147,13 +147,14 @@ class NativeUnit:
 
 def native_unit_state(name: str) -> NativeUnit | None:
     """What systemctl says about `name`; None when there is no systemctl here."""
+    check_unit_name(name, "--native-unit")
     tool = shutil.which("systemctl")
     if tool is None:
         return None
 
     def ask(verb: str) -> str:
         try:
-            result = subprocess.run([tool, verb, name], capture_output=True, text=True, timeout=30)
+            result = subprocess.run([tool, verb, "--", name], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return ""
         return result.stdout.strip().splitlines()[0] if result.stdout.strip() else ""

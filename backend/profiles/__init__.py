@@ -21,7 +21,10 @@ from backend.errors import C3Error, Refused, UsageError
 from backend.text import show
 from backend.userfiles import read_text
 
-PROFILE_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+PROFILE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9_-]+)*$"
+"""Lower-case letters, digits, `_`, `-` and single dots between them: never a path separator or `..`,
+since the name becomes a file name (profiles/NAME.yaml, the nodes' env files, stop markers)."""
+PROFILE_NAME_MAX = 60
 ParamValue = str | int | float | bool
 
 
@@ -31,7 +34,7 @@ class Profile(BaseModel):
     # Other features (shard) may keep their own keys in the same file: keep them on rewrite.
     model_config = ConfigDict(extra="allow")
 
-    name: str = Field(pattern=PROFILE_NAME_PATTERN, max_length=60)
+    name: str = Field(pattern=PROFILE_NAME_PATTERN, max_length=PROFILE_NAME_MAX)
     """Profile name (the recipe id unless chosen otherwise)."""
     kind: str = "recipe"
     """What launched it; this module handles `recipe`."""
@@ -59,14 +62,16 @@ class Profile(BaseModel):
         return "verified recipe" if recipe_verified else "recipe (unverified)"
 
 
-def _check_name(name: str) -> str:
-    if not re.fullmatch(PROFILE_NAME_PATTERN, name or ""):
-        raise UsageError(f"profile name `{name}` must match [a-z0-9][a-z0-9._-]*")
+def check_name(name: str) -> str:
+    """`name` when it is a valid profile name; else a UsageError (exit 2) that says what is allowed."""
+    if not isinstance(name, str) or len(name) > PROFILE_NAME_MAX or not re.fullmatch(PROFILE_NAME_PATTERN, name):
+        raise UsageError(f"profile name `{show(name, 80)}` is not valid",
+                         hint=f"use lower-case letters, digits, `-`, `_` and single dots, starting with a letter or digit, at most {PROFILE_NAME_MAX} characters")
     return name
 
 
 def profile_path(name: str) -> Path:
-    return paths.profiles_dir() / f"{_check_name(name)}.yaml"
+    return paths.profiles_dir() / f"{check_name(name)}.yaml"
 
 
 def active_file() -> Path:
@@ -116,7 +121,7 @@ def active_name() -> str | None:
 
 
 def set_active(name: str) -> None:
-    write_atomic(active_file(), _check_name(name) + "\n", mode=0o600)
+    write_atomic(active_file(), check_name(name) + "\n", mode=0o600)
 
 
 def resolve(name: str | None) -> Profile:
@@ -138,7 +143,7 @@ def now_iso() -> str:
 
 def stop_marker(name: str) -> Path:
     """`$C3_STATE/stopped/NAME`: present while the user wants the profile stopped."""
-    return paths.state_home() / "stopped" / _check_name(name)
+    return paths.state_home() / "stopped" / check_name(name)
 
 
 def mark_stopped(name: str, why: str) -> None:

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from backend import paths, strict_yaml
 from backend.errors import Refused, UsageError
+from backend.recipes import template
 from backend.recipes.schema import (
     DockerOptions,
     Hardware,
@@ -19,6 +20,8 @@ from backend.recipes.schema import (
     ParamValue,
     Provenance,
     Recipe,
+    image_problem,
+    port_problem,
 )
 from backend.text import show
 from backend.userfiles import read_text
@@ -34,9 +37,13 @@ __all__ = [
     "Provenance",
     "Recipe",
     "check_overrides",
+    "check_values",
     "get_recipe",
+    "image_problem",
     "load_recipes",
     "parse_overrides",
+    "port_problem",
+    "template",
 ]
 
 
@@ -52,7 +59,8 @@ def _read_file(path: Path) -> list[Recipe]:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "recipe"
-            raise UsageError(f"recipe file {path}: {show(where, 60)}: {show(err['msg'], 120)}", hint="see `c3 recipes show ID` for a valid recipe") from None
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            raise UsageError(f"recipe file {path}: {show(where, 60)}: {show(msg, 160)}", hint="see `c3 recipes show ID` for a valid recipe") from None
     return recipes
 
 
@@ -112,7 +120,17 @@ def parse_overrides(recipe: Recipe, pairs: list[str] | tuple[str, ...]) -> dict[
             out[key] = value if key == "image" else _coerce(value, recipe.defaults[key])
         except UsageError as exc:
             raise UsageError(f"--set {key}: {exc.message}") from None
+    check_values(out)
     return out
+
+
+def check_values(overrides: dict[str, ParamValue]) -> None:
+    """UsageError for an override `image` that is not an image reference or a `port` that is not a TCP
+    port: checked before any node is touched, since both reach `docker run` and the profile's URL."""
+    for problem in (image_problem(overrides["image"]) if "image" in overrides else None,
+                    port_problem(overrides["port"], "--set port") if "port" in overrides else None):
+        if problem:
+            raise UsageError(problem, hint="see `c3 recipes show ID` for the recipe's parameters")
 
 
 def check_overrides(recipe: Recipe, overrides: dict[str, ParamValue]) -> None:

@@ -16,10 +16,37 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from backend.envnames import ENV_NAME
+from backend.recipes import template
+from backend.text import show
 
 RECIPE_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 DIGEST_RE = re.compile(r"(@sha256:[0-9a-f]{64}$)|(^sha256:[0-9a-f]{64}$)")
 ParamValue = str | int | float | bool
+
+# A docker image reference (distribution/reference's grammar, lower-case path components): an
+# optional registry host[:port]/, path components, an optional :tag and @sha256 digest; or a local
+# image id `sha256:…`. Never starts with `-`, so it cannot be read as a `docker run` option.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+IMAGE_RE = re.compile(
+    rf"sha256:[0-9a-f]{{64}}|(?:{_LABEL}(?:\.{_LABEL})*(?::[0-9]{{1,5}})?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+)
+
+
+def image_problem(image: object) -> str | None:
+    """Why `image` is not a docker image reference (None when it is one)."""
+    if not isinstance(image, str) or len(image) > 255 or not IMAGE_RE.fullmatch(image):
+        return (f"image `{show(image, 80)}` is not an image reference "
+                "(REPO[:TAG][@sha256:…] or a local image id sha256:…; it may not start with `-`)")
+    return None
+
+
+def port_problem(port: object, what: str = "port") -> str | None:
+    """Why `port` is not a TCP port, an integer 1–65535 (None when it is one)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        return f"{what} `{show(port, 40)}` is not a TCP port (an integer 1–65535)"
+    return None
 
 
 class Hardware(BaseModel):
@@ -185,12 +212,33 @@ class Recipe(BaseModel):
             raise ValueError(f"api_key_env {self.api_key_env[:60]!r} is not a valid variable name")
         if "port" not in self.defaults:
             raise ValueError("defaults must set `port` (rank 0 serves the API there)")
+        for problem in (port_problem(self.defaults["port"], "defaults.port"), image_problem(self.image)):
+            if problem:
+                raise ValueError(problem)
+        self._check_templates()
         if self.verified:
             if not self.image_pinned:
                 raise ValueError("a verified recipe must pin its image by digest (repo@sha256:… or sha256:…)")
             if self.provenance is None or self.measured is None:
                 raise ValueError("a verified recipe needs provenance and measured numbers")
         return self
+
+    def _check_templates(self) -> None:
+        # Every placeholder is checked here, when the recipe is read, so a hostile template never
+        # gets as far as a launch (or a dry run); render() fills with the same closed set.
+        names = set(self.defaults) | template.BUILTIN_FIELDS
+        texts = [("command", self.command), ("worker_command", self.worker_command or [])]
+        for where, parts in texts:
+            for i, part in enumerate(parts):
+                try:
+                    template.check(part, names)
+                except ValueError as exc:
+                    raise ValueError(f"{where}[{i}]: {exc}") from None
+        for key, value in self.env.items():
+            try:
+                template.check(value, names)
+            except ValueError as exc:
+                raise ValueError(f"env {key}: {exc}") from None
 
     @property
     def image_pinned(self) -> bool:

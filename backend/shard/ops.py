@@ -14,7 +14,7 @@ from typing import cast
 
 from pydantic import BaseModel, Field
 
-from backend.errors import Refused, UsageError
+from backend.errors import EnvironmentProblem, Refused, UsageError
 from backend.nodes.registry import Node
 from backend.remote import CommandResult, Shell, close_all, open_shells
 from backend.settings import current
@@ -62,27 +62,12 @@ async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run
     """Plan, then (unless `dry_run`) run in the foreground; the exit code."""
     secrets = collect_secrets(options)
     if dry_run:
-        execs, failures = await open_shells(_keyed(nodes, ssh_key))
-        if failures:
-            # A dry run needs no node: show the plan with what only the nodes can tell as placeholders.
-            await close_all(execs)
-            from backend.shard.plan import placeholder_plan
-            from backend.shard.render import describe
-
-            plan = placeholder_plan(nodes, options, secret_names=sorted(secrets))
-            said = "; ".join(f"{name}: {getattr(f, 'detail', None) or getattr(f, 'message', str(f))}" for name, f in failures.items())
-            echo(f"dry run without checks: {', '.join(failures)} could not be reached ({said})")
-            echo("values in <…> are resolved on the nodes at start: the head address from the head's interfaces, "
-                 "each worker's address and interface from `ip -o -4 route get HEAD` there; GPUs from nvidia-smi")
-            for line in describe(plan):
-                echo(line)
-            return 0
-    else:
-        execs = await _open_every(nodes, ssh_key)
+        return await _dry_run(nodes, options, echo=echo, ssh_key=ssh_key, secret_names=sorted(secrets))
+    execs = await _open_every(nodes, ssh_key)
     try:
         prepared: Prepared = await prepare(nodes, execs, options, secret_names=sorted(secrets))
         head = prepared.plan.parts[0]
-        if not dry_run and not head.local:
+        if not head.local:
             raise Refused(
                 f"`shard start` runs on the head node, and {head.node} is not this machine",
                 hint=f"run it on {head.node}, or name this machine with --head (it must be in --nodes); --dry-run works from anywhere",
@@ -94,11 +79,40 @@ async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run
 
     for line in describe(prepared.plan, checks=prepared.checks):
         echo(line)
-    if dry_run:
-        await close_all(execs)
-        return 0
     runner = ShardRunner(plan=prepared.plan, execs=execs, echo=echo, secrets=secrets, timing=timing or Timing(), ray=options.ray)
     return await runner.run()
+
+
+async def _dry_run(nodes: list[Node], options: ShardOptions, *, echo: Echo, ssh_key: str | None, secret_names: list[str]) -> int:
+    """The plan, exit 0, whatever the nodes say. Every node is probed; when all answer and pass the
+    checks the plan has their real addresses and the checks' results. Otherwise, whether a node is
+    unreachable or answers but fails a check (no vllm, no ray, versions, GPUs), the dry run says so in one
+    line and prints the plan with placeholders: it never needs a node, and treats every node alike.
+    Bad input (ports, a unit name) is still a usage error."""
+    from backend.shard.plan import placeholder_plan
+    from backend.shard.render import describe
+
+    execs, failures = await open_shells(_keyed(nodes, ssh_key))
+    problem = "; ".join(f"{name}: {getattr(f, 'detail', None) or getattr(f, 'message', str(f))}" for name, f in failures.items())
+    prepared: Prepared | None = None
+    try:
+        if not failures:
+            prepared = await prepare(nodes, execs, options, secret_names=secret_names)
+    except (Refused, EnvironmentProblem) as refused:
+        problem = refused.message
+    finally:
+        await close_all(execs)
+    if prepared is not None:
+        for line in describe(prepared.plan, checks=prepared.checks):
+            echo(line)
+        return 0
+    where = f"{', '.join(failures)} could not be reached ({problem})" if failures else f"a check failed ({problem})"
+    echo(f"dry run without checks: {where}; a real start refuses until this is fixed")
+    echo("values in <…> are resolved on the nodes at start: the head address from the head's interfaces, "
+         "each worker's address and interface from `ip -o -4 route get HEAD` there; GPUs from nvidia-smi")
+    for line in describe(placeholder_plan(nodes, options, secret_names=secret_names)):
+        echo(line)
+    return 0
 
 
 class NodeStatus(BaseModel):
@@ -214,15 +228,18 @@ class StopResult(BaseModel):
     """Why the node could not be handled."""
 
 
-async def stop(nodes: list[Node], *, ray: str = "ray", use_ray: bool = True, ssh_key: str | None = None) -> list[StopResult]:
-    """On every node at once: TERM (then KILL) c3's processes, then `ray stop`, then sweep again."""
+async def stop(nodes: list[Node], *, ray: str = "ray", use_ray: bool = True, ssh_key: str | None = None,
+               tag: str | None = None) -> list[StopResult]:
+    """On every node at once: mark the stop (a foreground `shard start` then ends with exit 0, "stopped
+    by request"), TERM (then KILL) c3's processes (those of `tag` only, when given), then `ray stop`,
+    then sweep again."""
     execs, failures = await open_shells(_keyed(nodes, ssh_key))
     try:
         async def one(node: Node) -> StopResult:
             if node.name in failures:
                 return StopResult(node=node.name, error=getattr(failures[node.name], "message", str(failures[node.name])))
             e = execs[node.name]
-            first = await run_script(e, tagged_script("stop", grace_s=15), timeout=60)
+            first = await run_script(e, tagged_script("stop", grace_s=15, tag=tag, mark=True), timeout=60)
             out = StopResult(node=node.name)
             match = re.search(r"stopped=(\d+)(?: killed=(\d+))?", first.stdout)
             if match:
@@ -231,7 +248,7 @@ async def stop(nodes: list[Node], *, ray: str = "ray", use_ray: bool = True, ssh
                 said = await run_script(e, f"command -v {shlex.quote(ray)} >/dev/null 2>&1 || {{ echo 'ray not installed'; exit 0; }}; "
                                    f"{shlex.quote(ray)} stop 2>&1 | tail -n 1", timeout=90)
                 out.ray_stop = re.sub(r"\x1b\[[0-9;]*m", "", said.stdout.strip().splitlines()[-1] if said.stdout.strip() else "")
-                await run_script(e, tagged_script("stop", grace_s=5), timeout=60)
+                await run_script(e, tagged_script("stop", grace_s=5, tag=tag), timeout=60)
             return out
 
         results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)

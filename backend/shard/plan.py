@@ -6,7 +6,6 @@ every refusal is unit-testable and `--dry-run` shows exactly what a real start w
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from pydantic import BaseModel, Field
@@ -24,8 +23,7 @@ from backend.nodes.registry import Node
 from backend.secrets_env import split_secrets
 from backend.shard import mp_cmds, ray_cmds
 from backend.shard.models import Backend, NodeFacts, NodePart, Route, ShardPlan, Step
-
-SERVICE_NAME = re.compile(r"^[A-Za-z0-9@_.:-]+$")
+from backend.systemd_unit import check_unit_name
 
 
 class ShardOptions(BaseModel):
@@ -222,8 +220,9 @@ def _assemble(ordered: list[Node], counts: dict[str, int], addresses: GroupAddre
         )
     stop = []
     if options.stop_services:
-        if not SERVICE_NAME.match(options.service_name):
-            raise UsageError(f"--service-name {options.service_name!r} is not a systemd unit name")
+        # No `--` here: a sudoers rule names the exact command (`systemctl stop vllm.service`); the
+        # name is checked instead, so it can never be read as an option.
+        check_unit_name(options.service_name, "--service-name", suffix=False)
         stop = [Step(label=f"stop {options.service_name}", argv=["sudo", "-n", "systemctl", "stop", options.service_name])]
     return ShardPlan(
         backend=options.backend,

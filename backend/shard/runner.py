@@ -25,6 +25,7 @@ from backend.shard.render import start_order
 from backend.shard.scripts import (
     kill_group_script,
     launch_script,
+    marker_script,
     run_script,
     secrets_stdin,
     tagged_script,
@@ -91,6 +92,11 @@ class ShardRunner:
                     code = supervise.result()
                 except C3Error as exc:
                     error = exc
+                stopped_by = await self._stop_requested()
+                if stopped_by:
+                    # `c3 shard stop` ended the parts on purpose: that is not a failure.
+                    self.echo(f"c3: stopped by request (`c3 shard stop` on {', '.join(stopped_by)})")
+                    code, error = 0, None
             else:
                 supervise.cancel()
                 with contextlib.suppress(asyncio.CancelledError, C3Error):
@@ -114,7 +120,16 @@ class ShardRunner:
 
     # --- start ------------------------------------------------------------------------------
 
+    async def _stop_requested(self) -> list[str]:
+        """The nodes where `c3 shard stop` left this shard's stop marker."""
+        script = marker_script("check", self.plan.tag)
+        results = await asyncio.gather(*(run_script(self.execs[p.node], script, timeout=30) for p in self.plan.parts), return_exceptions=True)
+        return [p.node for p, r in zip(self.plan.parts, results, strict=True) if not isinstance(r, BaseException) and "stop=requested" in r.stdout]
+
     async def _start_and_watch(self) -> int:
+        # A marker left by an earlier `shard stop` must not turn this run's crash into a success.
+        clear = marker_script("clear", self.plan.tag)
+        await asyncio.gather(*(run_script(self.execs[p.node], clear, timeout=30) for p in self.plan.parts))
         if self.plan.stop_services:
             await self._stop_services()
         parts = {p.node: p for p in self.plan.parts}

@@ -66,10 +66,26 @@ def kill_group_script(pgid: int, grace_s: float, *, settle_s: float = 0) -> str:
     )
 
 
-def tagged_script(action: str, grace_s: float = 10, *, tag: str | None = None) -> str:
+STOP_MARKERS = '"$HOME"/.c3/shard'
+"""Where `c3 shard stop` leaves `stopped-<tag>` on each node (the node user's home, whichever machine
+runs the stop), so the foreground `shard start` can tell a deliberate stop from a crash."""
+
+
+def marker_script(action: str, tag: str) -> str:
+    """`clear` the stop marker of `tag` (a start does, first), or `check` it (prints `stop=requested`)."""
+    if not (tag.isascii() and tag.replace("-", "").replace(".", "").replace("_", "").isalnum()):
+        raise ValueError(f"shard tag {tag!r} is not a plain name")
+    path = f"{STOP_MARKERS}/stopped-{tag}"
+    if action == "clear":
+        return f"rm -f {path}\n"
+    return f"[ -e {path} ] && echo stop=requested; exit 0\n"
+
+
+def tagged_script(action: str, grace_s: float = 10, *, tag: str | None = None, mark: bool = False) -> str:
     """List (`list`) or stop (`stop`) every process whose environment has C3_SHARD (= `tag` when given).
 
     Found through /proc/PID/environ, so `stop` needs no state file and touches nothing c3 did not start.
+    With `mark` (`c3 shard stop`), each tag found gets its stop marker before any process is signalled.
     """
     pattern = "^C3_SHARD=" + (tag + "$" if tag else "")  # tags are node names and a port: no regex characters
     find = (f"c3_pids() {{ grep -lz {shlex.quote(pattern)} /proc/[0-9]*/environ 2>/dev/null "
@@ -77,9 +93,14 @@ def tagged_script(action: str, grace_s: float = 10, *, tag: str | None = None) -
     if action == "list":
         return find + "\nfor p in $(c3_pids); do printf 'proc=%s %s\\n' \"$p\" \"$(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; done\n"
     ticks = max(1, int(grace_s * 10))
+    # A tag read from a process's environment is used as a file name only when it is a plain name.
+    mark_tags = (f"mkdir -p {STOP_MARKERS} 2>/dev/null; for p in $pids; do "
+                 "t=$(tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^C3_SHARD=//p' | head -n 1); "
+                 f"case \"$t\" in ''|*[!A-Za-z0-9._-]*) ;; *) : > {STOP_MARKERS}/stopped-\"$t\";; esac; done\n")
     return (
         find + "\n"
         "pids=$(c3_pids); [ -z \"$pids\" ] && { echo stopped=0; exit 0; }\n"
+        + (mark_tags if mark else "") +
         "n=$(echo $pids | wc -w); kill -TERM $pids 2>/dev/null\n"
         f"i=0; while [ $i -lt {ticks} ] && [ -n \"$(c3_pids)\" ]; do sleep 0.1; i=$((i+1)); done\n"
         "left=$(c3_pids); [ -n \"$left\" ] && kill -KILL $left 2>/dev/null\n"

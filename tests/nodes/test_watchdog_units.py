@@ -100,16 +100,33 @@ def test_install_service_stands_the_native_unit_down_after_showing_it(tmp_path):
         return subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", *a, "--unit-dir", str(tmp_path / "units")],
                               capture_output=True, text=True, env=env, **kw)
     dry = run("--dry-run")
-    assert dry.returncode == 0 and "vllm.service is active, enabled: it will be stood down: systemctl disable --now vllm.service" in dry.stdout
+    assert dry.returncode == 0 and "vllm.service is active, enabled: it will be stood down: systemctl disable --now -- vllm.service" in dry.stdout
     assert "to restore it later: systemctl enable --now vllm.service" in dry.stdout
     refused = run(stdin=subprocess.DEVNULL)
     assert refused.returncode == 1 and "disable" not in log.read_text()
     done = run("--yes")
     assert done.returncode == 0, done.stderr
-    assert "ran systemctl disable --now vllm.service (restore with: systemctl enable --now vllm.service)" in done.stdout
-    assert "disable --now vllm.service" in log.read_text() and "enable --now" not in log.read_text().replace("disable --now", "")
+    assert "ran systemctl disable --now -- vllm.service (restore with: systemctl enable --now vllm.service)" in done.stdout
+    assert "disable --now -- vllm.service" in log.read_text() and "enable --now" not in log.read_text().replace("disable --now", "")
+    assert "is-active -- vllm.service" in log.read_text()
     none = run("--yes", "--native-unit", "")
     assert none.returncode == 0 and log.read_text().count("disable") == 1
+
+
+@pytest.mark.parametrize("unit", ["--host=x@evil", "-H.service", "vllm", "a b.service", "x.service;reboot"])
+def test_a_native_unit_that_is_not_a_unit_name_is_refused_before_systemctl_runs(tmp_path, unit):
+    """Issue 24: `--native-unit=--host=x@evil` ran `systemctl is-active --host=x@evil`."""
+    bindir, log = tmp_path / "bin", tmp_path / "systemctl.log"
+    bindir.mkdir()
+    (bindir / "systemctl").write_text(f'#!/bin/sh\necho "$*" >> {log}\necho active\n')
+    (bindir / "systemctl").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    for extra in (["--dry-run"], ["--yes"]):
+        result = subprocess.run([sys.executable, "-m", "c3", "recipes", "install-service", f"--native-unit={unit}", *extra,
+                                 "--unit-dir", str(tmp_path / "units")], capture_output=True, text=True, env=env, timeout=60)
+        assert result.returncode == 2, (result.stdout, result.stderr)
+        assert result.stderr.startswith("c3: error: --native-unit") and "is not a systemd unit name" in result.stderr
+        assert "Traceback" not in result.stderr and not log.exists() and not (tmp_path / "units").exists()
 
 
 @pytest.mark.parametrize("text", ["[]", "null", '"x"'])

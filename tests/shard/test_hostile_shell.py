@@ -73,7 +73,10 @@ def test_recipe_docker_command_keeps_hostile_words_literal(tmp_path, monkeypatch
     data["nodes"] = 1
     recipe = Recipe.model_validate(data)
     nodes = [Node(name="n1", host="http://10.213.99.1:8123", ssh="root@10.213.99.1")]
-    plan = render(recipe, nodes, {"image": f"img$(touch {marker})"}, allow_unpinned=True)
+    # A hostile image is refused outright (issue 24: an image is a reference, never an option or shell text).
+    with pytest.raises(UsageError, match="not an image reference"):
+        render(recipe, nodes, {"image": f"img$(touch {marker})"}, allow_unpinned=True)
+    plan = render(recipe, nodes, {"image": "img:latest"}, allow_unpinned=True)
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
@@ -83,7 +86,7 @@ def test_recipe_docker_command_keeps_hostile_words_literal(tmp_path, monkeypatch
                          env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     assert not marker.exists()
-    assert f"img$(touch {marker})" in out.stdout and f"PLAIN={words[2]}" in out.stdout
+    assert "img:latest" in out.stdout and f"PLAIN={words[2]}" in out.stdout
 
 
 def test_recipe_with_a_hostile_env_name_does_not_load():

@@ -211,9 +211,11 @@ def test_dry_run_text_hides_secrets_and_shows_env_per_node():
     assert plan.secret_env == ["HF_TOKEN", "NCCL_X"] and "NCCL_X=<hidden>" in text  # not public: secret by default
 
 
-def test_bad_service_name_is_refused():
-    with pytest.raises(UsageError):
-        build_plan([A, B], two_sparks(), routes_b(), opts(tp=2, pp=1, stop_services=True, service_name="x; rm -rf /"), head_address="192.168.1.10")
+@pytest.mark.parametrize("name", ["x; rm -rf /", "--host=x@evil", "-H"])
+def test_bad_service_name_is_refused(name):
+    """Issue 24: a name starting with `-` (read by systemctl as an option) is refused too."""
+    with pytest.raises(UsageError, match="not a systemd unit name"):
+        build_plan([A, B], two_sparks(), routes_b(), opts(tp=2, pp=1, stop_services=True, service_name=name), head_address="192.168.1.10")
 
 
 def test_vllm_versions_must_match_where_known():

@@ -155,3 +155,54 @@ def test_kill_group_script_refuses_groups_that_mean_everyone():
             continue
         raise AssertionError(f"kill_group_script accepted process group {pgid}")
     assert "kill -TERM -4242 " in kill_group_script(4242, 1)
+
+
+def _tag_of(pid: int) -> str:
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return next(e.decode()[len("C3_SHARD="):] for e in environ if e.startswith(b"C3_SHARD="))
+
+
+def test_shard_stop_ends_the_foreground_start_with_exit_0(tmp_path, monkeypatch):
+    """Issue 24: a deliberate `c3 shard stop` made the foreground `shard start` exit 1, like a crash.
+    The stop marks each node (`~/.c3/shard/stopped-<tag>`) before it signals; the start then says
+    "stopped by request" and exits 0. (Only this test's shard is stopped: by its tag.)"""
+    import asyncio
+
+    from backend.nodes.registry import Node
+    from backend.shard.ops import stop
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    proc, log = start(tmp_path)
+    try:
+        pids = pids_started(log, 2, proc)
+        assert len(pids) == 2, log.read_text()
+        tag = _tag_of(pids[0])
+        nodes = [Node(name="a", host="http://127.0.0.1:8000", ssh="u@127.0.0.1"), Node(name="b", host="http://127.0.0.2:8000", ssh="u@127.0.0.2")]
+        results = asyncio.run(stop(nodes, use_ray=False, tag=tag))
+        assert sum(r.stopped for r in results) >= 2 and not any(r.error for r in results)
+        rc = proc.wait(timeout=60)
+        text = log.read_text()
+        assert rc == 0, text
+        assert "c3: stopped by request (`c3 shard stop` on a, b)" in text
+        assert not any(alive(p) for p in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_stale_stop_marker_does_not_hide_a_crash(tmp_path, monkeypatch):
+    """A marker left by an earlier stop is cleared when a start begins: a later crash still fails."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    markers = tmp_path / ".c3" / "shard"
+    markers.mkdir(parents=True)
+    for port in range(30000, 39001):  # the helper picks its port at random in this range
+        (markers / f"stopped-a-{port}").write_text("")
+    proc, log = start(tmp_path, FAKE_FAIL="1")
+    try:
+        assert proc.wait(timeout=60) == 7, log.read_text()
+        assert "stopped by request" not in log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
