@@ -88,7 +88,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="c3-bench-") as tmp:
         pods = setup(Path(tmp), args)
         from backend.runtime.boot import boot_many, boot_pod
-        from backend.runtime.context import open_context
+        from backend.wiring import open_context
 
         ctx = open_context()
         rows = {"slowest_single": [], "serial": [], "parallel": [], "placement": [], "after_ready": []}

@@ -24,6 +24,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 
+from c3.cockpit import Cockpit
 from c3.look import ANSI_THEME, AsciiFilter, no_color, wants_ansi_theme, wants_ascii
 from c3.screens.base import CockpitScreen, LiveModal, ServiceCalls
 from c3.screens.orchestration import OrchestrationScreen
@@ -499,3 +500,8 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
 
     def action_stop_all(self) -> None:
         self.request_write("stop_all")
+
+
+def _is_a_cockpit(app: C3App) -> Cockpit:
+    """mypy checks here that the app is what screens and modals take it for (c3/cockpit.py)."""
+    return app

@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from textual.binding import Binding
 from textual.content import Content
+from textual.dom import DOMNode
 from textual.widgets import Input, Static
 
 Row = TypeVar("Row")
@@ -89,7 +90,9 @@ class FilterBar(Input):
 
     def action_clear_filter(self) -> None:
         self.value = ""
-        self.screen.action_filter_done()  # type: ignore[attr-defined]
+        screen = self.screen
+        if isinstance(screen, Filterable):  # it always is: a FilterBar lives on a Filterable screen
+            screen.action_filter_done()
 
 
 class QueryLine(Static):
@@ -127,15 +130,20 @@ class Filterable:
         """The list that keys act on (focus returns there)."""
         raise NotImplementedError
 
+    @property
+    def filter_node(self) -> DOMNode:
+        """This mixin's own self as what it always is: a Textual screen."""
+        return cast(DOMNode, self)
+
     def filtered(self, rows: Sequence[Row], text: Callable[[Row], str]) -> list[Row]:
         """The rows to show; the query line under the list says how many of how many."""
         shown = self.list_query.apply(rows, text, self.SORTS)
-        for line in self.query(QueryLine):  # type: ignore[attr-defined]
+        for line in self.filter_node.query(QueryLine):
             line.show_query(self.list_query.describe(self.SORTS, len(shown), len(rows)))
         return shown
 
     def _bar(self) -> FilterBar:
-        return self.query_one("#filter-bar", FilterBar)  # type: ignore[attr-defined, no-any-return]
+        return self.filter_node.query_one("#filter-bar", FilterBar)
 
     def set_query(self, query: ListQuery) -> None:
         self.list_query = query

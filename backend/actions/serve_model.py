@@ -79,7 +79,7 @@ class ServeModel(Action):
     def ctx(self) -> RuntimeContext:
         """The runtime context (GPU probe, runtime, catalog), opened on first use and kept."""
         if self.context is None:
-            from backend.runtime.context import open_context
+            from backend.wiring import open_context
 
             self.context = open_context(forced_mode=self.gpu_mode)
         return self.context

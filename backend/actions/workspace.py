@@ -32,7 +32,7 @@ class Workspace:
     @property
     def ctx(self) -> RuntimeContext:
         if self.context is None:
-            from backend.runtime.context import open_context
+            from backend.wiring import open_context
 
             self.context = open_context(forced_mode=self.forced_mode)
         return self.context
@@ -54,9 +54,9 @@ class Workspace:
     def gpus(self) -> list[Gpu]:
         """This machine's GPUs; EnvironmentProblem without a probe (no runtime is opened for this)."""
         if self.context is None:
-            from backend.gpu import get_probe
+            from backend.wiring import open_probe
 
-            return list(get_probe().gpus())
+            return list(open_probe().gpus())
         if self.ctx.probe is None:
             raise EnvironmentProblem(self.ctx.probe_problem or "no GPU probe", hint="c3 needs NVML, or C3_RIG=rig.yaml for a simulated rig")
         return list(self.ctx.probe.gpus())

@@ -1,50 +1,20 @@
-"""GPU probes: NVML on a real machine, a simulated rig (`C3_RIG`, or the built-in demo rig).
+"""GPU probes: the `GpuProbe` protocol and its NVML implementation.
 
-`get_probe()` is the one way the rest of c3 obtains a probe. The simulated rig lives in
-`backend.sim.probe`; its names are still importable from here (loaded on first use, because
-`backend.sim.probe` itself reads `backend.gpu.registry`).
+The simulated rig (`C3_RIG`, or the built-in demo rig) lives in `backend.sim.probe`; which of the two a
+command gets is decided by the composition root, `backend.wiring.open_probe`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from backend.errors import EnvironmentProblem
 from backend.gpu.probe import GpuProbe
 
-__all__ = [
-    "DEMO_RIG",
-    "GpuProbe",
-    "Rig",
-    "RigGpu",
-    "SimulatedProbe",
-    "derive_uuid",
-    "get_probe",
-    "load_rig",
-]
-
-_SIM_NAMES = frozenset({"DEMO_RIG", "Rig", "RigGpu", "SimulatedProbe", "derive_uuid", "load_rig", "probe_from_env"})
+__all__ = ["GpuProbe", "nvml_probe"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SIM_NAMES:
-        from backend.sim import probe
-
-        return getattr(probe, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def get_probe(*, demo: bool = False) -> GpuProbe:
-    """The simulated probe when `C3_RIG` is set (or `demo`), else NVML.
-
-    Raises EnvironmentProblem (exit 3) when neither is available, UsageError (exit 2) for a
-    malformed rig file.
-    """
-    from backend.sim.probe import probe_from_env
-
-    simulated = probe_from_env(demo=demo)
-    if simulated is not None:
-        return simulated
+def nvml_probe() -> GpuProbe:
+    """The NVML probe. Raises EnvironmentProblem (exit 3) when NVML is unavailable, with the hint
+    that names the simulated rig."""
     from backend.gpu.nvml import NvmlProbe
 
     try:

@@ -206,10 +206,10 @@ class LiveState:
 
     def _read_gpus(self) -> Any:
         if self.ctx.probe is None:
-            from backend.gpu import get_probe
-
+            if self.ctx.reopen_probe is None:
+                raise EnvironmentProblem(self.ctx.probe_problem or "no GPU probe")
             try:
-                self.ctx.probe = get_probe()
+                self.ctx.probe = self.ctx.reopen_probe()
                 self.ctx.probe_problem = None
             except EnvironmentProblem as error:
                 self.ctx.probe_problem = error.message

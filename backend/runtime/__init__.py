@@ -1,7 +1,7 @@
 """The pod runtime: engine command lines, containers (docker-py) or local stub processes, GPU pinning,
 gates before boot, readiness, placement verified from the host.
 
-Entry points: `open_context()` (probe + runtime + catalog), `boot.boot_pod` / `boot.boot_many`,
+Entry points: `RuntimeContext` (probe + runtime + catalog, built by `backend.wiring.open_context`), `boot.boot_pod` / `boot.boot_many`,
 `status.pod_rows`, `status.is_running`.
 
 The names below are loaded on first use (PEP 562), as in `backend.views`: reading `runtime.models`
@@ -14,13 +14,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from backend.runtime.context import RuntimeContext, open_context
+    from backend.runtime.context import RuntimeContext
     from backend.runtime.models import GateResult, LaunchSpec, Placement, Workload
     from backend.runtime.status import is_running
 
 _WHERE = {
     "RuntimeContext": "backend.runtime.context",
-    "open_context": "backend.runtime.context",
     "GateResult": "backend.runtime.models",
     "LaunchSpec": "backend.runtime.models",
     "Placement": "backend.runtime.models",
@@ -28,7 +27,7 @@ _WHERE = {
     "is_running": "backend.runtime.status",
 }
 
-__all__ = ["GateResult", "LaunchSpec", "Placement", "RuntimeContext", "Workload", "is_running", "open_context"]
+__all__ = ["GateResult", "LaunchSpec", "Placement", "RuntimeContext", "Workload", "is_running"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,9 +1,9 @@
-"""Wiring: the GPU probe, the pod runtime, the catalog and the reservation rule, chosen once per command.
+"""The runtime context: the GPU probe, the pod runtime, the catalog and the reservation rule of one command.
 
-Runtime choice: `C3_RUNTIME=sim|docker` forces one; otherwise a simulated GPU probe (C3_RIG, `c3 demo`)
-gets the simulated runtime and a real one gets Docker. No NVML is not fatal here: placement is then
-`unknown` (with the reason), and the gates that need NVML report "not checked" (a boot then needs
---force) instead of passing on no data.
+Which probe and runtime (simulated or real) is decided once, by the composition root `backend.wiring`
+(`open_context`); this module only holds what it chose. No NVML is not fatal: placement is then `unknown`
+(with the reason), and the gates that need NVML report "not checked" (a boot then needs --force)
+instead of passing on no data.
 """
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ if TYPE_CHECKING:  # loaded on first use (see `entry`)
     from backend.catalog import Catalog
 
 
+def is_simulated(probe: GpuProbe | None) -> bool:
+    """A simulated rig's probe (its source says `simulated:…`)."""
+    return probe is not None and str(getattr(probe, "source", "")).startswith("simulated")
+
+
 @dataclass
 class RuntimeContext:
     """What every runtime command needs."""
@@ -33,10 +38,12 @@ class RuntimeContext:
     forced_mode: str | None = None
     reservation: Callable[[CatalogEntry, Gpu], int | None] | None = None
     notes: list[str] = field(default_factory=list)
+    reopen_probe: Callable[[], GpuProbe] | None = field(default=None, repr=False)
+    """How to open the probe again when it was unavailable (the live hub retries it); None: it stays unavailable."""
 
     @property
     def simulated(self) -> bool:
-        return self.probe is not None and str(getattr(self.probe, "source", "")).startswith("simulated")
+        return is_simulated(self.probe)
 
     def gpus(self) -> list[Gpu]:
         if self.probe is None:
@@ -79,37 +86,3 @@ class RuntimeContext:
 
             self.reservation = reservation_mib
         return self.reservation(entry, gpu)
-
-
-def runtime_kind(simulated_probe: bool) -> str:
-    """`sim` or `docker`, from C3_RUNTIME or the probe."""
-    from backend.settings import current
-
-    value = current().runtime  # a value other than sim/docker is refused when the settings are read
-    if value:
-        return value
-    return "sim" if simulated_probe else "docker"
-
-
-def open_context(*, forced_mode: str | None = None, demo: bool = False, runtime: PodRuntime | None = None) -> RuntimeContext:
-    """Build the context for one command (the Docker client connects lazily, on first use)."""
-    probe, problem = None, None
-    try:
-        from backend.gpu import get_probe
-
-        probe = get_probe(demo=demo)
-    except EnvironmentProblem as error:
-        problem = error.message
-    simulated = probe is not None and str(getattr(probe, "source", "")).startswith("simulated")
-    if runtime is None:
-        if runtime_kind(simulated) == "sim":
-            from backend.sim.runtime import SimRuntime
-
-            runtime = SimRuntime()
-        else:
-            from backend.runtime.docker_adapter import DockerRuntime
-
-            runtime = DockerRuntime(simulated_probe=simulated)
-    from backend.runtime.gpu_mode import forced_mode as pick
-
-    return RuntimeContext(runtime=runtime, probe=probe, probe_problem=problem, forced_mode=pick(forced_mode))

@@ -133,13 +133,9 @@ def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = 
     return rows
 
 
-def is_running(pod_name: str, ctx: RuntimeContext | None = None) -> bool | None:
+def is_running(pod_name: str, ctx: RuntimeContext) -> bool | None:
     """True when the pod's workload runs; None when it cannot be told (daemon down) — callers fail closed."""
     try:
-        if ctx is None:
-            from backend.runtime.context import open_context
-
-            ctx = open_context()
         return ctx.runtime.workload(pod_name).running
     except C3Error:
         return None

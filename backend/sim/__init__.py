@@ -7,6 +7,6 @@
 - `runtime`: the `PodRuntime` whose workloads are stub-engine processes on this machine.
 
 Everything else in c3 sees these only through the same protocols as the real NVML and Docker.
-Nothing is imported here: the stub engine must run as a bare script, and the probe is loaded lazily
-by `backend.gpu`.
+Nothing is imported here: the stub engine must run as a bare script; the composition root
+`backend.wiring` picks the probe and the runtime.
 """

@@ -111,9 +111,9 @@ class GpuAvailability(BaseModel):
 
 def gpu_list() -> GpuList:
     """Every GPU of this machine (NVML) or of the simulated rig. EnvironmentProblem without a probe."""
-    from backend.gpu import get_probe
+    from backend.wiring import open_probe
 
-    probe = get_probe()
+    probe = open_probe()
     return GpuList(gpus=[GpuRow.of(s) for s in probe.snapshots()], source=probe.source)
 
 
@@ -121,11 +121,10 @@ def gpu_process_list(estate_path: Path) -> GpuProcessList:
     """Every compute process on this machine's GPUs, mapped to `estate_path`'s pods by the runtime (the
     runtime is not asked when no GPU has a process)."""
     from backend.estate import load_estate
-    from backend.gpu import get_probe
-    from backend.runtime.context import open_context
     from backend.runtime.gpu_processes import process_rows
+    from backend.wiring import open_context, open_probe
 
-    probe = get_probe()
+    probe = open_probe()
     snapshots = probe.snapshots()
     pods = load_estate(estate_path).pods if estate_path.exists() else []
     if not any(s.processes for s in snapshots):
@@ -135,9 +134,9 @@ def gpu_process_list(estate_path: Path) -> GpuProcessList:
 
 def gpus_at(indices: Sequence[int]) -> list[Gpu]:
     """This machine's GPUs at `indices`, in that order; Refused naming the ones it does not have."""
-    from backend.gpu import get_probe
+    from backend.wiring import open_probe
 
-    measured = {g.index: g for g in get_probe().gpus()}
+    measured = {g.index: g for g in open_probe().gpus()}
     missing = [i for i in indices if i not in measured]
     if missing:
         have = ", ".join(str(i) for i in sorted(measured)) or "none"
@@ -147,9 +146,9 @@ def gpus_at(indices: Sequence[int]) -> list[Gpu]:
 
 def gpu_availability() -> GpuAvailability:
     """The GPUs, or why there are none (never raises for a missing probe)."""
-    from backend.gpu import get_probe
+    from backend.wiring import open_probe
 
     try:
-        return GpuAvailability(gpus=list(get_probe().gpus()))
+        return GpuAvailability(gpus=list(open_probe().gpus()))
     except EnvironmentProblem as error:
         return GpuAvailability(gpus=None, problem=error.message)

@@ -33,7 +33,7 @@ class LiveEstate:
     """One estate file watched live on this machine (or on the demo's simulated rig)."""
 
     def __init__(self, path: Path, *, demo: bool = False) -> None:
-        from backend.runtime.context import open_context
+        from backend.wiring import open_context
 
         self.path = path
         self.context: RuntimeContext = open_context(demo=demo)

@@ -58,7 +58,7 @@ class PodLogOutput:
 
 def pod_log_output(name: str, tail: int, *, follow: bool = False) -> PodLogOutput:
     """A pod's engine output for `c3 pod logs`; Refused when it has neither a container nor a boot log."""
-    from backend.runtime.context import open_context
+    from backend.wiring import open_context
 
     ctx = open_context()
     workload = ctx.runtime.workload(name)
@@ -74,6 +74,6 @@ def pod_log_output(name: str, tail: int, *, follow: bool = False) -> PodLogOutpu
 
 def pod_running(name: str) -> bool | None:
     """Does the pod's workload run? Raises EnvironmentProblem when the runtime cannot tell (daemon down)."""
-    from backend.runtime.context import open_context
+    from backend.wiring import open_context
 
     return open_context().runtime.workload(name).running

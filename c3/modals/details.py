@@ -34,7 +34,7 @@ class DetailsModal(CockpitModal):
 
     def _landed(self, details: PodDetails) -> None:
         self.details = details
-        self.app.pod_seen(details.pod)  # type: ignore[attr-defined]  # the list behind this modal shows the same reading
+        self.cockpit.pod_seen(details.pod)  # the list behind this modal shows the same reading
         self.boots_changed()
 
     def boots_changed(self) -> None:
@@ -43,7 +43,7 @@ class DetailsModal(CockpitModal):
         if self.details is None:
             return
         details = self.details
-        [pod] = self.app.as_shown([details.pod])  # type: ignore[attr-defined]
+        [pod] = self.cockpit.as_shown([details.pod])
         glyph, style = STATE_GLYPH.get(pod.state, ("?", "$text-muted"))
         lines = [Content.from_markup(f"[b]pod[/] $p  [$text-muted]$s:$port[/]  [{style}]{glyph} $st[/]  {badge(pod)}", p=pod.name, s=pod.slug, port=str(pod.port), st=pod.state)]
         if pod.placement_detail:

@@ -210,7 +210,7 @@ class LogsModal(CockpitModal):
     def default_path(self) -> Path:
         from backend.views.preferences import saved_log_path
 
-        return saved_log_path(self.pod, self.app.clock().strftime("%Y%m%d-%H%M%S"))  # type: ignore[attr-defined]
+        return saved_log_path(self.pod, self.cockpit.clock().strftime("%Y%m%d-%H%M%S"))
 
     def action_save(self) -> None:
         self._confirm_path = None

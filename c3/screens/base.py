@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rich.cells import cell_len
 from textual import events
+from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
 from backend.errors import C3Error
+from c3.cockpit import Cockpit
+from widgets.key_bar import KeyBar
 
 
 @dataclass
@@ -44,7 +47,17 @@ def describe_error(error: BaseException) -> str:
 
 
 class ServiceCalls:
-    """Mixin for screens and modals: run facade calls in thread workers, continue on the loop."""
+    """Mixin for screens, modals and the app: run facade calls in thread workers, continue on the loop."""
+
+    @property
+    def as_node(self) -> DOMNode:
+        """This mixin's own self as what it always is: a Textual screen, modal or app."""
+        return cast(DOMNode, self)
+
+    @property
+    def cockpit(self) -> Cockpit:
+        """The app, typed as what screens and modals may ask of it (c3/cockpit.py)."""
+        return cast(Cockpit, self.as_node.app)
 
     def call(
         self,
@@ -61,15 +74,15 @@ class ServiceCalls:
             try:
                 value = fn(*args)
             except BaseException as error:  # noqa: BLE001 - every failure is shown, none crashes the app
-                self.post_message(Reply(done, error=error, on_error=failed))  # type: ignore[attr-defined]
+                self.as_node.post_message(Reply(done, error=error, on_error=failed))
                 return
-            self.post_message(Reply(done, value=value))  # type: ignore[attr-defined]
+            self.as_node.post_message(Reply(done, value=value))
 
-        self.run_worker(work, thread=True, group=group, exclusive=exclusive, exit_on_error=False, description=getattr(fn, "__name__", "call"))  # type: ignore[attr-defined]
+        self.as_node.run_worker(work, thread=True, group=group, exclusive=exclusive, exit_on_error=False, description=getattr(fn, "__name__", "call"))
 
     def on_reply(self, message: Reply) -> None:
         message.stop()
-        if not self.app.is_running:  # type: ignore[attr-defined]
+        if not self.as_node.app.is_running:
             # The app is exiting: its screens are being taken apart (widgets gone, stack emptied) while
             # their queues still drain — a result landing now has nowhere to show, and querying for it
             # raised NoMatches / ScreenStackError on a loaded machine.
@@ -78,7 +91,7 @@ class ServiceCalls:
             if message.on_error is not None:
                 message.on_error(message.error)
             else:
-                self.app.notify(describe_error(message.error), title="Failed", severity="error")  # type: ignore[attr-defined]
+                self.as_node.app.notify(describe_error(message.error), title="Failed", severity="error")
             return
         if message.callback is not None:
             message.callback(message.value)
@@ -151,7 +164,7 @@ class CockpitScreen(ServiceCalls, Screen[Any]):
 
     @property
     def services(self) -> Any:
-        return self.app.services  # type: ignore[attr-defined]
+        return self.cockpit.services
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -193,8 +206,6 @@ class CockpitScreen(ServiceCalls, Screen[Any]):
 
     def services_ready(self) -> None:
         """The app's facade was just built (see C3App): refresh the chrome and poll at once."""
-        from widgets.key_bar import KeyBar
-
         self.refresh_chrome()
         for bar in self.query(KeyBar):  # the facade may have turned read-only on: dim the write keys
             bar.refresh_keys()
@@ -229,8 +240,8 @@ class CockpitScreen(ServiceCalls, Screen[Any]):
             hold()  # a modal is coming up: no trouble toast over its fields
 
     def on_screen_resume(self, event: events.ScreenResume) -> None:
-        for bar in self.query("KeyBar"):
-            bar.refresh_keys()  # type: ignore[attr-defined]
+        for bar in self.query(KeyBar):
+            bar.refresh_keys()
         for ticker in self.tickers:
             ticker.resume()
         for poller in self.pollers:
@@ -254,7 +265,7 @@ class CockpitModal(ServiceCalls, ModalScreen[Any]):
 
     @property
     def services(self) -> Any:
-        return self.app.services  # type: ignore[attr-defined]
+        return self.cockpit.services
 
 
 class LiveModal(CockpitModal):

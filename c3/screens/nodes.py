@@ -112,9 +112,9 @@ class NodesScreen(Filterable, CockpitScreen):
         yield KeyBar()
 
     def refresh_chrome(self) -> None:
-        app = self.app
-        label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
-        self.query_one("#modebar", Static).update(mode_bar("nodes", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
+        app = self.cockpit
+        label = app.services.label if app.services is not None else "connecting…"
+        self.query_one("#modebar", Static).update(mode_bar("nodes", label, app.readonly, app.trouble.summary()))
 
     def on_mount(self) -> None:
         self.refresh_chrome()
@@ -124,7 +124,7 @@ class NodesScreen(Filterable, CockpitScreen):
         backends.add_column("health", width=10)
         backends.add_columns("in-flight", "requests", "errors", "p50 ms", "p99 ms")
         backends.add_column("draining", width=8)
-        self.show_result(self.app.last_result)  # type: ignore[attr-defined]
+        self.show_result(self.cockpit.last_result)
         self.render_rows()
         self.render_pools()
         self.add_ticker(1.0, self.render_sources, name="as-of")
@@ -160,7 +160,7 @@ class NodesScreen(Filterable, CockpitScreen):
 
     def _landed(self, rows: list[NodeRow]) -> None:
         self.poller.landed()
-        self.rows, self.taken_at, self.error = rows, self.app.clock(), None  # type: ignore[attr-defined]
+        self.rows, self.taken_at, self.error = rows, self.cockpit.clock(), None
         self.render_rows()
 
     def _failed(self, error: BaseException) -> None:
@@ -173,7 +173,7 @@ class NodesScreen(Filterable, CockpitScreen):
 
     def _pools_landed(self, pools: list[PoolRow]) -> None:
         self.pool_poller.landed()
-        self.pools, self.pools_at, self.pools_error = pools, self.app.clock(), None  # type: ignore[attr-defined]
+        self.pools, self.pools_at, self.pools_error = pools, self.cockpit.clock(), None
         self.render_pools()
 
     def _pools_failed(self, error: BaseException) -> None:
@@ -191,14 +191,14 @@ class NodesScreen(Filterable, CockpitScreen):
     def action_add_node(self) -> None:
         from c3.modals.add_node import AddNodeModal
 
-        if self.app.refused_readonly("node_add") or not self.app.ready():  # type: ignore[attr-defined]
+        if self.cockpit.refused_readonly("node_add") or not self.cockpit.ready():
             return
         taken = {r.name for r in self.rows or []}
         self.app.push_screen(AddNodeModal(taken), callback=self._node_chosen)
 
     def _node_chosen(self, request: NewNode | None) -> None:
         if request is not None:
-            self.app.request_write("node_add", request=request)  # type: ignore[attr-defined]
+            self.cockpit.request_write("node_add", request=request)
 
     def list_widget(self) -> DataTable[Any]:
         return self.query_one("#nodes", DataTable)
@@ -218,7 +218,7 @@ class NodesScreen(Filterable, CockpitScreen):
         if row is None:
             self.app.notify("No node to remove: the registry is empty", timeout=3)
             return
-        self.app.request_write("node_rm", pod=row.name)  # type: ignore[attr-defined]
+        self.cockpit.request_write("node_rm", pod=row.name)
 
     def action_drain_node(self) -> None:
         """Drain the highlighted node in the running pool that routes to it, or undrain it if it is draining."""
@@ -236,7 +236,7 @@ class NodesScreen(Filterable, CockpitScreen):
             return
         pool, backend = found[0]
         key = "pool_undrain" if backend.draining else "pool_drain"
-        self.app.request_write(key, pod=row.name, request=PoolRouter(port=int(pool.bind.rsplit(":", 1)[-1])))  # type: ignore[attr-defined]
+        self.cockpit.request_write(key, pod=row.name, request=PoolRouter(port=int(pool.bind.rsplit(":", 1)[-1])))
 
     def show_result(self, result: WriteResult | None) -> None:
         self.result = result
@@ -245,7 +245,7 @@ class NodesScreen(Filterable, CockpitScreen):
 
     # -- rendering -------------------------------------------------------------------------------
     def render_sources(self) -> None:
-        now = self.app.clock()  # type: ignore[attr-defined]
+        now = self.cockpit.clock()
         nodes = source_badge("Nodes", self.taken_at, now, stale_after_s=NODES_PERIOD_S * 3, error=self.error, paused=not self.is_active)
         pools = source_badge("Pools", self.pools_at, now, stale_after_s=POOLS_PERIOD_S * 5, error=self.pools_error, paused=not self.is_active)
         self.query_one("#sources", Static).update(Content("   ").join([nodes, pools]))

@@ -125,9 +125,9 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         yield KeyBar()
 
     def refresh_chrome(self) -> None:
-        app = self.app
-        label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
-        show_if_changed(self.query_one("#modebar", Static), mode_bar("orchestration", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
+        app = self.cockpit
+        label = app.services.label if app.services is not None else "connecting…"
+        show_if_changed(self.query_one("#modebar", Static), mode_bar("orchestration", label, app.readonly, app.trouble.summary()))
 
     def on_mount(self) -> None:
         self.refresh_chrome()
@@ -157,7 +157,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         if taken is not None and self.gpu_taken_at is not None and taken < self.gpu_taken_at:
             return  # a push overtook this read: what is shown is newer
         self.gpus = {s.gpu.index: s for s in snapshots}
-        self.gpu_taken_at = max((s.taken_at for s in snapshots), default=self.app.clock())  # type: ignore[attr-defined]
+        self.gpu_taken_at = max((s.taken_at for s in snapshots), default=self.cockpit.clock())
         self.gpu_error = None
         self.history.add(snapshots)
         with self.app.batch_update():
@@ -178,15 +178,15 @@ class OrchestrationScreen(Filterable, CockpitScreen):
             self.pods_poller.landed()
         self.readings = pods
         if landed:  # one pod read afresh does not make the others' reading newer
-            self.pods_taken_at = self.app.clock()  # type: ignore[attr-defined]
+            self.pods_taken_at = self.cockpit.clock()
             self.pods_error = None
         self.boots_changed()
 
     def boots_changed(self) -> None:
         """Show the readings with the boots folded in — the pod rows, GPU panels, trouble count and boot
         panel from the same two inputs in one frame."""
-        self.pods = self.app.as_shown(self.readings)  # type: ignore[attr-defined]
-        self.app.pods_read(self.pods)  # type: ignore[attr-defined]
+        self.pods = self.cockpit.as_shown(self.readings)
+        self.cockpit.pods_read(self.pods)
         with self.app.batch_update():
             self.render_pods()
             self.render_gpus()
@@ -201,7 +201,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     def _pods_failed(self, error: BaseException) -> None:
         self.pods_poller.landed()
         self.pods_error = describe_error(error)
-        self.app.pods_read(self.pods, stale=True)  # type: ignore[attr-defined]
+        self.cockpit.pods_read(self.pods, stale=True)
         self.render_sources()
 
     def action_refresh_now(self) -> None:
@@ -234,10 +234,10 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         # a push that said `serving` a moment before c3's own boot probe answered put `● serving` in
         # the row beside `◐ booting` in the boot panel.
         self.readings = list(reading.pods)
-        self.pods = self.app.as_shown(self.readings)  # type: ignore[attr-defined]
+        self.pods = self.cockpit.as_shown(self.readings)
         self.pods_taken_at = reading.taken_at
         self.pods_error = reading.error
-        self.app.pods_read(self.pods, stale=reading.error is not None)  # type: ignore[attr-defined]
+        self.cockpit.pods_read(self.pods, stale=reading.error is not None)
         self._redraw()
 
     def _redraw(self, *, pods: bool = True) -> None:
@@ -252,7 +252,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
             self.render_sources()
 
     def resumed(self) -> None:
-        if not self.app.pushed:  # type: ignore[attr-defined]
+        if not self.cockpit.pushed:
             self.poll_now()
             return
         pods, gpus = self._pending_pods, self._pending_gpus
@@ -306,7 +306,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         """The pods the list shows: filtered (`/`, `!`) and sorted (`s`, `S`)."""
         pods = self.pods
         if self.list_query.problems_only:
-            troubled = self.app.trouble.pods()  # type: ignore[attr-defined]
+            troubled = self.cockpit.trouble.pods()
             pods = [p for p in pods if p.name in troubled]
         return self.filtered(pods, pod_text)
 
@@ -344,9 +344,9 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         self.render_sources()
 
     def render_sources(self) -> None:
-        now = self.app.clock()  # type: ignore[attr-defined]
+        now = self.cockpit.clock()
         gpus_at = pods_at = None
-        if self.app.pushed and self.services is not None:  # type: ignore[attr-defined]
+        if self.cockpit.pushed and self.services is not None:
             # Readings that changed nothing were not pushed: the hub says when it last read each part.
             fresh = self.services.freshness()
             gpus_at, pods_at = fresh.gpus_at, fresh.pods_at
@@ -359,14 +359,14 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         show_if_changed(self.query_one("#sources", Static), Content("  ·  ").join(parts))
 
     def render_boots(self) -> None:
-        boots = self.app.boots  # type: ignore[attr-defined]
+        boots = self.cockpit.boots
         panel = self.query_one("#boot", Static)
         panel.display = bool(boots)
         if boots:
             panel.update(boot_text(list(boots.values())))
 
     def show_result(self) -> None:
-        result = self.app.last_result  # type: ignore[attr-defined]
+        result = self.cockpit.last_result
         line = self.query_one("#result", Static)
         if result is None:
             line.update("[$text-muted]the result of every write shows here · ⏎ details · ? all keys · ^p every action[/]")
@@ -378,7 +378,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     # -- per-pod actions -------------------------------------------------------------------------
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option.id:
-            self.app.open_details(event.option.id)  # type: ignore[attr-defined]
+            self.cockpit.open_details(event.option.id)
 
     def action_pod(self, what: str) -> None:
         pod_list = self.query_one(PodList)
@@ -387,8 +387,8 @@ class OrchestrationScreen(Filterable, CockpitScreen):
             self.app.notify("No pod selected — press N to create one.", severity="warning")
             return
         if what == "logs":
-            self.app.open_logs(name)  # type: ignore[attr-defined]
+            self.cockpit.open_logs(name)
         elif what == "details":
-            self.app.open_details(name)  # type: ignore[attr-defined]
+            self.cockpit.open_details(name)
         else:
-            self.app.request_write(what, pod=name)  # type: ignore[attr-defined]
+            self.cockpit.request_write(what, pod=name)

@@ -89,9 +89,9 @@ class RecipesScreen(Filterable, CockpitScreen):
         yield KeyBar()
 
     def refresh_chrome(self) -> None:
-        app = self.app
-        label = app.services.label if app.services is not None else "connecting…"  # type: ignore[attr-defined]
-        self.query_one("#modebar", Static).update(mode_bar("recipes", label, app.readonly, app.trouble.summary()))  # type: ignore[attr-defined]
+        app = self.cockpit
+        label = app.services.label if app.services is not None else "connecting…"
+        self.query_one("#modebar", Static).update(mode_bar("recipes", label, app.readonly, app.trouble.summary()))
 
     def on_mount(self) -> None:
         self.refresh_chrome()
@@ -99,9 +99,9 @@ class RecipesScreen(Filterable, CockpitScreen):
         table.add_columns("id", "nodes")
         table.add_column("verified", width=12)  # a Content cell: auto width measures plain strings only
         table.add_column("hardware")
-        self.show_result(self.app.last_result)  # type: ignore[attr-defined]
+        self.show_result(self.cockpit.last_result)
         self.render_profile()
-        progress = self.app.launch_progress  # type: ignore[attr-defined]
+        progress = self.cockpit.launch_progress
         self.query_one("#launch-status").display = False
         if progress is not None:
             self.show_launch(progress)
@@ -114,7 +114,7 @@ class RecipesScreen(Filterable, CockpitScreen):
     def _landed(self, rows: list[RecipeRow] | None) -> None:
         self.poller.landed()
         self.missing_backend = rows is None
-        self.rows, self.taken_at, self.error = (rows or []), self.app.clock(), None  # type: ignore[attr-defined]
+        self.rows, self.taken_at, self.error = (rows or []), self.cockpit.clock(), None
         self.render_rows()
 
     def _failed(self, error: BaseException) -> None:
@@ -171,34 +171,34 @@ class RecipesScreen(Filterable, CockpitScreen):
         if row is None:
             self.app.notify("No recipe to launch", timeout=3)
             return
-        if not self.app.refused_readonly("recipe_launch") and self.app.ready():  # type: ignore[attr-defined]
+        if not self.cockpit.refused_readonly("recipe_launch") and self.cockpit.ready():
             self.app.push_screen(LaunchModal(row), callback=self._launch_chosen)
 
     def _launch_chosen(self, request: RecipeLaunch | None) -> None:
         if request is not None:
-            self.app.request_write("recipe_launch", request=request)  # type: ignore[attr-defined]
+            self.cockpit.request_write("recipe_launch", request=request)
 
     def action_stop_profile(self) -> None:
         if self.profile is None:
             self.app.notify("No active profile to stop", timeout=3)
             return
-        self.app.request_write("recipe_stop", pod=self.profile.name)  # type: ignore[attr-defined]
+        self.cockpit.request_write("recipe_stop", pod=self.profile.name)
 
     def action_restart_profile(self) -> None:
         if self.profile is None:
             self.app.notify("No active profile to restart", timeout=3)
             return
-        self.app.request_write("profile_restart", pod=self.profile.name)  # type: ignore[attr-defined]
+        self.cockpit.request_write("profile_restart", pod=self.profile.name)
 
     def action_switch_profile(self) -> None:
         from c3.modals.switch_profile import SwitchProfileModal
 
-        if not self.app.refused_readonly("profile_switch") and self.app.ready():  # type: ignore[attr-defined]
+        if not self.cockpit.refused_readonly("profile_switch") and self.cockpit.ready():
             self.app.push_screen(SwitchProfileModal(), callback=self._switch_chosen)
 
     def _switch_chosen(self, name: str | None) -> None:
         if name is not None:
-            self.app.request_write("profile_switch", pod=name)  # type: ignore[attr-defined]
+            self.cockpit.request_write("profile_switch", pod=name)
 
     def show_result(self, result: WriteResult | None) -> None:
         idle = "u launches the highlighted recipe (dry-run shown first) · d stops the active profile · R restarts it · P switches"
@@ -217,7 +217,7 @@ class RecipesScreen(Filterable, CockpitScreen):
             self.poll_now()
 
     def render_rows(self) -> None:
-        now = self.app.clock()  # type: ignore[attr-defined]
+        now = self.cockpit.clock()
         self.query_one("#sources", Static).update(source_badge("Recipes", self.taken_at, now, stale_after_s=600, error=self.error))
         table = self.query_one("#recipes", DataTable)
         empty = self.query_one("#recipes-empty", Static)

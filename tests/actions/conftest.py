@@ -18,7 +18,7 @@ def ws(monkeypatch, tmp_path) -> Iterator[Workspace]:
     monkeypatch.setenv("C3_RIG", "demo")
     monkeypatch.setenv("C3_RUNTIME", "sim")
     monkeypatch.setenv("C3_STUB_STARTUP_DELAY", "0.2")
-    from backend.runtime.context import open_context
+    from backend.wiring import open_context
 
     workspace = Workspace(Path(tmp_path) / "estate.yml", open_context())
     yield workspace

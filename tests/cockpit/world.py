@@ -218,7 +218,7 @@ class World:
         from backend import paths
         from backend.estate import load_estate
         from backend.runtime.boot import boot_many
-        from backend.runtime.context import open_context
+        from backend.wiring import open_context
 
         if not names:
             return

@@ -8,11 +8,11 @@ big for a 24 GiB card, an unpriced llama.cpp slug, gated statuses.
 from __future__ import annotations
 
 from backend.errors import Refused
-from backend.gpu import Rig, RigGpu, SimulatedProbe
 from backend.gpu.registry import GpuRegistry
 from backend.models.catalog import CatalogEntry
 from backend.models.fit import FitReport, GpuFit
 from backend.models.gpu import Gpu
+from backend.sim.probe import Rig, RigGpu, SimulatedProbe
 
 RTX3090 = RigGpu(name="NVIDIA GeForce RTX 3090", total_mib=24576, sm="8.6", reserved_mib=422)
 RTX5090 = RigGpu(name="NVIDIA GeForce RTX 5090", total_mib=32607, sm="12.0", reserved_mib=487)

@@ -151,13 +151,13 @@ def test_console_script_subprocess():
 
 
 def test_gpus_without_any_probe_is_exit_3(capsys, monkeypatch):
-    import backend.gpu as gpu_module
+    import backend.wiring as wiring
     from backend.errors import EnvironmentProblem
 
     def no_probe(*_a, **_k):
         raise EnvironmentProblem("no GPUs to read: NVML is not available and C3_RIG is not set")
 
-    monkeypatch.setattr(gpu_module, "get_probe", no_probe)
+    monkeypatch.setattr(wiring, "open_probe", no_probe)
     code, _, err = run(capsys, "fit", "vllm/llama-3.1-8b", "--gpus", "0")
     assert code == 3 and "no GPUs" in assert_one_error(err)
 

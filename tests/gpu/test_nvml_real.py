@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from backend.errors import EnvironmentProblem
-from backend.gpu import get_probe
 from backend.gpu.nvml import NvmlProbe
+from backend.wiring import open_probe
 
 C3_BIN = Path(sys.executable).with_name("c3")
 
@@ -54,8 +54,8 @@ def test_adapter_over_real_pynvml(nvml):
         probe.close()
 
 
-def test_get_probe_picks_nvml_without_c3_rig(nvml):
-    probe = get_probe()
+def test_open_probe_picks_nvml_without_c3_rig(nvml):
+    probe = open_probe()
     assert probe.source == "nvml" and len(probe.gpus()) == 3
     probe.close()
 

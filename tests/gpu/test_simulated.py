@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from backend.errors import EnvironmentProblem, UsageError
-from backend.gpu import DEMO_RIG, SimulatedProbe, derive_uuid, get_probe, load_rig
 from backend.gpu.registry import GpuRegistry
+from backend.sim.probe import DEMO_RIG, SimulatedProbe, derive_uuid, load_rig
+from backend.wiring import open_probe
 
 RIG = """\
 gpus:
@@ -24,7 +25,7 @@ def test_rig_yaml_as_in_design(tmp_path: Path, monkeypatch):
     path = tmp_path / "rig.yaml"
     path.write_text(RIG)
     monkeypatch.setenv("C3_RIG", str(path))
-    probe = get_probe()
+    probe = open_probe()
     assert probe.source == f"simulated:{path}"
     gpus = probe.gpus()
     assert [(g.index, g.name, g.total_mib, g.sm) for g in gpus] == [
@@ -36,17 +37,17 @@ def test_rig_yaml_as_in_design(tmp_path: Path, monkeypatch):
     assert gpus[1].uuid == "GPU-fixed"
     assert [s.used_mib for s in probe.snapshots()] == [0, 512, 0]
     # deterministic across probes (and so across processes)
-    assert get_probe().gpus() == gpus
+    assert open_probe().gpus() == gpus
 
 
 def test_demo_rig_has_two_families(monkeypatch):
     monkeypatch.setenv("C3_RIG", "demo")
-    probe = get_probe()
+    probe = open_probe()
     assert probe.source == "simulated:demo"
     names = [g.name for g in probe.gpus()]
     assert len(names) == 4 and len(set(names)) == 2
     monkeypatch.delenv("C3_RIG")
-    assert get_probe(demo=True).gpus() == probe.gpus()
+    assert open_probe(demo=True).gpus() == probe.gpus()
     assert len(DEMO_RIG.gpus) == 4
 
 
@@ -72,13 +73,13 @@ def test_bad_rig_files_are_usage_errors_naming_the_file(tmp_path: Path, text, ex
 def test_missing_rig_file(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("C3_RIG", str(tmp_path / "nope.yaml"))
     with pytest.raises(UsageError, match="does not exist"):
-        get_probe()
+        open_probe()
 
 
 def test_neither_probe_is_an_environment_problem(monkeypatch):
     monkeypatch.setenv("LD_LIBRARY_PATH", "/nonexistent")
     try:
-        probe = get_probe()
+        probe = open_probe()
     except EnvironmentProblem as error:
         assert "C3_RIG is not set" in error.message and error.exit_code == 3
     else:  # a machine with a real GPU driver

@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.real_engine, pytest.mark.docker, pytest.mark.nvml]
 def test_a_real_llama_server_that_stops_answering_is_late_before_it_is_unhealthy(pod_rig):
     from backend import paths
     from backend.live import LiveState
-    from backend.runtime.context import open_context
     from backend.views.estate_file import health_path_of, planned_pods
+    from backend.wiring import open_context
 
     name = "busy"
     port = free_port()

@@ -64,7 +64,7 @@ def _free_port() -> int:
 @pytest.fixture
 def lost_gpu_ctx(monkeypatch):
     """The sim runtime on the demo rig (what `c3 demo` boots with), NVML lost."""
-    from backend.runtime.context import open_context
+    from backend.wiring import open_context
 
     monkeypatch.setenv("C3_RIG", "demo")
     monkeypatch.setenv("C3_RUNTIME", "sim")
