@@ -1,4 +1,7 @@
-"""Everything the CLI prints passes one sanitizer (backend.text.terminal_safe) on its way out.
+"""Everything the CLI prints passes one sanitizer (backend.errors.terminal_safe) on its way out.
+
+(It lives beside the errors, whose messages quote user text: the one backend module `c3 --help`
+already imports and that the front door lets c3 reach.)
 
 Names and values come from files (the estate, catalog.d, recipes.d, profiles, config.json, the rig
 file), from the user and from remote systems (engine logs, routers, SSH); any of them may hold an
@@ -18,7 +21,7 @@ from typing import Any, TextIO
 
 import click
 
-from backend.text import terminal_safe
+from backend.errors import terminal_safe
 
 
 class SafeStream:
