@@ -26,4 +26,3 @@ def show(value: Any, limit: int = 40) -> str:
     # Control characters and lone surrogates are escaped: one line, and nothing a terminal acts on.
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: 4 * limit + 4])
     return text if len(text) <= limit else text[: max(1, limit - 3)] + "..."
-
