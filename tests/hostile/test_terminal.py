@@ -8,24 +8,14 @@ newline in a name must not split the one-line error. Each case failed before c3.
 from __future__ import annotations
 
 import json
-import os
 import re
-from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.hostile.helpers import run
 
 EVIL = "x\x1b]0;pwned\x07\x1b[2J\x9b1m\nfake: line"
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-@pytest.fixture
-def home() -> Path:
-    path = Path(os.environ["C3_HOME"])
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def clean(r) -> None:

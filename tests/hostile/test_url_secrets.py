@@ -7,8 +7,6 @@ Well-formed `http://user:pass@host` was masked; the malformed forms below were e
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +19,6 @@ URLS = [
     f"http://u:pa@{SECRET}@h:8000", f"//u:{SECRET}@h:8000", f"HTTP:\\u:{SECRET}@h", f"http://u:{'x' * 300}{SECRET}@h:8000",
 ]
 TARGETS = [f"u:{SECRET}@h", f"u:{SECRET}@h:99999", f"u:pa@{SECRET}@h", f"u:{SECRET}@[::1"]
-
-
-@pytest.fixture
-def home() -> Path:
-    path = Path(os.environ["C3_HOME"])
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def refused_quietly(r) -> None:
