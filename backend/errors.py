@@ -6,6 +6,7 @@ Exit codes are part of the CLI contract (DESIGN.md): 1 refused/failed, 2 usage, 
 from __future__ import annotations
 
 import errno
+import re
 from pathlib import Path
 
 
@@ -46,3 +47,24 @@ def os_failure(error: OSError, path: Path | str, doing: str, hint: str | None = 
     elif error.errno == errno.EROFS:
         reason = "the file system is read-only"
     return EnvironmentProblem(f"cannot {doing} {path}: {reason}", hint=hint or "check the folder's permissions and free space (C3_HOME / C3_STATE)")
+
+
+# What a terminal acts on instead of showing: C0 controls (ESC starts every escape sequence, BEL ends
+# OSC titles, CR overwrites a line), DEL, C1 controls (U+009B is a one-byte CSI), the bidirectional
+# and zero-width format characters that reorder or hide text, and lone surrogates (undecodable bytes).
+# Tab and newline stay: output is lines of text; `one_line` escapes newline too.
+_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff"
+_UNSAFE_TEXT = re.compile(f"[{_UNSAFE}]")
+_UNSAFE_LINE = re.compile(f"[\t\n{_UNSAFE}]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    return repr(match.group())[1:-1]  # "\x1b" → `\x1b`, "\n" → `\n`, "\u202e" → `\u202e`
+
+
+def terminal_safe(text: str, *, one_line: bool = False) -> str:
+    """`text` with every control character and escape shown as its Python escape (`\\x1b`), so a
+    name or value from a file, a user or a remote system can neither drive the terminal (titles,
+    clearing, cursor moves) nor, with `one_line`, split a one-line message."""
+    pattern = _UNSAFE_LINE if one_line else _UNSAFE_TEXT
+    return pattern.sub(_visible, text) if pattern.search(text) else text

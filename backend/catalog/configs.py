@@ -20,9 +20,11 @@ config says it another way:
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+from backend import limits
 from backend.errors import UsageError
 from backend.models import ModelSpec, WeightsVariant
 from backend.text import show
@@ -51,14 +53,14 @@ def _merged(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _int(cfg: dict[str, Any], *keys: str, default: int | None = None) -> int | None:
+    """The first of `keys` holding a number, in its range (backend.limits: ValueError otherwise, so
+    1e308 hidden units or 10^18 layers never reach the arithmetic); other values count as absent."""
     for key in keys:
         value = cfg.get(key)
         if isinstance(value, bool):
             continue
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
+        if isinstance(value, int) or isinstance(value, float) and (value.is_integer() or not math.isfinite(value)):
+            return limits.config_int(key, value)
     return default
 
 
@@ -151,11 +153,11 @@ def _rope_positions(scaling: Any, max_positions: int) -> int:
     if not isinstance(scaling, dict):
         return max_positions
     kind = str(scaling.get("rope_type") or scaling.get("type") or "default")
-    factor = float(scaling.get("factor") or 1.0)
+    factor = limits.config_factor("rope_scaling.factor", float(scaling.get("factor") or 1.0))
     if kind in ("linear", "dynamic"):
         return int(max_positions * factor)
     if kind in ("yarn", "deepseek_yarn"):
-        return int(int(scaling.get("original_max_position_embeddings") or max_positions) * factor)
+        return int((_int(scaling, "original_max_position_embeddings") or max_positions) * factor)
     return max_positions
 
 
@@ -168,7 +170,7 @@ def _rope_cache_bytes(cfg: dict[str, Any], model_type: str, head_dim: int, max_p
     linear factor 8 builds 1,048,576 rows. Mamba hybrids without rope (Nemotron-H, Jamba) build none."""
     if model_type in ("nemotron_h", "jamba"):
         return 0
-    rotary = _int(cfg, "qk_rope_head_dim") or int(head_dim * float(cfg.get("partial_rotary_factor") or 1.0))
+    rotary = _int(cfg, "qk_rope_head_dim") or int(head_dim * limits.config_factor("partial_rotary_factor", float(cfg.get("partial_rotary_factor") or 1.0)))
     total = _rope_positions(cfg.get("rope_scaling"), max_positions) * rotary * dtype_bytes
     if cfg.get("rope_local_base_freq") is not None:
         # Gemma 2/3 sliding layers: a second rope with the local base and no scaling.

@@ -46,9 +46,26 @@ def _valid_host(host: str) -> bool:
         return bool(_HOSTNAME.fullmatch(host)) and not host.replace(".", "").isdigit()
 
 
+_SCHEME = re.compile(r"https?:[/\\]*", re.IGNORECASE)
+
+
 def redact_url(url: str) -> str:
-    """`url` with any `user:password@` replaced by `***@`, for messages."""
-    return re.sub(r"(//)[^/@]*@", r"\1***@", show(url, 200))
+    """`url` for messages, with nothing that may be a secret: everything before its last `@` but the
+    scheme becomes `***` and a query or fragment becomes `?***`. Malformed URLs are where passwords
+    leaked (`http:/u:PASS@h`, backslashes, a `/` inside the password, no scheme, `?password=`), so
+    this rule does not parse: it redacts first and shortens after (a cut must not keep the secret)."""
+    text = str(url)[:4096]
+    if "@" in text:
+        scheme = _SCHEME.match(text)
+        text = (scheme.group() if scheme else "") + "***@" + text.rsplit("@", 1)[1]
+    return show(re.sub(r"[?#].*", "?***", text, flags=re.DOTALL), 200)
+
+
+def redact_ssh_target(target: str) -> str:
+    """`target` for messages: a `user:password@` part (ssh takes no password there) becomes `***@`."""
+    text = str(target)[:4096]
+    user, at, rest = text.rpartition("@")
+    return show(f"***@{rest}" if at and ":" in user else text, 80)
 
 
 def check_endpoint_url(url: str) -> str:
@@ -81,10 +98,10 @@ def check_ssh_target(target: str) -> str:
     """`USER@HOST[:PORT]` (IPv6 in brackets) with a valid host and port; ValueError says why."""
     match = _SSH_TARGET.fullmatch(target) if isinstance(target, str) else None
     if match is None:
-        raise ValueError(f"`{show(target, 80)}` is not USER@HOST[:PORT]")
+        raise ValueError(f"`{redact_ssh_target(target)}` is not USER@HOST[:PORT]")
     host = match["v6"] or match["host"]
     if not _valid_host(host) or (match["v6"] and ":" not in host):
-        raise ValueError(f"`{show(target, 80)}` has no valid host name or address")
+        raise ValueError(f"`{redact_ssh_target(target)}` has no valid host name or address")
     if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
-        raise ValueError(f"`{show(target, 80)}` has a port outside 1–65535")
+        raise ValueError(f"`{redact_ssh_target(target)}` has a port outside 1–65535")
     return target

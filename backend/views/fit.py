@@ -3,7 +3,6 @@ and `c3 bootlog` (each a named query with a typed result)."""
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from pydantic import BaseModel, ConfigDict
 
+from backend import limits
 from backend.errors import UsageError
 from backend.models import FitReport
 from backend.models.catalog import Engine, SlugStatus
@@ -100,8 +100,13 @@ def fit_config_file(
     totals = totals_gib * ranks if len(totals_gib) == 1 else list(totals_gib)
     if len(totals) != ranks:
         raise UsageError(f"--vram-gib lists {len(totals)} GPUs but tp {tp} × pp {pp} needs {ranks}", hint="give one value per rank, or one for all")
-    if weights_gib is not None and (not math.isfinite(weights_gib) or weights_gib < 0):
-        raise UsageError("--weights-gib must be a size in GiB ≥ 0")
+    try:
+        if weights_gib is not None:
+            limits.gib(weights_gib, "--weights-gib")
+        if util is not None:
+            limits.fraction(util, "--gpu-mem-util")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     spec = load_config_file(config)
     version = parse_version(engine_version) if engine_version else None
     if engine_version and version is None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from backend.errors import C3Error
+from c3.cli.terminal import error_line, sanitized_output
 
 # name -> "module:attribute"; each module is owned by one feature area.
 COMMANDS: dict[str, str] = {
@@ -117,9 +118,7 @@ def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool, ascii_on
 
 def fail(error: C3Error) -> None:
     """Print one error line (and a hint) on stderr and exit with the error's code."""
-    click.echo(f"c3: error: {error.message}", err=True)
-    if error.hint:
-        click.echo(f"hint: {error.hint}", err=True)
+    error_line(error.message, error.hint)
     sys.exit(error.exit_code)
 
 
@@ -132,7 +131,12 @@ def _silence_stdout() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point: the command, with everything it prints sanitized (c3.cli.terminal)."""
+    with sanitized_output():
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
     # Non-UTF-8 locales crashed club-3090's helpers (#779); our output has ✓ ⚠ × — in it.
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -162,10 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(error.ctx.get_help() if error.ctx else str(error))
         sys.exit(2)
     except click.UsageError as error:
-        message = error.format_message()
-        click.echo(f"c3: error: {message}", err=True)
-        if error.ctx is not None:
-            click.echo(f"hint: see `{error.ctx.command_path} --help`", err=True)
+        error_line(error.format_message(), f"see `{error.ctx.command_path} --help`" if error.ctx is not None else None)
         sys.exit(2)
     except click.Abort:
         click.echo("c3: aborted", err=True)

@@ -10,6 +10,7 @@ import click
 
 from backend.errors import UsageError
 from c3.cli.common import emit_json, json_option, parse_index_list
+from c3.cli.terminal import error_line
 
 if TYPE_CHECKING:  # the models and views load when a fit runs: `c3 fit --help` needs neither (issue 22)
     from backend.models import FitReport
@@ -101,7 +102,7 @@ def _exit_for(report: FitReport, what: str) -> int:
     if report.verdict in ("fits", "tight"):
         return 0
     reason = report.reasons[0] if report.reasons else "see the report above"
-    click.echo(f"c3: error: {what}: {report.verdict}: {reason}", err=True)
+    error_line(f"{what}: {report.verdict}: {reason}")
     return 1
 
 

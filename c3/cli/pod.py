@@ -17,6 +17,7 @@ from backend.models.estate import Pod, Problem
 from backend.models.fit import FitReport
 from backend.views.estate_file import estate_path as resolve_file
 from c3.cli.common import echo_line, emit_json, file_option, json_option, parse_index_list
+from c3.cli.terminal import error_line
 
 
 def _file_flag(file: Path | None) -> str:
@@ -201,7 +202,7 @@ def validate(as_json: bool, file: Path | None, force: bool) -> None:
         malformed = check.malformed
         first = (malformed or errors)[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        click.echo(f"c3: error: {path} is not a valid estate: {first.message}{more}", err=True)
+        error_line(f"{path} is not a valid estate: {first.message}{more}")
         raise SystemExit(2 if malformed else 1)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from c3.cli.common import emit_json, json_option
+from c3.cli.terminal import error_line
 
 
 def _echo(line: str) -> None:
@@ -109,7 +110,7 @@ def status(nodes: str, ray: str, ssh_key: str | None, as_json: bool) -> None:
         for proc in node.processes:
             _echo(f"    {proc['pid']:>7} {proc['command']}")
     if unreachable:
-        click.echo(f"c3: error: {len(unreachable)} of {len(result.nodes)} node(s) unreachable: {', '.join(n.node for n in unreachable)}", err=True)
+        error_line(f"{len(unreachable)} of {len(result.nodes)} node(s) unreachable: {', '.join(n.node for n in unreachable)}")
         sys.exit(3)
 
 
@@ -124,5 +125,5 @@ def stop(nodes: str, ray: str, backend: str, ssh_key: str | None) -> None:
 
     done = StopShard(nodes, ray, backend == "ray", ssh_key).run(_echo_step)
     if not done.ok:
-        click.echo(f"c3: error: {done.message}", err=True)
+        error_line(f"{done.message}")
     sys.exit(0 if done.ok else 3)

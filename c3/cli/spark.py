@@ -7,6 +7,7 @@ import sys
 import click
 
 from c3.cli.common import echo_line, emit_json, json_option
+from c3.cli.terminal import error_line
 
 
 @click.group()
@@ -55,7 +56,7 @@ def install_prereqs(dry_run: bool) -> None:
     else:
         done = action.run(echo_line)
         if not done.ok:
-            click.echo(f"c3: error: {done.message}", err=True)
+            error_line(f"{done.message}")
             sys.exit(1)
     others = [i for i in report.items if not i.present and not i.apt]
     for item in others:
