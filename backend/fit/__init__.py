@@ -4,6 +4,8 @@ Public API (other areas call these):
 - `fit_on_gpus(entry, gpus, *, max_model_len=None)` — price a catalog entry on measured GPUs;
 - `fit_on_cards(entry, card_ids, ...)` — the same on card profiles (`c3 fit SLUG --card …`);
 - `fit_config(spec, totals_gib, knobs)` — any model on given CUDA totals (`c3 fit --config …`);
+- `max_context_on_gpus(entry, gpus)` / `max_context_on_cards(entry, card_ids)` — the largest context that
+  fits and the rank that binds (`c3 fit SLUG --max-context`, maxctx.py);
 - `reservation_mib(entry, gpu)` — what the engine will claim on that GPU at boot (free-VRAM gate);
 - `bootlog.parse_boot_log(text)` — read the engine's own numbers back after a boot.
 
@@ -23,19 +25,21 @@ architecture whose KV layout is not modelled (`ModelSpec.unpriced`), or a custom
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from backend.cards import get_card, match_card
 from backend.catalog import Catalog, load_catalog
 from backend.errors import Refused
 from backend.fit.llamacpp import price_llamacpp
+from backend.fit.maxctx import largest_context
 from backend.fit.memory import cuda_total_gib
 from backend.fit.plan import Knobs, Rank, parse_version
 from backend.fit.sglang import price_sglang
 from backend.fit.vllm import price_vllm
 from backend.fit.weights import variant_bytes
-from backend.models import CardProfile, CatalogEntry, FitReport, Gpu, ModelSpec
+from backend.models import CardProfile, CatalogEntry, FitReport, Gpu, MaxContext, ModelSpec
 
-__all__ = ["fit_config", "fit_on_cards", "fit_on_gpus", "knobs_for", "price", "rank_for_gpu", "reservation_mib"]
+__all__ = ["fit_config", "fit_on_cards", "fit_on_gpus", "knobs_for", "max_context_on_cards", "max_context_on_gpus", "price", "rank_for_gpu", "reservation_mib"]
 
 _QUANTISED = ("awq", "gptq", "fp8", "mxfp4", "int4", "int8", "nvfp4")
 
@@ -143,7 +147,8 @@ def price(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     return report
 
 
-def _fit_entry(entry: CatalogEntry, ranks: list[Rank], *, max_model_len: int | None, catalog: Catalog | None) -> FitReport:
+def _entry_spec(entry: CatalogEntry, ranks: list[Rank], catalog: Catalog | None) -> ModelSpec | FitReport:
+    """The model spec to price `entry` with, or the `unknown` report when there is none."""
     if entry.engine == "custom":
         return FitReport(verdict="unknown", engine="custom", reasons=["custom entries carry no model spec: c3 cannot price them"])
     if len(ranks) != entry.gpu_count:
@@ -154,7 +159,17 @@ def _fit_entry(entry: CatalogEntry, ranks: list[Rank], *, max_model_len: int | N
     spec = (catalog or load_catalog()).model_for(entry)
     if spec is None:
         return FitReport(verdict="unknown", engine=entry.engine, reasons=[f"no config.json known for {entry.model}"])
-    knobs = knobs_for(entry, spec, max_model_len=max_model_len)
+    return spec
+
+
+def _fit_entry(entry: CatalogEntry, ranks: list[Rank], *, max_model_len: int | None, catalog: Catalog | None) -> FitReport:
+    spec = _entry_spec(entry, ranks, catalog)
+    if isinstance(spec, FitReport):
+        return spec
+    return _price_entry(entry, spec, ranks, knobs_for(entry, spec, max_model_len=max_model_len))
+
+
+def _price_entry(entry: CatalogEntry, spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     report = price(spec, ranks, knobs)
     notes = list(report.notes) + [f"weights: {knobs.weights_how}"]
     notes += [f"rank {i} ({r.card}): total {r.total_gib:.2f} GiB from {r.how}" for i, r in enumerate(ranks) if r.total_gib is not None]
@@ -173,6 +188,25 @@ def fit_on_cards(entry: CatalogEntry, card_ids: list[str], *, max_model_len: int
     return _fit_entry(entry, [rank_for_card(c) for c in card_ids], max_model_len=max_model_len, catalog=catalog)
 
 
+def _max_context_entry(entry: CatalogEntry, ranks: list[Rank], catalog: Catalog | None) -> tuple[MaxContext, FitReport]:
+    spec = _entry_spec(entry, ranks, catalog)
+    if isinstance(spec, FitReport):
+        raise Refused(f"--max-context: {entry.slug}: {spec.reasons[0]}")
+    knobs = knobs_for(entry, spec)
+    return largest_context(lambda length: _price_entry(entry, spec, ranks, replace(knobs, max_model_len=length)), model_max=spec.max_position_embeddings,
+                           knobs=knobs)
+
+
+def max_context_on_gpus(entry: CatalogEntry, gpus: list[Gpu], *, catalog: Catalog | None = None) -> tuple[MaxContext, FitReport]:
+    """The largest context `entry` holds on measured GPUs, and the fit priced at it (`c3 fit SLUG --gpus … --max-context`)."""
+    return _max_context_entry(entry, [rank_for_gpu(g) for g in gpus], catalog)
+
+
+def max_context_on_cards(entry: CatalogEntry, card_ids: list[str], *, catalog: Catalog | None = None) -> tuple[MaxContext, FitReport]:
+    """The same on card profiles (`--card rtx-3090,rtx-5090`)."""
+    return _max_context_entry(entry, [rank_for_card(c) for c in card_ids], catalog)
+
+
 def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs, *, gpu_name: str | None = None, sm: str | None = None) -> FitReport:
     """Price any model on CUDA totals given in GiB (`c3 fit --config`); `gpu_name` is the NVML name
     when known (vLLM's batch defaults and the interconnect depend on it), `sm` its compute capability
@@ -182,8 +216,6 @@ def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs, *, gpu_na
     unified = bool(profile and profile.unified_memory)
     ranks = [Rank(total_gib=t, card=f"{t:g} GiB", sm=sm, unified=unified, nvml_name=gpu_name, nvswitch=_on_nvswitch(profile)) for t in totals_gib]
     if knobs.weights_bytes is None and knobs.weights_gib is None:
-        from dataclasses import replace
-
         from backend.catalog.params import estimated_weight_bytes
 
         knobs = replace(knobs, weights_bytes=estimated_weight_bytes(spec), weights_how="estimated from config.json shapes (params × dtype)")

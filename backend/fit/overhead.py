@@ -109,6 +109,8 @@ SAMPLER_V017_BYTES_PER_LOGIT = 15
 SMALL_SAMPLER_FROM = (0, 17)
 V0_SAMPLER_BYTES_PER_LOGIT = 38
 V1_FROM = (0, 8)
+V0_CHUNKED_PREFILL_ABOVE = 32768
+"""V0 turned chunked prefill on (small batches) above this max_model_len: its activation peak drops there."""
 V1_ON_PRE_AMPERE_FROM = (0, 10)
 GDN_PREFILL_BYTES = 8
 MOE_WORKSPACE_PERSISTS_FROM = (0, 12)
@@ -227,7 +229,7 @@ def activation_gib(
     width_tp = tp
     if version is not None and version < V1_FROM:
         length = max_model_len or tokens
-        tokens = length if length <= 32768 else 512
+        tokens = length if length <= V0_CHUNKED_PREFILL_ABOVE else 512
         per_logit = V0_SAMPLER_BYTES_PER_LOGIT
         # V0's peak did not shrink with TP (1.26 GiB at TP 1 and TP 2 for Llama-3-8B, vllm#10511).
         width_tp = 1

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from backend.models.catalog import CardProfile, CatalogEntry, Engine, ModelSpec, SlugStatus, WeightsVariant
     from backend.models.estate import Estate, Pod
-    from backend.models.fit import FitReport, FitVerdict, GpuFit
+    from backend.models.fit import FitReport, FitVerdict, GpuFit, MaxContext
     from backend.models.gpu import ComputeProcess, Gpu, GpuSnapshot
 
 _WHERE = {
@@ -28,6 +28,7 @@ _WHERE = {
     "FitReport": "backend.models.fit",
     "FitVerdict": "backend.models.fit",
     "GpuFit": "backend.models.fit",
+    "MaxContext": "backend.models.fit",
     "ComputeProcess": "backend.models.gpu",
     "Gpu": "backend.models.gpu",
     "GpuSnapshot": "backend.models.gpu",
@@ -44,6 +45,7 @@ __all__ = [
     "Gpu",
     "GpuFit",
     "GpuSnapshot",
+    "MaxContext",
     "ModelSpec",
     "Pod",
     "SlugStatus",

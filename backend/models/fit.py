@@ -83,3 +83,38 @@ class FitReport(BaseModel):
     """Tokens per step priced (drives the activation peak)."""
     gpu_memory_utilization: float | None = None
     """The fraction priced (vLLM util / SGLang mem_fraction_static)."""
+
+
+ContextBound = Literal["memory", "model"]
+
+
+class MaxContext(BaseModel):
+    """`c3 fit … --max-context`: the largest context one request can have on these ranks, and what bounds it.
+    Its `model_dump(mode="json")` is the `max_context` object of `c3 fit --max-context --json`."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    tokens: int
+    """The largest context that fits: vLLM's max_model_len, llama.cpp's --ctx-size."""
+    bound: ContextBound
+    """What stopped it: `memory` (one more step of KV does not fit) or `model` (the model's own maximum)."""
+    model_max: int
+    """The model's own maximum context (config.json max_position_embeddings)."""
+    granularity: int
+    """Tokens per step of KV memory: vLLM's block size, llama.cpp's 256-cell padding (× streams with -np > 1)."""
+    kv_bytes_per_token: int
+    """KV bytes per token per rank (all its layers) the context was priced with."""
+    kv_budget_gib: float
+    """KV memory left on the binding rank after weights and overheads."""
+    kv_blocks: int | None = None
+    """vLLM: KV blocks in the pool (the minimum over ranks)."""
+    per_request_tokens: int
+    """Tokens one request can hold at that context (llama.cpp with -np N > 1 splits --ctx-size over N streams)."""
+    binding_rank: int
+    """Position of the binding rank in the GPU list (tp rank = position % tp, pp stage = position // tp)."""
+    binding_gpu: int | None = None
+    """Host GPU index of the binding rank (None when priced on card profiles)."""
+    binding_card: str | None = None
+    """Card profile (or description) of the binding rank."""
+    ranks_alike: int
+    """How many ranks are as tight as the binding one (all of them on a homogeneous set)."""

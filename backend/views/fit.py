@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from backend import limits
 from backend.errors import UsageError
-from backend.models import FitReport
+from backend.models import FitReport, MaxContext
 from backend.models.catalog import Engine, SlugStatus
 
 if TYPE_CHECKING:
@@ -36,33 +36,48 @@ class SlugFit(BaseModel):
     """How the engine is set up, one phrase (`vllm, tp 1 × pp 1, util 0.90`)."""
     where: str
     """What it was priced on (`GPU 0,1`, `cards rtx-3090`)."""
+    max_context: MaxContext | None = None
+    """`--max-context`: the largest context that fits and what bounds it (`report` is then the fit at that context)."""
 
 
-def fit_slug(slug: str, *, gpus: Sequence[int] | None = None, cards: Sequence[str] | None = None, max_model_len: int | None = None) -> SlugFit:
-    """Price `slug` on host GPU indices (`gpus`) or on card profile ids (`cards`): exactly one of them."""
+def fit_slug(
+    slug: str, *, gpus: Sequence[int] | None = None, cards: Sequence[str] | None = None, max_model_len: int | None = None, max_context: bool = False,
+) -> SlugFit:
+    """Price `slug` on host GPU indices (`gpus`) or on card profile ids (`cards`): exactly one of them. With
+    `max_context`, find the largest context that fits instead of pricing a given one (Refused when c3 cannot)."""
     from backend.catalog import load_catalog
-    from backend.fit import fit_on_cards, fit_on_gpus
+    from backend.fit import fit_on_cards, fit_on_gpus, max_context_on_cards, max_context_on_gpus
     from backend.views.gpus import gpus_at
 
     if (gpus is None) == (cards is None):
         raise UsageError("give exactly one of --gpus and --card", hint="e.g. c3 fit vllm/qwen3-8b --card rtx-3090")
+    if max_context and max_model_len is not None:
+        raise UsageError("--max-context finds the context; --max-model-len fixes one: give one of them",
+                         hint="e.g. c3 fit vllm/qwen3-8b --card rtx-3090 --max-context")
     catalog = load_catalog()
     entry = catalog.get(slug)
+    found: MaxContext | None = None
     if cards is not None:
         if not cards:
             raise UsageError("--card needs at least one card id, e.g. --card rtx-3090")
-        report = fit_on_cards(entry, list(cards), max_model_len=max_model_len, catalog=catalog)
+        if max_context:
+            found, report = max_context_on_cards(entry, list(cards), catalog=catalog)
+        else:
+            report = fit_on_cards(entry, list(cards), max_model_len=max_model_len, catalog=catalog)
         where = "cards " + ", ".join(cards)
     else:
         indices = list(gpus or ())
-        report = fit_on_gpus(entry, gpus_at(indices), max_model_len=max_model_len, catalog=catalog)
+        if max_context:
+            found, report = max_context_on_gpus(entry, gpus_at(indices), catalog=catalog)
+        else:
+            report = fit_on_gpus(entry, gpus_at(indices), max_model_len=max_model_len, catalog=catalog)
         where = "GPU " + ",".join(map(str, indices))
     if entry.engine == "llamacpp":
-        setup = f"llama.cpp, layers split over {entry.gpu_count} GPU(s), --ctx-size {entry.max_model_len or 0:,}"
+        setup = f"llama.cpp, layers split over {entry.gpu_count} GPU(s), --ctx-size {found.tokens if found else entry.max_model_len or 0:,}"
     else:
         fraction = "mem_fraction_static" if entry.engine == "sglang" else "util"
         setup = f"{entry.engine}, tp {entry.tp} × pp {entry.pp}, {fraction} {entry.gpu_memory_utilization:.2f}"
-    return SlugFit(report=report, slug=entry.slug, tp=entry.tp, pp=entry.pp, setup=setup, where=where)
+    return SlugFit(report=report, slug=entry.slug, tp=entry.tp, pp=entry.pp, setup=setup, where=where, max_context=found)
 
 
 class ConfigFit(BaseModel):
@@ -74,6 +89,8 @@ class ConfigFit(BaseModel):
     """The verdict and its numbers."""
     title: str
     """What was priced, one line (`config.json (Qwen3ForCausalLM, vllm, tp 1 × pp 1, util 0.90) on 23.58 GiB`)."""
+    max_context: MaxContext | None = None
+    """`--max-context`: the largest context that fits and what bounds it (`report` is then the fit at that context)."""
 
 
 def default_util(engine: str, version: tuple[int, int] | None) -> float:
@@ -87,13 +104,17 @@ def fit_config_file(
     config: Path, totals_gib: list[float], *, tp: int, pp: int = 1, engine: str = "vllm", engine_version: str | None = None,
     weights_gib: float | None = None, util: float | None = None, max_model_len: int | None = None, max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None, kv_cache_dtype: str = "auto", block_size: int | None = None, enforce_eager: bool = False,
-    gpu_name: str | None = None,
+    gpu_name: str | None = None, max_context: bool = False,
 ) -> ConfigFit:
     """Price any model from its config.json on CUDA totals (GiB; one value stands for every rank) with
     the engine's own memory rules. None knobs take the engine's defaults for `engine_version` (None:
-    current); UsageError for knobs that do not add up."""
+    current); UsageError for knobs that do not add up. With `max_context`, the largest context that fits is
+    searched for instead (Refused when c3 cannot compute it)."""
+    from dataclasses import replace
+
     from backend.catalog.configs import load_config_file
     from backend.fit import fit_config
+    from backend.fit.maxctx import largest_context
     from backend.fit.plan import Knobs, parse_version
 
     ranks = tp * pp
@@ -116,10 +137,17 @@ def fit_config_file(
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype, block_size=block_size,
         enforce_eager=enforce_eager, version=version, weights_gib=weights_gib, quantized=bool(spec.quant_method),
     )
-    report = fit_config(spec, totals, knobs, gpu_name=gpu_name)
+    if max_context and max_model_len is not None:
+        raise UsageError("--max-context finds the context; --max-model-len fixes one: give one of them")
+    found = None
+    if max_context:
+        found, report = largest_context(lambda length: fit_config(spec, totals, replace(knobs, max_model_len=length), gpu_name=gpu_name),
+                                        model_max=spec.max_position_embeddings, knobs=knobs)
+    else:
+        report = fit_config(spec, totals, knobs, gpu_name=gpu_name)
     title = (f"{config.name} ({spec.architecture or spec.model_type}, {engine}, tp {tp} × pp {pp}, util {knobs.util:.2f})"
              f" on {', '.join(f'{t:g}' for t in totals)} GiB")
-    return ConfigFit(report=report, title=title)
+    return ConfigFit(report=report, title=title, max_context=found)
 
 
 class CatalogRow(BaseModel):

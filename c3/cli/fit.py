@@ -13,7 +13,7 @@ from c3.cli.common import emit_json, json_option, parse_index_list
 from c3.cli.terminal import error_line
 
 if TYPE_CHECKING:  # the models and views load when a fit runs: `c3 fit --help` needs neither (issue 22)
-    from backend.models import FitReport
+    from backend.models import FitReport, MaxContext
 
 KV_CHOICES = ["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 _MARK = {"fits": "✓", "tight": "⚠", "wont-fit": "×", "incompatible-hw": "×", "unknown": "?"}
@@ -23,6 +23,7 @@ HELP = """Price a launch with the engine's own memory rules before anything boot
 \b
   c3 fit SLUG --gpus 0,1            price a catalog slug on GPUs of this machine
   c3 fit SLUG --card rtx-3090,rtx-5090   ... on card profiles (no GPU needed)
+  c3 fit SLUG --gpus 0,1 --max-context   the largest context that fits there, and which rank binds
   c3 fit --config config.json --vram-gib 23.58[,31.37] --tp N [...]
                                     price any model from its config.json on CUDA totals (GiB)
 
@@ -36,7 +37,8 @@ max_num_batched_tokens default to vLLM's per-GPU-class values (1024/8192 on ≥ 
 
 \b
 Exit codes: 0 fits or tight; 1 wont-fit, incompatible-hw, unknown (could not be priced),
-an unknown slug or an unknown card id; 2 malformed flags or files; 3 no GPU probe for --gpus.
+an unknown slug or an unknown card id, --max-context where no context fits or c3 cannot compute
+it (SGLang, custom); 2 malformed flags or files; 3 no GPU probe for --gpus.
 """
 
 
@@ -97,6 +99,23 @@ def render(report: FitReport, title: str) -> str:
     return "\n".join(lines)
 
 
+def render_max_context(found: MaxContext, ranks: int) -> str:
+    """What `--max-context` found: the context, the bound that won, the KV budget it came from, the binding rank."""
+    where = f"GPU {found.binding_gpu}" if found.binding_gpu is not None else (found.binding_card or "?")
+    rank = f"rank {found.binding_rank} ({where}{', ' + found.binding_card if found.binding_gpu is not None and found.binding_card else ''})"
+    if found.bound == "model":
+        head = f"Largest context that fits: {found.tokens:,} tokens — the model's own maximum (max_position_embeddings) binds, not memory"
+    else:
+        head = f"Largest context that fits: {found.tokens:,} tokens — KV memory binds (the model's own maximum is {found.model_max:,})"
+    blocks = f" = {found.kv_blocks:,} blocks of {found.granularity} tokens" if found.kv_blocks is not None else f" (steps of {found.granularity} tokens)"
+    lines = [head, f"  from {found.kv_budget_gib:.2f} GiB of KV on {rank} at {found.kv_bytes_per_token:,} bytes/token{blocks}"]
+    if ranks > 1:
+        lines.append(f"  binding: {rank}" + (f", and {found.ranks_alike - 1} other rank(s) as tight" if found.ranks_alike > 1 else ""))
+    if found.per_request_tokens != found.tokens:
+        lines.append(f"  one request holds at most {found.per_request_tokens:,} tokens (--ctx-size is split over the -np streams)")
+    return "\n".join(lines)
+
+
 def _exit_for(report: FitReport, what: str) -> int:
     """0 for fits/tight; otherwise the one `c3: error:` line every failing command ends with, and 1."""
     if report.verdict in ("fits", "tight"):
@@ -112,26 +131,35 @@ def _payload(report: FitReport, **extra: object) -> dict[str, Any]:
     return data
 
 
-def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int | None, as_json: bool) -> int:
+def _show(report: FitReport, max_context: MaxContext | None, title: str, as_json: bool, **extra: object) -> None:
+    """The report as JSON (with `max_context` when it was searched for) or as the human table."""
+    if as_json:
+        if max_context is not None:
+            extra["max_context"] = max_context.model_dump(mode="json")
+        emit_json(_payload(report, **extra))
+        return
+    click.echo(render(report, title))
+    if max_context is not None:
+        click.echo(render_max_context(max_context, len(report.gpus)))
+
+
+def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int | None, as_json: bool, max_context: bool = False) -> int:
     from backend.views.fit import fit_slug
 
     if bool(gpus) == bool(cards):
         raise UsageError("give exactly one of --gpus and --card", hint="e.g. c3 fit vllm/qwen3-8b --card rtx-3090")
     if cards:
-        found = fit_slug(slug, cards=[c.strip().lower() for c in cards.split(",") if c.strip()], max_model_len=max_model_len)
+        found = fit_slug(slug, cards=[c.strip().lower() for c in cards.split(",") if c.strip()], max_model_len=max_model_len, max_context=max_context)
     else:
-        found = fit_slug(slug, gpus=parse_index_list(gpus or ""), max_model_len=max_model_len)
-    if as_json:
-        emit_json(_payload(found.report, slug=found.slug, tp=found.tp, pp=found.pp))
-    else:
-        click.echo(render(found.report, f"{found.slug} ({found.setup}) on {found.where}"))
+        found = fit_slug(slug, gpus=parse_index_list(gpus or ""), max_model_len=max_model_len, max_context=max_context)
+    _show(found.report, found.max_context, f"{found.slug} ({found.setup}) on {found.where}", as_json, slug=found.slug, tp=found.tp, pp=found.pp)
     return _exit_for(found.report, f"{found.slug} on {found.where}")
 
 
 def _fit_config(
     config: Path, vram: str | None, tp: int | None, pp: int, weights_gib: float | None, util: float | None, max_model_len: int | None,
     max_num_seqs: int | None, batched: int | None, kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
-    *, enforce_eager: bool = False, block_size: int | None = None, gpu_name: str | None = None,
+    *, enforce_eager: bool = False, block_size: int | None = None, gpu_name: str | None = None, max_context: bool = False,
 ) -> int:
     from backend.views.fit import fit_config_file
 
@@ -140,12 +168,9 @@ def _fit_config(
     found = fit_config_file(
         config, _float_list(vram, "--vram-gib"), tp=tp, pp=pp, engine=engine, engine_version=engine_version, weights_gib=weights_gib,
         util=util, max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, kv_cache_dtype=kv_dtype,
-        block_size=block_size, enforce_eager=enforce_eager, gpu_name=gpu_name,
+        block_size=block_size, enforce_eager=enforce_eager, gpu_name=gpu_name, max_context=max_context,
     )
-    if as_json:
-        emit_json(_payload(found.report, config=str(config), tp=tp, pp=pp))
-    else:
-        click.echo(render(found.report, found.title))
+    _show(found.report, found.max_context, found.title, as_json, config=str(config), tp=tp, pp=pp)
     return _exit_for(found.report, config.name)
 
 
@@ -160,6 +185,7 @@ def _fit_config(
 @click.option("--weights-gib", type=float, help="GiB each rank loads (vLLM's `Model loading took`).")
 @click.option("--gpu-mem-util", "util", type=click.FloatRange(0.01, 1.0), help="vLLM gpu_memory_utilization / SGLang mem_fraction_static.")
 @click.option("--max-model-len", type=click.IntRange(1, 1 << 26), help="Context length to price.")
+@click.option("--max-context", is_flag=True, help="Find the largest context that fits (and the rank that binds) instead of pricing one.")
 @click.option("--max-num-seqs", type=click.IntRange(1, 1 << 20), help="Concurrent sequences (--config form).")
 @click.option("--max-num-batched-tokens", "batched", type=click.IntRange(1, 1 << 24), help="Tokens per step (--config form).")
 @click.option("--kv-dtype", type=click.Choice(KV_CHOICES, case_sensitive=False), default="auto", show_default=True, help="KV-cache dtype (--config form).")
@@ -173,21 +199,24 @@ def fit(
     slug: str | None, gpus: str | None, cards: str | None, config: Path | None, vram: str | None, tp: int | None, pp: int,
     weights_gib: float | None, util: float | None, max_model_len: int | None, max_num_seqs: int | None, batched: int | None,
     kv_dtype: str, engine: str, engine_version: str | None, enforce_eager: bool, block_size: int | None, gpu_name: str | None, as_json: bool,
+    max_context: bool,
 ) -> None:
+    if max_context and max_model_len is not None:
+        raise UsageError("--max-context finds the context; --max-model-len fixes one: give one of them", hint="drop --max-model-len to search for the largest")
     if slug and config:
         raise UsageError("give a SLUG or --config, not both")
     if config is not None:
         if gpus or cards:
             raise UsageError("--config prices on --vram-gib; --gpus/--card go with a SLUG")
         code = _fit_config(config, vram, tp, pp, weights_gib, util, max_model_len, max_num_seqs, batched, kv_dtype.lower(), engine, engine_version,
-                           as_json, enforce_eager=enforce_eager, block_size=block_size, gpu_name=gpu_name)
+                           as_json, enforce_eager=enforce_eager, block_size=block_size, gpu_name=gpu_name, max_context=max_context)
     elif slug:
         config_only = [n for n, v in (("--vram-gib", vram), ("--tp", tp), ("--weights-gib", weights_gib), ("--gpu-mem-util", util),
                                       ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", batched), ("--engine-version", engine_version),
                                       ("--block-size", block_size), ("--enforce-eager", enforce_eager or None), ("--gpu-name", gpu_name)) if v is not None]
         if config_only:
             raise UsageError(f"{', '.join(config_only)} only go with --config; a slug carries its own settings")
-        code = _fit_slug(slug, gpus, cards, max_model_len, as_json)
+        code = _fit_slug(slug, gpus, cards, max_model_len, as_json, max_context)
     else:
         raise UsageError("give a SLUG (with --gpus or --card) or --config", hint="see `c3 fit --help`")
     raise SystemExit(code)
