@@ -38,7 +38,13 @@ def test_any_gpu_set_gets_a_verdict(slug, data):
     assert report.verdict in ("fits", "tight", "wont-fit", "incompatible-hw", "unknown")
     if report.verdict in ("fits", "tight"):
         assert report.available_kv_gib is not None and report.available_kv_gib > 0
-        assert report.max_model_len_fits and report.max_model_len_fits >= (report.max_model_len or 0) or entry.engine != "vllm"
+        # The wanted context fits — except on the documented pessimistic bound: a setup that fails only when
+        # vLLM counts its profile transient twice is `tight`, and the length it reports is that bound's.
+        second_copy = report.verdict == "tight" and any(r.startswith("fits only if vLLM does not count") for r in report.reasons)
+        if entry.engine == "vllm" and not second_copy:
+            assert report.max_model_len_fits and report.max_model_len_fits >= (report.max_model_len or 0), report
+        elif entry.engine == "vllm":
+            assert report.max_model_len_fits and report.max_model_len_fits > 0, report
     value = reservation_mib(entry, chosen[0])
     assert value is None or value >= 0
 
