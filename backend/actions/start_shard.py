@@ -9,6 +9,9 @@ from typing import Any
 from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink, problems_of
 from backend.actions.registry import register
 from backend.errors import C3Error, UsageError
+from backend.shard.models import NO_AUTH as RPC_NO_AUTH  # `shard start --help` says it
+
+__all__ = ["RPC_NO_AUTH", "StartShard"]
 
 RAY_WORKER_PORTS = range(10002, 20000)
 """Ray's default worker port range: the GCS and torch rendezvous ports must stay outside it."""

@@ -1,4 +1,5 @@
-"""`c3 shard`: one vLLM server split across nodes, with Ray or vLLM's multiprocessing executor.
+"""`c3 shard`: one vLLM server split across nodes, with Ray or vLLM's multiprocessing executor, or one
+GGUF model split by layers over llama.cpp RPC workers (`rpc`, see rpc.py).
 
 Modules: `models` (plan data), `profile` (what `--profile` means), `probe` (the per-node fact and
 route scripts), `plan` (head, tp × pp, per-node address/interface env, refusals), `ray_cmds` /

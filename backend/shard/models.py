@@ -10,7 +10,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Backend = Literal["ray", "mp"]
+Backend = Literal["ray", "mp", "rpc"]
+
+NO_AUTH = ("llama.cpp's RPC protocol has no authentication: anyone who reaches a worker's RPC port can use "
+           "and read its memory; c3 binds it only on each worker's cluster-link address (never 0.0.0.0): "
+           "keep that link private")
+"""Said by `shard start --help` and every `--backend rpc` plan (dry run and start)."""
 
 
 class Interface(BaseModel):
@@ -51,6 +56,12 @@ class NodeFacts(BaseModel):
     """Names nvidia-smi printed, one per GPU."""
     interfaces: list[Interface] = Field(default_factory=list)
     """Every IPv4 address of the node (loopback excluded)."""
+    llama_server_path: str | None = None
+    """Where `llama-server` resolved (rpc backend); None when not found."""
+    rpc_server_path: str | None = None
+    """Where `ggml-rpc-server` resolved (rpc backend); None when not found."""
+    llama_version: str | None = None
+    """`llama-server --version` of the node's llama.cpp build (rpc backend); None when unread."""
     sudo_ok: bool | None = None
     """`sudo -n true` succeeded; None when not asked (no `--stop-services`)."""
     sudo_error: str | None = None
@@ -114,7 +125,7 @@ class ShardPlan(BaseModel):
     """The whole shard: who is head, the layout, and each node's part, in start order."""
 
     backend: Backend
-    """`ray` (Ray cluster, vLLM's Ray executor) or `mp` (vLLM's multiprocessing executor)."""
+    """`ray` (Ray cluster, vLLM's Ray executor), `mp` (vLLM's multiprocessing executor) or `rpc` (llama.cpp RPC)."""
     model: str
     """What `vllm serve` gets as its model."""
     head: str
@@ -122,7 +133,7 @@ class ShardPlan(BaseModel):
     head_address: str
     """Address workers reach the head at."""
     head_port: int
-    """Ray GCS port (ray) or torch rendezvous port (mp)."""
+    """Ray GCS port (ray), torch rendezvous port (mp) or the first worker's RPC port (rpc)."""
     api_port: int
     """Port the head's OpenAI API listens on."""
     tp: int = Field(ge=1)

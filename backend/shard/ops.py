@@ -18,8 +18,10 @@ from backend.errors import EnvironmentProblem, Refused, UsageError
 from backend.nodes.registry import Node
 from backend.remote import CommandResult, Shell, close_all, open_shells
 from backend.settings import current
+from backend.shard import rpc
 from backend.shard.plan import ShardOptions, split_env
-from backend.shard.prepare import Prepared, prepare
+from backend.shard.prepare import Prepared
+from backend.shard.prepare import prepare as prepare_vllm
 from backend.shard.probe import parse_interfaces
 from backend.shard.runner import ShardRunner, Timing
 from backend.shard.scripts import run_script, tagged_script
@@ -39,6 +41,14 @@ def collect_secrets(options: ShardOptions) -> dict[str, str]:
         if name in FORWARDED_SECRETS and name not in secrets:
             secrets[name] = value
     return secrets
+
+
+async def prepare(nodes: list[Node], execs: dict[str, Shell], options: ShardOptions, *, secret_names: list[str]) -> Prepared:
+    """Probe, check and plan for the options' backend (rpc has its own probe and plan)."""
+    if options.backend == "rpc":
+        plan, facts, checks = await rpc.prepare(nodes, execs, options, secret_names=secret_names)
+        return Prepared(plan=plan, facts=facts, checks=checks)
+    return await prepare_vllm(nodes, execs, options, secret_names=secret_names)
 
 
 def _keyed(nodes: list[Node], ssh_key: str | None) -> list[Node]:
@@ -110,7 +120,15 @@ async def _dry_run(nodes: list[Node], options: ShardOptions, *, echo: Echo, ssh_
     echo(f"dry run without checks: {where}; a real start refuses until this is fixed")
     echo("values in <…> are resolved on the nodes at start: the head address from the head's interfaces, "
          "each worker's address and interface from `ip -o -4 route get HEAD` there; GPUs from nvidia-smi")
-    for line in describe(placeholder_plan(nodes, options, secret_names=secret_names)):
+    if options.backend == "rpc":
+        from backend.cluster.addresses import placeholders
+        from backend.shard.plan import order_nodes
+
+        ordered = order_nodes(nodes, options)
+        shown = rpc.assemble(ordered, placeholders(ordered), options, secret_names=secret_names, local={n.name: n.local for n in ordered})
+    else:
+        shown = placeholder_plan(nodes, options, secret_names=secret_names)
+    for line in describe(shown):
         echo(line)
     return 0
 
@@ -132,6 +150,19 @@ class NodeStatus(BaseModel):
     """Its Ray resources (CPU, GPU, memory…), when it is a member."""
 
 
+class PartStatus(BaseModel):
+    """One part of an rpc shard in `c3 shard status --backend rpc`."""
+
+    node: str
+    """Registry name of the node it runs on."""
+    part: str
+    """`llama-server` (the head) or `rpc-server HOST:PORT` (a worker)."""
+    state: str
+    """`running`, `not running` or `unreachable`."""
+    pid: str | None = None
+    """Its process id when running."""
+
+
 class ShardStatus(BaseModel):
     """What `c3 shard status` reports."""
 
@@ -143,6 +174,8 @@ class ShardStatus(BaseModel):
     """Why the cluster could not be read (no Ray running, Ray missing)."""
     nodes: list[NodeStatus]
     """Per node."""
+    parts: list[PartStatus] = Field(default_factory=list)
+    """Per part, rpc backend only: llama-server on the head, an rpc-server on each worker."""
 
 
 _RAY_NODES = (
@@ -152,12 +185,14 @@ _RAY_NODES = (
 )
 
 
-async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None) -> ShardStatus:
-    """Per node: c3's processes there and its Ray membership; the cluster as the first node's Ray sees it."""
+async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None, rpc_port: int | None = None) -> ShardStatus:
+    """Per node: c3's processes there and its Ray membership; the cluster as the first node's Ray sees it.
+    With `rpc_port` (`--backend rpc`): each part's state instead of Ray's view (the first node is the head)."""
     execs, failures = await open_shells(_keyed(nodes, ssh_key))
     try:
         head = nodes[0]
-        script = tagged_script("list") + "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
+        tag = f"{head.name}-{rpc_port}" if rpc_port is not None else None
+        script = tagged_script("list", tag=tag) + "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
 
         async def listing_of(node: Node) -> CommandResult:
             if node.name in failures:
@@ -166,7 +201,11 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
 
         listing = await asyncio.gather(*(listing_of(n) for n in nodes), return_exceptions=True)
         result = ShardStatus(head=head.name, nodes=[])
-        if head.name in execs:
+        ray_nodes: list[dict[str, object]]
+        error: str | None
+        if rpc_port is not None:
+            ray_nodes, error = [], "not used by --backend rpc"
+        elif head.name in execs:
             ray_nodes, error = await _ray_nodes(execs[head.name], ray)
         else:
             ray_nodes, error = [], f"{head.name} is unreachable"
@@ -187,9 +226,31 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
                 status_.ray_address = str(member["address"])
                 status_.ray_resources = {k: float(v) for k, v in cast(dict[str, float], member["resources"]).items() if not k.startswith("node:")}
             result.nodes.append(status_)
+        if rpc_port is not None:
+            result.parts = rpc_parts(result.nodes, rpc_port)
         return result
     finally:
         await close_all(execs)
+
+
+def rpc_parts(nodes: list[NodeStatus], rpc_port: int) -> list[PartStatus]:
+    """Each rpc part's state from the tagged processes: llama-server on the head, and on worker i an
+    rpc-server with `-p rpc_port + i - 1` (workers may share a machine, so the port tells them apart)."""
+    parts: list[PartStatus] = []
+    for index, node in enumerate(nodes):
+        want = "llama-server" if index == 0 else f"rpc-server port {rpc_port + index - 1}"
+        if not node.reachable:
+            parts.append(PartStatus(node=node.node, part=want, state="unreachable"))
+            continue
+        found = next((p["pid"] for p in node.processes if _is_part(p["command"].split(), index, rpc_port)), None)
+        parts.append(PartStatus(node=node.node, part=want, state="running" if found else "not running", pid=found))
+    return parts
+
+
+def _is_part(argv: list[str], index: int, rpc_port: int) -> bool:
+    if index == 0:
+        return "--rpc" in argv or (bool(argv) and argv[0].endswith("llama-server"))
+    return "-p" in argv[:-1] and argv[argv.index("-p") + 1] == str(rpc_port + index - 1) and "-H" in argv
 
 
 async def _ray_nodes(head: Shell, ray: str) -> tuple[list[dict[str, object]], str | None]:

@@ -51,6 +51,12 @@ class ShardOptions(BaseModel):
     """The ray executable on every node (`--ray PATH`)."""
     python: str | None = None
     """Interpreter Ray runs under, when not the `ray` script's own (`--python`)."""
+    llama_server: str = "llama-server"
+    """The llama-server executable on the head (`--backend rpc`, `--llama-server PATH`)."""
+    rpc_server: str = "ggml-rpc-server"
+    """The ggml-rpc-server executable on every worker (`--backend rpc`, `--rpc-server PATH`)."""
+    rpc_port: int = Field(default=50052, ge=1, le=65535)
+    """RPC port of the first worker; worker i listens on rpc_port + i - 1 (`--backend rpc`)."""
     gpus_per_node: int | None = Field(default=None, ge=0)
     """Declare each node's GPU count instead of asking nvidia-smi (CPU test hosts)."""
     stop_services: bool = False

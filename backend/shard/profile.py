@@ -51,7 +51,7 @@ class ShardProfile(BaseModel):
     """Default for `--tp`."""
     pp: int | None = Field(default=None, ge=1)
     """Default for `--pp`."""
-    backend: str | None = Field(default=None, pattern="^(ray|mp)$")
+    backend: str | None = Field(default=None, pattern="^(ray|mp|rpc)$")
     """Default for `--backend`."""
     port: int | None = Field(default=None, ge=1, le=65535)
     """Default for `--port`."""

@@ -22,6 +22,7 @@ from backend.remote import Shell, Spawned, close_all
 from backend.shard import ray_cmds
 from backend.shard.models import NodePart, ShardPlan, Step
 from backend.shard.render import start_order
+from backend.shard.rpc import endpoint_of as rpc_endpoint
 from backend.shard.scripts import (
     kill_group_script,
     launch_script,
@@ -142,6 +143,8 @@ class ShardRunner:
                 await self._wait_ray(head, nodes=1, deadline_s=self.timing.ray_head_s)
             elif self.plan.backend == "ray" and step.label == "ray worker":
                 await self._wait_ray(head, nodes=part.rank + 1, deadline_s=self.timing.ray_join_s)
+            elif (endpoint := rpc_endpoint(step)) is not None:
+                await self._wait_listening(part, *endpoint, deadline_s=self.timing.ray_join_s)
         self.echo(f"c3: all {len(self.plan.parts)} nodes started; waiting for http://{self.plan.head_address}:{self.plan.api_port}/v1/models (Ctrl+C stops every node)")
         ready = asyncio.create_task(self._announce_ready())
         try:
@@ -210,6 +213,25 @@ class ShardRunner:
             f"Ray cluster did not reach {nodes} node(s) within {deadline_s:.0f}s (last seen: {last})",
             hint="check the worker's output above; a firewall on the Ray ports or a wrong --node-ip-address are the usual causes",
         )
+
+    async def _wait_listening(self, part: NodePart, address: str, port: int, *, deadline_s: float) -> None:
+        """Until the worker's rpc-server accepts a TCP connection from here (the head): llama-server
+        would otherwise fail to reach it; fail early when a part died."""
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            for r in self.running:
+                if r.proc.returncode is not None:
+                    raise Refused(f"{r.step.label} on {r.part.node} exited with status {r.proc.returncode} before the head started")
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(address, port), 3)
+            except (OSError, TimeoutError):
+                await asyncio.sleep(min(self.timing.poll_s, 0.2))
+                continue
+            writer.close()
+            self.echo(f"c3: [{part.node}] rpc-server listening on {address}:{port}")
+            return
+        raise Refused(f"rpc-server on {part.node} did not accept connections on {address}:{port} within {deadline_s:.0f}s",
+                      hint="check its output above; a firewall on the cluster link or a busy port are the usual causes")
 
     async def _announce_ready(self) -> None:
         url = f"http://{self.plan.head_address}:{self.plan.api_port}/v1/models"

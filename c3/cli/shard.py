@@ -1,9 +1,10 @@
-"""`c3 shard`: one vLLM server split across nodes, with Ray or vLLM's multiprocessing executor.
+"""`c3 shard`: one vLLM server split across nodes, with Ray or vLLM's multiprocessing executor, or one
+llama.cpp model split by layers over llama.cpp RPC workers (`--backend rpc`).
 
     c3 shard install-ray --nodes a,b [--ray-version V] [--python PATH]
-    c3 shard start --profile big --nodes a,b [--tp 1] [--pp 2] [--backend ray|mp] [--head NAME] [--dry-run] …
-    c3 shard status --nodes a,b [--json]
-    c3 shard stop --nodes a,b
+    c3 shard start --profile big --nodes a,b [--tp 1] [--pp 2] [--backend ray|mp|rpc] [--head NAME] [--dry-run] …
+    c3 shard status --nodes a,b [--backend rpc] [--json]
+    c3 shard stop --nodes a,b [--backend mp|rpc]
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import click
 
+from backend.actions.start_shard import RPC_NO_AUTH
 from c3.cli.common import emit_json, json_option
 from c3.cli.terminal import error_line
 
@@ -51,12 +53,13 @@ def install_ray(nodes: str, ray_version: str | None, python: str, wheelhouse: st
     _echo(InstallRay(nodes, ray_version, python, wheelhouse, ssh_key).run(_echo_step).message)
 
 
-@shard.command()
+@shard.command(epilog=f"--backend rpc: {RPC_NO_AUTH}.")
 @click.option("--profile", required=True, help="A profile in $C3_HOME/profiles/ (model, args, env), or 'MODEL [vllm args]'.")
 @nodes_option
 @click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size (default 1, or the profile's).")
 @click.option("--pp", type=click.IntRange(min=1), default=None, help="Pipeline-parallel size (default 2, or the profile's).")
-@click.option("--backend", type=click.Choice(["ray", "mp"]), default=None, help="Executor (default ray, or the profile's).")
+@click.option("--backend", type=click.Choice(["ray", "mp", "rpc"]), default=None,
+              help="Executor (default ray, or the profile's); rpc: llama.cpp RPC, the profile's model is a GGUF path.")
 @click.option("--head", default=None, help="Head node (default: the first of --nodes; mp needs it first).")
 @click.option("--head-address", default=None, help="Address workers reach the head at (default: detected).")
 @ssh_key_option
@@ -68,16 +71,25 @@ def install_ray(nodes: str, ray_version: str | None, python: str, wheelhouse: st
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="The head's OpenAI API port (default 8000, or the profile's).")
 @click.option("--ray-port", type=click.IntRange(1, 65535), default=6379, show_default=True, help="Ray GCS port on the head.")
 @click.option("--master-port", type=click.IntRange(1, 65535), default=29501, show_default=True, help="torch rendezvous port on the head (mp).")
+@click.option("--llama-server", "llama_server", default="llama-server", show_default=True, help="llama-server on the head (rpc).")
+@click.option("--rpc-server", "rpc_server", default="ggml-rpc-server", show_default=True, help="ggml-rpc-server on every worker (rpc).")
+@click.option("--rpc-port", type=click.IntRange(1, 65535), default=50052, show_default=True,
+              help="RPC port of the first worker; the i-th worker listens on this + i - 1 (rpc).")
 @click.option("--gpus-per-node", type=click.IntRange(min=0), default=None, help="Declare each node's GPUs instead of asking nvidia-smi (CPU test hosts).")
 @click.option("--dry-run", is_flag=True, help="Run the checks and print every node's commands without starting anything.")
 def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str | None, head: str | None, head_address: str | None,
           ssh_key: str | None, stop_services: bool, service_name: str, vllm: str, ray: str, python: str | None, port: int | None,
-          ray_port: int, master_port: int, gpus_per_node: int | None, dry_run: bool) -> None:
-    """Run one vLLM server across the nodes, in the foreground (Ctrl+C stops every node's part)."""
+          ray_port: int, master_port: int, llama_server: str, rpc_server: str, rpc_port: int, gpus_per_node: int | None,
+          dry_run: bool) -> None:
+    """Run one vLLM server across the nodes, in the foreground (Ctrl+C stops every node's part).
+
+    With --backend rpc: a ggml-rpc-server on each worker, bound to its cluster-link address, and
+    llama-server --rpc on the head; every node must have the same llama.cpp build."""
     from backend.actions.start_shard import StartShard
 
     options = {"head": head, "head_address": head_address, "vllm": vllm, "ray": ray, "python": python, "gpus_per_node": gpus_per_node,
-               "stop_services": stop_services, "service_name": service_name}
+               "stop_services": stop_services, "service_name": service_name, "llama_server": llama_server, "rpc_server": rpc_server,
+               "rpc_port": rpc_port}
     action = StartShard(profile, nodes, tp, pp, backend, port, ray_port, master_port, options, ssh_key, dry_run)
     sys.exit(action.run(_echo_step).data)
 
@@ -85,17 +97,25 @@ def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str
 @shard.command()
 @nodes_option
 @ray_option
+@click.option("--backend", type=click.Choice(["ray", "mp", "rpc"]), default="ray", show_default=True,
+              help="rpc: each part's state (llama-server on the first node, an rpc-server on each other) instead of Ray's view.")
+@click.option("--rpc-port", type=click.IntRange(1, 65535), default=50052, show_default=True, help="The start's --rpc-port (rpc).")
 @ssh_key_option
 @json_option
-def status(nodes: str, ray: str, ssh_key: str | None, as_json: bool) -> None:
-    """The Ray cluster as the first node sees it, and c3's processes on every node (exit 3 if a node is unreachable)."""
+def status(nodes: str, ray: str, backend: str, rpc_port: int, ssh_key: str | None, as_json: bool) -> None:
+    """The Ray cluster as the first node sees it (or, rpc, each part's state), and c3's processes on every node
+    (exit 3 if a node is unreachable, 1 if an rpc part is not running)."""
     from backend.views.shard import shard_status
 
-    result = shard_status(nodes, ray=ray, ssh_key=ssh_key)
+    result = shard_status(nodes, ray=ray, ssh_key=ssh_key, rpc_port=rpc_port if backend == "rpc" else None)
     unreachable = [n for n in result.nodes if not n.reachable]
+    down = [p for p in result.parts if p.state == "not running"]
     if as_json:
         emit_json(result.model_dump())
-        sys.exit(3 if unreachable else 0)
+        sys.exit(3 if unreachable else 1 if down else 0)
+    if backend == "rpc":
+        _rpc_status(result)
+        sys.exit(3 if unreachable else 1 if down else 0)
     if result.ray_error:
         _echo(f"ray: {result.ray_error} (asked {result.head})")
     else:
@@ -114,10 +134,22 @@ def status(nodes: str, ray: str, ssh_key: str | None, as_json: bool) -> None:
         sys.exit(3)
 
 
+def _rpc_status(result: Any) -> None:
+    for part in result.parts:
+        pid = f" (pid {part.pid})" if part.pid else ""
+        _echo(f"{part.node}: {part.part}: {part.state}{pid}")
+    for node in result.nodes:
+        if not node.reachable:
+            _echo(f"{node.node}: unreachable: {node.error}")
+    down = [f"{p.part} on {p.node}" for p in result.parts if p.state != "running"]
+    if down:
+        click.echo(f"c3: error: not running: {', '.join(down)}", err=True)
+
+
 @shard.command()
 @nodes_option
 @ray_option
-@click.option("--backend", type=click.Choice(["ray", "mp"]), default="ray", show_default=True, help="mp skips `ray stop`.")
+@click.option("--backend", type=click.Choice(["ray", "mp", "rpc"]), default="ray", show_default=True, help="mp and rpc skip `ray stop`.")
 @ssh_key_option
 def stop(nodes: str, ray: str, backend: str, ssh_key: str | None) -> None:
     """Stop what `shard start` left on every node (found by its C3_SHARD environment), then `ray stop`."""
