@@ -12,7 +12,8 @@ models; about 20 minutes on a 2-core machine) overlaps the tests that do not nee
 
 1. the engine build starts in the background, niced (BUILD_NICE), logging to .rig/test-run/;
 2. the static checks (tests marked `static`: mypy, ruff, import contracts);
-3. the tests that need no engine;
+3. the tests that need no engine, on pytest-xdist workers (one per core, at most 4; `C3_TEST_WORKERS`
+   sets the number, 1 runs them in one process; a `-n` of the caller's wins);
 4. the `real_engine` tier, once the build is done. A failed build fails the run under
    `--require-services` (its log's tail is printed) and skips the tier otherwise.
 
@@ -57,10 +58,26 @@ class Phase:
     """Extra pytest arguments when pytest-xdist is installed in .venv (e.g. `-n 2 --dist loadgroup`)."""
 
 
-# The one place the phases' pytest arguments are set.
+def workers() -> int:
+    """pytest-xdist workers for the tests needing no engine: one per core, at most 4 (`C3_TEST_WORKERS`
+    overrides; 0 or 1 runs them in one process). Most of those tests wait on child processes, sockets
+    and subprocess start-up rather than compute, so two workers on a 2-core box cut the phase's wall
+    time; tests that share a machine-wide thing run in one xdist group each (tests/plugins/workers.py)."""
+    chosen = os.environ.get("C3_TEST_WORKERS", "")
+    if chosen.isdigit():
+        return int(chosen)
+    return min(os.cpu_count() or 1, 4)
+
+
+def _xdist(n: int) -> tuple[str, ...]:
+    return ("-n", str(n), "--dist", "loadgroup") if n > 1 else ()
+
+
+# The one place the phases' pytest arguments are set. The real-engine tier stays in one process: its
+# engines take every core, and two at once would starve each other's health probes.
 PHASES = (
     Phase("static checks", "static and not real_engine"),
-    Phase("tests needing no engine", "not static and not real_engine"),
+    Phase("tests needing no engine", "not static and not real_engine", xdist_args=_xdist(workers())),
     Phase("real_engine tier", "real_engine", engines=True),
 )
 
@@ -262,7 +279,8 @@ def run_each_phase(python: Path, args: list[str], require: bool, build: EngineBu
                     build_failed = True
                     print(f"test: {problem}", flush=True)
                     env["C3_REAL_ENGINE_PROBLEM"] = f"the background build failed (exit {build.proc.returncode}); log {build.log}"
-        extra = [*phase.args, *(phase.xdist_args if xdist else ())]
+        chose_workers = any(arg.startswith(("-n", "--numprocesses")) for arg in args)  # the caller's own -n wins
+        extra = [*phase.args, *(phase.xdist_args if xdist and not chose_workers else ())]
         report_file = RUN_DIR / f"phase-{number}.json"
         print(f"test: phase {number}/{len(PHASES)}: {phase.name} (-m '{phase.marker}')", flush=True)
         t0 = time.monotonic()

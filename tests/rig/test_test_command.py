@@ -37,3 +37,15 @@ def test_the_closing_line_counts_like_pytest():
     assert command.counts_text(counts) == "2 failed, 1577 passed, 3 skipped, 1 warning, 1 error"
     assert command.counts_text({"passed": 5, "error": 2, "warnings": 4}) == "5 passed, 4 warnings, 2 errors"
     assert command.counts_text({"deselected": 3}) == "no tests ran"
+
+
+def test_the_tests_needing_no_engine_run_on_a_worker_per_core(monkeypatch):
+    monkeypatch.delenv("C3_TEST_WORKERS", raising=False)
+    monkeypatch.setattr(command.os, "cpu_count", lambda: 2)
+    assert command.workers() == 2 and command._xdist(2) == ("-n", "2", "--dist", "loadgroup")
+    monkeypatch.setattr(command.os, "cpu_count", lambda: 64)
+    assert command.workers() == 4
+    monkeypatch.setenv("C3_TEST_WORKERS", "1")
+    assert command.workers() == 1 and command._xdist(1) == ()  # one process: no xdist at all
+    phases = {phase.name: phase for phase in command.PHASES}
+    assert phases["real_engine tier"].xdist_args == () and phases["static checks"].xdist_args == ()
