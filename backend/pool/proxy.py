@@ -22,7 +22,8 @@ Request life:
    A backend that sends no response head within `upstream_timeout_s` fails the same way (504 when
    the body was streamed through and cannot be resent).
    A backend's malformed response head is a 502 (that connection is dropped, never pooled).
-3. Forward the head (plus `X-C3-Backend`, `X-C3-Sticky`, `X-C3-Key-Source`) and relay the body.
+3. Forward the head (plus `X-C3-Backend`, `X-C3-Key-Source`, and `X-C3-Sticky` only for a request
+   presenting the admin token in `X-C3-Admin`) and relay the body.
    If the backend dies midway through an SSE stream, the client gets one final
    `event: error` with an OpenAI-style error object and the response ends; nothing is replayed.
 4. A client that goes away (closes or half-closes) aborts the backend connection at once, which is
@@ -38,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from backend.pool.admin import handle_admin, is_admin_path, json_error
+from backend.pool.admin import ADMIN_HEADER, handle_admin, is_admin_path, json_error, shows_sticky
 from backend.pool.deadlines import Watch
 from backend.pool.heads import ALLOWED, Head, HeadError, forward_fields, parse_request
 from backend.pool.http1 import MAX_HEAD, BadMessage, read_head
@@ -52,7 +53,7 @@ from backend.pool.upstream import Backend
 log = logging.getLogger("c3.pool")
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-UPSTREAM_DROP = frozenset({b"host", b"expect"})
+UPSTREAM_DROP = frozenset({b"host", b"expect", ADMIN_HEADER})
 
 
 class ClientProtocol(asyncio.StreamReaderProtocol):
@@ -246,13 +247,14 @@ class PoolServer:
         # The forwarded head is rebuilt from validated fields; framing is the router's own.
         tail = forward_fields(req, UPSTREAM_DROP) + body.framing_header() + b"\r\n"
         source_b = source.encode("latin-1")
+        show = shows_sticky(router.admin_token, req.headers)
         first = (router.choose(key),)  # decided before counting this request as the key's own in-flight
         if key is None:
-            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close)
+            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close, show)
         busy = router.key_busy
         busy[key] = busy.get(key, 0) + 1  # holds a pin on a draining backend while the key is mid-request
         try:
-            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close)
+            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close, show)
         finally:
             left = busy.get(key, 1) - 1
             if left > 0:
@@ -262,8 +264,10 @@ class PoolServer:
 
     async def _forward(self, proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                        first: tuple[tuple[Backend, str] | None, ...], key: str | None, tail: bytes, source_b: bytes, body: Body,
-                       client_close: bool) -> bool:
-        """Send the request to a backend (retrying before the first byte) and relay its answer."""
+                       client_close: bool, show_sticky: bool) -> bool:
+        """Send the request to a backend (retrying before the first byte) and relay its answer.
+
+        `show_sticky`: the request presented the admin token, so the answer says the sticky outcome."""
         router = self.router
         target = req.b
         streamed = body.streamed
@@ -289,7 +293,8 @@ class PoolServer:
             if choice is None:
                 router.metrics.no_backend += 1
                 status = fail_status if tried else 503
-                return refuse(status, f"c3 pool: {last_failure}", "c3_no_backend", [b"X-C3-Sticky: none", b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"])
+                extra = [b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"] + ([b"X-C3-Sticky: none"] if show_sticky else [])
+                return refuse(status, f"c3 pool: {last_failure}", "c3_no_backend", extra)
             b, sticky = choice
             if not (sticky == "hit" and outcome in ("miss", "repin")):
                 outcome = sticky  # a retry keeps the first decision's miss/repin
@@ -408,7 +413,8 @@ class PoolServer:
                 m.keys.append(key)
                 router.metrics.sticky[outcome] += 1
                 router.answered(b, status)
-                return await relay_response(self, proto, req, resp, b, outcome, source_b, up_r, up_w, writer, client_close)
+                return await relay_response(self, proto, req, resp, b, outcome if show_sticky else "", source_b, up_r, up_w, writer,
+                                            client_close)
             finally:
                 m.in_flight -= 1
                 proto.on_lost = None

@@ -45,7 +45,8 @@ def sse_error(backend: str, chunked: bool = True, why: str = "failed mid-stream"
 
 async def relay_response(server: PoolServer, proto: ClientProtocol, req: Head, resp: Head, b: Backend, sticky: str, source_b: bytes,
                          up_r: asyncio.StreamReader, up_w: asyncio.StreamWriter, writer: asyncio.StreamWriter, client_close: bool) -> bool:
-    """Forward the response head (plus the X-C3-* headers) and relay the body to the client.
+    """Forward the response head (plus the X-C3-* headers; `X-C3-Sticky` only when `sticky` is not
+    empty) and relay the body to the client.
 
     True when the client connection may carry another request. A backend failing midway: an SSE
     stream ends with an `event: error`; any other body is cut off (the client connection closes).
@@ -78,7 +79,9 @@ async def relay_response(server: PoolServer, proto: ClientProtocol, req: Head, r
         out.append(b"Content-Length: %d\r\n" % length)
     elif framing == "none" and resp.framing == "length":
         out.append(b"Content-Length: %d\r\n" % resp.length)  # HEAD/304: the length the GET would have
-    out.append(b"X-C3-Backend: %s\r\nX-C3-Sticky: %s\r\nX-C3-Key-Source: %s\r\n" % (b.name.encode(), sticky.encode(), source_b))
+    out.append(b"X-C3-Backend: %s\r\nX-C3-Key-Source: %s\r\n" % (b.name.encode(), source_b))
+    if sticky:  # only for the admin token (see `admin.shows_sticky`)
+        out.append(b"X-C3-Sticky: %s\r\n" % sticky.encode())
     if close:
         out.append(b"Connection: close\r\n")
     elif old_client:
