@@ -13,7 +13,8 @@ from backend.errors import C3Error
 TUNING = {
     "probe_interval": "probe_interval_s", "probe_timeout": "probe_timeout_s", "drain_timeout": "drain_timeout_s",
     "load_factor": "load_factor", "pin_ttl": "pin_ttl_s", "upstream_timeout": "upstream_timeout_s",
-    "body_timeout": "body_timeout_s", "idle_timeout": "idle_timeout_s", "retry_body_limit": "retry_body_limit",
+    "stream_timeout": "stream_timeout_s", "write_timeout": "write_timeout_s", "max_response_time": "max_response_time_s",
+    "body_timeout": "body_timeout_s", "max_body_time": "max_body_time_s", "idle_timeout": "idle_timeout_s", "retry_body_limit": "retry_body_limit",
     "hot_key_share": "hot_key_share", "hot_key_window": "hot_key_window", "hot_key_min": "hot_key_min",
 }
 """`pool serve`'s tuning flags (by their click parameter name) → the router's `PoolConfig` fields."""

@@ -35,6 +35,21 @@ def is_admin_path(target: bytes) -> bool:
     return target == b"/metrics" or target.startswith((b"/c3/", b"/metrics?"))
 
 
+ADMIN_HEADER = b"x-c3-admin"
+"""Carries the admin token on a proxied request (whose `Authorization` is the engine's API key): with
+it, the answer says the sticky outcome (`X-C3-Sticky`). Never forwarded to a backend."""
+
+
+def shows_sticky(token: str | None, headers: dict[bytes, bytes]) -> bool:
+    """True when the request presents the router's admin token in `X-C3-Admin`.
+
+    Whether a key was a `hit` tells whoever sent it that someone else's session uses that key: a
+    stranger guessing session keys must not learn it (issue 26), the operator debugging routing may.
+    """
+    given = headers.get(ADMIN_HEADER)
+    return token is not None and given is not None and hmac.compare_digest(given.strip(), token.encode())
+
+
 def _token_ok(token: str | None, authorization: bytes) -> bool:
     if token is None:
         return False

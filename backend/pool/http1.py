@@ -22,6 +22,12 @@ Write = Callable[[bytes], None]
 """Hands bytes to the client's transport (it may raise when the client is gone)."""
 Drain = Callable[[], Awaitable[None]]
 """Waits until the client's transport is below its high-water mark (`StreamWriter.drain`)."""
+Progress = Callable[[], None]
+"""Called whenever backend body bytes arrived (the proxy re-arms its between-bytes deadline)."""
+
+
+def _nothing() -> None:
+    return None
 
 READ_SIZE = 256 * 1024
 MAX_HEAD = 32 * 1024
@@ -249,9 +255,11 @@ class _RelayProtocol(asyncio.Protocol):
     """Takes over a backend connection while its chunked body is relayed: each arriving piece is checked
     and written to the client from `data_received`, with no coroutine wake-up per chunk."""
 
-    def __init__(self, relay: ChunkRelay, write: Write, transport: asyncio.Transport, client_buffer: Callable[[], int]) -> None:
+    def __init__(self, relay: ChunkRelay, write: Write, transport: asyncio.Transport, client_buffer: Callable[[], int],
+                 progress: Progress = _nothing) -> None:
         self.relay = relay
         self.write = write
+        self.progress = progress
         self.transport = transport
         self.client_buffer = client_buffer  # () -> bytes waiting in the client's transport
         self.waiter: asyncio.Future[None] | None = None
@@ -266,6 +274,7 @@ class _RelayProtocol(asyncio.Protocol):
         if self.error is not None or self.relay.scanner.done:
             self.relay.clean = False  # bytes after the body: the connection is not reusable
             return
+        self.progress()
         try:
             out = self.relay.push(data)
             if out:
@@ -293,18 +302,21 @@ class _RelayProtocol(asyncio.Protocol):
 
 
 async def relay_chunked(src: asyncio.StreamReader, write: Write, drain: Drain | None = None, prefix: bytes = b"",
-                        transport: asyncio.Transport | None = None, client_buffer: Callable[[], int] | None = None) -> bool:
+                        transport: asyncio.Transport | None = None, client_buffer: Callable[[], int] | None = None,
+                        progress: Progress = _nothing) -> bool:
     """Copy one chunked body verbatim (framing included, checked) as it arrives, ending after the trailers.
 
     Whatever bytes arrive are written at once (see ChunkRelay for the hold-back). `prefix` (the
     response head) goes out with the first bytes when they are already there. With `transport` (the
     backend connection) the relay runs in that transport's `data_received` until the body ends, which
-    saves an event-loop pass per chunk; without it, a read loop on `src`. Returns True when the body
+    saves an event-loop pass per chunk; without it, a read loop on `src`. `progress` is called as bytes
+    arrive. Returns True when the body
     ended exactly (nothing extra followed, so the connection can be reused). Raises
     IncompleteReadError or ConnectionError when the backend goes away, BadMessage on broken framing.
     """
     relay = ChunkRelay()
     while src._buffer and not relay.scanner.done:  # type: ignore[attr-defined]  # noqa: SLF001 - bytes read along with the head
+        progress()
         out = relay.push(await src.read(READ_SIZE))
         if prefix or out:
             write(prefix + out)
@@ -318,6 +330,7 @@ async def relay_chunked(src: asyncio.StreamReader, write: Write, drain: Drain | 
             data = await src.read(READ_SIZE)
             if not data:
                 raise asyncio.IncompleteReadError(relay.held, None)
+            progress()
             out = relay.push(data)
             if out:
                 write(out)
@@ -325,7 +338,7 @@ async def relay_chunked(src: asyncio.StreamReader, write: Write, drain: Drain | 
                     await drain()
         return relay.clean
     loop = asyncio.get_running_loop()
-    proto = _RelayProtocol(relay, write, transport, client_buffer or (lambda: 0))
+    proto = _RelayProtocol(relay, write, transport, client_buffer or (lambda: 0), progress)
     original = transport.get_protocol()
     transport.set_protocol(proto)
     try:
@@ -384,31 +397,35 @@ class ChunkedBody:
         return data
 
 
-async def relay_length(src: asyncio.StreamReader, write: Write, length: int, drain: Drain | None = None) -> None:
+async def relay_length(src: asyncio.StreamReader, write: Write, length: int, drain: Drain | None = None,
+                       progress: Progress = _nothing) -> None:
     """Copy exactly `length` body bytes, as they arrive."""
     remaining = length
     while remaining > 0:
         data = await src.read(min(remaining, READ_SIZE))
         if not data:
             raise asyncio.IncompleteReadError(b"", remaining)
+        progress()
         remaining -= len(data)
         write(data)
         if drain is not None:
             await drain()
 
 
-async def relay_eof(src: asyncio.StreamReader, write: Write, drain: Drain | None = None) -> None:
+async def relay_eof(src: asyncio.StreamReader, write: Write, drain: Drain | None = None, progress: Progress = _nothing) -> None:
     """Copy a close-delimited body until the sender closes."""
     while True:
         data = await src.read(READ_SIZE)
         if not data:
             return
+        progress()
         write(data)
         if drain is not None:
             await drain()
 
 
-async def relay_dechunked(src: asyncio.StreamReader, write: Write, drain: Drain | None = None, prefix: bytes = b"") -> bool:
+async def relay_dechunked(src: asyncio.StreamReader, write: Write, drain: Drain | None = None, prefix: bytes = b"",
+                          progress: Progress = _nothing) -> bool:
     """Copy a chunked body's data without its framing, for an HTTP/1.0 client (which cannot parse
     chunked encoding; the response is then close-delimited). Each piece goes out as it arrives, so SSE
     stays unbuffered. Never reads past the body; returns True (the connection stays reusable).
@@ -418,6 +435,7 @@ async def relay_dechunked(src: asyncio.StreamReader, write: Write, drain: Drain 
     body = ChunkedBody(src)
     try:
         while data := await body.piece():
+            progress()
             write(data)
             if drain is not None:
                 await drain()

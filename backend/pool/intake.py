@@ -9,9 +9,10 @@ the body exactly as the router did, whatever the client's bytes said.
   sent with `Content-Length`, a longer one is streamed as `Transfer-Encoding: chunked`;
 - larger `Content-Length`: streamed as it arrives.
 
-Every read waits at most `body_timeout_s` for the next bytes (the reaper in `proxy.py` enforces the
-deadline in `proto.body_deadline`, so no timer is armed per read); then the client gets 408 and the
-connection closes.
+Every read waits at most `body_timeout_s` for the next bytes, and the whole body at most
+`max_body_s` (a slow but steady upload is fine; a trickle cannot hold a connection for ever). The
+reaper in `proxy.py` enforces the deadline in `proto.body_deadline` (no timer is armed per read); then
+the client gets 408 and the connection closes.
 """
 
 from __future__ import annotations
@@ -50,24 +51,33 @@ class Body:
 
 
 def _bump(proto: ClientProtocol, timeout_s: float) -> None:
-    proto.body_deadline = time.monotonic() + timeout_s
+    proto.body_deadline = min(time.monotonic() + timeout_s, proto.body_cap)
 
 
-async def take_body(proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, limit: int, timeout_s: float) -> Body:
+async def take_body(proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, limit: int, timeout_s: float, max_body_s: float) -> Body:
     """Read what the router holds of the body before choosing a backend (see the module doc)."""
     if req.framing == "none":
         return Body("none")
+    proto.body_cap = time.monotonic() + max_body_s
     if req.framing == "length":
         body = Body("length", req.length)
         if req.length > limit:
             body.streamed = True
             return body
         if req.length:
-            _bump(proto, timeout_s)
+            pieces: list[bytes] = []
+            left = req.length
             try:
-                body.data = await reader.readexactly(req.length)
+                while left:  # the deadline is between reads, not for the whole body
+                    _bump(proto, timeout_s)
+                    data = await reader.read(left)
+                    if not data:
+                        raise asyncio.IncompleteReadError(b"".join(pieces), req.length)
+                    pieces.append(data)
+                    left -= len(data)
             finally:
                 proto.body_deadline = 0.0
+            body.data = b"".join(pieces)
         body.done = True
         return body
     chunks = ChunkedBody(reader)

@@ -16,7 +16,7 @@ BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 class BackendMetrics:
     """Counters for one backend."""
 
-    __slots__ = ("requests", "errors", "retries", "repins", "in_flight", "buckets", "latency_sum", "latency_count", "recent", "keys")
+    __slots__ = ("requests", "errors", "retries", "repins", "in_flight", "buckets", "latency_sum", "latency_count", "recent", "keys", "stalls")
 
     def __init__(self, key_window: int = 200) -> None:
         self.requests = 0
@@ -24,6 +24,7 @@ class BackendMetrics:
         self.retries = 0
         self.repins = 0
         self.in_flight = 0
+        self.stalls = 0  # responses cut because the backend sent no bytes for --stream-timeout
         self.buckets = [0] * (len(BUCKETS_S) + 1)
         self.latency_sum = 0.0
         self.latency_count = 0
@@ -78,6 +79,7 @@ class PoolMetrics:
             ("c3_pool_retries_total", "counter", "Requests retried elsewhere after this backend failed before the first byte.", "retries"),
             ("c3_pool_repins_total", "counter", "Sessions moved to this backend because their pinned backend was not routable.", "repins"),
             ("c3_pool_in_flight", "gauge", "Requests in progress on the backend.", "in_flight"),
+            ("c3_pool_stalled_streams_total", "counter", "Responses cut because the backend stalled mid-body (--stream-timeout).", "stalls"),
         )
         for metric, kind, help_text, attr in simple:
             family(metric, kind, help_text)

@@ -22,7 +22,8 @@ Request life:
    A backend that sends no response head within `upstream_timeout_s` fails the same way (504 when
    the body was streamed through and cannot be resent).
    A backend's malformed response head is a 502 (that connection is dropped, never pooled).
-3. Forward the head (plus `X-C3-Backend`, `X-C3-Sticky`, `X-C3-Key-Source`) and relay the body.
+3. Forward the head (plus `X-C3-Backend`, `X-C3-Key-Source`, and `X-C3-Sticky` only for a request
+   presenting the admin token in `X-C3-Admin`) and relay the body.
    If the backend dies midway through an SSE stream, the client gets one final
    `event: error` with an OpenAI-style error object and the response ends; nothing is replayed.
 4. A client that goes away (closes or half-closes) aborts the backend connection at once, which is
@@ -33,11 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import cast
 
-from backend.pool.admin import handle_admin, is_admin_path, json_error
+from backend.pool.admin import ADMIN_HEADER, handle_admin, is_admin_path, json_error, shows_sticky
+from backend.pool.deadlines import Watch
 from backend.pool.heads import ALLOWED, Head, HeadError, forward_fields, parse_request
 from backend.pool.http1 import MAX_HEAD, BadMessage, read_head
 from backend.pool.intake import Body, send_rest, take_body
@@ -50,7 +53,7 @@ from backend.pool.upstream import Backend
 log = logging.getLogger("c3.pool")
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-UPSTREAM_DROP = frozenset({b"host", b"expect"})
+UPSTREAM_DROP = frozenset({b"host", b"expect", ADMIN_HEADER})
 
 
 class ClientProtocol(asyncio.StreamReaderProtocol):
@@ -66,10 +69,9 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
         self.writer: asyncio.StreamWriter | None = None
         self.transport: asyncio.Transport | None = None
         self.idle_since = time.monotonic()  # when the last request ended (the reaper closes long-idle ones)
-        self.wait_deadline = 0.0  # while waiting for a backend's response head: when to give up; else 0
-        self.wait_transport: asyncio.WriteTransport | None = None
-        self.wait_expired = False
+        self.watch = Watch()  # the response head, body bytes or client write waited on now (see `deadlines.py`)
         self.body_deadline = 0.0  # while reading a request body: when the next bytes are overdue; else 0
+        self.body_cap = math.inf  # when the current request body must have arrived in all
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream server's transports read and write
@@ -117,27 +119,32 @@ class PoolServer:
         self._reaper = loop.create_task(self._reap())
 
     async def _reap(self) -> None:
-        """Idle connections, overdue request bodies and silent backends, checked on a tick.
+        """Idle connections, overdue request bodies, silent backends and clients that do not read,
+        checked on a tick.
 
-        One sweep over the connections replaces timers per request (idle, body, upstream timeout):
+        One sweep over the connections replaces timers per request (idle, body, head, stream, write):
         under load, arming and cancelling those left a cancelled handle per request in the event
         loop's heap. Deadlines are met to within one tick (at most 1 s, a quarter of the shortest
         timeout when shorter).
         """
         cfg = self.config
-        tick = max(0.05, min(1.0, cfg.upstream_timeout_s / 4, cfg.idle_timeout_s / 4, cfg.body_timeout_s / 4))
+        limits = (cfg.upstream_timeout_s, cfg.idle_timeout_s, cfg.body_timeout_s, cfg.stream_timeout_s, cfg.write_timeout_s,
+                  cfg.max_body_time_s, cfg.max_response_time_s)
+        tick = max(0.05, min(1.0, *(limit / 4 for limit in limits)))
         while True:
             await asyncio.sleep(tick)
             now = time.monotonic()
             for proto in list(self.connections):
-                if proto.wait_deadline and now >= proto.wait_deadline and proto.wait_transport is not None:
-                    proto.wait_expired = True
-                    proto.wait_deadline = 0.0
-                    proto.wait_transport.abort()
+                expired = proto.watch.check(now)
+                if expired:
+                    if expired == "write":
+                        log.info("closed a client connection: it did not read its answer for %gs", cfg.write_timeout_s)
                 elif proto.body_deadline and now >= proto.body_deadline and proto.transport is not None:
+                    capped = proto.body_deadline >= proto.body_cap
                     proto.body_deadline = 0.0
-                    log.info("closed a client connection: no request body bytes for %gs", cfg.body_timeout_s)
-                    proto.transport.write(json_error(408, f"request body stalled for {cfg.body_timeout_s:g}s", "invalid_request_error", close=True))
+                    why = f"took longer than {cfg.max_body_time_s:g}s in all" if capped else f"stalled for {cfg.body_timeout_s:g}s"
+                    log.info("closed a client connection: its request body %s", why)
+                    proto.transport.write(json_error(408, f"request body {why}", "invalid_request_error", close=True))
                     proto.transport.close()
                 elif not proto.busy and now - proto.idle_since > cfg.idle_timeout_s and proto.transport is not None:
                     proto.transport.close()
@@ -204,6 +211,7 @@ class PoolServer:
                         writer.write(json_error(500, "internal router error", "c3_router_error", close=True))
                     keep = False
                 proto.busy = False
+                proto.watch.reset()
                 proto.idle_since = time.monotonic()
                 if self.closing:
                     self._idle.set()
@@ -230,7 +238,7 @@ class PoolServer:
         # 100 Continue is HTTP/1.1 only (RFC 9110 §10.1.1): a 1.0 client cannot parse it.
         if req.framing != "none" and req.version == b"HTTP/1.1" and req.headers.get(b"expect", b"").lower() == b"100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        body = await take_body(proto, req, reader, self.config.retry_body_limit, self.config.body_timeout_s)
+        body = await take_body(proto, req, reader, self.config.retry_body_limit, self.config.body_timeout_s, self.config.max_body_time_s)
 
         router = self.router
         raw_key, source = extract_key(req.headers, router.mode)
@@ -239,13 +247,14 @@ class PoolServer:
         # The forwarded head is rebuilt from validated fields; framing is the router's own.
         tail = forward_fields(req, UPSTREAM_DROP) + body.framing_header() + b"\r\n"
         source_b = source.encode("latin-1")
+        show = shows_sticky(router.admin_token, req.headers)
         first = (router.choose(key),)  # decided before counting this request as the key's own in-flight
         if key is None:
-            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close)
+            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close, show)
         busy = router.key_busy
         busy[key] = busy.get(key, 0) + 1  # holds a pin on a draining backend while the key is mid-request
         try:
-            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close)
+            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close, show)
         finally:
             left = busy.get(key, 1) - 1
             if left > 0:
@@ -255,8 +264,10 @@ class PoolServer:
 
     async def _forward(self, proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                        first: tuple[tuple[Backend, str] | None, ...], key: str | None, tail: bytes, source_b: bytes, body: Body,
-                       client_close: bool) -> bool:
-        """Send the request to a backend (retrying before the first byte) and relay its answer."""
+                       client_close: bool, show_sticky: bool) -> bool:
+        """Send the request to a backend (retrying before the first byte) and relay its answer.
+
+        `show_sticky`: the request presented the admin token, so the answer says the sticky outcome."""
         router = self.router
         target = req.b
         streamed = body.streamed
@@ -282,7 +293,8 @@ class PoolServer:
             if choice is None:
                 router.metrics.no_backend += 1
                 status = fail_status if tried else 503
-                return refuse(status, f"c3 pool: {last_failure}", "c3_no_backend", [b"X-C3-Sticky: none", b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"])
+                extra = [b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"] + ([b"X-C3-Sticky: none"] if show_sticky else [])
+                return refuse(status, f"c3 pool: {last_failure}", "c3_no_backend", extra)
             b, sticky = choice
             if not (sticky == "hit" and outcome in ("miss", "repin")):
                 outcome = sticky  # a retry keeps the first decision's miss/repin
@@ -331,9 +343,10 @@ class PoolServer:
 
                 # -- wait for the answer (still retryable) --
                 # The reaper aborts the backend connection when the deadline passes (no per-request timer).
-                proto.wait_expired = False
-                proto.wait_transport = up_w.transport
-                proto.wait_deadline = time.monotonic() + self.config.upstream_timeout_s
+                watch = proto.watch
+                watch.expired = ""
+                watch.cap = time.monotonic() + self.config.max_response_time_s
+                watch.arm("head", self.config.upstream_timeout_s, up_w.transport)
                 try:
                     resp = await read_response_head(up_r)
                 except READ_ERRORS as exc:
@@ -349,10 +362,11 @@ class PoolServer:
                         log.warning("%s", last_failure)
                         router.passive_failure(b, last_failure, hard=False)
                         return refuse(502, f"c3 pool: {last_failure}", "c3_backend_failed")
-                    if proto.wait_expired:
+                    if watch.expired:
                         # Accepted but silent: a wedged engine. Count it against the backend (suspect;
                         # enough of them take it down) and move on while the client has seen nothing.
-                        last_failure = f"backend {b.name} sent no response head within {self.config.upstream_timeout_s:g}s"
+                        limit = self.config.upstream_timeout_s if watch.expired == "head" else self.config.max_response_time_s
+                        last_failure = f"backend {b.name} sent no response head within {limit:g}s"
                         log.warning("%s%s", last_failure, "" if streamed else "; retrying elsewhere")
                         router.passive_failure(b, last_failure, hard=False)
                         fail_status = 504
@@ -381,8 +395,7 @@ class PoolServer:
                         return refuse(502, f"c3 pool: {last_failure}", "c3_backend_failed")
                     continue
                 finally:
-                    proto.wait_deadline = 0.0
-                    proto.wait_transport = None
+                    watch.disarm()
                 status = int(resp.a)
                 if status in RETRY_STATUSES and not streamed and attempts + 1 < self.config.max_attempts and self._has_other(tried | {b.name}):
                     up_w.transport.abort()
@@ -400,7 +413,8 @@ class PoolServer:
                 m.keys.append(key)
                 router.metrics.sticky[outcome] += 1
                 router.answered(b, status)
-                return await relay_response(self, proto, req, resp, b, outcome, source_b, up_r, up_w, writer, client_close)
+                return await relay_response(self, proto, req, resp, b, outcome if show_sticky else "", source_b, up_r, up_w, writer,
+                                            client_close)
             finally:
                 m.in_flight -= 1
                 proto.on_lost = None

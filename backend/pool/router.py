@@ -86,9 +86,23 @@ class PoolConfig(BaseModel):
     upstream_timeout_s: float = Field(default=300.0, gt=0)
     """Longest wait for a backend's response head once the request is sent; then the backend counts as
     failing (a held request is retried elsewhere, otherwise the client gets 504). Non-streaming requests
-    only get their head when generation ends, so raise it for very long non-streamed generations."""
+    only get their head when generation ends, so raise it for very long non-streamed generations. The
+    first body bytes after the head get this long too (a stream's first token comes after prefill)."""
+    stream_timeout_s: float = Field(default=60.0, gt=0)
+    """Longest silence between a response's body bytes once the first arrived (the first may take
+    `upstream_timeout_s`: a stream's head comes at once, its first token after prefill); then the client
+    connection closes (an SSE stream gets an `event: error` first) and it counts as a stalled stream
+    against that backend."""
+    write_timeout_s: float = Field(default=60.0, gt=0)
+    """Longest a client may leave the router's buffer full (not reading); then it is disconnected and
+    the backend request is closed, so a client that never reads holds no slot."""
+    max_response_time_s: float = Field(default=3600.0, gt=0)
+    """Longest one response may take, from the request sent upstream to its last byte (a cap over the
+    per-phase timeouts; reaching it is not the backend's fault)."""
     body_timeout_s: float = Field(default=60.0, gt=0)
     """Longest wait for the next bytes of a request body; then the client gets 408 and is disconnected."""
+    max_body_time_s: float = Field(default=600.0, gt=0)
+    """Longest a whole request body may take to arrive, however steadily (then 408, as above)."""
     idle_timeout_s: float = Field(default=75.0, gt=0)
     """A client connection idle this long between requests, or still sending its request head after
     this long, is closed (bounds slow-header clients)."""
@@ -340,6 +354,7 @@ class Router:
                     "errors": m.errors,
                     "retries": m.retries,
                     "repins": m.repins,
+                    "stalled_streams": m.stalls,
                     "pins": max(0, self.pins.counts[b.name]),
                     "latency_ms": {"p50": m.percentile_ms(0.5), "p99": m.percentile_ms(0.99)},
                     "last_probe_rtt_ms": h.last_probe_rtt_ms,

@@ -50,6 +50,8 @@ class BackendStatus(BaseModel):
     """Requests moved elsewhere after this backend failed before the first byte."""
     repins: int = 0
     """Sessions moved onto this backend."""
+    stalled_streams: int = 0
+    """Responses cut because the backend sent no bytes for `--stream-timeout` mid-body."""
     pins: int = 0
     """Sessions pinned here now."""
     latency_ms: dict[str, float | None] = Field(default_factory=dict)

@@ -33,6 +33,11 @@ def pool() -> None:
     """Replicas behind one sticky, failure-aware OpenAI endpoint."""
 
 
+def _seconds(flag: str, default: float, text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A time limit option of `pool serve` (seconds, at least 0.05)."""
+    return click.option(flag, type=click.FloatRange(min=0.05), default=default, show_default=True, help=text)
+
+
 # `pool serve`'s options, shared with `install-service` so the unit runs exactly what the user asked for.
 # Every option after --sticky is a tuning flag: `install-service` renders those the user gave into ExecStart.
 SERVE_OPTIONS = (
@@ -44,12 +49,13 @@ SERVE_OPTIONS = (
     click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish."),
     click.option("--load-factor", type=click.FloatRange(min=1.0), default=1.25, show_default=True, help="Bounded load for new sessions (× average)."),
     click.option("--pin-ttl", type=click.FloatRange(min=1), default=6 * 3600.0, show_default=True, help="Seconds an idle session stays pinned."),
-    click.option("--upstream-timeout", type=click.FloatRange(min=0.05), default=300.0, show_default=True,
-                 help="Seconds to wait for a backend's response head; then retry elsewhere (body held) or answer 504."),
-    click.option("--body-timeout", type=click.FloatRange(min=0.05), default=60.0, show_default=True,
-                 help="Seconds to wait for the next bytes of a request body; then 408 and the connection closes."),
-    click.option("--idle-timeout", type=click.FloatRange(min=0.05), default=75.0, show_default=True,
-                 help="Seconds a client connection may sit idle, or take to send a request head, before it is closed."),
+    _seconds("--upstream-timeout", 300.0, "Seconds to wait for a backend's response head (then retry elsewhere, body held, or 504) and its first body bytes."),
+    _seconds("--stream-timeout", 60.0, "Seconds a response may go without bytes after its first body bytes; then the client connection closes."),
+    _seconds("--write-timeout", 60.0, "Seconds a client may leave its answer unread; then it is dropped and the backend request closed."),
+    _seconds("--max-response-time", 3600.0, "Seconds one response may take in all, from the request sent to its last byte."),
+    _seconds("--body-timeout", 60.0, "Seconds to wait for the next bytes of a request body; then 408 and the connection closes."),
+    _seconds("--max-body-time", 600.0, "Seconds a whole request body may take to arrive; then 408 and the connection closes."),
+    _seconds("--idle-timeout", 75.0, "Seconds a client connection may sit idle, or take to send a request head, before it is closed."),
     click.option("--retry-body-limit", type=click.IntRange(min=0), default=8 * 1024 * 1024, show_default=True,
                  help="Request bodies up to this many bytes are held (and can be retried); larger ones stream."),
     click.option("--hot-key-share", type=click.FloatRange(min=0.01, max=1.0), default=0.5, show_default=True,
@@ -60,7 +66,8 @@ SERVE_OPTIONS = (
 
 
 # Written into the unit even at their defaults, so an operator reading it sees every time limit.
-ALWAYS_IN_UNIT = frozenset({"drain_timeout", "body_timeout", "idle_timeout"})
+ALWAYS_IN_UNIT = frozenset({"drain_timeout", "body_timeout", "idle_timeout", "stream_timeout", "write_timeout", "max_body_time",
+                            "max_response_time"})
 
 
 def serve_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -73,14 +80,15 @@ def serve_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @pool.command("serve")
 @serve_options
 def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
-          upstream_timeout: float, body_timeout: float, idle_timeout: float, retry_body_limit: int, hot_key_share: float,
-          hot_key_window: int, hot_key_min: int) -> None:
+          upstream_timeout: float, stream_timeout: float, write_timeout: float, max_response_time: float, body_timeout: float,
+          max_body_time: float, idle_timeout: float, retry_body_limit: int, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
     """Run the router in the foreground (SIGTERM/SIGINT: drain, then exit 0)."""
     from backend.actions.serve_pool import ServePool
 
     host, port = parse_bind(bind)
     tuning = {"probe_interval": probe_interval, "probe_timeout": probe_timeout, "drain_timeout": drain_timeout, "load_factor": load_factor,
-              "pin_ttl": pin_ttl, "upstream_timeout": upstream_timeout, "body_timeout": body_timeout, "idle_timeout": idle_timeout,
+              "pin_ttl": pin_ttl, "upstream_timeout": upstream_timeout, "stream_timeout": stream_timeout, "write_timeout": write_timeout,
+              "max_response_time": max_response_time, "body_timeout": body_timeout, "max_body_time": max_body_time, "idle_timeout": idle_timeout,
               "retry_body_limit": retry_body_limit, "hot_key_share": hot_key_share, "hot_key_window": hot_key_window, "hot_key_min": hot_key_min}
     ServePool(nodes, host, port, sticky, tuning).run(echo_line)
 

@@ -283,3 +283,12 @@ def raw_request(port: int, request: bytes, timeout: float = 10.0) -> bytes:
             if not piece:
                 return data
             data += piece
+
+
+def admin_headers() -> dict[str, str]:
+    """`X-C3-Admin: TOKEN`: what a request must present for the router to say its sticky outcome."""
+    from backend.pool.status import admin_token
+
+    token = admin_token()
+    assert token, "the router writes its admin token on start"
+    return {"X-C3-Admin": token}

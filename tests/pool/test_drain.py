@@ -11,7 +11,7 @@ import threading
 
 import httpx
 
-from tests.pool.conftest import ROOT, stub_records, wait_until
+from tests.pool.conftest import ROOT, admin_headers, stub_records, wait_until
 from tests.pool.test_failover import QUICK, STREAM, pin_sessions
 
 
@@ -50,7 +50,7 @@ def test_drain_moves_new_work_away_and_lets_the_stream_finish(stubs, pool_proces
         assert out.stdout.startswith("draining a in pool ") and "1 in flight" in out.stdout
         assert pool.backend("a")["draining"] is True
 
-        with httpx.Client(base_url=pool.url, timeout=20) as client:
+        with httpx.Client(base_url=pool.url, timeout=20, headers=admin_headers()) as client:
             # The session with a stream in flight on a still goes to a (its cache is there).
             mid = client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": session})
             assert mid.status_code == 200 and (mid.headers["x-c3-backend"], mid.headers["x-c3-sticky"]) == ("a", "hit")

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from tests.plugins.rig import wait_for_port
-from tests.pool.conftest import ROOT, stub_records, wait_until
+from tests.pool.conftest import ROOT, admin_headers, stub_records, wait_until
 
 STREAM = {"model": "stub/model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 QUICK = {"model": "stub/model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
@@ -46,7 +46,7 @@ def test_killing_a_backend_under_load(stubs, pool_process):
 
     def worker(index: int) -> None:
         sessions = [s for j, s in enumerate(owners) if j % 8 == index]
-        with httpx.Client(base_url=pool.url, timeout=30) as client:
+        with httpx.Client(base_url=pool.url, timeout=30, headers=admin_headers()) as client:
             n = 0
             while time.monotonic() < stop_at:
                 session = sessions[n % len(sessions)]
@@ -107,7 +107,7 @@ def test_recovered_backend_does_not_pull_its_sessions_back(stubs, stub_process, 
     assert on_b
     backends["b"].popen.kill()
     backends["b"].popen.wait(timeout=10)
-    with httpx.Client(base_url=pool.url, timeout=10) as client:
+    with httpx.Client(base_url=pool.url, timeout=10, headers=admin_headers()) as client:
         for s in on_b:
             r = client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": s})
             assert r.status_code == 200 and r.headers["x-c3-backend"] == "a"
@@ -115,7 +115,7 @@ def test_recovered_backend_does_not_pull_its_sessions_back(stubs, stub_process, 
     reborn = stub_process("--name", "b", "--port", str(port_b), wait=False)
     assert wait_for_port("127.0.0.1", port_b, 30, reborn.alive), reborn.log()
     wait_until(lambda: pool.backend("b")["state"] == "up", timeout=15, what="b to be probed up again")
-    with httpx.Client(base_url=pool.url, timeout=10) as client:
+    with httpx.Client(base_url=pool.url, timeout=10, headers=admin_headers()) as client:
         for s in on_b:
             r = client.post("/v1/chat/completions", json=QUICK, headers={"X-Session-ID": s})
             assert (r.headers["x-c3-backend"], r.headers["x-c3-sticky"]) == ("a", "hit")

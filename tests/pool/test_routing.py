@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 import httpx
 import pytest
 
-from tests.pool.conftest import ROOT, chat, raw_request, stub_records, wait_until
+from tests.pool.conftest import ROOT, admin_headers, chat, raw_request, stub_records, wait_until
 
 MODES = {
     "auto": ("x-session-id", lambda k: {"X-Session-ID": k}),
@@ -28,7 +28,7 @@ def test_each_key_always_reaches_the_same_backend(mode, shared_stubs, pool_proce
     source, header = MODES[mode]
     seen: dict[str, set[str]] = defaultdict(set)
     outcomes = Counter()
-    with httpx.Client(base_url=pool.url, timeout=10) as client:
+    with httpx.Client(base_url=pool.url, timeout=10, headers=admin_headers()) as client:
         for _round in range(5):
             for i in range(20):
                 r = chat(client, header(f"key-{i}"))
@@ -48,7 +48,8 @@ def test_auto_falls_back_to_authorization_then_to_load(shared_stubs, pool_proces
     backends = shared_stubs("a", "b", extra=("--tokens", "2"))
     pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "auto")
     def head(extra: bytes) -> bytes:
-        raw = raw_request(pool.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + extra + b"Connection: close\r\n\r\n")
+        admin = b"X-C3-Admin: %s\r\n" % admin_headers()["X-C3-Admin"].encode()
+        raw = raw_request(pool.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + admin + extra + b"Connection: close\r\n\r\n")
         return raw.partition(b"\r\n\r\n")[0].lower()
 
     blank_session = head(b"X-Session-ID:   \r\nAuthorization: Bearer sk-one\r\n")
@@ -61,7 +62,7 @@ def test_sticky_none_balances_by_load(shared_stubs, pool_process):
     backends = shared_stubs("a", "b", "c", extra=("--tokens", "2"))
     pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "none")
     hits = Counter()
-    with httpx.Client(base_url=pool.url, timeout=10) as client:
+    with httpx.Client(base_url=pool.url, timeout=10, headers=admin_headers()) as client:
         for i in range(60):
             r = chat(client, {"X-Session-ID": f"s{i % 2}", "Authorization": "Bearer sk-x"})
             assert r.headers["x-c3-sticky"] == "none" and r.headers["x-c3-key-source"] == "none"
@@ -74,7 +75,7 @@ def test_bounded_load_spreads_300_new_sessions(shared_stubs, pool_process):
     backends = shared_stubs("a", "b", "c", extra=("--tokens", "1"))
     pool = pool_process({n: s.url for n, s in backends.items()})
     per_backend = Counter()
-    with httpx.Client(base_url=pool.url, timeout=10) as client:
+    with httpx.Client(base_url=pool.url, timeout=10, headers=admin_headers()) as client:
         for i in range(300):
             r = client.get("/v1/models", headers={"X-Session-ID": f"session-{i}"})
             assert r.status_code == 200 and r.headers["x-c3-sticky"] == "miss"
@@ -239,7 +240,7 @@ def test_pins_survive_a_router_restart(shared_stubs, pool_process):
     assert pool.stop() == 0
     again = pool_process(nodes, port=pool.port)  # pins are kept per port
     assert "restored 6 pins" in again.log()
-    with httpx.Client(base_url=again.url, timeout=10) as client:
+    with httpx.Client(base_url=again.url, timeout=10, headers=admin_headers()) as client:
         for session, owner in owners.items():
             r = client.get("/v1/models", headers={"X-Session-ID": session})
             assert (r.headers["x-c3-backend"], r.headers["x-c3-sticky"]) == (owner, "hit")
@@ -284,3 +285,24 @@ def test_probe_falls_back_to_models_and_503_means_loading_with_hysteresis(script
     backend.status = 200
     wait_until(lambda: pool.backend("x")["state"] == "up", timeout=10, what="x up again after 2 good probes")
     assert httpx.get(pool.url + "/v1/models", timeout=5).headers["x-c3-backend"] == "x"
+
+
+def test_sticky_outcome_is_shown_only_to_the_admin_token(shared_stubs, pool_process):
+    """`X-C3-Sticky` says whether a key was a hit: told to a stranger, it confirms a guessed session key
+    (issue 26). Only a request presenting the router's admin token in `X-C3-Admin` gets it, and that
+    header never reaches a backend."""
+    from backend.pool.status import admin_token
+
+    backends = shared_stubs("a", "b")
+    pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", "auto")
+    token = admin_token()
+    assert token
+    with httpx.Client(base_url=pool.url, timeout=10) as client:
+        for headers in ({}, {"X-C3-Admin": "0" * len(token)}, {"X-C3-Admin": ""}, {"Authorization": f"Bearer {token}"}):
+            r = chat(client, headers={"X-Session-ID": "guessed", **headers})
+            assert r.status_code == 200 and "x-c3-sticky" not in r.headers and r.headers["x-c3-backend"] in backends, r.headers
+        r = chat(client, headers={"X-Session-ID": "guessed", "X-C3-Admin": token})
+        assert r.headers["x-c3-sticky"] == "hit", r.headers
+    seen = [rec["headers"] for s in backends.values() for rec in stub_records(s.url)["requests"] if rec["path"] == "/v1/chat/completions"]
+    assert len(seen) == 5 and not any("x-c3-admin" in h for h in seen)
+    assert token not in pool.log()

@@ -20,7 +20,11 @@ GIVEN = {
     "--load-factor": "1.6",
     "--pin-ttl": "7200",
     "--upstream-timeout": "120.5",
+    "--stream-timeout": "30",
+    "--write-timeout": "25",
+    "--max-response-time": "1800",
     "--body-timeout": "20",
+    "--max-body-time": "300",
     "--idle-timeout": "40",
     "--retry-body-limit": "1000",
     "--hot-key-share": "0.3",
@@ -84,7 +88,12 @@ def test_defaults_stay_out_of_the_unit_but_the_client_time_limits_are_always_wri
     assert exec_args[exec_args.index("--drain-timeout") + 1] == "30"
     assert exec_args[exec_args.index("--body-timeout") + 1] == "60"
     assert exec_args[exec_args.index("--idle-timeout") + 1] == "75"
-    always = {"--upstream-timeout", "--drain-timeout", "--body-timeout", "--idle-timeout"}
+    assert exec_args[exec_args.index("--stream-timeout") + 1] == "60"
+    assert exec_args[exec_args.index("--write-timeout") + 1] == "60"
+    assert exec_args[exec_args.index("--max-body-time") + 1] == "600"
+    assert exec_args[exec_args.index("--max-response-time") + 1] == "3600"
+    always = {"--upstream-timeout", "--drain-timeout", "--body-timeout", "--idle-timeout", "--stream-timeout", "--write-timeout",
+              "--max-body-time", "--max-response-time"}
     assert not set(exec_args) & (set(GIVEN) - always)
     # Passing a flag at its default value still pins it: the user asked for it explicitly.
     pinned = _exec_start_args(_install("--hot-key-min", "20"))
