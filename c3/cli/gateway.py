@@ -44,6 +44,7 @@ def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, api
     host, port = parse_bind(bind)
     action = ServeGateway(Workspace(estate_path(file)), host, port, idle_ttl_s=idle_ttl, queue_limit=queue_limit, boot_timeout_s=boot_timeout,
                           api_key_file=api_key_file)
+    action.config()  # a bad key file or estate file keeps its own exit code (2), which a problem would turn into 1
     refuse_on(action.problems())
     action.run(echo_line)
 

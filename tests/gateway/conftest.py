@@ -53,9 +53,13 @@ class Counting(EstateControl):
         super().__init__(ws, secrets)
         self.starts: list[str] = []
         self.stops: list[str] = []
+        self.hold = threading.Event()
+        """Cleared: a start waits here before it boots (a test fills the queue meanwhile)."""
+        self.hold.set()
 
     def start(self, name: str, timeout_s: float) -> Any:
         self.starts.append(name)
+        assert self.hold.wait(60)
         return super().start(name, timeout_s)
 
     def stop(self, name: str) -> None:
@@ -126,7 +130,8 @@ def gateway(ws, tmp_path) -> Iterator[Any]:
     started: list[Running] = []
 
     def start(secrets: tuple[str, ...] = (), **fields: Any) -> Running:
-        config = GatewayConfig(host="127.0.0.1", port=0, state_dir=tmp_path / "gateway", **fields)
+        fields.setdefault("state_dir", tmp_path / "gateway")
+        config = GatewayConfig(host="127.0.0.1", port=0, **fields)
         running = Running(config, Counting(ws, secrets))
         started.append(running)
         return running
