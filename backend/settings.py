@@ -74,6 +74,8 @@ class Settings(BaseModel):
     """`HUGGING_FACE_HUB_TOKEN`: the older name of the same token, forwarded to shard nodes."""
     vllm_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("VLLM_API_KEY"))
     """`VLLM_API_KEY`: sent as a Bearer token by the readiness probe, never logged."""
+    gateway_api_key: SecretStr | None = None
+    """`C3_GATEWAY_API_KEY`: the key `c3 gateway serve` requires of its clients (unless --api-key-file), never shown."""
     hf_home: Path | None = Field(default=None, validation_alias=AliasChoices("HF_HOME"))
     """`HF_HOME`: the host's Hugging Face cache mounted into containers (default `~/.cache/huggingface`)."""
     docker_host: str = Field(default="", validation_alias=AliasChoices("DOCKER_HOST"))

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "recipes": "c3.cli.recipes:recipes",
     "profile": "c3.cli.profile:profile",
     "pool": "c3.cli.pool:pool",
+    "gateway": "c3.cli.gateway:gateway",
     "shard": "c3.cli.shard:shard",
     "spark": "c3.cli.spark:spark",
 }
@@ -53,6 +54,7 @@ SUMMARIES: dict[str, str] = {
     "recipes": "Configurations run and measured on named hardware, launched across nodes over SSH.",
     "profile": "Launched recipe profiles; most commands act on the active one unless NAME is given.",
     "pool": "Replicas behind one sticky, failure-aware OpenAI endpoint.",
+    "gateway": "One OpenAI endpoint for the estate's pods: routes by model name, starts a stopped pod on demand.",
     "shard": "One model split across nodes (Ray or vLLM's multiprocessing backend). Runs on the head node.",
     "spark": "DGX Spark host preparation (native vLLM installs).",
 }

@@ -30,7 +30,7 @@ STRUCTURED = {"--file": ["list.yaml", "scalar.json", "empty.txt"], "--config": [
 
 # Commands that start something long-lived or outside the sandbox when given valid input: only their
 # help and click-level rejections run.
-BLOCKING = {("demo",)}
+BLOCKING = {("demo",), ("gateway", "serve")}
 
 
 @dataclass(frozen=True)

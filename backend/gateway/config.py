@@ -1,0 +1,87 @@
+"""What one gateway is configured with, and the small interface it drives pods through."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+DEFAULT_PORT = 8012
+"""Next to the pool router's 8011, so both can run on one host with their defaults."""
+
+
+class GatewayConfig(BaseModel):
+    """One gateway's settings (the `c3 gateway serve` flags)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    host: str = "127.0.0.1"
+    """Address to listen on (loopback unless the operator says otherwise)."""
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    """Port to listen on (0: any free port, for tests)."""
+    idle_ttl_s: float = Field(default=0.0, ge=0)
+    """Stop a pod this gateway started once nobody used it for this long; 0 never stops one."""
+    queue_limit: int = Field(default=64, ge=1)
+    """Requests held per pod while it starts; one more is 429 with Retry-After."""
+    boot_timeout_s: float = Field(default=900.0, gt=0)
+    """How long a start may take to serve (`pod up --timeout`); then the held requests get 503."""
+    body_limit: int = Field(default=8 * 1024 * 1024, ge=1024)
+    """Largest request body (the pool's `--retry-body-limit`): the gateway holds it whole to read `model`."""
+    body_timeout_s: float = Field(default=60.0, gt=0)
+    """Seconds between two pieces of a request body (then 408, close), as the pool."""
+    idle_timeout_s: float = Field(default=75.0, gt=0)
+    """An idle keep-alive connection, or a request head, may take this long (then closed), as the pool."""
+    upstream_timeout_s: float = Field(default=300.0, gt=0)
+    """Seconds a pod may take to send its response head (then 504)."""
+    failure_hold_s: float = Field(default=10.0, ge=0)
+    """After a failed start, requests for that pod get the same 503 for this long instead of another boot."""
+    api_key: SecretStr | None = None
+    """When set, every request needs `Authorization: Bearer KEY` (compared in constant time; never shown)."""
+    engine_key: SecretStr | None = None
+    """`VLLM_API_KEY`: sent to the pods in place of the client's credential when a gateway key is set."""
+    state_dir: Path | None = None
+    """Where the status file goes (`$C3_STATE/gateway`); None writes none (tests)."""
+
+
+@dataclass(frozen=True)
+class GatewayPod:
+    """A pod as the gateway routes to it."""
+
+    name: str
+    port: int
+    slug: str
+    models: tuple[str, ...] = ()
+    """The names the engine serves (catalog model id, the slug's short name) and the slug itself."""
+    serves: tuple[str, ...] = ()
+    """The names the engine itself answers to; a request naming the pod or the slug is sent with the first
+    (empty for a custom entry, whose engine decides: its `model` is then sent as the client wrote it)."""
+
+
+@dataclass(frozen=True)
+class StartResult:
+    """How a start through `pod up`'s action ended."""
+
+    ok: bool
+    started: bool
+    """This start launched the engine (False: it was already running, started by someone else)."""
+    elapsed_s: float = 0.0
+    detail: str = ""
+    log_tail: tuple[str, ...] = field(default_factory=tuple)
+
+
+class PodControl(Protocol):
+    """The estate as the gateway sees it. Every call blocks (the gateway runs them in threads)."""
+
+    def pods(self) -> list[GatewayPod]:
+        """The estate's pods, in file order."""
+
+    def running(self) -> set[str]:
+        """Names of the pods whose engine runs now."""
+
+    def start(self, name: str, timeout_s: float) -> StartResult:
+        """Boot the pod through `c3 pod up`'s action (every gate, pinning, the readiness wait)."""
+
+    def stop(self, name: str) -> None:
+        """Stop the pod through `c3 pod down`'s action."""

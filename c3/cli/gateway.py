@@ -1,0 +1,80 @@
+"""`c3 gateway`: one OpenAI-compatible endpoint for every pod of the estate, routed by model name."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from backend.errors import Refused
+from c3.cli.common import echo_line, emit_json, file_option, json_option
+from c3.cli.pool import parse_bind
+
+
+@click.group("gateway")
+def gateway() -> None:
+    """One OpenAI endpoint for the estate's pods: routes by model name, starts a stopped pod on demand."""
+
+
+@gateway.command("serve")
+@click.option("--bind", default="127.0.0.1:8012", show_default=True, help="[HOST]:PORT to listen on (`:PORT` = all interfaces).")
+@click.option("--idle-ttl", "idle_ttl", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Stop a pod the gateway started once unused for this many seconds (0: never). Pods it did not start are never stopped.")
+@click.option("--queue", "queue_limit", type=click.IntRange(1, 100000), default=64, show_default=True,
+              help="Requests held per pod while it starts; more are answered 429 with Retry-After.")
+@click.option("--boot-timeout", "boot_timeout", type=click.FloatRange(min=1), default=900.0, show_default=True,
+              help="Seconds a pod started on demand may take to serve; then its held requests get 503 with its last log lines.")
+@click.option("--api-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A 0600 file with the key clients must send as `Authorization: Bearer KEY` (else $C3_GATEWAY_API_KEY; else none).")
+@file_option
+def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, api_key_file: Path | None, file: Path | None) -> None:
+    """Run the gateway in the foreground (SIGTERM/SIGINT stop it; pods keep running).
+
+    POST /v1/chat/completions, /v1/completions and /v1/embeddings go to the pod that the body's `model`
+    names (a pod's name, or a model a pod serves); a stopped pod is booted as `c3 pod up` boots it (every
+    gate, GPU pinning, placement) and the request is held until it serves. GET /v1/models lists both
+    kinds of name with each pod's state.
+    """
+    from backend.actions import refuse_on
+    from backend.actions.serve_gateway import ServeGateway
+    from backend.actions.workspace import Workspace
+    from backend.views.estate_file import estate_path
+
+    host, port = parse_bind(bind)
+    action = ServeGateway(Workspace(estate_path(file)), host, port, idle_ttl_s=idle_ttl, queue_limit=queue_limit, boot_timeout_s=boot_timeout,
+                          api_key_file=api_key_file)
+    action.config()  # a bad key file or estate file keeps its own exit code (2), which a problem would turn into 1
+    refuse_on(action.problems())
+    action.run(echo_line)
+
+
+def _ago(at: float | None) -> str:
+    return "-" if at is None else time.strftime("%H:%M:%S", time.localtime(at))
+
+
+@gateway.command("status")
+@json_option
+def status(as_json: bool) -> None:
+    """Per pod of every running gateway: state, queue depth, started by the gateway, last start and how long it took."""
+    from backend.views.gateway import running_gateways
+
+    found = running_gateways()
+    if as_json:
+        emit_json({"gateways": [g.model_dump(mode="json") for g in found]})
+        return
+    if not found:
+        raise Refused("no gateway is running", hint="start one: c3 gateway serve")
+    for g in found:
+        ttl = f"{g.idle_ttl_s:g}s" if g.idle_ttl_s else "off"
+        click.echo(f"gateway {g.bind}  pid {g.pid}  idle ttl {ttl}  {'API key required' if g.auth else 'no API key'}")
+        click.echo(f"  {'pod':<20} {'state':<9} {'queue':>5} {'in-flight':>9} {'by gw':>5} {'last start':>10} {'took':>7}  models")
+        for m in g.models:
+            took = "-" if m.last_start_s is None else f"{m.last_start_s:.1f}s"
+            click.echo(f"  {m.pod:<20} {m.state:<9} {m.queue_depth:>5} {m.in_flight:>9} {'yes' if m.started_by_gateway else 'no':>5} "
+                       f"{_ago(m.last_start_at):>10} {took:>7}  {', '.join(n for n in m.models if n != m.pod)}")
+            if m.last_error:
+                click.echo(f"    last error: {m.last_error}")
+
+
+
