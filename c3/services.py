@@ -350,6 +350,9 @@ class Services(Protocol):
         pushed); returns the unsubscribe function, or None when nothing can be pushed (no live hub:
         then the cockpit polls)."""
 
+    def close(self) -> None:
+        """The cockpit is leaving: stop the live hub's threads (pods keep running; the demo stops its stubs)."""
+
     def freshness(self) -> Freshness:
         """When the live hub last read the GPUs and the pods, changed or not. Never blocks (what the
         hub's threads last recorded), so the event loop may call it."""
