@@ -120,9 +120,10 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id="quit_ctrl_q"),
     ]
 
-    def __init__(self, services: Services | Callable[[], Services], *, readonly: bool = False, clock: Callable[[], datetime] | None = None, autopoll: bool = True,
-                 live: bool | None = None, bell: bool = False, ascii: bool | None = None, **kwargs: Any) -> None:
-        """`services` is the facade, or a factory for it: then it is built in a worker after the first frame.
+    def __init__(self, services: Services | None = None, *, factory: Callable[[], Services] | None = None, readonly: bool = False,
+                 clock: Callable[[], datetime] | None = None, autopoll: bool = True, live: bool | None = None, bell: bool = False, ascii: bool | None = None,
+                 **kwargs: Any) -> None:
+        """Exactly one of `services` (the facade) and `factory` (builds it in a worker after the first frame).
         `autopoll`: poll timers; `live` (default: as `autopoll`): subscribe to the facade's pod changes;
         `bell`: ring the terminal bell when a pod gets into trouble; `ascii`: draw ASCII only (default:
         `C3_ASCII`, else by the locale — c3/look.py)."""
@@ -142,14 +143,12 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         """The facade's live hub pushes GPU and pod changes (the screens run no poll timer for them);
         None until the subscription answered, False when the facade cannot push."""
         self._unsubscribe: Callable[[], None] | None = None
-        self._factory: Callable[[], Services] | None = None
-        self.services: Services | None
-        if hasattr(services, "pod_states"):
-            self.services = services  # type: ignore[assignment]
-        else:
-            self.services, self._factory = None, services
+        if (services is None) == (factory is None):
+            raise TypeError("C3App takes exactly one of services= and factory=")
+        self._factory = factory
+        self.services: Services | None = services
         self.startup_error: BaseException | None = None
-        self.readonly = readonly or bool(getattr(self.services, "readonly", False))
+        self.readonly = readonly or (services is not None and services.readonly)
         self.clock = clock or _utc_now
         self.boots: dict[str, BootProgress] = {}
         self.served: dict[str, float] = {}
@@ -190,11 +189,9 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
     def _subscribe(self, services: Services) -> None:
         """What the facade's live hub pushes — only changes of what the GPU panels and the pod view show
         — becomes typed messages (`GpusRead`, `PodsRead`), posted from the hub's thread. Subscribing
-        runs in a worker (it may start the hub); a facade that cannot push leaves the screens polling."""
+        runs in a worker (it may start the hub); a facade that cannot push (its `subscribe` answers None)
+        leaves the screens polling."""
         if not self.live:
-            return
-        if not hasattr(services, "subscribe"):
-            self._subscribed(None)
             return
 
         def pushed(update: LiveUpdate) -> None:  # a live-hub thread: post only

@@ -13,7 +13,7 @@ tests and the README's screenshots run on. Test-only doubles live under `tests/c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -292,6 +292,10 @@ class Services(Protocol):
     def propose_port(self, slug: str) -> int:
         """A free host port for a new pod of this slug."""
 
+    def port_problem(self, text: str, taken: Mapping[int, str]) -> str | None:
+        """Why a new pod cannot take the port typed as `text`: not a port, another pod's (`taken`: port →
+        pod), or something on this machine listens on it (the estate's rule, backend/estate/ports.py)."""
+
     def make_plan(self, key: str, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | PoolRouter | None = None) -> WritePlan:
         """The write registered as `key` (`backend.actions.registry`) on that pod/node/profile or form
         input, planned: its exact plan and the problems that would refuse it now (a recipe launch's
@@ -349,6 +353,9 @@ class Services(Protocol):
         GPU panels or the pod view show changes (a reading that changes nothing on screen is not
         pushed); returns the unsubscribe function, or None when nothing can be pushed (no live hub:
         then the cockpit polls)."""
+
+    def close(self) -> None:
+        """The cockpit is leaving: stop the live hub's threads (pods keep running; the demo stops its stubs)."""
 
     def freshness(self) -> Freshness:
         """When the live hub last read the GPUs and the pods, changed or not. Never blocks (what the

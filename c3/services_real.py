@@ -9,7 +9,7 @@ import itertools
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,11 @@ class RealServices:
         from backend.views.estate_file import proposed_port
 
         return proposed_port(self.path, self.catalog_obj().get(slug).default_port)
+
+    def port_problem(self, text: str, taken: Mapping[int, str]) -> str | None:
+        from backend.views.estate_file import port_problem
+
+        return port_problem(text, taken, on_host=True)
 
     def pod_logs(self, name: str, tail: int, timestamps: bool = False) -> list[str]:
         from backend.views.workloads import pod_log

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from backend.errors import Refused
 from backend.models.estate import Estate
@@ -32,6 +32,22 @@ def host_port_bound(port: int) -> bool:
                     return True
                 # EACCES (a privileged port) or EADDRNOTAVAIL: we cannot tell; not "in use".
     return False
+
+
+def new_pod_port_problem(text: str, taken: Mapping[int, str], *, is_bound: Callable[[int], bool] | None = host_port_bound) -> str | None:
+    """Why `text` (a port as typed) cannot be a new pod's host port, in one line: not a number 1–65535,
+    another pod's (`taken`: port → pod), or (with `is_bound`) held by a listener on this host — the
+    same check `default_port` skips bound ports with. None when it can be. `is_bound` binds: call it off
+    any event loop; None checks the estate alone (never blocks)."""
+    text = text.strip()
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        return "port: a number from 1 to 65535"
+    port = int(text)
+    if port in taken:
+        return f"port {port} is pod {taken[port]}'s"
+    if is_bound is not None and is_bound(port):
+        return f"port {port} is in use on this machine"
+    return None
 
 
 def default_port(

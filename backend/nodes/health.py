@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from backend.cluster.health import probe
+from backend.http_probe import probe
 from backend.nodes.registry import Node
 from backend.remote import Fleet, NodeFailure
 from backend.ssh import SshOptions
@@ -64,11 +64,18 @@ def parse_gpus(text: str) -> list[NodeGpu]:
     return gpus
 
 
+def _answers(host: str, path: str) -> tuple[bool, str]:
+    """(answered 2xx, one-line detail) for one GET of `path` from the server root (`host` may end in /v1)."""
+    root = host[: -len("/v1")] if host.endswith("/v1") else host.rstrip("/")
+    result = probe(root + path, timeout=2.0, max_bytes=64 * 1024)
+    return result.ok, result.line()
+
+
 def _endpoint(host: str) -> tuple[bool, str]:
-    ok, detail = probe(host, "/health", 2.0)
+    ok, detail = _answers(host, "/health")
     if ok:
         return ok, detail
-    ok2, detail2 = probe(host, "/v1/models", 2.0)
+    ok2, detail2 = _answers(host, "/v1/models")
     return (True, detail2) if ok2 else (False, detail)
 
 

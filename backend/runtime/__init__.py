@@ -2,7 +2,7 @@
 gates before boot, readiness, placement verified from the host.
 
 Entry points: `RuntimeContext` (probe + runtime + catalog, built by `backend.wiring.open_context`), `boot.boot_pod` / `boot.boot_many`,
-`status.pod_rows`, `status.is_running`.
+`status.is_running` (the `c3 pod status` rows are built in `backend.views.pods`).
 
 The names below are loaded on first use (PEP 562), as in `backend.views`: reading `runtime.models`
 (a view's `Placement`) must not import the context, the status queries and the HTTP probe (issue 22).

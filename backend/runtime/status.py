@@ -5,17 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from backend.errors import C3Error
 from backend.models import ComputeProcess, Gpu, Pod
 from backend.runtime import placement as placement_rules
 from backend.runtime.context import RuntimeContext
 from backend.runtime.models import Placement, Workload
-from backend.runtime.readiness import probe_health
-
-if TYPE_CHECKING:
-    from backend.views import PodStatus
 
 
 def requested_uuids(pod: Pod, gpus: Iterable[Gpu]) -> tuple[str, ...]:
@@ -95,42 +90,6 @@ def same_estate(running: str | None, wanted: str | None) -> bool:
 def describe_estate(estate: str | None) -> str:
     """An estate label in words."""
     return f"estate {estate}" if estate else "`c3 serve` (no estate file)"
-
-
-def pod_rows(ctx: RuntimeContext, pods: Iterable[Pod], *, health_path_of: Any = None, estate: str | None = None) -> list[PodStatus]:
-    """`c3 pod status` rows: name, slug, gpus, port, running, serving, placement.
-
-    With `estate` (the file's absolute path), a workload of the same name started from another estate
-    file is not this pod: the row says `state: other-estate` and names that file in `other_estate`.
-    """
-    from backend.views import PodStatus
-
-    pods = list(pods)
-    workloads = dict(ctx.runtime.workloads())
-    foreign = {}
-    if estate is not None:
-        foreign = {p.name: workloads.pop(p.name) for p in pods if p.name in workloads and not same_estate(workloads[p.name].estate, estate)}
-    procs = ctx.processes()
-    owners: Mapping[int, str | None] = {}
-    if procs and any(workloads.get(p.name) and workloads[p.name].running for p in pods):
-        owners = ctx.runtime.owners(p.pid for p in procs)
-    rows: list[PodStatus] = []
-    for pod in pods:
-        workload = workloads.get(pod.name) or Workload(pod=pod.name, status="absent")
-        serving = False
-        if workload.running:
-            path = health_path_of(pod) if health_path_of else "/v1/models"
-            serving = probe_health(f"http://127.0.0.1:{pod.port}{path}", timeout=2.0) == "ready"
-        place = placement_of(ctx, pod, workload, serving=serving, processes=procs, owners=owners)
-        other = foreign.get(pod.name)
-        if other is not None:
-            place = place.model_copy(update={"reason": f"container c3-{pod.name} belongs to {describe_estate(other.estate)}"})
-        rows.append(PodStatus(
-            name=pod.name, slug=pod.slug, gpus=list(pod.gpus), port=pod.port, running=workload.running, serving=serving,
-            state=workload.status if other is None else "other-estate", placement=place,
-            other_estate=(other.estate or "") if other is not None else None, restart_count=workload.restart_count if other is None else 0,
-        ))
-    return rows
 
 
 def is_running(pod_name: str, ctx: RuntimeContext) -> bool | None:

@@ -5,7 +5,7 @@ for a listing (issue 22)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,15 @@ def proposed_port(path: Path, default_port: int) -> int:
     from backend.models import Estate
 
     return propose(load_estate(path) if path.exists() else Estate(), default_port)
+
+
+def port_problem(text: str, taken: Mapping[int, str], *, on_host: bool) -> str | None:
+    """Why a new pod cannot take the port typed as `text` (`backend.estate.ports.new_pod_port_problem`):
+    `taken` maps the estate's ports to their pods; `on_host` also binds to see whether something on this
+    machine listens there (blocks: off the event loop only)."""
+    from backend.estate.ports import host_port_bound, new_pod_port_problem
+
+    return new_pod_port_problem(text, taken, is_bound=host_port_bound if on_host else None)
 
 
 class PodPlanListing(BaseModel):

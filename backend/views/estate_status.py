@@ -45,7 +45,7 @@ class EstateStatus(BaseModel):
 
 def estate_status(path: Path) -> EstateStatus:
     """Each pod of `path`: running, serving (its health path asked now), placement, one /metrics scrape."""
-    from backend.runtime.status import pod_rows
+    from backend.views.pods import pod_rows
     from backend.wiring import open_context
 
     pods = planned_pods(path)

@@ -108,8 +108,8 @@ class LiveEstate:
     def pod_statuses(self, pods: list[Pod]) -> list[PodStatus]:
         """`pod status` rows for `pods`, from the hub's latest snapshot; read directly while the hub
         has not read the workloads yet (a pod from another estate must not lose its explanation)."""
-        from backend.runtime.status import pod_rows
         from backend.views.estate_file import health_path_of
+        from backend.views.pods import pod_rows
 
         if not pods:
             return []

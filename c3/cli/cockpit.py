@@ -41,14 +41,13 @@ def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = Fa
 
     # The facade (pydantic models, SDK adapters, the runtime) is built in a worker after the first
     # frame, so the cockpit shows up about as fast as a bare Textual app.
-    app = C3App(build_services, readonly=readonly, bell=bell, ascii=True if ascii else None)
+    app = C3App(factory=build_services, readonly=readonly, bell=bell, ascii=True if ascii else None)
 
     try:
         app.run(mouse=not no_mouse)
     finally:
-        closer = getattr(app.services, "close", None)
-        if closer:
-            closer()
+        if app.services is not None:
+            app.services.close()
     if app.startup_error is not None:
         raise app.startup_error
 

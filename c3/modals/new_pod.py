@@ -108,6 +108,8 @@ class NewPodModal(CockpitModal):
         """The generation of the fit shown on screen (equal to `_generation` when nothing newer is pending)."""
         self._port_pending = False
         self._proposed_port = ""
+        self._port_checking: str | None = None
+        """The port text whose check (in a worker) has not landed yet."""
         self._verdicts_for: str | None = None
         self._refit_timer: Timer | None = None
         self._said: str | None = None
@@ -271,9 +273,7 @@ class NewPodModal(CockpitModal):
         elif event.input.id == "port":
             # Our own proposal arrives as a Changed event too; only a different value is the user's.
             self.port_touched = event.value != self._proposed_port
-            problem = self.port_problem()
-            if problem or self._said == "port":
-                self._say(problem, "port")
+            self._check_port(event.value.strip())
         elif event.input.id == "gpus":
             self._schedule_refit(verdicts=True)
 
@@ -296,25 +296,22 @@ class NewPodModal(CockpitModal):
             self._refit_timer.stop()
         self._refit_timer = self.set_timer(REFIT_DELAY_S, lambda: self._refit(verdicts))
 
-    def port_problem(self) -> str | None:
-        """Why the port cannot serve this pod, as it is typed: another pod of the estate has it, or
-        something on this machine listens on it already."""
-        import socket
-
-        text = self.query_one("#port", Input).value.strip()
+    def _check_port(self, text: str) -> None:
+        """Check the port as typed, in a worker: the facade binds to see whether something listens on
+        it, and a bind has no place on the event loop (it ran there on every keystroke)."""
+        self._port_checking = text
         if not text:
-            return None
-        if not text.isdigit() or not 1 <= int(text) <= 65535:
-            return "port: a number from 1 to 65535"
-        port = int(text)
-        if port in self.taken_ports:
-            return f"port {port} is pod {self.taken_ports[port]}'s"
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                return f"port {port} is in use on this machine"
-        return None
+            self._port_checked(text, None)
+            return
+        self.call(self.services.port_problem, text, dict(self.taken_ports), done=lambda problem: self._port_checked(text, problem),
+                  failed=lambda error: self._port_checked(text, f"port: cannot check it ({describe_error(error)})"), group="port-check")
+
+    def _port_checked(self, text: str, problem: str | None) -> None:
+        if text != self._port_checking:
+            return  # typed on since: a newer check is on its way
+        self._port_checking = None
+        if problem or self._said == "port":
+            self._say(problem, "port")
 
     def _refit(self, verdicts: bool) -> None:
         generation = self._generation
@@ -358,7 +355,7 @@ class NewPodModal(CockpitModal):
     @property
     def settled(self) -> bool:
         """Nothing is still on its way: the verdicts are for the GPU field as it reads, the fit line is
-        for the highlighted slug with no refit pending, and the proposed port has landed. (Tests and
+        for the highlighted slug with no refit pending, and the proposed port and its check have landed. (Tests and
         the screenshot script wait on this; a half-updated form is what a user sees only briefly.)"""
         gpus = self.query_one("#gpus", Input).value
         return (
@@ -367,6 +364,7 @@ class NewPodModal(CockpitModal):
             and self._verdicts_for == gpus
             and (self.slug is None or self._landed_generation == self._generation)
             and not self._port_pending
+            and self._port_checking is None
         )
 
     # -- result ----------------------------------------------------------------------------------
@@ -382,10 +380,12 @@ class NewPodModal(CockpitModal):
         if isinstance(gpus, str):
             return f"GPUs: {gpus}"
         port_text = self.query_one("#port", Input).value.strip()
-        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-            return "port: a number from 1 to 65535"
-        if int(port_text) in self.taken_ports:
-            return f"port {port_text} is pod {self.taken_ports[int(port_text)]}'s"
+        # The estate's rule without the host check (that binds: the worker above said it, and the plan
+        # re-checks it); imported on first use, as `name_problem` does.
+        from backend.views.estate_file import port_problem
+
+        if problem := port_problem(port_text, self.taken_ports, on_host=False):
+            return problem
         return NewPod(name=name, slug=self.slug, gpus=gpus, port=int(port_text))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

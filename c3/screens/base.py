@@ -24,6 +24,7 @@ from textual.timer import Timer
 
 from backend.errors import C3Error
 from c3.cockpit import Cockpit
+from c3.services import Services
 from widgets.key_bar import KeyBar
 
 
@@ -44,6 +45,15 @@ def describe_error(error: BaseException) -> str:
 
         return error.message + (f" — hint: {cockpit_hint(error.hint)}" if error.hint else "")
     return f"{type(error).__name__}: {error}"
+
+
+def built_facade(cockpit: Cockpit) -> Services:
+    """The app's facade, for screens and modals: they call it only once it is built (pollers wait for
+    it, keys ask `cockpit.ready()`), so its absence here is a bug, said plainly."""
+    services = cockpit.services
+    if services is None:
+        raise RuntimeError("the facade is not built yet")
+    return services
 
 
 class ServiceCalls:
@@ -127,7 +137,7 @@ class Poller:
         self._again = False
 
     def tick(self) -> None:
-        if self.in_flight or not self.screen.is_active or getattr(self.screen.app, "services", None) is None:
+        if self.in_flight or not self.screen.is_active or self.screen.cockpit.services is None:
             return
         self.in_flight = True
         self.ticks += 1
@@ -163,8 +173,8 @@ class CockpitScreen(ServiceCalls, Screen[Any]):
         return bool(getattr(self.app, "readonly", False)) and binding.id in self.WRITES
 
     @property
-    def services(self) -> Any:
-        return self.cockpit.services
+    def services(self) -> Services:
+        return built_facade(self.cockpit)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -212,8 +222,8 @@ class CockpitScreen(ServiceCalls, Screen[Any]):
         self.poll_now()
 
     def _set_live(self, active: bool) -> None:
-        services = getattr(self.app, "services", None)
-        if self.LIVE and services is not None and hasattr(services, "set_live"):
+        services = self.cockpit.services
+        if self.LIVE and services is not None:  # a facade without live sources makes `set_live` a no-op
             self.call(services.set_live, active, group="live", failed=lambda _e: None)
 
     def refresh_chrome(self) -> None:
@@ -264,8 +274,8 @@ class CockpitModal(ServiceCalls, ModalScreen[Any]):
     """A modal that can call the facade."""
 
     @property
-    def services(self) -> Any:
-        return self.cockpit.services
+    def services(self) -> Services:
+        return built_facade(self.cockpit)
 
 
 class LiveModal(CockpitModal):

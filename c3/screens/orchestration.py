@@ -346,7 +346,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     def render_sources(self) -> None:
         now = self.cockpit.clock()
         gpus_at = pods_at = None
-        if self.cockpit.pushed and self.services is not None:
+        if self.cockpit.pushed and self.cockpit.services is not None:
             # Readings that changed nothing were not pushed: the hub says when it last read each part.
             fresh = self.services.freshness()
             gpus_at, pods_at = fresh.gpus_at, fresh.pods_at

@@ -99,22 +99,49 @@ async def test_port_collisions_caught_as_typed_and_said_in_the_form(shared_world
         port.focus()
         port.value = ""
         await pilot.press(*"8020")  # chat's
-        await pilot.pause()
-        assert "port 8020 is pod chat's" in screen_text(app)
+        await wait_for(pilot, lambda: "port 8020 is pod chat's" in screen_text(app), what="the port check")
         with socket.socket() as holder:
             holder.bind(("127.0.0.1", 0))
             holder.listen()
             busy = holder.getsockname()[1]
             port.value = ""
             await pilot.press(*str(busy))
-            await pilot.pause()
-            assert f"port {busy} is in use on this machine" in screen_text(app)
+            await wait_for(pilot, lambda: f"port {busy} is in use on this machine" in screen_text(app), what="the port check")
         # Create with a problem left: said in the form, no toast over it.
         port.value = "8020"
         await pilot.press("ctrl+s")
         await settle(pilot)
         assert isinstance(app.screen, NewPodModal) and not app._notifications
         assert "port 8020 is pod chat's" in str(modal.query_one("#form-problem").render())
+
+
+async def test_the_port_check_binds_in_a_worker_never_on_the_event_loop(shared_world, monkeypatch):
+    """Whether something listens on the typed port is found by binding to it: that ran on the event
+    loop on every keystroke in the port field. Now the facade checks it in a worker."""
+    import threading
+
+    loop_thread = threading.get_ident()  # the test and the app's event loop share this thread
+    bound_on: list[bool] = []
+    bind = socket.socket.bind
+
+    def recording(self, address):
+        bound_on.append(threading.get_ident() == loop_thread)
+        return bind(self, address)
+
+    app, _ = real_app(shared_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        modal = await open_form(pilot)
+        await pilot.press(*"web", "tab", *"vllm/qwen3-8b")
+        await wait_for(pilot, lambda: modal.query_one("#port").value != "" and modal.settled, what="the proposed port")
+        port = modal.query_one("#port")
+        port.focus()
+        port.value = ""
+        monkeypatch.setattr(socket.socket, "bind", recording)
+        await pilot.press(*"8123")
+        await wait_for(pilot, lambda: modal.settled, what="the port check")
+        monkeypatch.undo()
+        assert bound_on and not any(bound_on), f"{bound_on.count(True)} of {len(bound_on)} binds ran on the event loop"
 
 
 async def test_readonly_refuses_before_the_form_opens(shared_world):

@@ -25,7 +25,7 @@ async def test_first_frame_before_the_facade_then_data(demo_world):
         built.append(1)
         return demo_world.services()
 
-    app = C3App(factory)
+    app = C3App(factory=factory)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: "connecting" in screen_text(app), what="the first frame")
@@ -69,9 +69,25 @@ async def test_a_push_or_reply_that_lands_while_the_app_exits_is_dropped(demo_wo
     assert _DeliveredWhileExiting.late_callbacks == 0
 
 
+def test_the_facade_and_its_factory_are_told_apart_by_keyword():
+    """`services=` is the facade, `factory=` builds it — never guessed from the object's attributes
+    (a facade wrapper without `pod_states` of its own would have been taken for a factory)."""
+    import pytest
+
+    def factory():
+        raise AssertionError("not called before the app runs")
+
+    app = C3App(factory=factory)
+    assert app.services is None and app._factory is factory
+    with pytest.raises(TypeError, match="exactly one"):
+        C3App()
+    with pytest.raises(TypeError, match="exactly one"):
+        C3App(object(), factory=factory)
+
+
 def test_a_push_before_the_first_screen_changes_nothing():
     """No screen yet (or none left): the handlers and the toast desk read the top screen as None."""
-    app = C3App(lambda: None)  # not running: no screen on any stack yet
+    app = C3App(factory=lambda: None)  # not running: no screen on any stack yet
     assert app.top_screen() is None
     app.on_pods_read(PodsRead(PodsReading((), datetime.now(UTC))))
     app.on_gpus_read(GpusRead(GpuReading((), {}, {}, None)))
@@ -88,7 +104,7 @@ async def test_keys_before_the_facade_say_so(demo_world):
         gate.wait(10)
         return demo_world.services()
 
-    app = C3App(factory)
+    app = C3App(factory=factory)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert "connecting" in screen_text(app)
@@ -104,7 +120,7 @@ async def test_a_failing_facade_ends_the_app_with_its_error():
     def factory():
         raise UsageError("rig file rig.yaml is not valid", hint="fix it")
 
-    app = C3App(factory)
+    app = C3App(factory=factory)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.startup_error is not None, what="the startup error")
     assert isinstance(app.startup_error, UsageError)
@@ -119,7 +135,7 @@ def test_constructing_the_cockpit_imports_no_backend_model_it_does_not_use():
     import subprocess
     import sys
 
-    code = ("import sys; from c3.app import C3App; C3App(lambda: None); "
+    code = ("import sys; from c3.app import C3App; C3App(factory=lambda: None); "
             "print(sorted(m for m in sys.modules if m in ('backend.pool.status', 'backend.views.pods', 'backend.views.nodes', 'backend.views.profiles')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
