@@ -49,7 +49,7 @@ def _split_zone(host: str) -> tuple[str, str | None]:
     address, percent, zone = host.partition("%")
     if not percent:
         return host, None
-    zone = zone[2:] if zone.startswith("25") and len(zone) > 2 else zone
+    zone = zone[2:] if zone.startswith("25") else zone
     if ":" not in address or not _ZONE.fullmatch(zone):
         raise ValueError(f"`{show(host, 80)}` has a zone id that is not an interface name ([A-Za-z0-9_.-], at most 15)")
     return address, zone
