@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from backend.errors import UsageError
+
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASS|AUTH|CREDENTIAL|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
 SECRET_VALUE = re.compile(
     r"[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"  # URL with user:password@ (proxies, registries)
@@ -40,3 +42,18 @@ def split_secrets(env: Mapping[str, str], public: Iterable[str] = ()) -> tuple[d
     shown = {k: v for k, v in env.items() if k in allowed and not looks_secret(k, v)}
     secret = {k: v for k, v in env.items() if k not in shown}
     return shown, secret
+
+
+_LINE_BREAKING = re.compile(r"[\r\n\x00]")
+
+
+def check_env_file(env: Mapping[str, str], *, where: str) -> None:
+    """UsageError unless every value of `env` fits on one `NAME=VALUE` line of an env file.
+
+    A CR, LF or NUL in a value would end its line and start another (`HF_TOKEN=$'x\\nLD_PRELOAD=…'`
+    adds a variable docker then sets), so such a value is refused, by name: the value is never shown.
+    `where` says where the values come from, for the hint."""
+    for name, value in env.items():
+        if _LINE_BREAKING.search(str(value)):
+            raise UsageError(f"the value of {name} holds a line break or NUL (CR, LF or \\0); an env file holds one NAME=VALUE per line",
+                             hint=f"fix the value in {where} or in c3's environment (HF_TOKEN); nothing was written or started")

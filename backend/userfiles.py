@@ -9,13 +9,14 @@ refuses (permission, I/O error, a file where a folder should be) is an environme
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from backend.errors import UsageError, os_failure
+from backend.errors import EnvironmentProblem, UsageError, os_failure
 from backend.text import show
 
 KiB, MiB = 1024, 1024 * 1024
@@ -31,6 +32,13 @@ LIMITS = {
     "simulated rig file": 1 * MiB,
     "boot log": 64 * MiB,
     "model config": 8 * MiB,
+    # State files c3 writes itself: a few hundred bytes each when c3 wrote them, so anything near
+    # the cap was put there by someone else.
+    "router status file": 1 * MiB,  # lists the pool's node names
+    "router admin token": 4 * KiB,
+    "router salt": 4 * KiB,
+    "watchdog state": 64 * KiB,
+    "simulator record": 64 * KiB,
 }
 
 _KINDS = {
@@ -45,6 +53,11 @@ _KINDS = {
 def kind_of(mode: int) -> str:
     """What a non-regular file is, in words."""
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def link_loop(path: Path | str, what: str) -> EnvironmentProblem:
+    """The error for a symlink loop where a file should be (ELOOP is the file system's answer: exit 3)."""
+    return EnvironmentProblem(f"cannot read {what} {path}: it is a symbolic link loop", hint="point the link at a real file, or remove it")
 
 
 @overload
@@ -66,7 +79,7 @@ def read_bytes(path: Path | str, *, what: str, limit: int | None = None, missing
     except IsADirectoryError:
         raise UsageError(f"{what} {path} is a directory, not a file") from None
     except OSError as error:
-        raise os_failure(error, path, f"read {what}") from None
+        raise (link_loop(path, what) if error.errno == errno.ELOOP else os_failure(error, path, f"read {what}")) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -126,6 +139,12 @@ def load_json(text: str, *, source: str | Path, what: str, hint: str | None = No
         raise UsageError(f"{what} {source} is nested too deeply", hint=fix) from None
     except ValueError as error:  # Python's cap on integer digits, among others
         raise UsageError(f"{what} {source} holds a value JSON cannot read ({show(str(error), 60)})", hint=fix) from None
+
+
+def read_json(path: Path, *, what: str, missing_ok: bool = False) -> Any:
+    """`read_text` then `load_json`: the JSON document in a bounded regular file (None when missing and `missing_ok`)."""
+    text = read_text(path, what=what, missing_ok=missing_ok)
+    return None if text is None else load_json(text, source=path, what=what)
 
 
 class _Duplicate(ValueError):

@@ -12,6 +12,7 @@ from backend.actions.base import Action, Outcome, Plan, Problem, ProgressSink, p
 from backend.actions.inputs import PoolRouter
 from backend.actions.registry import register
 from backend.errors import C3Error, EnvironmentProblem, Refused, UsageError
+from backend.models.names import host_url
 
 NO_ROUTER_HINT = "start one: c3 pool serve --nodes a,b --bind :8011"
 
@@ -45,8 +46,11 @@ def find_router(host: str | None, port: int | None) -> Router:
         for doc in routers:
             if str(doc.get("bind", "")).rsplit(":", 1)[-1] == str(port):
                 return Router(str(doc.get("admin_url")), str(doc.get("bind")))
-        where = admin_host(host) if host is not None else "127.0.0.1"
-        return Router(f"http://{where}:{port}", f"{where}:{port}")
+        try:
+            url = host_url(admin_host(host) if host is not None else "127.0.0.1", port)
+        except ValueError as error:
+            raise UsageError(f"--bind: {error}", hint="give the router's address, e.g. --bind 127.0.0.1:8011 or --bind [::1]:8011") from None
+        return Router(url, url.removeprefix("http://"))
     if not routers:
         raise Refused("no pool router is running", hint=NO_ROUTER_HINT)
     if len(routers) > 1:

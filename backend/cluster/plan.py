@@ -14,14 +14,15 @@ import shlex
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from backend import paths
+from backend import limits, paths
 from backend.cluster.addresses import GroupAddresses, placeholders
 from backend.errors import Refused, UsageError
+from backend.models.names import host_url
 from backend.nodes.registry import Node
 from backend.profiles import check_name
 from backend.recipes import ParamValue, Recipe, check_overrides, check_values, port_problem, template
 from backend.remote import shell_path
-from backend.secrets_env import split_secrets
+from backend.secrets_env import check_env_file, split_secrets
 from backend.settings import current
 
 LABEL_PROFILE = "io.c3.profile"
@@ -238,6 +239,7 @@ def render(
             argv += ["-v", vol]
         argv += list(d.extra_args)
         all_secrets = {**secrets, **secret_env}
+        check_env_file(all_secrets, where="the recipe's env")  # before anything is written or started
         env_file = env_file_path(node, profile) if all_secrets else None
         if env_file:
             argv += ["--env-file", env_file]
@@ -246,6 +248,6 @@ def render(
         argv += ["--", image, *args]  # `--`: whatever the image says, docker reads it as the image
         ranks.append(RankPlan(rank, node, name, argv, env_file, sorted(all_secrets)))
     scheme = urlparse(nodes[0].host).scheme or "http"
-    base_url = f"{scheme}://{registry_head}:{params['port']}/v1"
+    base_url = host_url(registry_head, limits.port(params["port"]), scheme=scheme, path="/v1")  # [v6] in brackets
     return LaunchPlan(recipe, profile, params, image, overrides, ranks, base_url, {**secrets, **secret_env},
                       addresses=group, nodes=list(nodes), allow_unpinned=allow_unpinned)

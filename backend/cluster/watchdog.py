@@ -23,6 +23,7 @@ from backend.cluster.health import probe
 from backend.errors import C3Error
 from backend.profiles import Profile, active_name, is_stopped, load_profile
 from backend.recipes import get_recipe
+from backend.userfiles import read_json
 
 DEFAULT_FAILURES = 3
 DEFAULT_COOLDOWN_S = 600.0
@@ -48,10 +49,10 @@ def _state_path(name: str) -> Path:
 
 
 def read_state(name: str) -> dict[str, Any]:
-    try:
-        state = json.loads(_state_path(name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    """The profile's watchdog state ({} when there is none yet). A state file that is not a regular
+    file, oversized or not JSON is one usage error: the round would write through it (a link to
+    /dev/zero) and a FIFO must not hang the timer, so the operator removes it."""
+    state = read_json(_state_path(name), what="watchdog state", missing_ok=True)
     return state if isinstance(state, dict) else {}
 
 

@@ -7,6 +7,8 @@ and lenient about what club-3090 writes: `compose:`/`compose_name:` mean `slug:`
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -19,7 +21,7 @@ from backend.errors import UsageError
 from backend.estate.roundtrip import dump_preserving
 from backend.models.estate import POD_NAME_PATTERN, Estate, Pod, Problem
 from backend.text import show
-from backend.userfiles import read_text
+from backend.userfiles import link_loop, read_text
 
 SUPPORTED_SCHEMAS = (1,)
 MAX_SLUG = 200
@@ -159,11 +161,17 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
 
 
 def estate_exists(path: Path) -> bool:
-    """Whether the estate file exists; a path the OS rejects (too long, a file in the way) does not."""
+    """Whether the estate file exists; a path the OS rejects (too long, a file in the way) does not.
+
+    A symlink loop is said as such (exit 3, as reading it is), not as "no estate file": `Path.exists`
+    answers False for ELOOP, and the operator would then look for a file that is there."""
     try:
-        return Path(path).exists()
-    except OSError:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise link_loop(path, "estate file") from None
         return False
+    return True
 
 
 def read_document(path: Path) -> Any:

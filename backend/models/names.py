@@ -9,6 +9,7 @@ import ipaddress
 import re
 from urllib.parse import urlparse
 
+from backend import limits
 from backend.text import show
 
 POD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
@@ -37,13 +38,43 @@ _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9
 _SSH_TARGET = re.compile(r"(?P<user>[A-Za-z0-9._-]{1,64})@(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9._-]{1,253}))(?::(?P<port>\d{1,5}))?")
 
 
+_ZONE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+"""An IPv6 zone id: an interface name (Linux allows 15 bytes; these are the characters real ones use)."""
+
+
+def _split_zone(host: str) -> tuple[str, str | None]:
+    """(address, zone) of `ADDR%ZONE` or the URL form `ADDR%25ZONE` (RFC 6874); ValueError for a
+    zone that is not an interface name, or one on anything but an IPv6 address. `%25` is read as the
+    URL escape, so an interface literally named `25…` is written `%2525…`."""
+    address, percent, zone = host.partition("%")
+    if not percent:
+        return host, None
+    zone = zone[2:] if zone.startswith("25") else zone
+    if ":" not in address or not _ZONE.fullmatch(zone):
+        raise ValueError(f"`{show(host, 80)}` has a zone id that is not an interface name ([A-Za-z0-9_.-], at most 15)")
+    return address, zone
+
+
 def _valid_host(host: str) -> bool:
-    """A DNS name or an IP address (IPv6 without its brackets)."""
+    """A DNS name or an IP address (IPv6 without its brackets, with at most an interface-name zone id)."""
     try:
-        ipaddress.ip_address(host)
+        address, _zone = _split_zone(host)
+        ipaddress.ip_address(address)
         return True
     except ValueError:
-        return bool(_HOSTNAME.fullmatch(host)) and not host.replace(".", "").isdigit()
+        return "%" not in host and bool(_HOSTNAME.fullmatch(host)) and not host.replace(".", "").isdigit()
+
+
+def host_url(host: str, port: int, *, scheme: str = "http", path: str = "") -> str:
+    """`scheme://host:port` + `path`, the one place c3 builds a URL from a host and a port: an IPv6
+    address goes in brackets (`http://[::1]:8000`, never the invalid `http://::1:8000`) with its zone
+    id escaped as `%25` (`[fe80::1%25eth0]`). ValueError for a host that is no DNS name or address."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not _valid_host(bare):
+        raise ValueError(f"`{show(host, 80)}` is not a host name or an IP address")
+    address, zone = _split_zone(bare)
+    shown = f"[{address}%25{zone}]" if zone else f"[{address}]" if ":" in address else address
+    return f"{scheme}://{shown}:{limits.port(port)}{path}"
 
 
 _SCHEME = re.compile(r"https?:[/\\]*", re.IGNORECASE)

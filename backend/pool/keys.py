@@ -23,6 +23,7 @@ from pathlib import Path
 
 from backend.atomic import locked, write_atomic
 from backend.errors import UsageError
+from backend.userfiles import read_bytes
 
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
@@ -94,14 +95,20 @@ class KeyHasher:
         return hashlib.blake2b(value, key=self._salt, digest_size=8).hexdigest()
 
 
-def load_or_create_salt(path: Path) -> bytes:
-    """Read the router salt, creating it (32 random bytes, mode 0600) on first use."""
+def load_or_create_salt(path: Path, what: str = "router salt") -> bytes:
+    """Read the router salt, creating it (32 random bytes, mode 0600) on first use.
+
+    A salt that is not a regular file or is oversized is one usage error: a FIFO would hang the
+    router's start and a link to /dev/zero would never end (or, rewritten, be written through). It is
+    read once before the lock too, since the lock file sits beside a link's target."""
     path = Path(path)
+    data = read_bytes(path, what=what, missing_ok=True)
+    if data is not None and len(data) >= 16:
+        return data
     with locked(path):
-        if path.exists():
-            data = path.read_bytes()
-            if len(data) >= 16:
-                return data
+        data = read_bytes(path, what=what, missing_ok=True)
+        if data is not None and len(data) >= 16:
+            return data
         salt = os.urandom(32)
         write_atomic(path, salt, mode=0o600)
         return salt

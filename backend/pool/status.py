@@ -3,7 +3,9 @@
 A router writes `$C3_STATE/pool/router-<port>.json` (pid, bind, admin URL, nodes, sticky mode) when it
 starts listening and removes it when it exits. Live numbers come from the router's own admin endpoint
 `GET /c3/status` on its port, so the CLI and the cockpit never read stale counters; a file whose pid is
-gone is stale and ignored (and removed).
+gone is stale and ignored (and removed). A status file c3 cannot read (not a regular file, oversized,
+not JSON, nested absurdly deep) is skipped with a warning, so one broken file never hides the other
+routers; it is left in place, since c3 did not write it as it is.
 
 Cockpit API: `read_pools(timeout_s)` → list of `PoolStatus` (blocking, stdlib only: call it from a worker).
 """
@@ -20,7 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend import paths
 from backend.atomic import write_atomic
+from backend.errors import C3Error
 from backend.http_probe import probe
+from backend.limits import whole
+from backend.models.names import host_url
+from backend.userfiles import read_bytes, read_json
 
 
 class BackendStatus(BaseModel):
@@ -122,11 +128,8 @@ def admin_token_file() -> Path:
 
 def admin_token() -> str | None:
     """The admin token drain/undrain present (hex), or None when there is none (no router ran here)."""
-    try:
-        data = admin_token_file().read_bytes()
-    except OSError:
-        return None
-    return data.hex() if len(data) >= 16 else None
+    data = read_bytes(admin_token_file(), what="router admin token", missing_ok=True)  # a FIFO there must not hang drain
+    return data.hex() if data is not None and len(data) >= 16 else None
 
 
 def status_file(port: int) -> Path:
@@ -135,12 +138,12 @@ def status_file(port: int) -> Path:
 
 
 def admin_host(host: str) -> str:
-    """Where to reach a router bound to `host` from this machine."""
+    """Where to reach a router bound to `host` from this machine (an address, without brackets)."""
     if host in ("", "0.0.0.0"):
         return "127.0.0.1"
     if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
+        return "::1"
+    return host.removeprefix("[").removesuffix("]")
 
 
 def write_status_file(port: int, host: str, nodes: list[str], sticky: str) -> Path:
@@ -149,7 +152,7 @@ def write_status_file(port: int, host: str, nodes: list[str], sticky: str) -> Pa
     doc = {
         "pid": os.getpid(),
         "bind": f"{host}:{port}",
-        "admin_url": f"http://{admin_host(host)}:{port}",
+        "admin_url": host_url(admin_host(host), port),
         "nodes": nodes,
         "sticky": sticky,
         "started_at": time.time(),
@@ -162,9 +165,10 @@ def remove_status_file(port: int) -> None:
     """Withdraw the announcement (only our own)."""
     path = status_file(port)
     try:
-        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+        doc = read_json(path, what="router status file")
+        if isinstance(doc, dict) and doc.get("pid") == os.getpid():
             path.unlink()
-    except (OSError, ValueError):
+    except (C3Error, OSError):
         pass
 
 
@@ -178,17 +182,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def running_routers() -> list[dict[str, Any]]:
-    """Status files of routers whose process is alive (stale files are removed)."""
+def running_routers(skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """Status files of routers whose process is alive (stale files are removed); why each unreadable
+    file was skipped is appended to `skipped`."""
     found: list[dict[str, Any]] = []
     directory = pool_dir()
     if not directory.is_dir():
         return found
     for path in sorted(directory.glob("router-*.json")):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            pid = int(doc["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
+            doc = read_json(path, what="router status file")
+            pid = whole(doc["pid"], "pid", 1, 2**31 - 1)  # os.kill(-1, 0) would ask about every process
+        except C3Error as error:
+            if skipped is not None:
+                skipped.append(f"{error.message}; skipped")
+            continue
+        except (ValueError, KeyError, TypeError, OverflowError):
             continue
         if _alive(pid):
             found.append(doc)
@@ -213,10 +222,11 @@ def fetch_status(admin_url: str, timeout_s: float = 2.0) -> dict[str, Any]:
     return doc
 
 
-def read_pools(timeout_s: float = 2.0) -> list[PoolStatus]:
-    """Every running router with its live status; unreachable ones are listed with `reachable=False`."""
+def read_pools(timeout_s: float = 2.0, skipped: list[str] | None = None) -> list[PoolStatus]:
+    """Every running router with its live status; unreachable ones are listed with `reachable=False`,
+    unreadable status files are skipped (why: appended to `skipped`)."""
     pools = []
-    for doc in running_routers():
+    for doc in running_routers(skipped):
         base = {"pid": doc["pid"], "bind": doc.get("bind", "?"), "admin_url": doc.get("admin_url", ""), "sticky": doc.get("sticky", "auto")}
         try:
             live = fetch_status(base["admin_url"], timeout_s)

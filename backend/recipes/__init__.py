@@ -5,11 +5,12 @@ A file holds one recipe mapping or `recipes: [ … ]`. A user recipe with a buil
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from backend import paths, strict_yaml
+from backend import limits, paths, strict_yaml
 from backend.errors import Refused, UsageError
 from backend.recipes import template
 from backend.recipes.schema import (
@@ -128,9 +129,27 @@ def check_values(overrides: dict[str, ParamValue]) -> None:
     """UsageError for an override `image` that is not an image reference or a `port` that is not a TCP
     port: checked before any node is touched, since both reach `docker run` and the profile's URL."""
     for problem in (image_problem(overrides["image"]) if "image" in overrides else None,
-                    port_problem(overrides["port"], "--set port") if "port" in overrides else None):
+                    port_problem(overrides["port"], "--set port") if "port" in overrides else None,
+                    *(_number_problem(key, value) for key, value in overrides.items())):
         if problem:
             raise UsageError(problem, hint="see `c3 recipes show ID` for the recipe's parameters")
+
+
+FRACTION_PARAMS = frozenset({"gpu_memory_utilization", "mem_fraction_static"})
+"""Recipe parameters that are a share of GPU memory: 0 < x ≤ 1 (backend.limits.fraction)."""
+
+
+def _number_problem(key: str, value: ParamValue) -> str | None:
+    """A fraction outside (0, 1], or any float override that is NaN or ±inf (`--set x=nan` parses as a
+    float, and NaN passes every known-abort rule, since every comparison with it is False)."""
+    if key in FRACTION_PARAMS:
+        try:
+            limits.fraction(value, f"--set {key}")
+        except ValueError as error:
+            return str(error)
+    elif isinstance(value, float) and not math.isfinite(value):
+        return f"--set {key} is {value}: not a finite number"
+    return None
 
 
 def check_overrides(recipe: Recipe, overrides: dict[str, ParamValue]) -> None:

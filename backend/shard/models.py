@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.models.names import host_url
+
 Backend = Literal["ray", "mp", "rpc"]
 
 NO_AUTH = ("llama.cpp's RPC protocol has no authentication: anyone who reaches a worker's RPC port can use "
@@ -148,6 +150,15 @@ class ShardPlan(BaseModel):
     """Names of secret variables passed to every step (values never shown)."""
     tag: str
     """Value of C3_SHARD set on every process c3 starts, so `stop` finds them without a state file."""
+
+    @property
+    def api_url(self) -> str:
+        """The head's OpenAI base URL, `http://HEAD:PORT/v1` (an IPv6 head in brackets); a dry run's
+        placeholder address (`<…>`, no host yet) is shown as it is."""
+        try:
+            return host_url(self.head_address, self.api_port, path="/v1")
+        except ValueError:
+            return f"http://{self.head_address}:{self.api_port}/v1"
 
     @property
     def world_size(self) -> int:

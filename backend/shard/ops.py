@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from backend.errors import EnvironmentProblem, Refused, UsageError
 from backend.nodes.registry import Node
 from backend.remote import CommandResult, Shell, close_all, open_shells
+from backend.secrets_env import check_env_file
 from backend.settings import current
 from backend.shard import rpc
 from backend.shard.plan import ShardOptions, split_env
@@ -40,6 +41,7 @@ def collect_secrets(options: ShardOptions) -> dict[str, str]:
     for name, value in current().secret_env().items():
         if name in FORWARDED_SECRETS and name not in secrets:
             secrets[name] = value
+    check_env_file(secrets, where="the shard profile's env")  # they go to the nodes as NAME=VALUE lines on stdin
     return secrets
 
 

@@ -15,7 +15,7 @@ def describe(plan: ShardPlan, *, checks: list[str] | None = None) -> list[str]:
     lines = [
         f"shard {plan.model}: backend {plan.backend}, tp {plan.tp} × pp {plan.pp} = {plan.world_size} GPUs ({counts})",
         (f"head {plan.head} at {plan.head_address} ({port_name} port {plan.head_port}); "
-         f"API http://{plan.head_address}:{plan.api_port}/v1"),
+         f"API {plan.api_url}"),
     ]
     for check in checks or []:
         lines.append(f"  ✓ {check}")
@@ -37,7 +37,7 @@ def _describe_rpc(plan: ShardPlan, checks: list[str]) -> list[str]:
     workers = ", ".join(p.node for p in plan.parts[1:])
     lines = [
         f"shard {plan.model}: backend rpc (llama.cpp), layers split over {workers} by llama-server on {plan.head}",
-        f"head {plan.head} at {plan.head_address}; API http://{plan.head_address}:{plan.api_port}/v1",
+        f"head {plan.head} at {plan.head_address}; API {plan.api_url}",
         f"WARNING: {NO_AUTH}",
         *(f"  ✓ {check}" for check in checks),
     ]

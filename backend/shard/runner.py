@@ -145,7 +145,7 @@ class ShardRunner:
                 await self._wait_ray(head, nodes=part.rank + 1, deadline_s=self.timing.ray_join_s)
             elif (endpoint := rpc_endpoint(step)) is not None:
                 await self._wait_listening(part, *endpoint, deadline_s=self.timing.ray_join_s)
-        self.echo(f"c3: all {len(self.plan.parts)} nodes started; waiting for http://{self.plan.head_address}:{self.plan.api_port}/v1/models (Ctrl+C stops every node)")
+        self.echo(f"c3: all {len(self.plan.parts)} nodes started; waiting for {self.plan.api_url}/models (Ctrl+C stops every node)")
         ready = asyncio.create_task(self._announce_ready())
         try:
             waits = {asyncio.create_task(r.proc.wait()): r for r in self.running}
@@ -234,7 +234,7 @@ class ShardRunner:
                       hint="check its output above; a firewall on the cluster link or a busy port are the usual causes")
 
     async def _announce_ready(self) -> None:
-        url = f"http://{self.plan.head_address}:{self.plan.api_port}/v1/models"
+        url = f"{self.plan.api_url}/models"
         while True:
             models = await asyncio.to_thread(_get_models, url)
             if models is not None:

@@ -28,6 +28,7 @@ from backend.runtime.gpu_mode import ModeDecision, binding
 from backend.runtime.models import LaunchSpec, Workload
 from backend.runtime.placement import attribute
 from backend.settings import current as current_settings
+from backend.userfiles import read_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,10 +74,9 @@ class SimRuntime:
         return self.base / "logs" / f"{pod}.log"
 
     def _record(self, pod: str) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self._record_path(pod).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        # A record that is not a regular file, oversized or not JSON is one usage error (not "no
+        # pod"): a launch would write through a link to /dev/zero, and a FIFO would hang the read.
+        data = read_json(self._record_path(pod), what="simulator record", missing_ok=True)
         return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
 
     def _alive(self, record: dict[str, Any]) -> bool:

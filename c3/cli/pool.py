@@ -103,7 +103,10 @@ def status(as_json: bool) -> None:
     """Per-backend health, in-flight, requests, errors and latency of every running router."""
     from backend.views.pools import running_pools
 
-    pools = running_pools()
+    skipped: list[str] = []
+    pools = running_pools(skipped=skipped)
+    for why in skipped:  # stderr: `--json` output stays one document
+        click.echo(f"⚠ {why}", err=True)
     if as_json:
         backends = []
         for p in pools:
