@@ -188,6 +188,7 @@ def render(
     addresses: GroupAddresses | None = None,
     hardware: dict[str, NodeGpus] | None = None,
     force: bool = False,
+    dry_run: bool = False,
 ) -> LaunchPlan:
     """The launch plan; refuses (before any node is touched) a known-abort override, a wrong node
     count, or an image not pinned by digest (unless `allow_unpinned`).
@@ -197,7 +198,8 @@ def render(
     rank also gets VLLM_HOST_IP, NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless the recipe sets them.
 
     Each rank that needs GPUs gets its own by device id (`backend.cluster.hardware.pick`, from the
-    nodes' `hardware`; a placeholder until they answered); a mismatch refuses unless `force`."""
+    nodes' `hardware`; a placeholder until they answered); a mismatch refuses unless `force` — in a
+    `dry_run` the refusal is a line of the plan and that rank's GPUs a placeholder (as shard's dry run)."""
     overrides = dict(overrides or {})
     # Everything a user can get wrong is refused here, before any node is touched, a profile is
     # stopped or an env file written: the profile name, the override values, the node count, the pin.
@@ -226,7 +228,7 @@ def render(
     secret_env: dict[str, str] = {}
     ranks: list[RankPlan] = []
     warnings: list[str] = []
-    gpu_plans = _rank_gpus(recipe, nodes, hardware, force)
+    gpu_plans = _rank_gpus(recipe, nodes, hardware, force, dry_run)
     for rank, node in enumerate(nodes):
         if group is not None:
             net_env = group.env(node.name)
@@ -289,12 +291,19 @@ def picks_gpus(recipe: Recipe) -> bool:
     return recipe.hardware.gpus_per_node > 0 and recipe.docker.gpus == "all"
 
 
-def _rank_gpus(recipe: Recipe, nodes: list[Node], hardware: dict[str, NodeGpus] | None, force: bool) -> list[RankGpus | None]:
+def _rank_gpus(recipe: Recipe, nodes: list[Node], hardware: dict[str, NodeGpus] | None, force: bool, dry_run: bool) -> list[RankGpus | None]:
     """Per rank: the GPUs c3 picked (None where c3 does not pick them)."""
     if recipe.hardware.gpus_per_node == 0 and recipe.docker.gpus == "all":
         return [RankGpus([]) for _ in nodes]  # it needs none: not `--gpus all` either
     if not picks_gpus(recipe):
         return [None for _ in nodes]
     unasked = "not asked yet" if hardware is None else "the node did not answer"
-    return [pick(recipe, (hardware or {}).get(node.name) or NodeGpus(node.name, None, unasked, reachable=False), force=force)
-            for node in nodes]
+    picked: list[RankGpus | None] = []
+    for node in nodes:
+        try:
+            picked.append(pick(recipe, (hardware or {}).get(node.name) or NodeGpus(node.name, None, unasked, reachable=False), force=force))
+        except Refused as refusal:
+            if not dry_run:
+                raise
+            picked.append(RankGpus(None, [f"a real launch refuses: {refusal.message}" + (f" ({refusal.hint})" if refusal.hint else "")]))
+    return picked

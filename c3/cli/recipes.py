@@ -105,7 +105,7 @@ def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | No
     nodes = tuple(n.strip() for n in nodes_arg.split(",") if n.strip())
     action = LaunchRecipe(RecipeLaunch(recipe_id, nodes, allow_unpinned, sets, profile=name, force=force), wait=not no_wait, timeout_s=timeout)
     if dry_run:
-        rendered = replace(action, request=replace(action.request, allow_unpinned=True)).render(with_secrets=True)
+        rendered = replace(action, request=replace(action.request, allow_unpinned=True)).render(with_secrets=True, dry_run=True)
         click.echo("dry run: nothing will be changed")
         for line in action.dry_run(rendered):
             click.echo(line)

@@ -57,7 +57,9 @@ def test_a_gb10_nvfp4_recipe_on_a_3090_box_is_refused(box):
     nvidia_smi(box, [RTX3090, RTX3090])
     err = _refused(box, _launch(box, GB10, "--no-wait"), "compute capability 8.6 < 10.0", "nvfp4", "--force")
     assert "hint:" in err
-    _refused(box, _launch(box, GB10, "--dry-run"), "compute capability 8.6 < 10.0")
+    dry = _launch(box, GB10, "--dry-run")  # a dry run always shows the plan (as shard's), with the refusal in it
+    assert dry.returncode == 0 and "warning: a real launch refuses: node here has 0 of the 1 GPU(s)" in dry.stdout, dry
+    assert "8.6 < 10.0" in dry.stdout and "--force" in dry.stdout and not _runs(box)
 
 
 def test_with_force_it_launches_with_a_warning(box):
