@@ -4,7 +4,7 @@ picked by device id among the node's free GPUs — never `--gpus all`, never a G
 another profile holds.
 
 The facts come from the node itself, through its shell: the Nodes screen's nvidia-smi probe
-(`backend.nodes.health.read_gpus`) and `docker inspect` of the node's running c3 containers (pods carry
+(`backend.nodes.health.read_gpus`; on this machine under a simulated rig, the rig's GPUs) and `docker inspect` of the node's running c3 containers (pods carry
 `io.c3.pod`, profiles `io.c3.profile`). A mismatch refuses (the hint names `--force`); with `--force` it
 becomes a warning line in the plan. Too few free GPUs always refuses, naming who holds them.
 """
@@ -16,13 +16,14 @@ import json
 from dataclasses import dataclass, field
 
 from backend.cards import match_card
-from backend.errors import Refused
+from backend.errors import C3Error, Refused
 from backend.models import Gpu
 from backend.nodes.health import NodeGpu, read_gpus
 from backend.nodes.registry import Node
 from backend.recipes import Recipe
 from backend.recipes.schema import sm_key
 from backend.remote import Fleet, NodeFailure
+from backend.settings import current
 from backend.text import show
 
 # The running c3 containers and the GPUs each was given: the device request's ids (`--gpus
@@ -86,12 +87,22 @@ def parse_held(text: str, gpus: list[NodeGpu], keep: set[str]) -> dict[str, str]
     return held
 
 
+def _rig_gpus() -> tuple[list[NodeGpu] | None, str | None]:
+    """This machine's GPUs from its simulated rig (`C3_RIG`, `c3 demo`): what its GPU probe reads."""
+    from backend.gpu import get_probe
+
+    try:
+        return [NodeGpu(g.index, g.name, g.total_mib, None, g.uuid, g.sm) for g in get_probe().gpus()], None
+    except C3Error as error:
+        return None, error.message
+
+
 async def probe(nodes: list[Node], fleet: Fleet, keep: set[str], timeout: float = 30.0) -> dict[str, NodeGpus]:
     """Every node's GPUs and who holds them, concurrently; one node's failure is its own entry."""
     async def one(node: Node) -> NodeGpus:
         try:
             shell = await fleet.shell(node)
-            gpus, error = await read_gpus(shell, timeout)
+            gpus, error = _rig_gpus() if node.local and current().rig else await read_gpus(shell, timeout)
             facts = NodeGpus(node.name, gpus, error)
             if gpus:
                 held = await shell.run(HELD_QUERY, timeout=timeout)

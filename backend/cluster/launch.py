@@ -74,6 +74,18 @@ def free_profiles(profile: str, active: str | None) -> set[str]:
     return {profile} | ({active} if active else set())
 
 
+async def pick_gpus(plan: LaunchPlan, fleet: Fleet) -> LaunchPlan:
+    """The plan with each rank's GPUs picked from what its node says now (backend.cluster.hardware):
+    Refused on a mismatch (unless the plan is forced) or a held GPU; NodeFailure when a node cannot say."""
+    from backend.cluster.control import active_to_stand_down
+
+    plan = plan.with_hardware(await hardware.probe(plan.nodes, fleet, free_profiles(plan.profile, active_to_stand_down(plan.profile))))
+    unknown = next((f for f in (plan.hardware or {}).values() if not f.reachable), None)
+    if unknown is not None:
+        raise NodeFailure(unknown.node, "gpus", f"cannot read the node's GPUs: {unknown.error}")
+    return plan
+
+
 async def remove_containers(plan_or_ranks: LaunchPlan | list[RankPlan], fleet: Fleet, say: Say = _quiet) -> dict[str, str]:
     """`docker rm -f` the profile's container (and its env file) on each node; errors per node, never raised."""
     ranks = plan_or_ranks.ranks if isinstance(plan_or_ranks, LaunchPlan) else plan_or_ranks
@@ -157,6 +169,7 @@ async def launch(
         name=plan.profile, recipe=plan.recipe.id, recipe_digest=plan.recipe.digest(),
         nodes=[rp.node.name for rp in plan.ranks], overrides=plan.overrides, base_url=plan.base_url,
         model=plan.recipe.model_name, api_key_env=api_key_env if api_key_env is not None else plan.recipe.api_key_env,
+        force=plan.force,
     )
     own = fleet is None
     fleet = fleet or Fleet([rp.node for rp in plan.ranks], options)
@@ -170,15 +183,12 @@ async def launch(
             assert plan.addresses is not None
             say(f"head address {plan.addresses.head_address}; " + ", ".join(
                 f"{r.node} {r.address} ({r.interface})" for r in plan.addresses.ranks.values()))
-        from backend.cluster.control import active_to_stand_down, stand_down_active
+        from backend.cluster.control import stand_down_active
 
         if plan.needs_hardware:
             # The ranks' GPUs are picked from what the nodes say now; a mismatch or a held GPU
             # refuses here, before the active profile is stopped or anything starts.
-            plan = plan.with_hardware(await hardware.probe(plan.nodes, fleet, free_profiles(plan.profile, active_to_stand_down(plan.profile))))
-            unknown = next((f for f in (plan.hardware or {}).values() if not f.reachable), None)
-            if unknown is not None:
-                raise NodeFailure(unknown.node, "gpus", f"cannot read the node's GPUs: {unknown.error}")
+            plan = await pick_gpus(plan, fleet)
         # One active profile: the new one checked out, the old one stops before anything starts.
         await stand_down_active(plan.profile, options=options, say=say)
         try:

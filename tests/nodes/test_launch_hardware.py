@@ -110,3 +110,32 @@ def test_a_gb10_recipe_on_a_blackwell_card_passes_and_unified_memory_is_not_judg
     assert pick(recipe, spark, force=False).devices == ["GPU-a"]
     five = NodeGpus("f", [NodeGpu(0, *RTX5090[:1], RTX5090[1], 0, None, None)])  # old driver: no uuid, no compute_cap
     assert pick(recipe, five, force=False).devices == ["0"]  # sm from cards.csv (12.0)
+
+
+def _restart(box: StandIn, name: str):
+    return C3Runner()("profile", "restart", name, "--no-wait", env=box.env, timeout=60)
+
+
+def test_a_forced_profile_restarts_forced(box):
+    uuids = nvidia_smi(box, [RTX3090])
+    assert _launch(box, GB10, "--force", "--no-wait").returncode == 0
+    result = _restart(box, GB10)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert [_gpus_of(r) for r in _runs(box)] == [f'"device={uuids[0]}"'] * 2
+
+
+def test_a_restart_the_hardware_refuses_leaves_the_group_running(box):
+    nvidia_smi(box, [RTX3090])
+    assert _launch(box, LLAMA_1GPU, "--no-wait").returncode == 0
+    before = len(box.calls())
+    nvidia_smi(box, [("NVIDIA GeForce RTX 3060", 12288, "8.6")])  # the card changed under the profile
+    result = _restart(box, LLAMA_1GPU)
+    assert result.returncode == 1 and "12288 MiB < 24000 MiB" in result.stderr, (result.stdout, result.stderr)
+    assert not [c for c in box.calls()[before:] if c[:1] in (["rm"], ["run"])], box.calls()[before:]
+
+
+def test_this_machine_under_a_simulated_rig_is_judged_by_its_rig(box, tmp_path):
+    rig = tmp_path / "rig.yaml"
+    rig.write_text('gpus:\n  - {name: "NVIDIA GeForce RTX 3090", total_mib: 24576, sm: "8.6"}\n')
+    result = C3Runner()("recipes", "launch", GB10, "--nodes", "here", "--no-wait", env={**box.env, "C3_RIG": str(rig)}, timeout=60)
+    _refused(box, result, "compute capability 8.6 < 10.0")
