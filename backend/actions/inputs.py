@@ -43,6 +43,8 @@ class RecipeLaunch:
     """`key=value` entries, as `c3 recipes launch --set` takes them (parsed and checked by the backend)."""
     profile: str | None = None
     """Profile name (`--name`; default: the recipe id)."""
+    force: bool = False
+    """Launch although the nodes' GPUs do not meet the recipe's hardware (`--force`); never onto held GPUs."""
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,10 @@ class LaunchRecipe(Action):
     def target(self) -> str | None:
         return self.request.recipe
 
-    def render(self, *, with_secrets: bool, preview: bool = False) -> Any:
+    def render(self, *, with_secrets: bool, preview: bool = False, dry_run: bool = False) -> Any:
         """The launch plan, node by node. `preview` renders what a refused launch would run (an
-        unpinned image, an override known to abort): the refusal itself is among the problems."""
+        unpinned image, an override known to abort): the refusal itself is among the problems.
+        `dry_run`: GPUs that do not meet the recipe are a line of the plan, not a refusal."""
         from backend.cluster.plan import collect_secrets, render
         from backend.nodes.registry import resolve_nodes
         from backend.recipes import get_recipe, parse_overrides
@@ -48,7 +49,31 @@ class LaunchRecipe(Action):
         overrides = parse_overrides(recipe, list(r.overrides))
         nodes = resolve_nodes(list(r.nodes))
         secrets = collect_secrets(recipe) if with_secrets else {}
-        return render(recipe, nodes, overrides, profile=r.profile, secrets=secrets, allow_unpinned=r.allow_unpinned or preview)
+        hardware = self._hardware(recipe, nodes, r.profile or recipe.id) if len(nodes) == recipe.nodes else None
+        return render(recipe, nodes, overrides, profile=r.profile, secrets=secrets, allow_unpinned=r.allow_unpinned or preview,
+                      hardware=hardware, force=r.force, dry_run=dry_run)
+
+    @staticmethod
+    def _hardware(recipe: Any, nodes: list[Any], profile: str) -> Any:
+        """The nodes' GPUs and who holds them (read-only: nvidia-smi, docker inspect), when c3 picks the
+        ranks' GPUs; a node that does not answer is a placeholder in the plan (and refused at launch)."""
+        from backend.cluster import hardware
+        from backend.cluster.control import active_to_stand_down
+        from backend.cluster.launch import free_profiles
+        from backend.cluster.plan import picks_gpus
+        from backend.nodes.health import QUICK
+        from backend.profiles import check_name
+        from backend.remote import Fleet, run_sync
+
+        if not picks_gpus(recipe):
+            return None
+        keep = free_profiles(check_name(profile), active_to_stand_down(profile))
+
+        async def ask() -> dict[str, hardware.NodeGpus]:
+            async with Fleet(nodes, QUICK) as fleet:
+                return await hardware.probe(nodes, fleet, keep, timeout=QUICK.command_timeout)
+
+        return run_sync(ask())
 
     def dry_run(self, rendered: Any) -> list[str]:
         """The commands, node by node (secrets by name), after the active profile it stands down."""
@@ -62,10 +87,10 @@ class LaunchRecipe(Action):
         r = self.request
         title = f"Launch recipe {r.recipe}"
         try:
-            rendered = self.render(with_secrets=True)
+            rendered = self.render(with_secrets=True, dry_run=True)
         except C3Error:
             try:
-                rendered = replace(self, request=replace(r, allow_unpinned=True)).render(with_secrets=True, preview=True)
+                rendered = replace(self, request=replace(r, allow_unpinned=True)).render(with_secrets=True, preview=True, dry_run=True)
             except C3Error as error:
                 return Plan(title, (f"launch {r.recipe} on {', '.join(r.nodes) or 'no nodes'}: {error.message}",), wide=True)
         lines = self.dry_run(rendered)

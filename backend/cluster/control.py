@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from backend.cluster.health import probe
-from backend.cluster.launch import Say, _quiet, launch, preflight, remove_containers
+from backend.cluster.launch import Say, _quiet, launch, pick_gpus, preflight, remove_containers
 from backend.cluster.plan import LaunchPlan, RankPlan, collect_secrets, container_name, env_file_path, render
 from backend.errors import C3Error, Refused
 from backend.nodes.registry import resolve_nodes
@@ -31,7 +31,7 @@ def plan_for(profile: Profile, *, with_secrets: bool = True) -> LaunchPlan:
     recipe = get_recipe(profile.recipe)
     nodes = resolve_nodes(profile.nodes)
     secrets = collect_secrets(recipe) if with_secrets else {}
-    return render(recipe, nodes, profile.overrides, profile=profile.name, secrets=secrets, allow_unpinned=True)
+    return render(recipe, nodes, profile.overrides, profile=profile.name, secrets=secrets, allow_unpinned=True, force=profile.force)
 
 
 def running_ranks(profile: Profile) -> list[RankPlan]:
@@ -153,6 +153,8 @@ async def relaunch(profile: Profile, *, options: SshOptions | None = None, say: 
     plan = plan_for(profile)
     async with Fleet([rp.node for rp in plan.ranks], options) as fleet:
         await preflight(plan, fleet)
+        if plan.needs_hardware:  # before anything is removed: a mismatch or a held GPU leaves the group running
+            plan = await pick_gpus(plan, fleet)
         await remove_containers(plan, fleet, say)
         return await launch(plan, fleet=fleet, wait=wait, wait_timeout_s=wait_timeout_s, say=say, api_key_env=profile.api_key_env,
                             preflighted=True)

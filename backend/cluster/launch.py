@@ -1,7 +1,9 @@
 """Launch a recipe across its nodes, all or nothing.
 
 Order: refuse bad overrides/node counts/unpinned images (nothing touched) → check every node
-concurrently (reachable, Docker answers, the image is there) → resolve the ranks' addresses → stop
+concurrently (reachable, Docker answers, the image is there) → resolve the ranks' addresses → pick
+each rank's GPUs (unless the caller already did: backend.cluster.hardware; a mismatch or a held GPU
+refuses here) → stop
 the active profile if it is another one (one active profile) → start rank by rank (stale container
 removed, secrets uploaded to a 0600 env file, `docker run`) → wait for rank 0 to answer. Any
 failure after the first container starts rolls back every node already touched, and the error names
@@ -15,7 +17,7 @@ import shlex
 import time
 from collections.abc import Callable
 
-from backend.cluster import addresses
+from backend.cluster import addresses, hardware
 from backend.cluster.health import probe
 from backend.cluster.plan import LaunchPlan, RankPlan, image_inspect, shell_join
 from backend.nodes.registry import Node
@@ -64,6 +66,24 @@ async def resolve_addresses(plan: LaunchPlan, fleet: Fleet) -> addresses.GroupAd
         return (await shell.run(script, timeout=_limit(fleet, 30))).stdout
 
     return await addresses.resolve(plan.nodes, run)
+
+
+def free_profiles(profile: str, active: str | None) -> set[str]:
+    """Profiles whose containers do not hold GPUs for this launch: its own (replaced) and the active
+    one it stands down first."""
+    return {profile} | ({active} if active else set())
+
+
+async def pick_gpus(plan: LaunchPlan, fleet: Fleet) -> LaunchPlan:
+    """The plan with each rank's GPUs picked from what its node says now (backend.cluster.hardware):
+    Refused on a mismatch (unless the plan is forced) or a held GPU; NodeFailure when a node cannot say."""
+    from backend.cluster.control import active_to_stand_down
+
+    plan = plan.with_hardware(await hardware.probe(plan.nodes, fleet, free_profiles(plan.profile, active_to_stand_down(plan.profile))))
+    unknown = next((f for f in (plan.hardware or {}).values() if not f.reachable), None)
+    if unknown is not None:
+        raise NodeFailure(unknown.node, "gpus", f"cannot read the node's GPUs: {unknown.error}")
+    return plan
 
 
 async def remove_containers(plan_or_ranks: LaunchPlan | list[RankPlan], fleet: Fleet, say: Say = _quiet) -> dict[str, str]:
@@ -149,6 +169,7 @@ async def launch(
         name=plan.profile, recipe=plan.recipe.id, recipe_digest=plan.recipe.digest(),
         nodes=[rp.node.name for rp in plan.ranks], overrides=plan.overrides, base_url=plan.base_url,
         model=plan.recipe.model_name, api_key_env=api_key_env if api_key_env is not None else plan.recipe.api_key_env,
+        force=plan.force,
     )
     own = fleet is None
     fleet = fleet or Fleet([rp.node for rp in plan.ranks], options)
@@ -162,9 +183,13 @@ async def launch(
             assert plan.addresses is not None
             say(f"head address {plan.addresses.head_address}; " + ", ".join(
                 f"{r.node} {r.address} ({r.interface})" for r in plan.addresses.ranks.values()))
-        # One active profile: the new one checked out, the old one stops before anything starts.
         from backend.cluster.control import stand_down_active
 
+        if plan.needs_hardware:
+            # The ranks' GPUs are picked from what the nodes say now; a mismatch or a held GPU
+            # refuses here, before the active profile is stopped or anything starts.
+            plan = await pick_gpus(plan, fleet)
+        # One active profile: the new one checked out, the old one stops before anything starts.
         await stand_down_active(plan.profile, options=options, say=say)
         try:
             for rp in plan.ranks:

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from backend import limits, paths
 from backend.cluster.addresses import GroupAddresses, placeholders
+from backend.cluster.hardware import NodeGpus, RankGpus, gpus_arg, pick
 from backend.errors import Refused, UsageError
 from backend.models.names import host_url
 from backend.nodes.registry import Node
@@ -68,6 +69,14 @@ class LaunchPlan:
     nodes: list[Node] = field(default_factory=list)
     """The nodes in rank order (to render again once the addresses are known)."""
     allow_unpinned: bool = False
+    hardware: dict[str, NodeGpus] | None = None
+    """What the nodes said about their GPUs (backend.cluster.hardware); None: not asked yet."""
+    force: bool = False
+    """`--force`: a hardware mismatch is a warning, not a refusal."""
+    warnings: list[str] = field(default_factory=list)
+    """Hardware lines the plan shows first (forced mismatches, facts that could not be judged)."""
+    needs_hardware: bool = False
+    """True while a rank's GPUs are a placeholder (not asked, or the node did not answer)."""
 
     @property
     def needs_addresses(self) -> bool:
@@ -76,8 +85,15 @@ class LaunchPlan:
 
     def with_addresses(self, addresses: GroupAddresses) -> LaunchPlan:
         """The same plan with the addresses the nodes reported."""
+        return self._again(addresses=addresses, hardware=self.hardware)
+
+    def with_hardware(self, hardware: dict[str, NodeGpus]) -> LaunchPlan:
+        """The same plan with the GPUs the nodes reported (refuses a mismatch unless forced)."""
+        return self._again(addresses=self.addresses if self.addresses and self.addresses.resolved else None, hardware=hardware)
+
+    def _again(self, *, addresses: GroupAddresses | None, hardware: dict[str, NodeGpus] | None) -> LaunchPlan:
         return render(self.recipe, self.nodes, self.overrides, profile=self.profile, secrets=self.secrets,
-                      allow_unpinned=self.allow_unpinned, addresses=addresses)
+                      allow_unpinned=self.allow_unpinned, addresses=addresses, hardware=hardware, force=self.force)
 
     def env_file_text(self) -> str:
         return "".join(f"{k}={v}\n" for k, v in self.secrets.items())
@@ -92,6 +108,7 @@ class LaunchPlan:
         ]
         if not re.search(r"(@sha256:[0-9a-f]{64}$)|(^sha256:[0-9a-f]{64}$)", self.image):
             lines.append(f"image {self.image} is not pinned by digest: a real launch needs --allow-unpinned or --set image=…@sha256:…")
+        lines += [f"warning: {w}" for w in self.warnings]
         if self.needs_addresses:
             lines.append("addresses in <…> are resolved on the nodes at launch: the head's from `ip -o -4 addr` "
                          "on the head, each worker's from `ip -o -4 route get HEAD` on that worker")
@@ -170,13 +187,20 @@ def render(
     secrets: dict[str, str] | None = None,
     allow_unpinned: bool = False,
     addresses: GroupAddresses | None = None,
+    hardware: dict[str, NodeGpus] | None = None,
+    force: bool = False,
+    dry_run: bool = False,
 ) -> LaunchPlan:
     """The launch plan; refuses (before any node is touched) a known-abort override, a wrong node
     count, or an image not pinned by digest (unless `allow_unpinned`).
 
     With several nodes, `{head_address}`, `{node_address}` and `{node_interface}` are what the nodes
     reported (backend.cluster.addresses), or placeholders naming where they will be resolved; every
-    rank also gets VLLM_HOST_IP, NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless the recipe sets them."""
+    rank also gets VLLM_HOST_IP, NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME unless the recipe sets them.
+
+    Each rank that needs GPUs gets its own by device id (`backend.cluster.hardware.pick`, from the
+    nodes' `hardware`; a placeholder until they answered); a mismatch refuses unless `force` — in a
+    `dry_run` the refusal is a line of the plan and that rank's GPUs a placeholder (as shard's dry run)."""
     overrides = dict(overrides or {})
     # Everything a user can get wrong is refused here, before any node is touched, a profile is
     # stopped or an env file written: the profile name, the override values, the node count, the pin.
@@ -204,6 +228,8 @@ def render(
     secrets = dict(secrets or {})
     secret_env: dict[str, str] = {}
     ranks: list[RankPlan] = []
+    warnings: list[str] = []
+    gpu_plans = _rank_gpus(recipe, nodes, hardware, force, dry_run)
     for rank, node in enumerate(nodes):
         if group is not None:
             net_env = group.env(node.name)
@@ -231,7 +257,14 @@ def render(
             argv += ["--network", "host"]
         if d.ipc_host:
             argv += ["--ipc", "host"]
-        if d.gpus:
+        picked = gpu_plans[rank]
+        if picked is not None:
+            warnings += picked.warnings
+            if picked.devices is None:
+                argv += ["--gpus", f'"device=<{recipe.hardware.gpus_per_node} GPU id(s) picked on {node.name} at launch>"']
+            elif picked.devices:
+                argv += ["--gpus", gpus_arg(picked.devices)]
+        elif d.gpus:
             argv += ["--gpus", d.gpus]
         if d.shm_size:
             argv += ["--shm-size", d.shm_size]
@@ -250,4 +283,29 @@ def render(
     scheme = urlparse(nodes[0].host).scheme or "http"
     base_url = host_url(registry_head, limits.port(params["port"]), scheme=scheme, path="/v1")  # [v6] in brackets
     return LaunchPlan(recipe, profile, params, image, overrides, ranks, base_url, {**secrets, **secret_env},
-                      addresses=group, nodes=list(nodes), allow_unpinned=allow_unpinned)
+                      addresses=group, nodes=list(nodes), allow_unpinned=allow_unpinned, hardware=hardware, force=force,
+                      warnings=warnings, needs_hardware=any(g is not None and g.devices is None for g in gpu_plans))
+
+
+def picks_gpus(recipe: Recipe) -> bool:
+    """True when c3 picks the ranks' GPUs: the recipe needs some and leaves `docker.gpus` at `all`
+    (any other value, e.g. `device=1`, is the recipe's own and passed as written; None: no GPUs)."""
+    return recipe.hardware.gpus_per_node > 0 and recipe.docker.gpus == "all"
+
+
+def _rank_gpus(recipe: Recipe, nodes: list[Node], hardware: dict[str, NodeGpus] | None, force: bool, dry_run: bool) -> list[RankGpus | None]:
+    """Per rank: the GPUs c3 picked (None where c3 does not pick them)."""
+    if recipe.hardware.gpus_per_node == 0 and recipe.docker.gpus == "all":
+        return [RankGpus([]) for _ in nodes]  # it needs none: not `--gpus all` either
+    if not picks_gpus(recipe):
+        return [None for _ in nodes]
+    unasked = "not asked yet" if hardware is None else "the node did not answer"
+    picked: list[RankGpus | None] = []
+    for node in nodes:
+        try:
+            picked.append(pick(recipe, (hardware or {}).get(node.name) or NodeGpus(node.name, None, unasked, reachable=False), force=force))
+        except Refused as refusal:
+            if not dry_run:
+                raise
+            picked.append(RankGpus(None, [f"a real launch refuses: {refusal.message}" + (f" ({refusal.hint})" if refusal.hint else "")]))
+    return picked

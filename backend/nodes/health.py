@@ -7,14 +7,18 @@ All nodes are probed concurrently with short timeouts; one node's failure is its
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 
 from backend.http_probe import probe
 from backend.nodes.registry import Node
-from backend.remote import Fleet, NodeFailure
+from backend.remote import Fleet, NodeFailure, Shell
 from backend.ssh import SshOptions
 
 GPU_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv,noheader,nounits"
+# uuid and compute_cap too (launches pin GPUs by UUID and check the compute capability); drivers before
+# R510 know no `compute_cap` field, and then the plain query above answers.
+GPU_QUERY_FULL = "nvidia-smi --query-gpu=index,name,memory.total,memory.used,uuid,compute_cap --format=csv,noheader,nounits"
 QUICK = SshOptions(connect_timeout=4.0, command_timeout=8.0)
 
 
@@ -26,6 +30,10 @@ class NodeGpu:
     name: str
     total_mib: int | None
     used_mib: int | None
+    uuid: str | None = None
+    """`GPU-…`, when the driver reports it."""
+    sm: str | None = None
+    """Compute capability `major.minor`, when the driver reports it (R510 and later)."""
 
 
 @dataclass
@@ -60,7 +68,9 @@ def parse_gpus(text: str) -> list[NodeGpu]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 4 or not parts[0].isdigit():
             continue
-        gpus.append(NodeGpu(int(parts[0]), parts[1], _mib(parts[2]), _mib(parts[3])))
+        uuid = parts[4] if len(parts) > 4 and parts[4].startswith("GPU-") else None
+        sm = parts[5] if len(parts) > 5 and re.fullmatch(r"\d{1,2}\.\d{1,2}", parts[5]) else None
+        gpus.append(NodeGpu(int(parts[0]), parts[1], _mib(parts[2]), _mib(parts[3]), uuid, sm))
     return gpus
 
 
@@ -69,6 +79,16 @@ def _answers(host: str, path: str) -> tuple[bool, str]:
     root = host[: -len("/v1")] if host.endswith("/v1") else host.rstrip("/")
     result = probe(root + path, timeout=2.0, max_bytes=64 * 1024)
     return result.ok, result.line()
+
+
+async def read_gpus(shell: Shell, timeout: float) -> tuple[list[NodeGpu] | None, str | None]:
+    """The node's GPUs as nvidia-smi lists them, or None and why (the Nodes screen's probe, and a launch's)."""
+    result = await shell.run(GPU_QUERY_FULL, timeout=timeout)
+    if not result.ok and result.exit_status != 127:
+        result = await shell.run(GPU_QUERY, timeout=timeout)
+    if result.ok:
+        return parse_gpus(result.stdout), None
+    return None, "nvidia-smi not found" if result.exit_status == 127 else f"nvidia-smi: {result.last_line()}"
 
 
 def _endpoint(host: str) -> tuple[bool, str]:
@@ -89,11 +109,8 @@ async def probe_nodes(nodes: list[Node], options: SshOptions | None = None) -> l
         try:
             shell = await fleet.shell(node)
             row.reachable = True
-            result = await shell.run(GPU_QUERY, timeout=options.command_timeout)
-            if result.ok:
-                row.gpus = parse_gpus(result.stdout)
-            else:
-                row.gpu_error = "nvidia-smi not found" if result.exit_status == 127 else f"nvidia-smi: {result.last_line()}"
+            gpus, row.gpu_error = await read_gpus(shell, options.command_timeout)
+            row.gpus = gpus or []
         except NodeFailure as failure:
             if not row.reachable:
                 row.ssh_error, row.ssh_kind = failure.detail, failure.kind

@@ -54,6 +54,8 @@ class Profile(BaseModel):
     """Name of the variable holding the API key (never the key)."""
     launched_at: str | None = None
     """UTC time of the last launch (ISO 8601)."""
+    force: bool = False
+    """Launched with `--force` past a hardware mismatch: a restart, switch or watchdog relaunch keeps it."""
 
     def status_label(self, recipe_verified: bool, current_digest: str | None) -> str:
         """`verified recipe`, `recipe (unverified)` or `recipe + local overrides`."""

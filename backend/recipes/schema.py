@@ -49,6 +49,17 @@ def port_problem(port: object, what: str = "port") -> str | None:
     return None
 
 
+# Weight formats whose kernels need a compute-capability floor: NVFP4's FP4 tensor cores are Blackwell's
+# (sm 10.0 and up); older cards have no FP4 GEMM.
+QUANT_MIN_SM = {"nvfp4": "10.0"}
+
+
+def sm_key(sm: str) -> tuple[int, int]:
+    """`12.1` → (12, 1), for comparing compute capabilities."""
+    major, _, minor = sm.partition(".")
+    return int(major), int(minor or 0)
+
+
 class Hardware(BaseModel):
     """The hardware a recipe was measured on (and is meant for)."""
 
@@ -61,9 +72,27 @@ class Hardware(BaseModel):
     gpu: str
     """GPU model per node, e.g. `NVIDIA GB10`."""
     gpus_per_node: int = Field(default=1, ge=0)
-    """GPUs each node contributes (0 for CPU-only test hardware)."""
+    """GPUs each rank gets, picked by device id among its node's free GPUs (0: none, CPU-only test hardware)."""
     interconnect: str | None = None
     """How the nodes talk (`200 GbE RoCE`, `loopback`), when more than one."""
+    min_sm: str | None = Field(default=None, pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")
+    """Lowest compute capability (`major.minor`) a rank's GPUs may have; `quantization` may raise it."""
+    arch: list[str] = Field(default_factory=list)
+    """Card families the recipe runs on (cards.csv `arch`: Ampere, Ada Lovelace, Hopper, Blackwell); empty: any."""
+    min_memory_mib: int | None = Field(default=None, ge=1)
+    """Memory each GPU must report (nvidia-smi `memory.total`, MiB); a card that reports none (GB10) is not judged."""
+    quantization: str | None = None
+    """Weight format with a hardware floor (`QUANT_MIN_SM`: `nvfp4` needs compute capability ≥ 10.0)."""
+
+    def required_sm(self) -> tuple[str, str] | None:
+        """The compute capability the GPUs need and why, or None when any will do."""
+        floors = []
+        if self.min_sm:
+            floors.append((self.min_sm, "the recipe's min_sm"))
+        quant = QUANT_MIN_SM.get((self.quantization or "").lower())
+        if quant:
+            floors.append((quant, f"{self.quantization} weights"))
+        return max(floors, key=lambda f: sm_key(f[0])) if floors else None
 
 
 class Provenance(BaseModel):

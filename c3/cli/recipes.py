@@ -85,23 +85,27 @@ def show(recipe_id: str, as_json: bool) -> None:
 @click.option("--name", "name", default=None, help="Profile name (default: the recipe id).")
 @click.option("--dry-run", is_flag=True, help="Print every command, node by node (secrets redacted); change nothing.")
 @click.option("--allow-unpinned", is_flag=True, help="Launch even though the image is not pinned by digest.")
+@click.option("--force", is_flag=True, help="Launch although the nodes' GPUs do not meet the recipe's hardware (a warning instead); never onto GPUs held by running pods.")
 @click.option("--no-wait", is_flag=True, help="Return once the containers started; do not wait for rank 0 to answer.")
 @click.option("--timeout", "timeout", type=float, default=None, help="Seconds to wait for rank 0 (default: the recipe's start-up grace).")
 def launch(recipe_id: str, nodes_arg: str, sets: tuple[str, ...], name: str | None, dry_run: bool,
-           allow_unpinned: bool, no_wait: bool, timeout: float | None) -> None:
+           allow_unpinned: bool, force: bool, no_wait: bool, timeout: float | None) -> None:
     """Start the recipe's containers on the nodes; writes profile NAME and makes it active.
 
     One profile is active at a time: once the new nodes pass their checks, the active profile (if it
-    is another one) is stopped first, as `c3 profile switch` does; if it cannot be stopped, nothing starts."""
+    is another one) is stopped first, as `c3 profile switch` does; if it cannot be stopped, nothing starts.
+
+    Each rank gets the GPUs the recipe needs, by device id, among its node's free GPUs (never one a
+    running pod or profile holds); GPUs that do not meet the recipe's hardware refuse (exit 1) unless --force."""
     from dataclasses import replace
 
     from backend.actions import RecipeLaunch
     from backend.actions.launch_recipe import LaunchRecipe
 
     nodes = tuple(n.strip() for n in nodes_arg.split(",") if n.strip())
-    action = LaunchRecipe(RecipeLaunch(recipe_id, nodes, allow_unpinned, sets, profile=name), wait=not no_wait, timeout_s=timeout)
+    action = LaunchRecipe(RecipeLaunch(recipe_id, nodes, allow_unpinned, sets, profile=name, force=force), wait=not no_wait, timeout_s=timeout)
     if dry_run:
-        rendered = replace(action, request=replace(action.request, allow_unpinned=True)).render(with_secrets=True)
+        rendered = replace(action, request=replace(action.request, allow_unpinned=True)).render(with_secrets=True, dry_run=True)
         click.echo("dry run: nothing will be changed")
         for line in action.dry_run(rendered):
             click.echo(line)
