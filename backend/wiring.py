@@ -15,10 +15,16 @@ which therefore never import each other to pick an implementation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from backend.errors import EnvironmentProblem
 from backend.gpu.probe import GpuProbe
 from backend.runtime.context import RuntimeContext, is_simulated
 from backend.runtime.protocol import PodRuntime
+
+if TYPE_CHECKING:
+    from backend.models import Gpu
 
 
 def open_probe(*, demo: bool = False) -> GpuProbe:
@@ -74,3 +80,14 @@ def open_context(*, forced_mode: str | None = None, demo: bool = False, runtime:
         return open_probe(demo=demo)
 
     return RuntimeContext(runtime=runtime, probe=probe, probe_problem=problem, forced_mode=pick(forced_mode), reopen_probe=reopen_probe)
+
+
+def local_rig_gpus() -> Callable[[], list[Gpu]] | None:
+    """This machine's GPUs for a launch's hardware check when a simulated rig stands in for it
+    (`C3_RIG`, `c3 demo`): what its GPU probe reads. None on a real machine, where the launch asks
+    nvidia-smi as on any node (backend.cluster.hardware)."""
+    from backend.settings import current
+
+    if not current().rig:
+        return None
+    return lambda: open_probe().gpus()

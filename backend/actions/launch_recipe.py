@@ -64,6 +64,7 @@ class LaunchRecipe(Action):
         from backend.nodes.health import QUICK
         from backend.profiles import check_name
         from backend.remote import Fleet, run_sync
+        from backend.wiring import local_rig_gpus
 
         if not picks_gpus(recipe):
             return None
@@ -71,7 +72,7 @@ class LaunchRecipe(Action):
 
         async def ask() -> dict[str, hardware.NodeGpus]:
             async with Fleet(nodes, QUICK) as fleet:
-                return await hardware.probe(nodes, fleet, keep, timeout=QUICK.command_timeout)
+                return await hardware.probe(nodes, fleet, keep, timeout=QUICK.command_timeout, local_gpus=local_rig_gpus())
 
         return run_sync(ask())
 
@@ -107,6 +108,7 @@ class LaunchRecipe(Action):
     def run(self, progress: ProgressSink) -> Outcome:
         from backend.cluster.launch import launch
         from backend.remote import run_sync
+        from backend.wiring import local_rig_gpus
 
         rendered = self.render(with_secrets=True)
         started = time.monotonic()
@@ -118,7 +120,8 @@ class LaunchRecipe(Action):
 
         step(f"launching {self.request.recipe} on {', '.join(self.request.nodes)}", line=False)
         try:
-            profile = run_sync(launch(rendered, wait=self.wait, wait_timeout_s=self.timeout_s, say=lambda text: step(text, line=True)))
+            profile = run_sync(launch(rendered, wait=self.wait, wait_timeout_s=self.timeout_s, say=lambda text: step(text, line=True),
+                                      local_gpus=local_rig_gpus()))
         except C3Error:
             progress(Progress(rendered.profile, "failed", time.monotonic() - started, tuple(steps[-4:]), done=True, ok=False))
             raise

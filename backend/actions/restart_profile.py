@@ -29,11 +29,12 @@ def relaunch_profile(profile: Any, *, wait: bool, timeout_s: float | None, progr
     """Stop and start the profile's group, each step a progress line; returns the relaunched profile."""
     from backend.cluster.control import relaunch
     from backend.remote import run_sync
+    from backend.wiring import local_rig_gpus
 
     def say(line: str) -> None:
         progress(Progress(profile.name, line, 0.0, line=line))
 
-    return run_sync(relaunch(profile, wait=wait, wait_timeout_s=timeout_s, say=say))
+    return run_sync(relaunch(profile, wait=wait, wait_timeout_s=timeout_s, say=say, local_gpus=local_rig_gpus()))
 
 
 @register

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from backend.cluster.hardware import LocalGpus
 from backend.cluster.health import probe
 from backend.cluster.launch import Say, _quiet, launch, pick_gpus, preflight, remove_containers
 from backend.cluster.plan import LaunchPlan, RankPlan, collect_secrets, container_name, env_file_path, render
@@ -144,7 +145,7 @@ async def logs(profile: Profile, *, node: str | None = None, tail: int = 100, fo
 
 
 async def relaunch(profile: Profile, *, options: SshOptions | None = None, say: Say = _quiet,
-                   wait: bool = True, wait_timeout_s: float | None = None) -> Profile:
+                   wait: bool = True, wait_timeout_s: float | None = None, local_gpus: LocalGpus | None = None) -> Profile:
     """Stop the whole group and launch it again (a broken rank does not heal alone). The launch's
     preflight (nodes reachable, Docker answering, the image present) runs before anything is removed:
     a restart that could not start again refuses and leaves the running group as it was. Relaunching a
@@ -154,8 +155,8 @@ async def relaunch(profile: Profile, *, options: SshOptions | None = None, say: 
     async with Fleet([rp.node for rp in plan.ranks], options) as fleet:
         await preflight(plan, fleet)
         if plan.needs_hardware:  # before anything is removed: a mismatch or a held GPU leaves the group running
-            plan = await pick_gpus(plan, fleet)
+            plan = await pick_gpus(plan, fleet, local_gpus)
         await remove_containers(plan, fleet, say)
         return await launch(plan, fleet=fleet, wait=wait, wait_timeout_s=wait_timeout_s, say=say, api_key_env=profile.api_key_env,
-                            preflighted=True)
+                            preflighted=True, local_gpus=local_gpus)
 

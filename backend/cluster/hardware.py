@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backend.cards import match_card
@@ -23,7 +24,6 @@ from backend.nodes.registry import Node
 from backend.recipes import Recipe
 from backend.recipes.schema import sm_key
 from backend.remote import Fleet, NodeFailure
-from backend.settings import current
 from backend.text import show
 
 # The running c3 containers and the GPUs each was given: the device request's ids (`--gpus
@@ -87,22 +87,27 @@ def parse_held(text: str, gpus: list[NodeGpu], keep: set[str]) -> dict[str, str]
     return held
 
 
-def _rig_gpus() -> tuple[list[NodeGpu] | None, str | None]:
-    """This machine's GPUs from its simulated rig (`C3_RIG`, `c3 demo`): what its GPU probe reads."""
-    from backend.gpu import get_probe
+LocalGpus = Callable[[], list[Gpu]]
+"""This machine's GPUs as its GPU probe reads them: handed in by the composition root
+(`backend.wiring.local_rig_gpus`) when a simulated rig stands in for this machine (`C3_RIG`, `c3 demo`);
+the cluster layer sits below the choice of simulated or real parts, so it never makes it itself."""
 
+
+def _local_gpus(read: LocalGpus) -> tuple[list[NodeGpu] | None, str | None]:
     try:
-        return [NodeGpu(g.index, g.name, g.total_mib, None, g.uuid, g.sm) for g in get_probe().gpus()], None
+        return [NodeGpu(g.index, g.name, g.total_mib, None, g.uuid, g.sm) for g in read()], None
     except C3Error as error:
         return None, error.message
 
 
-async def probe(nodes: list[Node], fleet: Fleet, keep: set[str], timeout: float = 30.0) -> dict[str, NodeGpus]:
-    """Every node's GPUs and who holds them, concurrently; one node's failure is its own entry."""
+async def probe(nodes: list[Node], fleet: Fleet, keep: set[str], timeout: float = 30.0,
+                local_gpus: LocalGpus | None = None) -> dict[str, NodeGpus]:
+    """Every node's GPUs and who holds them, concurrently; one node's failure is its own entry.
+    `local_gpus`: this machine's GPUs when a simulated rig stands in for it (else nvidia-smi, as on any node)."""
     async def one(node: Node) -> NodeGpus:
         try:
             shell = await fleet.shell(node)
-            gpus, error = _rig_gpus() if node.local and current().rig else await read_gpus(shell, timeout)
+            gpus, error = _local_gpus(local_gpus) if node.local and local_gpus is not None else await read_gpus(shell, timeout)
             facts = NodeGpus(node.name, gpus, error)
             if gpus:
                 held = await shell.run(HELD_QUERY, timeout=timeout)

@@ -74,12 +74,13 @@ def free_profiles(profile: str, active: str | None) -> set[str]:
     return {profile} | ({active} if active else set())
 
 
-async def pick_gpus(plan: LaunchPlan, fleet: Fleet) -> LaunchPlan:
+async def pick_gpus(plan: LaunchPlan, fleet: Fleet, local_gpus: hardware.LocalGpus | None = None) -> LaunchPlan:
     """The plan with each rank's GPUs picked from what its node says now (backend.cluster.hardware):
     Refused on a mismatch (unless the plan is forced) or a held GPU; NodeFailure when a node cannot say."""
     from backend.cluster.control import active_to_stand_down
 
-    plan = plan.with_hardware(await hardware.probe(plan.nodes, fleet, free_profiles(plan.profile, active_to_stand_down(plan.profile))))
+    keep = free_profiles(plan.profile, active_to_stand_down(plan.profile))
+    plan = plan.with_hardware(await hardware.probe(plan.nodes, fleet, keep, local_gpus=local_gpus))
     unknown = next((f for f in (plan.hardware or {}).values() if not f.reachable), None)
     if unknown is not None:
         raise NodeFailure(unknown.node, "gpus", f"cannot read the node's GPUs: {unknown.error}")
@@ -159,10 +160,11 @@ async def launch(
     say: Say = _quiet,
     api_key_env: str | None = None,
     preflighted: bool = False,
+    local_gpus: hardware.LocalGpus | None = None,
 ) -> Profile:
     """Run the plan; on success write the profile, make it active and clear any deliberate stop.
     `preflighted`: the caller ran `preflight` on this fleet just before (a relaunch does, before it
-    removes anything), so it is not asked of every node a second time."""
+    removes anything), so it is not asked of every node a second time. `local_gpus`: see `hardware.probe`."""
     # The profile is built (and so validated) before anything happens: a value it refuses must never
     # surface after the old profile was stopped and the containers started.
     profile = Profile(
@@ -188,7 +190,7 @@ async def launch(
         if plan.needs_hardware:
             # The ranks' GPUs are picked from what the nodes say now; a mismatch or a held GPU
             # refuses here, before the active profile is stopped or anything starts.
-            plan = await pick_gpus(plan, fleet)
+            plan = await pick_gpus(plan, fleet, local_gpus)
         # One active profile: the new one checked out, the old one stops before anything starts.
         await stand_down_active(plan.profile, options=options, say=say)
         try:
