@@ -44,7 +44,7 @@ from backend.pool.deadlines import Watch
 from backend.pool.heads import ALLOWED, Head, HeadError, forward_fields, parse_request
 from backend.pool.http1 import MAX_HEAD, BadMessage, read_head
 from backend.pool.intake import Body, send_rest, take_body
-from backend.pool.keys import extract_key
+from backend.pool.keys import session_key
 from backend.pool.listener import Listener
 from backend.pool.respond import READ_ERRORS, ClientGone, read_response_head, relay_response
 from backend.pool.router import Router
@@ -241,7 +241,7 @@ class PoolServer:
         body = await take_body(proto, req, reader, self.config.retry_body_limit, self.config.body_timeout_s, self.config.max_body_time_s)
 
         router = self.router
-        raw_key, source = extract_key(req.headers, router.mode)
+        raw_key, source = session_key(req.headers, None if body.streamed else body.data, router.mode)
         key = router.hasher.digest(raw_key) if raw_key is not None else None
         del raw_key
         # The forwarded head is rebuilt from validated fields; framing is the router's own.

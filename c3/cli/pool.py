@@ -43,7 +43,7 @@ def _seconds(flag: str, default: float, text: str) -> Callable[[Callable[..., An
 SERVE_OPTIONS = (
     click.option("--nodes", required=True, help="Registered nodes serving the same model, e.g. a,b."),
     click.option("--bind", default=":8011", show_default=True, help="[HOST]:PORT to listen on (`:PORT` = all interfaces)."),
-    click.option("--sticky", default="auto", show_default=True, help="auto | authorization | header:NAME | none."),
+    click.option("--sticky", default="auto", show_default=True, help="auto (per conversation: X-Session-ID, the body's user, else the conversation's prefix) | authorization | header:NAME | none."),
     click.option("--probe-interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds between health probes."),
     click.option("--probe-timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Timeout of one probe."),
     click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish."),
