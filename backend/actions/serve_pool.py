@@ -15,6 +15,7 @@ TUNING = {
     "load_factor": "load_factor", "pin_ttl": "pin_ttl_s", "upstream_timeout": "upstream_timeout_s",
     "stream_timeout": "stream_timeout_s", "write_timeout": "write_timeout_s", "max_response_time": "max_response_time_s",
     "body_timeout": "body_timeout_s", "max_body_time": "max_body_time_s", "idle_timeout": "idle_timeout_s", "retry_body_limit": "retry_body_limit",
+    "max_buffered_bytes": "max_buffered_bytes",
     "hot_key_share": "hot_key_share", "hot_key_window": "hot_key_window", "hot_key_min": "hot_key_min",
 }
 """`pool serve`'s tuning flags (by their click parameter name) → the router's `PoolConfig` fields."""

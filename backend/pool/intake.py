@@ -9,6 +9,12 @@ the body exactly as the router did, whatever the client's bytes said.
   sent with `Content-Length`, a longer one is streamed as `Transfer-Encoding: chunked`;
 - larger `Content-Length`: streamed as it arrives.
 
+All held bodies together stay under one cap (`budget.HeldBytes`, `--max-buffered-bytes`): a body that
+would pass it streams as if it were over `retry_body_limit`. A body being read is charged twice its
+size (its pieces and the joined copy live together for a moment: with one charge, 48 uploads of 8 MB
+grew the router by 108 MiB under a 64 MiB cap), then once. Whoever took the body calls
+`Body.release()` once it can no longer be retried (the reservation and the bytes go).
+
 Every read waits at most `body_timeout_s` for the next bytes, and the whole body at most
 `max_body_s` (a slow but steady upload is fine; a trickle cannot hold a connection for ever). The
 reaper in `proxy.py` enforces the deadline in `proto.body_deadline` (no timer is armed per read); then
@@ -21,6 +27,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from backend.pool.budget import HeldBytes
 from backend.pool.heads import Head
 from backend.pool.http1 import READ_SIZE, ChunkedBody
 
@@ -31,7 +38,7 @@ if TYPE_CHECKING:  # proxy imports this module
 class Body:
     """The request body: what is held, and what is still to come from the client."""
 
-    __slots__ = ("framing", "data", "length", "streamed", "done", "chunks")
+    __slots__ = ("framing", "data", "length", "streamed", "done", "chunks", "budget", "reserved")
 
     def __init__(self, framing: str, length: int = 0) -> None:
         self.framing = framing  # "none", "length" (data holds it, or it streams) or "chunked" (streams)
@@ -40,6 +47,33 @@ class Body:
         self.streamed = False
         self.done = framing == "none"  # read to its end
         self.chunks: ChunkedBody | None = None
+        self.budget: HeldBytes | None = None  # where `reserved` bytes were taken from
+        self.reserved = 0
+
+    def hold(self, n: int) -> bool:
+        """Reserve `n` more held bytes; False when the aggregate cap would pass (then stream)."""
+        if self.budget is None:
+            return True
+        if not self.budget.take(n):
+            self.budget.spilled += 1
+            return False
+        self.reserved += n
+        return True
+
+    def joined(self) -> None:
+        """The pieces were joined into `data`: only the joined copy is held now (half the read charge)."""
+        if self.budget is not None:
+            half = self.reserved // 2
+            self.budget.give(half)
+            self.reserved -= half
+
+    def release(self) -> None:
+        """Drop what is held (the body can no longer be retried) and return its reservation."""
+        if not self.streamed:
+            self.data = b""
+        if self.budget is not None and self.reserved:
+            self.budget.give(self.reserved)
+        self.reserved = 0
 
     def framing_header(self) -> bytes:
         """The framing line the router sends upstream (its own, never the client's)."""
@@ -54,14 +88,18 @@ def _bump(proto: ClientProtocol, timeout_s: float) -> None:
     proto.body_deadline = min(time.monotonic() + timeout_s, proto.body_cap)
 
 
-async def take_body(proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, limit: int, timeout_s: float, max_body_s: float) -> Body:
-    """Read what the router holds of the body before choosing a backend (see the module doc)."""
+async def take_body(proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, limit: int, timeout_s: float, max_body_s: float,
+                    *, budget: HeldBytes | None = None) -> Body:
+    """Read what the router holds of the body before choosing a backend (see the module doc).
+
+    With `budget`, held bytes are reserved there; the caller must `release()` the body."""
     if req.framing == "none":
         return Body("none")
     proto.body_cap = time.monotonic() + max_body_s
     if req.framing == "length":
         body = Body("length", req.length)
-        if req.length > limit:
+        body.budget = budget
+        if req.length > limit or not body.hold(2 * req.length):
             body.streamed = True
             return body
         if req.length:
@@ -75,13 +113,20 @@ async def take_body(proto: ClientProtocol, req: Head, reader: asyncio.StreamRead
                         raise asyncio.IncompleteReadError(b"".join(pieces), req.length)
                     pieces.append(data)
                     left -= len(data)
+            except BaseException:
+                body.release()
+                raise
             finally:
                 proto.body_deadline = 0.0
             body.data = b"".join(pieces)
+            del pieces
+            body.joined()
         body.done = True
         return body
     chunks = ChunkedBody(reader)
     held: list[bytes] = []
+    body = Body("chunked")
+    body.budget = budget
     try:
         while True:
             _bump(proto, timeout_s)
@@ -89,15 +134,19 @@ async def take_body(proto: ClientProtocol, req: Head, reader: asyncio.StreamRead
             if not piece:
                 break
             held.append(piece)
-            if chunks.size > limit:
-                body = Body("chunked")
+            if chunks.size > limit or not body.hold(2 * len(piece)):
                 body.data, body.streamed, body.chunks = b"".join(held), True, chunks
+                body.joined()
                 return body
+    except BaseException:
+        body.release()
+        raise
     finally:
         proto.body_deadline = 0.0
     data = b"".join(held)
-    body = Body("length", len(data))
-    body.data, body.done = data, True
+    del held
+    body.joined()
+    body.framing, body.length, body.data, body.done = "length", len(data), data, True
     return body
 
 

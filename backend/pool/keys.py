@@ -1,8 +1,16 @@
 """Sticky keys: which request header identifies a session, and how its value is hashed.
 
 Modes (`--sticky`):
-- `auto`: `X-Session-ID` when the client sends one, else `Authorization` (a plain OpenAI client is then
-  sticky per API key), else no key.
+- `auto`: the session is the conversation, not the API key (one key shared by a team or an app names a
+  tenant, and pinning a tenant put all its conversations on one backend: issue 26). In order:
+  `X-Session-ID`; the JSON body's `user` field; the conversation's prefix — the messages up to and
+  including the first user message of a chat (`messages`), or the first `PROMPT_PREFIX` bytes of a
+  completion `prompt` (later turns resend the same start, so they hash alike); else `Authorization`
+  (a request with no body, or one not parsed), else no key. Each session value is combined with the
+  tenant (the `Authorization` value), so two tenants' `user: alice` are two sessions. Work is bounded:
+  only a held JSON body of at most `PARSE_LIMIT` bytes is parsed, and only its first few messages are
+  hashed. The Responses API (`input`, `previous_response_id`) keeps the tenant key: a chained response
+  must reach the backend that stored its predecessor.
 - `authorization`: only `Authorization`.
 - `header:NAME`: only that header.
 - `none`: no key; requests are balanced by load.
@@ -16,6 +24,7 @@ to the same ring position after a router restart.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -29,6 +38,10 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 SESSION_HEADER = b"x-session-id"
 AUTH_HEADER = b"authorization"
+PARSE_LIMIT = 1024 * 1024
+"""Largest request body parsed for a session (`user`, conversation prefix); a larger one keys by tenant."""
+PROMPT_PREFIX = 4096
+"""Bytes of a completion prompt (items of a token-id prompt) that name its conversation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +91,56 @@ def extract_key(headers: dict[bytes, bytes], mode: StickyMode) -> tuple[bytes | 
     if value is not None and value.strip():
         return value.strip(), name.decode("latin-1")
     return None, "none"
+
+
+def session_key(headers: dict[bytes, bytes], body: bytes | None, mode: StickyMode) -> tuple[bytes | None, str]:
+    """Like `extract_key`, but in `auto` mode the session inside the tenant (see the module doc).
+
+    `body` is the whole request body when the router holds it, else None (a streamed body is not read
+    ahead for a key). The raw value must go straight to `KeyHasher.digest`.
+    """
+    if mode.kind != "auto":
+        return extract_key(headers, mode)
+    tenant = headers.get(AUTH_HEADER, b"").strip()
+    value = headers.get(SESSION_HEADER)
+    if value is not None and value.strip():
+        return b"s\0" + tenant + b"\0" + value.strip(), "x-session-id"
+    found = _body_session(body) if body else None
+    if found is not None:
+        session, source = found
+        return source[0].encode() + b"\0" + tenant + b"\0" + session, source
+    return (tenant, "authorization") if tenant else (None, "none")
+
+
+def _body_session(body: bytes) -> tuple[bytes, str] | None:
+    """(session value, `user` | `prefix`) from an OpenAI JSON body, or None."""
+    if len(body) > PARSE_LIMIT or body[:1] != b"{":
+        return None
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError), or nested too deep
+        return None
+    if not isinstance(doc, dict):
+        return None
+    user = doc.get("user")
+    if isinstance(user, str) and user.strip():
+        return user.strip().encode(), "user"
+    messages = doc.get("messages")
+    if isinstance(messages, list) and messages:
+        upto = next((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"), None)
+        if upto is None:
+            return None
+        # Canonical form: a client that reorders keys between turns still names the same conversation.
+        text = json.dumps(messages[: upto + 1], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return text.encode("utf-8", "surrogatepass"), "prefix"
+    prompt = doc.get("prompt")
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        prompt = prompt[0]  # a batch: its first prompt
+    if isinstance(prompt, str) and prompt:
+        return prompt.encode("utf-8", "surrogatepass")[:PROMPT_PREFIX], "prefix"
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt[:PROMPT_PREFIX]):
+        return json.dumps(prompt[:PROMPT_PREFIX]).encode(), "prefix"
+    return None
 
 
 class KeyHasher:

@@ -44,7 +44,7 @@ from backend.pool.deadlines import Watch
 from backend.pool.heads import ALLOWED, Head, HeadError, forward_fields, parse_request
 from backend.pool.http1 import MAX_HEAD, BadMessage, read_head
 from backend.pool.intake import Body, send_rest, take_body
-from backend.pool.keys import extract_key
+from backend.pool.keys import session_key
 from backend.pool.listener import Listener
 from backend.pool.respond import READ_ERRORS, ClientGone, read_response_head, relay_response
 from backend.pool.router import Router
@@ -238,10 +238,18 @@ class PoolServer:
         # 100 Continue is HTTP/1.1 only (RFC 9110 §10.1.1): a 1.0 client cannot parse it.
         if req.framing != "none" and req.version == b"HTTP/1.1" and req.headers.get(b"expect", b"").lower() == b"100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        body = await take_body(proto, req, reader, self.config.retry_body_limit, self.config.body_timeout_s, self.config.max_body_time_s)
+        body = await take_body(proto, req, reader, self.config.retry_body_limit, self.config.body_timeout_s, self.config.max_body_time_s,
+                               budget=self.router.held)
+        try:
+            return await self._route(proto, req, reader, writer, body, client_close)
+        finally:
+            body.release()
+
+    async def _route(self, proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: Body,
+                     client_close: bool) -> bool:
 
         router = self.router
-        raw_key, source = extract_key(req.headers, router.mode)
+        raw_key, source = session_key(req.headers, None if body.streamed else body.data, router.mode)
         key = router.hasher.digest(raw_key) if raw_key is not None else None
         del raw_key
         # The forwarded head is rebuilt from validated fields; framing is the router's own.
@@ -325,7 +333,9 @@ class PoolServer:
                 proto.on_lost = up_w.transport.abort
                 head = b"%s %s%s HTTP/1.1\r\nHost: %s\r\n%s" % (req.a, b.prefix, target, b.host_header, tail)
                 if not streamed:
-                    up_w.write(head + body.data if body.data else head)
+                    up_w.write(head)  # not `head + data`: that would copy a held body of up to 8 MiB once more
+                    if body.data:
+                        up_w.write(body.data)
                 else:
                     up_w.write(head)
                     try:
@@ -408,6 +418,7 @@ class PoolServer:
                     continue
 
                 # -- committed: from here on the client sees this backend's answer --
+                body.release()  # no retry now: a long answer must not keep the body held
                 m.requests += 1
                 m.observe(time.perf_counter() - started)
                 m.keys.append(key)

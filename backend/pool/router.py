@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.pool.budget import HeldBytes
 from backend.pool.health import HealthPolicy
 from backend.pool.keys import KeyHasher, StickyMode, parse_sticky
 from backend.pool.metrics import PoolMetrics
@@ -81,6 +82,9 @@ class PoolConfig(BaseModel):
     """Idle time after which a pin expires."""
     retry_body_limit: int = Field(default=8 * 1024 * 1024, ge=0)
     """Request bodies up to this size are buffered so they can be retried; larger ones are streamed."""
+    max_buffered_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """Request body bytes held for retries across all connections together; a body that would pass it
+    is streamed through (retried only on connect errors) instead of held, never refused."""
     drain_timeout_s: float = Field(default=30.0, ge=0)
     """On SIGTERM/SIGINT: how long open requests may finish before the router exits."""
     upstream_timeout_s: float = Field(default=300.0, gt=0)
@@ -141,6 +145,8 @@ class Router:
         """Requests in flight per key (the proxy keeps it): a pin on a draining backend holds while > 0."""
         for b in self.order:
             b.metrics = self.metrics.backends[b.name]
+        self.held = HeldBytes(config.max_buffered_bytes)
+        """Request bytes held for retries, all connections together (`budget.py`)."""
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -371,6 +377,8 @@ class Router:
             "uptime_s": round(time.time() - self.started_at, 1),
             "backends": backends,
             "hot_keys": self.hot_keys(),
+            "buffered": {"held_bytes": self.held.held, "peak_bytes": self.held.peak, "cap_bytes": self.held.cap,
+                         "streamed_over_cap": self.held.spilled},
         }
 
     def render_metrics(self) -> str:

@@ -43,7 +43,7 @@ def _seconds(flag: str, default: float, text: str) -> Callable[[Callable[..., An
 SERVE_OPTIONS = (
     click.option("--nodes", required=True, help="Registered nodes serving the same model, e.g. a,b."),
     click.option("--bind", default=":8011", show_default=True, help="[HOST]:PORT to listen on (`:PORT` = all interfaces)."),
-    click.option("--sticky", default="auto", show_default=True, help="auto | authorization | header:NAME | none."),
+    click.option("--sticky", default="auto", show_default=True, help="auto (per conversation: X-Session-ID, the body's user, else the conversation's prefix) | authorization | header:NAME | none."),
     click.option("--probe-interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds between health probes."),
     click.option("--probe-timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Timeout of one probe."),
     click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish."),
@@ -58,6 +58,8 @@ SERVE_OPTIONS = (
     _seconds("--idle-timeout", 75.0, "Seconds a client connection may sit idle, or take to send a request head, before it is closed."),
     click.option("--retry-body-limit", type=click.IntRange(min=0), default=8 * 1024 * 1024, show_default=True,
                  help="Request bodies up to this many bytes are held (and can be retried); larger ones stream."),
+    click.option("--max-buffered-bytes", type=click.IntRange(min=0), default=64 * 1024 * 1024, show_default=True,
+                 help="Held request bytes across all connections; past it bodies stream (retried only on connect errors)."),
     click.option("--hot-key-share", type=click.FloatRange(min=0.01, max=1.0), default=0.5, show_default=True,
                  help="Flag a key with more than this share of a backend's recent requests."),
     click.option("--hot-key-window", type=click.IntRange(min=1), default=200, show_default=True, help="Recent requests per backend for the hot-key share."),
@@ -81,7 +83,7 @@ def serve_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @serve_options
 def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
           upstream_timeout: float, stream_timeout: float, write_timeout: float, max_response_time: float, body_timeout: float,
-          max_body_time: float, idle_timeout: float, retry_body_limit: int, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
+          max_body_time: float, idle_timeout: float, retry_body_limit: int, max_buffered_bytes: int, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
     """Run the router in the foreground (SIGTERM/SIGINT: drain, then exit 0)."""
     from backend.actions.serve_pool import ServePool
 
@@ -89,7 +91,7 @@ def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeo
     tuning = {"probe_interval": probe_interval, "probe_timeout": probe_timeout, "drain_timeout": drain_timeout, "load_factor": load_factor,
               "pin_ttl": pin_ttl, "upstream_timeout": upstream_timeout, "stream_timeout": stream_timeout, "write_timeout": write_timeout,
               "max_response_time": max_response_time, "body_timeout": body_timeout, "max_body_time": max_body_time, "idle_timeout": idle_timeout,
-              "retry_body_limit": retry_body_limit, "hot_key_share": hot_key_share, "hot_key_window": hot_key_window, "hot_key_min": hot_key_min}
+              "retry_body_limit": retry_body_limit, "max_buffered_bytes": max_buffered_bytes, "hot_key_share": hot_key_share, "hot_key_window": hot_key_window, "hot_key_min": hot_key_min}
     ServePool(nodes, host, port, sticky, tuning).run(echo_line)
 
 

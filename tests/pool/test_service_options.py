@@ -27,6 +27,7 @@ GIVEN = {
     "--max-body-time": "300",
     "--idle-timeout": "40",
     "--retry-body-limit": "1000",
+    "--max-buffered-bytes": "50000000",
     "--hot-key-share": "0.3",
     "--hot-key-window": "500",
     "--hot-key-min": "7",
