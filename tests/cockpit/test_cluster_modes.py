@@ -98,7 +98,7 @@ async def test_add_node_validated_as_typed_then_confirmed_and_listed(demo_world)
         assert isinstance(app.screen, ConfirmModal)
         text = screen_text(app)
         assert "Add node spark-3" in text and "host     http://10.213.0.13:8000" in text and "ssh      ubuntu@10.213.0.13" in text
-        assert app.screen.focused.id == "cancel"
+        await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")
         await pilot.press("y")
         await settle(pilot)
         assert isinstance(app.screen, NodesScreen)
@@ -148,7 +148,7 @@ async def test_remove_node_through_the_gate(demo_world):
         await settle(pilot)
         assert isinstance(app.screen, ConfirmModal)
         assert "Remove node spark-2" in screen_text(app) and "nothing on the node itself is touched" in screen_text(app)
-        assert app.screen.focused.id == "cancel"
+        await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None, what="the result")
         assert app.last_result.ok and "removed node spark-2" in app.last_result.message
@@ -222,7 +222,7 @@ async def test_launch_recipe_node_picker_and_dry_run_preview_with_secrets_redact
         assert "hf_pilot_secret_123" not in text and "sk-pilot-secret-456" not in text
         assert "HF_TOKEN=<redacted>" in text
         assert "not pinned by digest" in text and app.screen.query_one("#confirm").disabled  # the built-in image is a tag
-        assert app.screen.focused.id == "cancel"
+        await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")
         await pilot.press("escape")
         await settle(pilot)
         assert "execute" not in svc.calls
@@ -495,7 +495,7 @@ async def test_drain_and_undrain_the_highlighted_node_in_the_running_pool(demo_w
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what=f"the {verb} gate")
             text = screen_text(app)
             assert f"{verb.title()} box" in text and f"/c3/{verb}?node=box (pool 127.0.0.1:8011)" in text, text
-            assert app.screen.focused.id == "cancel"
+            await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")
             await pilot.press("y")
             await wait_for(pilot, lambda: app.last_result is not None, what=f"the {verb} result")
             assert app.last_result.ok and app.last_result.message == f"{verb} box in pool 127.0.0.1:8011", app.last_result
@@ -565,7 +565,7 @@ async def test_switch_profile_picks_from_the_launched_profiles_and_a_profile_tha
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the switch gate")
         text = screen_text(app)
         assert "Switch to profile alt" in text and f"first: stop the active profile {USER_RECIPE}" in text, text
-        assert app.screen.focused.id == "cancel"
+        await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None, timeout=90, what="the switch")
         result = app.last_result

@@ -58,7 +58,7 @@ async def test_new_pod_create_confirm_created_and_shown_at_once(demo_world):
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the confirm gate")
         text = screen_text(app)
         assert "Create pod chat2" in text and f"slug: {slug}" in text and "gpus: [1]" in text and f"port: {port}" in text
-        assert app.screen.focused.id == "cancel"  # Cancel is focused
+        await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")  # Cancel is focused
         assert "chat2" not in estate_pods()  # nothing written before the confirm
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None, what="the result")
@@ -137,7 +137,7 @@ async def test_escape_cancels_and_nothing_runs(shared_world):
         await settle(pilot)
         await pilot.press("d")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop gate")
-        assert app.screen.focused.id == "cancel"
+        await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")
         await pilot.press("enter")  # Enter on the focused Cancel
         await settle(pilot)
         await pilot.press("x")
