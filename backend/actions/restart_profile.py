@@ -13,7 +13,7 @@ from backend.errors import C3Error
 
 def profile_lines(name: str | None, doing: str) -> tuple[Any, list[str]]:
     """(the profile, what relaunching it does node by node) — or (None, the reason in one line)."""
-    from backend.cluster.control import running_ranks
+    from backend.cluster.standdown import running_ranks
     from backend.profiles import resolve
 
     try:

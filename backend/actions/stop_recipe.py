@@ -49,7 +49,7 @@ class StopRecipe(Action):
         return problems_of(self._ranks)
 
     def run(self, progress: ProgressSink) -> Outcome:
-        from backend.cluster.launch import remove_containers
+        from backend.cluster.containers import remove_containers
         from backend.profiles import mark_stopped
         from backend.remote import Fleet, NodeFailure, run_sync
 

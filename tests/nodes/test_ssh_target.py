@@ -50,7 +50,7 @@ def test_a_launch_that_cannot_stop_the_active_profile_is_refused_with_the_comman
     new launch is refused and names the command to run; nothing about the new one has started."""
     import pytest
 
-    from backend.cluster.control import active_to_stand_down, stand_down_active
+    from backend.cluster.standdown import active_to_stand_down, stand_down_active
     from backend.errors import Refused
     from backend.profiles import Profile, save_profile, set_active
 
