@@ -63,7 +63,7 @@ class LaunchRecipe(Action):
         from backend.cluster.standdown import active_to_stand_down
         from backend.nodes.health import QUICK
         from backend.profiles import check_name
-        from backend.remote import Fleet, run_sync
+        from backend.remote.fleet import Fleet, run_sync
         from backend.wiring import local_rig_gpus
 
         if not picks_gpus(recipe):
@@ -107,7 +107,7 @@ class LaunchRecipe(Action):
 
     def run(self, progress: ProgressSink) -> Outcome:
         from backend.cluster.launch import launch
-        from backend.remote import run_sync
+        from backend.remote.fleet import run_sync
         from backend.wiring import local_rig_gpus
 
         rendered = self.render(with_secrets=True)

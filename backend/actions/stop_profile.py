@@ -46,7 +46,7 @@ class StopProfile(Action):
 
     def run(self, progress: ProgressSink) -> Outcome:
         from backend.cluster.standdown import stop
-        from backend.remote import run_sync
+        from backend.remote.fleet import run_sync
 
         profile = self._profile()
 

@@ -13,7 +13,8 @@ import shlex
 from collections.abc import Callable
 
 from backend.cluster.plan import LaunchPlan, RankPlan, image_inspect, shell_join
-from backend.remote import Fleet, NodeFailure, shell_path
+from backend.remote.fleet import Fleet
+from backend.remote.shell import NodeFailure, shell_path
 
 Say = Callable[[str], None]
 

@@ -23,8 +23,9 @@ from backend.errors import C3Error, Refused
 from backend.nodes.registry import resolve_nodes
 from backend.profiles import Profile
 from backend.recipes import get_recipe
-from backend.remote import Fleet, NodeFailure
-from backend.ssh import SshOptions
+from backend.remote.fleet import Fleet
+from backend.remote.shell import NodeFailure
+from backend.remote.ssh import SshOptions
 
 
 def plan_for(profile: Profile, *, with_secrets: bool = True) -> LaunchPlan:

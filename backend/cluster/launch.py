@@ -21,10 +21,11 @@ from backend.cluster.containers import Say, command_limit, container_running, pr
 from backend.cluster.health import probe
 from backend.cluster.plan import LaunchPlan, RankPlan
 from backend.cluster.standdown import active_to_stand_down, stand_down_active
-from backend.nodes.registry import Node
 from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
-from backend.remote import Fleet, NodeFailure
-from backend.ssh import SshOptions
+from backend.remote.fleet import Fleet
+from backend.remote.node import Node
+from backend.remote.shell import NodeFailure
+from backend.remote.ssh import SshOptions
 
 
 async def resolve_addresses(plan: LaunchPlan, fleet: Fleet) -> addresses.GroupAddresses:

@@ -13,8 +13,9 @@ from backend.cluster.plan import RankPlan, container_name, env_file_path
 from backend.errors import C3Error, Refused
 from backend.nodes.registry import resolve_nodes
 from backend.profiles import Profile, active_name, clear_stopped, is_stopped, load_profile, mark_stopped
-from backend.remote import Fleet, NodeFailure
-from backend.ssh import SshOptions
+from backend.remote.fleet import Fleet
+from backend.remote.shell import NodeFailure
+from backend.remote.ssh import SshOptions
 
 
 def running_ranks(profile: Profile) -> list[RankPlan]:
