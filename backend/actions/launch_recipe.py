@@ -58,12 +58,12 @@ class LaunchRecipe(Action):
         """The nodes' GPUs and who holds them (read-only: nvidia-smi, docker inspect), when c3 picks the
         ranks' GPUs; a node that does not answer is a placeholder in the plan (and refused at launch)."""
         from backend.cluster import hardware
-        from backend.cluster.control import active_to_stand_down
         from backend.cluster.launch import free_profiles
         from backend.cluster.plan import picks_gpus
+        from backend.cluster.standdown import active_to_stand_down
         from backend.nodes.health import QUICK
         from backend.profiles import check_name
-        from backend.remote import Fleet, run_sync
+        from backend.remote.fleet import Fleet, run_sync
         from backend.wiring import local_rig_gpus
 
         if not picks_gpus(recipe):
@@ -78,7 +78,7 @@ class LaunchRecipe(Action):
 
     def dry_run(self, rendered: Any) -> list[str]:
         """The commands, node by node (secrets by name), after the active profile it stands down."""
-        from backend.cluster.control import active_to_stand_down
+        from backend.cluster.standdown import active_to_stand_down
 
         current = active_to_stand_down(rendered.profile)
         first = [f"first: stop the active profile {current} (one profile is active at a time)"] if current else []
@@ -107,7 +107,7 @@ class LaunchRecipe(Action):
 
     def run(self, progress: ProgressSink) -> Outcome:
         from backend.cluster.launch import launch
-        from backend.remote import run_sync
+        from backend.remote.fleet import run_sync
         from backend.wiring import local_rig_gpus
 
         rendered = self.render(with_secrets=True)

@@ -13,7 +13,7 @@ from backend.errors import C3Error
 
 def profile_lines(name: str | None, doing: str) -> tuple[Any, list[str]]:
     """(the profile, what relaunching it does node by node) — or (None, the reason in one line)."""
-    from backend.cluster.control import running_ranks
+    from backend.cluster.standdown import running_ranks
     from backend.profiles import resolve
 
     try:
@@ -28,7 +28,7 @@ def profile_lines(name: str | None, doing: str) -> tuple[Any, list[str]]:
 def relaunch_profile(profile: Any, *, wait: bool, timeout_s: float | None, progress: ProgressSink) -> Any:
     """Stop and start the profile's group, each step a progress line; returns the relaunched profile."""
     from backend.cluster.control import relaunch
-    from backend.remote import run_sync
+    from backend.remote.fleet import run_sync
     from backend.wiring import local_rig_gpus
 
     def say(line: str) -> None:

@@ -34,7 +34,7 @@ class StopProfile(Action):
         return resolve(self.name)
 
     def plan(self) -> Plan:
-        from backend.cluster.control import running_ranks
+        from backend.cluster.standdown import running_ranks
 
         def where(rp: Any) -> str:
             return f"{rp.node.name} (rank {rp.rank}, {'local' if rp.node.local else 'ssh ' + rp.node.ssh})"
@@ -45,8 +45,8 @@ class StopProfile(Action):
         return problems_of(self._profile)
 
     def run(self, progress: ProgressSink) -> Outcome:
-        from backend.cluster.control import stop
-        from backend.remote import run_sync
+        from backend.cluster.standdown import stop
+        from backend.remote.fleet import run_sync
 
         profile = self._profile()
 

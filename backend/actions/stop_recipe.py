@@ -49,9 +49,10 @@ class StopRecipe(Action):
         return problems_of(self._ranks)
 
     def run(self, progress: ProgressSink) -> Outcome:
-        from backend.cluster.launch import remove_containers
+        from backend.cluster.containers import remove_containers
         from backend.profiles import mark_stopped
-        from backend.remote import Fleet, NodeFailure, run_sync
+        from backend.remote.fleet import Fleet, run_sync
+        from backend.remote.shell import NodeFailure
 
         ranks = self._ranks()
         mark_stopped(self.profile, "c3 recipes stop")

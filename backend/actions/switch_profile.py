@@ -32,7 +32,7 @@ class SwitchProfile(Action):
         return self.name
 
     def plan(self) -> Plan:
-        from backend.cluster.control import active_to_stand_down
+        from backend.cluster.standdown import active_to_stand_down
 
         current = active_to_stand_down(self.name)  # what the launch's own stand-down will stop
         first = [f"first: stop the active profile {current}"] if current else []

@@ -53,9 +53,9 @@ class TrustNode(Action):
         return []
 
     def run(self, progress: ProgressSink) -> Outcome:
-        from backend.remote import run_sync
-        from backend.ssh import fetch_host_key
-        from backend.ssh_known_hosts import trust_host_key
+        from backend.remote.fleet import run_sync
+        from backend.remote.known_hosts import trust_host_key
+        from backend.remote.ssh import fetch_host_key
 
         node = self._node()
         if node.local:

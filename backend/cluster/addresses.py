@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from backend.errors import Refused, UsageError
-from backend.nodes.registry import Node, resolved_addresses
+from backend.remote.node import Node, resolved_addresses
 from backend.shard.models import NodeFacts, Route
 from backend.shard.probe import is_virtual, parse_interfaces, parse_route, route_script
 

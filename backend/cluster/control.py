@@ -1,11 +1,9 @@
-"""Act on a launched profile: rebuild its plan, stop it, report its status, read its logs, relaunch.
+"""Act on a launched profile: rebuild its plan, report its status, read its logs, relaunch.
 
-Status, logs and stop act on what is *running*: the containers are found by the profile's nodes and
-c3's container name, never by re-rendering the recipe, so an edited profile (a known-abort override)
-or an edited or removed recipe cannot lock them. Only a relaunch renders (and checks) again.
-
-One profile is active at a time (the seed's `switch`): launching another recipe first stops the
-active one (`stand_down_active`); when that stop fails, the launch is refused with the command to run.
+Status, logs and stop (backend.cluster.standdown) act on what is *running*: the containers are found by
+the profile's nodes and c3's container name, never by re-rendering the recipe, so an edited profile (a
+known-abort override) or an edited or removed recipe cannot lock them. Only a relaunch renders (and
+checks) again.
 """
 
 from __future__ import annotations
@@ -15,16 +13,19 @@ import shlex
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from backend.cluster.containers import Say, preflight, quiet, remove_containers
 from backend.cluster.hardware import LocalGpus
 from backend.cluster.health import probe
-from backend.cluster.launch import Say, _quiet, launch, pick_gpus, preflight, remove_containers
-from backend.cluster.plan import LaunchPlan, RankPlan, collect_secrets, container_name, env_file_path, render
+from backend.cluster.launch import launch, pick_gpus
+from backend.cluster.plan import LaunchPlan, RankPlan, collect_secrets, render
+from backend.cluster.standdown import running_ranks
 from backend.errors import C3Error, Refused
 from backend.nodes.registry import resolve_nodes
-from backend.profiles import Profile, active_name, clear_stopped, is_stopped, load_profile, mark_stopped
+from backend.profiles import Profile
 from backend.recipes import get_recipe
-from backend.remote import Fleet, NodeFailure
-from backend.ssh import SshOptions
+from backend.remote.fleet import Fleet
+from backend.remote.shell import NodeFailure
+from backend.remote.ssh import SshOptions
 
 
 def plan_for(profile: Profile, *, with_secrets: bool = True) -> LaunchPlan:
@@ -35,54 +36,11 @@ def plan_for(profile: Profile, *, with_secrets: bool = True) -> LaunchPlan:
     return render(recipe, nodes, profile.overrides, profile=profile.name, secrets=secrets, allow_unpinned=True, force=profile.force)
 
 
-def running_ranks(profile: Profile) -> list[RankPlan]:
-    """The profile's containers as launched: its nodes in rank order, c3's container name and env file."""
-    name = container_name(profile.name)
-    return [RankPlan(rank, node, name, [], env_file_path(node, profile.name)) for rank, node in enumerate(resolve_nodes(profile.nodes))]
-
-
 def _health_path(profile: Profile) -> str:
     try:
         return get_recipe(profile.recipe).health_path
     except C3Error:  # the recipe was removed or broken since the launch: engines answer /health
         return "/health"
-
-
-async def stop(profile: Profile, *, options: SshOptions | None = None, why: str = "c3 profile stop", say: Say = _quiet) -> None:
-    """Remove the profile's containers on every node and remember the stop (the watchdog leaves it)."""
-    mark_stopped(profile.name, why)
-    ranks = running_ranks(profile)
-    async with Fleet([rp.node for rp in ranks], options) as fleet:
-        problems = await remove_containers(ranks, fleet, say)
-    if problems:
-        node, why_failed = next(iter(problems.items()))
-        raise NodeFailure(node, "stop", f"could not stop {profile.name}: {why_failed}",
-                          hint="the stop is remembered; run `c3 profile stop` again once the node answers")
-
-
-def active_to_stand_down(target: str) -> str | None:
-    """The active profile a launch of `target` must stop first (None when there is none)."""
-    current = active_name()
-    if not current or current == target or is_stopped(current):
-        return None
-    return current
-
-
-async def stand_down_active(target: str, *, options: SshOptions | None = None, say: Say = _quiet) -> str | None:
-    """Stop the active profile before `target` starts (one active profile); returns its name.
-    Refuses, with the exact command, when it cannot be stopped."""
-    current = active_to_stand_down(target)
-    if current is None:
-        return None
-    say(f"stopping the active profile {current} first (one profile is active at a time)")
-    try:
-        await stop(load_profile(current), options=options, why=f"switch to {target}", say=say)
-    except C3Error as error:
-        # Not stopped after all: take back the stop marker, or the next launch would skip it while it runs.
-        clear_stopped(current)
-        raise Refused(f"the active profile `{current}` could not be stopped before launching `{target}`: {error.message}",
-                      hint=f"stop it yourself (`c3 profile stop {current}`), then launch again") from None
-    return current
 
 
 @dataclass
@@ -144,7 +102,7 @@ async def logs(profile: Profile, *, node: str | None = None, tail: int = 100, fo
             yield line
 
 
-async def relaunch(profile: Profile, *, options: SshOptions | None = None, say: Say = _quiet,
+async def relaunch(profile: Profile, *, options: SshOptions | None = None, say: Say = quiet,
                    wait: bool = True, wait_timeout_s: float | None = None, local_gpus: LocalGpus | None = None) -> Profile:
     """Stop the whole group and launch it again (a broken rank does not heal alone). The launch's
     preflight (nodes reachable, Docker answering, the image present) runs before anything is removed:

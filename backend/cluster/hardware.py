@@ -20,10 +20,11 @@ from backend.cards import match_card
 from backend.errors import C3Error, Refused
 from backend.models import Gpu
 from backend.nodes.health import NodeGpu, read_gpus
-from backend.nodes.registry import Node
 from backend.recipes import Recipe
 from backend.recipes.schema import sm_key
-from backend.remote import Fleet, NodeFailure
+from backend.remote.fleet import Fleet
+from backend.remote.node import Node
+from backend.remote.shell import NodeFailure
 from backend.text import show
 
 # The running c3 containers and the GPUs each was given: the device request's ids (`--gpus

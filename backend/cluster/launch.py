@@ -15,55 +15,24 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
-from collections.abc import Callable
 
 from backend.cluster import addresses, hardware
+from backend.cluster.containers import Say, command_limit, container_running, preflight, quiet, remove_containers, start_rank
 from backend.cluster.health import probe
-from backend.cluster.plan import LaunchPlan, RankPlan, image_inspect, shell_join
-from backend.nodes.registry import Node
+from backend.cluster.plan import LaunchPlan, RankPlan
+from backend.cluster.standdown import active_to_stand_down, stand_down_active
 from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
-from backend.remote import Fleet, NodeFailure, shell_path
-from backend.ssh import SshOptions
-
-Say = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    return None
-
-
-def _limit(fleet: Fleet, default: float) -> float:
-    """A command's time limit: the default, or less when the caller's SshOptions ask for less."""
-    return min(default, fleet.options.command_timeout) if fleet.options else default
-
-
-async def preflight(plan: LaunchPlan, fleet: Fleet) -> None:
-    """Every node reachable, Docker answering and the image present; raises the first NodeFailure."""
-    image = plan.image
-
-    async def check(rp: RankPlan) -> None:
-        shell = await fleet.shell(rp.node)
-        version = await shell.run("docker version --format '{{.Server.Version}}'", timeout=_limit(fleet, 30))
-        if not version.ok:
-            raise NodeFailure(rp.node.name, "docker", f"docker does not answer: {version.last_line()}")
-        found = await shell.run(image_inspect(image), timeout=_limit(fleet, 30))
-        if not found.ok:
-            ship = f"docker save {image} | ssh {rp.node.ssh} docker load"
-            raise NodeFailure(rp.node.name, "image", f"image `{image}` is not on the node", hint=f"ship it: {ship}")
-
-    results = await asyncio.gather(*(check(rp) for rp in plan.ranks), return_exceptions=True)
-    for result in results:
-        if isinstance(result, NodeFailure):
-            raise result
-        if isinstance(result, BaseException):
-            raise result
+from backend.remote.fleet import Fleet
+from backend.remote.node import Node
+from backend.remote.shell import NodeFailure
+from backend.remote.ssh import SshOptions
 
 
 async def resolve_addresses(plan: LaunchPlan, fleet: Fleet) -> addresses.GroupAddresses:
     """Ask the nodes for the ranks' addresses (backend.cluster.addresses, shared with shard)."""
     async def run(node: Node, script: str) -> str:
         shell = await fleet.shell(node)
-        return (await shell.run(script, timeout=_limit(fleet, 30))).stdout
+        return (await shell.run(script, timeout=command_limit(fleet, 30))).stdout
 
     return await addresses.resolve(plan.nodes, run)
 
@@ -77,8 +46,6 @@ def free_profiles(profile: str, active: str | None) -> set[str]:
 async def pick_gpus(plan: LaunchPlan, fleet: Fleet, local_gpus: hardware.LocalGpus | None = None) -> LaunchPlan:
     """The plan with each rank's GPUs picked from what its node says now (backend.cluster.hardware):
     Refused on a mismatch (unless the plan is forced) or a held GPU; NodeFailure when a node cannot say."""
-    from backend.cluster.control import active_to_stand_down
-
     keep = free_profiles(plan.profile, active_to_stand_down(plan.profile))
     plan = plan.with_hardware(await hardware.probe(plan.nodes, fleet, keep, local_gpus=local_gpus))
     unknown = next((f for f in (plan.hardware or {}).values() if not f.reachable), None)
@@ -87,48 +54,7 @@ async def pick_gpus(plan: LaunchPlan, fleet: Fleet, local_gpus: hardware.LocalGp
     return plan
 
 
-async def remove_containers(plan_or_ranks: LaunchPlan | list[RankPlan], fleet: Fleet, say: Say = _quiet) -> dict[str, str]:
-    """`docker rm -f` the profile's container (and its env file) on each node; errors per node, never raised."""
-    ranks = plan_or_ranks.ranks if isinstance(plan_or_ranks, LaunchPlan) else plan_or_ranks
-    problems: dict[str, str] = {}
-
-    async def one(rp: RankPlan) -> None:
-        try:
-            shell = await fleet.shell(rp.node)
-            env_rm = f" ; rm -f {shell_path(rp.env_file)}" if rp.env_file else ""
-            result = await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1{env_rm}; "
-                                     f"! docker container inspect {shlex.quote(rp.container)} >/dev/null 2>&1", timeout=_limit(fleet, 60))
-            if not result.ok:
-                problems[rp.node.name] = result.last_line()
-            else:
-                say(f"{rp.node.name}: removed {rp.container}")
-        except NodeFailure as failure:
-            problems[rp.node.name] = failure.detail
-
-    await asyncio.gather(*(one(rp) for rp in ranks))
-    return problems
-
-
-async def start_rank(plan: LaunchPlan, rp: RankPlan, fleet: Fleet) -> None:
-    shell = await fleet.shell(rp.node)
-    await shell.run(f"docker rm -f {shlex.quote(rp.container)} >/dev/null 2>&1 || true", timeout=_limit(fleet, 60))
-    if rp.env_file:
-        await shell.put_file(plan.env_file_text(), rp.env_file, mode=0o600)
-    result = await shell.run(shell_join(rp.run_argv), timeout=_limit(fleet, 120))
-    if not result.ok:
-        raise NodeFailure(rp.node.name, "docker", f"docker run failed: {result.last_line()}")
-
-
-async def container_running(rp: RankPlan, fleet: Fleet) -> tuple[bool, str]:
-    shell = await fleet.shell(rp.node)
-    result = await shell.run(f"docker inspect --format '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {shlex.quote(rp.container)}", timeout=30)
-    if not result.ok:
-        return False, "container is gone"
-    status = result.stdout.strip()
-    return status.startswith("running"), status
-
-
-async def wait_ready(plan: LaunchPlan, fleet: Fleet, timeout_s: float, say: Say = _quiet) -> None:
+async def wait_ready(plan: LaunchPlan, fleet: Fleet, timeout_s: float, say: Say = quiet) -> None:
     """Poll rank 0's health until it answers; fail early when a rank's container exits."""
     deadline = time.monotonic() + timeout_s
     last_check = 0.0
@@ -157,7 +83,7 @@ async def launch(
     fleet: Fleet | None = None,
     wait: bool = True,
     wait_timeout_s: float | None = None,
-    say: Say = _quiet,
+    say: Say = quiet,
     api_key_env: str | None = None,
     preflighted: bool = False,
     local_gpus: hardware.LocalGpus | None = None,
@@ -185,8 +111,6 @@ async def launch(
             assert plan.addresses is not None
             say(f"head address {plan.addresses.head_address}; " + ", ".join(
                 f"{r.node} {r.address} ({r.interface})" for r in plan.addresses.ranks.values()))
-        from backend.cluster.control import stand_down_active
-
         if plan.needs_hardware:
             # The ranks' GPUs are picked from what the nodes say now; a mismatch or a held GPU
             # refuses here, before the active profile is stopped or anything starts.

@@ -19,10 +19,10 @@ from backend.cluster.addresses import GroupAddresses, placeholders
 from backend.cluster.hardware import NodeGpus, RankGpus, gpus_arg, pick
 from backend.errors import Refused, UsageError
 from backend.models.names import host_url
-from backend.nodes.registry import Node
 from backend.profiles import check_name
 from backend.recipes import ParamValue, Recipe, check_overrides, check_values, port_problem, template
-from backend.remote import shell_path
+from backend.remote.node import Node
+from backend.remote.shell import shell_path
 from backend.secrets_env import check_env_file, split_secrets
 from backend.settings import current
 

@@ -114,7 +114,7 @@ def check(
         return CheckResult("cooldown", name, f"{detail}; relaunched {now - last:.0f}s ago, cooldown {cooldown_s:.0f}s", count)
     if relaunch is None:
         from backend.cluster.control import relaunch as relaunch_async
-        from backend.remote import run_sync
+        from backend.remote.fleet import run_sync
 
         def relaunch(p: Profile) -> None:
             run_sync(relaunch_async(p, wait=False))

@@ -11,9 +11,10 @@ import re
 from dataclasses import dataclass, field
 
 from backend.http_probe import probe
-from backend.nodes.registry import Node
-from backend.remote import Fleet, NodeFailure, Shell
-from backend.ssh import SshOptions
+from backend.remote.fleet import Fleet
+from backend.remote.node import Node
+from backend.remote.shell import NodeFailure, Shell
+from backend.remote.ssh import SshOptions
 
 GPU_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv,noheader,nounits"
 # uuid and compute_cap too (launches pin GPUs by UUID and check the compute capability); drivers before

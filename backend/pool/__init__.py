@@ -4,7 +4,7 @@ Modules: `keys` (sticky modes, sessions, salted key hashing), `ring` (consistent
 `health` (probe/passive state machine), `upstream` (backends, connection pools, probes), `heads`
 (strict llhttp head parsing and re-serialization), `http1` (checked chunk framing and body relays),
 `intake` (request bodies: bounded, re-framed, on a deadline), `budget` (one cap on held request bytes), `listener` (accept loop with EMFILE
-backoff), `proxy` (the HTTP front end), `respond` (relaying an answer), `router` (choices and background loops),
+backoff), `proxy` (the HTTP front end), `client` (what the request helpers use of proxy's server and connections), `respond` (relaying an answer), `router` (choices and background loops),
 `metrics` (Prometheus text), `status` (status files, reading a running router), `serve` (foreground
 run with drain), `service` (systemd unit).
 """

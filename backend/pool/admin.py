@@ -16,11 +16,11 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
+from backend.pool.client import Server
 from backend.pool.heads import Head
 from backend.pool.http1 import simple_response
 
-if TYPE_CHECKING:  # proxy imports this module
-    from backend.pool.proxy import PoolServer
+if TYPE_CHECKING:
     from backend.pool.router import Router
 
 
@@ -57,7 +57,7 @@ def _token_ok(token: str | None, authorization: bytes) -> bool:
     return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token.encode())
 
 
-async def handle_admin(server: PoolServer, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+async def handle_admin(server: Server, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
     """Answer one admin request; True when the client connection may carry another."""
     del reader  # never read: see below
     router = server.router

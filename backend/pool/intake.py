@@ -25,14 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
 
 from backend.pool.budget import HeldBytes
+from backend.pool.client import Client
 from backend.pool.heads import Head
 from backend.pool.http1 import READ_SIZE, ChunkedBody
-
-if TYPE_CHECKING:  # proxy imports this module
-    from backend.pool.proxy import ClientProtocol
 
 
 class Body:
@@ -84,11 +81,11 @@ class Body:
         return b""
 
 
-def _bump(proto: ClientProtocol, timeout_s: float) -> None:
+def _bump(proto: Client, timeout_s: float) -> None:
     proto.body_deadline = min(time.monotonic() + timeout_s, proto.body_cap)
 
 
-async def take_body(proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, limit: int, timeout_s: float, max_body_s: float,
+async def take_body(proto: Client, req: Head, reader: asyncio.StreamReader, limit: int, timeout_s: float, max_body_s: float,
                     *, budget: HeldBytes | None = None) -> Body:
     """Read what the router holds of the body before choosing a backend (see the module doc).
 
@@ -150,7 +147,7 @@ async def take_body(proto: ClientProtocol, req: Head, reader: asyncio.StreamRead
     return body
 
 
-async def send_rest(proto: ClientProtocol, body: Body, reader: asyncio.StreamReader, up_w: asyncio.StreamWriter, timeout_s: float) -> None:
+async def send_rest(proto: Client, body: Body, reader: asyncio.StreamReader, up_w: asyncio.StreamWriter, timeout_s: float) -> None:
     """Stream the part of a body that was not held to the backend (after the head and held bytes)."""
     try:
         if body.framing == "chunked":

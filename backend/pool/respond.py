@@ -9,14 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from backend.pool.admin import json_error
+from backend.pool.client import Client, Server
 from backend.pool.heads import Head, HeadError, forward_fields
-from backend.pool.upstream import Backend
-
-if TYPE_CHECKING:  # proxy imports this module
-    from backend.pool.proxy import ClientProtocol, PoolServer
 from backend.pool.http1 import (
     read_response_head,
     relay_chunked,
@@ -24,6 +21,7 @@ from backend.pool.http1 import (
     relay_eof,
     relay_length,
 )
+from backend.pool.upstream import Backend
 
 log = logging.getLogger("c3.pool")
 
@@ -43,7 +41,7 @@ def sse_error(backend: str, chunked: bool = True, why: str = "failed mid-stream"
 
 
 
-async def relay_response(server: PoolServer, proto: ClientProtocol, req: Head, resp: Head, b: Backend, sticky: str, source_b: bytes,
+async def relay_response(server: Server, proto: Client, req: Head, resp: Head, b: Backend, sticky: str, source_b: bytes,
                          up_r: asyncio.StreamReader, up_w: asyncio.StreamWriter, writer: asyncio.StreamWriter, client_close: bool) -> bool:
     """Forward the response head (plus the X-C3-* headers; `X-C3-Sticky` only when `sticky` is not
     empty) and relay the body to the client.
@@ -148,7 +146,7 @@ async def relay_response(server: PoolServer, proto: ClientProtocol, req: Head, r
     return not close
 
 
-def _cut(server: PoolServer, proto: ClientProtocol, resp: Head, b: Backend, writer: asyncio.StreamWriter, head_sent: bool, dechunk: bool,
+def _cut(server: Server, proto: Client, resp: Head, b: Backend, writer: asyncio.StreamWriter, head_sent: bool, dechunk: bool,
          framing: str, close: bool) -> bool:
     """The backend's answer ended early (it failed, stalled, or the response ran past its cap): tell the
     client what can still be told; True when its connection may carry another request."""

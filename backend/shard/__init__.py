@@ -4,7 +4,7 @@ GGUF model split by layers over llama.cpp RPC workers (`rpc`, see rpc.py).
 Modules: `models` (plan data), `profile` (what `--profile` means), `probe` (the per-node fact and
 route scripts), `plan` (head, tp × pp, per-node address/interface env, refusals), `ray_cmds` /
 `mp_cmds` (command lines), `prepare` (probe + pre-flight + plan), `render` (dry-run text),
-`scripts` (launch, kill and sweep scripts, run through backend.remote's Shell), `runner` (foreground run, Ctrl+C cleanup),
+`scripts` (launch, kill and sweep scripts, run through backend.remote.shell's Shell), `runner` (foreground run, Ctrl+C cleanup),
 `ops` (install-ray, start, status, stop).
 
 Decisions (also in the CLI help):

@@ -15,8 +15,9 @@ from typing import cast
 from pydantic import BaseModel, Field
 
 from backend.errors import EnvironmentProblem, Refused, UsageError
-from backend.nodes.registry import Node
-from backend.remote import CommandResult, Shell, close_all, open_shells
+from backend.remote.fleet import close_all, open_shells
+from backend.remote.node import Node
+from backend.remote.shell import CommandResult, Shell
 from backend.secrets_env import check_env_file
 from backend.settings import current
 from backend.shard import rpc

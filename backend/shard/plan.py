@@ -19,7 +19,7 @@ from backend.cluster.addresses import (  # noqa: F401 - shared with recipes; tes
 )
 from backend.envnames import assignments, check_env_name
 from backend.errors import Refused, UsageError
-from backend.nodes.registry import Node
+from backend.remote.node import Node
 from backend.secrets_env import split_secrets
 from backend.shard import mp_cmds, ray_cmds
 from backend.shard.models import Backend, NodeFacts, NodePart, Route, ShardPlan, Step

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from backend.cluster import addresses
 from backend.errors import EnvironmentProblem, Refused
-from backend.nodes.registry import Node
-from backend.remote import Shell
+from backend.remote.node import Node
+from backend.remote.shell import Shell
 from backend.shard import plan as planning
 from backend.shard.models import NodeFacts, Route, ShardPlan
 from backend.shard.probe import facts_script, parse_facts, parse_route, route_script

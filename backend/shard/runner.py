@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from backend.errors import C3Error, Refused
 from backend.http_probe import probe
-from backend.remote import Shell, Spawned, close_all
+from backend.remote.fleet import close_all
+from backend.remote.shell import Shell, Spawned
 from backend.shard import ray_cmds
 from backend.shard.models import NodePart, ShardPlan, Step
 from backend.shard.render import start_order

@@ -1,4 +1,4 @@
-"""The scripts a shard runs on its nodes (through backend.remote's Shell: locally on the head,
+"""The scripts a shard runs on its nodes (through backend.remote.shell's Shell: locally on the head,
 normally, or over SSH): the launch of one step, the kill of a process group, the sweep of whatever
 carries `C3_SHARD`. A spawned script is the leader of its own process group (`Shell.spawn`), so the
 whole group can be stopped later by that number.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 
 from backend.envnames import assignments, check_env_name
-from backend.remote import CommandResult, NodeFailure, Shell
+from backend.remote.shell import CommandResult, NodeFailure, Shell
 from backend.shard.models import Step
 
 

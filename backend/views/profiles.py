@@ -147,7 +147,7 @@ def profile_status(name: str | None) -> ProfileStatus:
     asked on its nodes now."""
     from backend.cluster.control import status
     from backend.profiles import is_stopped, resolve
-    from backend.remote import run_sync
+    from backend.remote.fleet import run_sync
 
     p = resolve(name)
     st = run_sync(status(p))
@@ -174,7 +174,7 @@ def profile_log(name: str | None, on_line: Callable[[str], object], *, node: str
     until the container ends or the caller is interrupted."""
     from backend.cluster.control import logs
     from backend.profiles import resolve
-    from backend.remote import run_sync
+    from backend.remote.fleet import run_sync
 
     p = resolve(name)
 

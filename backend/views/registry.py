@@ -37,7 +37,7 @@ def node_statuses(names: str | None = None) -> list[NodeStatus]:
     SSH reachability, endpoint health, GPUs; the probes run concurrently."""
     from backend.nodes.health import probe_nodes
     from backend.nodes.registry import load_registry, resolve_nodes
-    from backend.remote import run_sync
+    from backend.remote.fleet import run_sync
 
     nodes = resolve_nodes(names) if names else load_registry().nodes
     return [NodeStatus.from_health(h) for h in run_sync(probe_nodes(nodes))] if nodes else []

@@ -43,8 +43,8 @@ def test_a_node_url_with_a_free_text_zone_is_refused(url):
 
 def _render(host: str, secrets: dict[str, str] | None = None, env: dict[str, str] | None = None):
     from backend.cluster.plan import render
-    from backend.nodes.registry import Node
     from backend.recipes import Recipe
+    from backend.remote.node import Node
 
     recipe = Recipe.model_validate({**stub_recipe("solo", IMAGE, 18123), "nodes": 1, "env": env or {}})
     return render(recipe, [Node(name="n1", host=host, ssh="u@10.0.0.1")], secrets=secrets)

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = {
     "httpx": {"backend/http_probe.py"},
     "urllib.request": set(),  # every HTTP request goes through backend/http_probe.py
-    "asyncssh": {"backend/ssh.py", "backend/ssh_target.py"},
+    "asyncssh": {"backend/remote/ssh.py", "backend/remote/ssh_target.py"},
     "docker": {"backend/runtime/docker_adapter.py"},
     "pynvml": {"backend/gpu/nvml.py"},
 }

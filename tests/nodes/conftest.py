@@ -41,7 +41,7 @@ def cluster(shipped_hosts, monkeypatch, tmp_path):
     c3 = C3Runner()
     # Registered through the backend (the CLI path of `node add`/`node trust` has its own test).
     from backend.nodes.registry import add_node
-    from backend.ssh import managed_known_hosts
+    from backend.remote.known_hosts import managed_known_hosts
 
     for host in rig.hosts:
         # By DNS name, as people register their machines (the rig's names are in /etc/hosts).

@@ -156,8 +156,8 @@ async def test_node_lost_mid_launch_rolls_back_started_nodes(cluster, monkeypatc
     from backend.nodes.registry import resolve_nodes
     from backend.profiles import active_name
     from backend.recipes import get_recipe
-    from backend.remote import Fleet, open_shell
-    from backend.ssh import SshOptions
+    from backend.remote.fleet import Fleet, open_shell
+    from backend.remote.ssh import SshOptions
 
     link = f"c3v{cluster.h2.subnet}o"
 

@@ -88,8 +88,8 @@ def test_an_image_that_is_not_a_reference_is_refused(rig, image):
 
 def test_docker_run_ends_its_options_before_the_image():
     from backend.cluster.plan import render
-    from backend.nodes.registry import Node
     from backend.recipes import Recipe
+    from backend.remote.node import Node
 
     recipe = Recipe.model_validate({**stub_recipe("solo", IMAGE_ID, 18123), "nodes": 1})
     argv = render(recipe, [Node(name="n1", host="http://10.0.0.1:1", ssh="u@10.0.0.1")]).ranks[0].run_argv

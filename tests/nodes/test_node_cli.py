@@ -6,7 +6,7 @@ import json
 import stat
 from pathlib import Path
 
-from backend.ssh import fingerprint
+from backend.remote.known_hosts import fingerprint
 from tests.nodes.cluster_helpers import C3Runner
 
 

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from backend.ssh import fingerprint
+from backend.remote.known_hosts import fingerprint
 from tests.nodes.cluster_helpers import C3Runner
 
 
@@ -84,9 +84,9 @@ def test_locality_follows_the_ssh_target(monkeypatch, tmp_path):
 
 async def test_one_node_that_raises_the_unexpected_is_its_own_row(monkeypatch):
     """A surprise in one node's probe (the old ValueError from a name) must not empty the table."""
-    from backend import ssh
     from backend.nodes.health import probe_nodes
-    from backend.nodes.registry import Node
+    from backend.remote import ssh
+    from backend.remote.node import Node
 
     async def connect(node, options=None):
         raise ValueError(f"{node.ssh_host!r} does not appear to be an IPv4 or IPv6 address")

@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from backend.cluster.plan import collect_secrets, render
 from backend.errors import Refused, UsageError
-from backend.nodes.registry import Node
 from backend.recipes import (
     Recipe,
     check_overrides,
@@ -19,6 +18,7 @@ from backend.recipes import (
     load_recipes,
     parse_overrides,
 )
+from backend.remote.node import Node
 from tests.nodes.cluster_helpers import stub_recipe
 
 IMAGE_ID = "sha256:" + "ab" * 32

@@ -10,9 +10,12 @@ import stat
 import asyncssh
 import pytest
 
-from backend.nodes.registry import Node
-from backend.remote import Fleet, LocalShell, NodeFailure
-from backend.ssh import SshOptions, SshShell, fetch_host_key, fingerprint, trust_host_key
+from backend.remote.fleet import Fleet
+from backend.remote.known_hosts import fingerprint, trust_host_key
+from backend.remote.local import LocalShell
+from backend.remote.node import Node
+from backend.remote.shell import NodeFailure
+from backend.remote.ssh import SshOptions, SshShell, fetch_host_key
 from tests.support import free_port
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from backend.nodes.registry import Node
-from backend.remote import Fleet, NodeFailure
-from backend.ssh import fetch_host_key, trust_host_key
+from backend.remote.fleet import Fleet
+from backend.remote.known_hosts import trust_host_key
+from backend.remote.node import Node
+from backend.remote.shell import NodeFailure
+from backend.remote.ssh import fetch_host_key
 
 
 def _nodes(rig) -> list[Node]:
@@ -39,7 +41,7 @@ async def test_trust_shows_the_same_fingerprint_ssh_keygen_would(ssh_hosts, monk
     node = _nodes(ssh_hosts)[1]
     offered = await fetch_host_key(node)
     host_pub = (ssh_hosts.hosts[1].folder / "ssh_host_ed25519_key.pub").read_text().split()
-    from backend.ssh import fingerprint
+    from backend.remote.known_hosts import fingerprint
 
     assert offered.fingerprint == fingerprint(host_pub[1])
     trust_host_key(offered)

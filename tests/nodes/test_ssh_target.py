@@ -1,4 +1,4 @@
-"""backend.ssh_target without a network: the user's OpenSSH config applied, the patterns OpenSSH
+"""backend.remote.ssh_target without a network: the user's OpenSSH config applied, the patterns OpenSSH
 would file a host key under, and host-key matching by name or by address."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import asyncio
 
 import asyncssh
 
-from backend.nodes.registry import Node
-from backend.ssh_target import SshTarget, apply_config, explicit_port, resolve_target
+from backend.remote.node import Node
+from backend.remote.ssh_target import SshTarget, apply_config, explicit_port, resolve_target
 
 KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 
@@ -50,7 +50,7 @@ def test_a_launch_that_cannot_stop_the_active_profile_is_refused_with_the_comman
     new launch is refused and names the command to run; nothing about the new one has started."""
     import pytest
 
-    from backend.cluster.control import active_to_stand_down, stand_down_active
+    from backend.cluster.standdown import active_to_stand_down, stand_down_active
     from backend.errors import Refused
     from backend.profiles import Profile, save_profile, set_active
 

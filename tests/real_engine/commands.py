@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from backend.catalog import load_catalog
 from backend.cluster.plan import render as render_recipe
-from backend.nodes.registry import Node
 from backend.recipes import load_recipes
+from backend.remote.node import Node
 from backend.runtime.engines import render
 from backend.shard import mp_cmds, ray_cmds
 

@@ -9,8 +9,8 @@ import asyncio
 import os
 import sys
 
-from backend.nodes.registry import Node
-from backend.remote import LocalShell
+from backend.remote.local import LocalShell
+from backend.remote.node import Node
 from backend.shard.models import Interface, NodeFacts, Route
 from backend.shard.ops import collect_secrets
 from backend.shard.plan import ShardOptions, build_plan

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backend.nodes.registry import Node
-from backend.remote import NodeFailure
+from backend.remote.node import Node
+from backend.remote.shell import NodeFailure
 from backend.shard.plan import ShardOptions
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from backend.errors import UsageError
-from backend.nodes.registry import Node
-from backend.remote import LocalShell
+from backend.remote.local import LocalShell
+from backend.remote.node import Node
 from backend.shard.models import Step
 from backend.shard.plan import render_step
 from backend.shard.profile import ShardProfile
@@ -58,8 +58,8 @@ def test_hostile_values_model_and_args_never_execute(tmp_path):
 def test_recipe_docker_command_keeps_hostile_words_literal(tmp_path, monkeypatch):
     """The recipe's `docker run` line, run by a shell with a stand-in `docker` that prints its argv."""
     from backend.cluster.plan import render, shell_join
-    from backend.nodes.registry import Node
     from backend.recipes import Recipe
+    from backend.remote.node import Node
     from tests.nodes.cluster_helpers import stub_recipe
 
     marker = tmp_path / "PWNED"

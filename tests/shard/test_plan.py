@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backend.errors import Refused, UsageError
-from backend.nodes.registry import Node
+from backend.remote.node import Node
 from backend.shard.models import Interface, NodeFacts, Route
 from backend.shard.plan import (
     ShardOptions,

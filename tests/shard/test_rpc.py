@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from backend.errors import Refused, UsageError
-from backend.nodes.registry import Node
+from backend.remote.node import Node
 from backend.shard import rpc
 from backend.shard.models import Interface, NodeFacts, Route
 from backend.shard.ops import NodeStatus, rpc_parts
@@ -120,7 +120,7 @@ def test_probe_output_is_read():
 
 def test_real_probe_reads_two_local_nodes_alike(tmp_path):
     """The probe script itself, run here: two builds that print different versions are refused."""
-    from backend.remote import LocalShell
+    from backend.remote.local import LocalShell
 
     for name, version in (("a", "version: 1 (aaa)"), ("b", "version: 2 (bbb)")):
         folder = tmp_path / name

@@ -104,8 +104,8 @@ def test_kill_group_script_stops_a_whole_group_under_posix_sh():
     """dash (Debian's /bin/sh, also over SSH) has no `kill --`: the script must not rely on it."""
     import asyncio
 
-    from backend.nodes.registry import Node
-    from backend.remote import LocalShell
+    from backend.remote.local import LocalShell
+    from backend.remote.node import Node
     from backend.shard.scripts import kill_group_script
 
     async def go() -> tuple[int, int]:
@@ -168,7 +168,7 @@ def test_shard_stop_ends_the_foreground_start_with_exit_0(tmp_path, monkeypatch)
     "stopped by request" and exits 0. (Only this test's shard is stopped: by its tag.)"""
     import asyncio
 
-    from backend.nodes.registry import Node
+    from backend.remote.node import Node
     from backend.shard.ops import stop
 
     monkeypatch.setenv("HOME", str(tmp_path))

@@ -1,7 +1,6 @@
-"""Running commands on nodes: the one remote-exec Protocol (`Shell`), its local implementation, and
-`Fleet` for several nodes at once. The SSH implementation lives in backend.ssh (the only module that
-imports asyncssh); callers get a Shell from `open_shell`/`open_shells` and never branch on where a
-node is.
+"""The one remote-exec Protocol (`Shell`, and `Spawned` for a long-running command), what a command
+did (`CommandResult`), why a node could not be driven (`NodeFailure`), and what the local and the SSH
+shell share (`ShellBase`: run, put_file, read_file on top of one `_communicate`).
 
 Every command runs under `/bin/sh` whatever the node user's login shell is (fish, csh and zsh read
 `$HOME`, `;` and quoting differently), so one quoting rule (POSIX sh, `shlex`) holds everywhere.
@@ -13,23 +12,17 @@ the node's process list (they are part of the command), so they are for non-secr
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import shlex
-import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol
 
 from backend.envnames import assignments
 from backend.errors import EnvironmentProblem, Refused
 
 if TYPE_CHECKING:
-    from backend.nodes.registry import Node
-    from backend.ssh import SshOptions
-
-T = TypeVar("T")
+    from backend.remote.node import Node
 
 COMMAND_TIMEOUT_S = 120.0
 READ_LIMIT_BYTES = 4 * 1024 * 1024
@@ -220,184 +213,3 @@ class ShellBase:
         return result
 
 
-def kill_group(pid: int) -> None:
-    """SIGKILL the process group we made (a shell's children, e.g. `docker logs -f`, hold our pipes open)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-# --- this machine -----------------------------------------------------------------------------
-
-
-class _LocalProcess:
-    """A spawned local command: its pid is its process group (start_new_session)."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self._proc = proc
-        self.pgid: int | None = proc.pid
-
-    @property
-    def returncode(self) -> int | None:
-        # asyncio's, set the moment the child is reaped: from then on its pgid may belong to someone else.
-        return self._proc.returncode
-
-    async def lines(self) -> AsyncIterator[str]:
-        assert self._proc.stdout is not None
-        while True:
-            raw = await self._proc.stdout.readline()
-            if not raw:
-                break
-            yield raw.decode(errors="replace").rstrip("\r\n")
-
-    async def wait(self) -> int:
-        return await self._proc.wait()
-
-
-class LocalShell(ShellBase):
-    """Runs a local node's commands as local processes (`/bin/sh -c`), no SSH."""
-
-    def __init__(self, node: Node) -> None:
-        self.node = node
-
-    async def _start(self, text: str, *, stdin: bool, merge: bool = False) -> asyncio.subprocess.Process:
-        try:
-            return await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", text,
-                stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT if merge else asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise NodeFailure(self.node.name, "command", f"cannot start /bin/sh: {exc.strerror or exc}") from None
-
-    async def _communicate(self, text: str, raw: bytes | None, timeout: float | None) -> tuple[int, bytes, bytes]:
-        limit = timeout or COMMAND_TIMEOUT_S
-        proc = await self._start(text, stdin=raw is not None)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(raw), limit)
-        except TimeoutError:
-            kill_group(proc.pid)
-            await proc.wait()
-            raise NodeFailure(self.node.name, "timeout", f"`{short(text)}` timed out after {limit:.0f}s") from None
-        status = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else -1
-        return status, out, err
-
-    async def stream(self, command: str | Sequence[str], *, timeout: float | None = None) -> AsyncIterator[str]:
-        proc = await self._start(as_shell_command(command), stdin=False, merge=True)
-        assert proc.stdout is not None
-        try:
-            while True:
-                line = await (asyncio.wait_for(proc.stdout.readline(), timeout) if timeout else proc.stdout.readline())
-                if not line:
-                    break
-                yield line.decode(errors="replace").rstrip("\n")
-        finally:
-            if proc.returncode is None:
-                kill_group(proc.pid)
-            await proc.wait()
-
-    async def spawn(self, command: str | Sequence[str], *, input: str | None = None) -> Spawned:
-        proc = await self._start(as_shell_command(command), stdin=input is not None, merge=True)
-        if input is not None and proc.stdin is not None:
-            proc.stdin.write(input.encode())
-            with contextlib.suppress(ConnectionError):
-                await proc.stdin.drain()
-            proc.stdin.close()
-        return _LocalProcess(proc)
-
-    async def close(self) -> None:
-        return None
-
-
-# --- opening shells ---------------------------------------------------------------------------
-
-
-async def open_shell(node: Node, options: SshOptions | None = None) -> Shell:
-    """A Shell for `node`: local when the node is this machine, else SSH."""
-    if node.local:
-        return LocalShell(node)
-    from backend.ssh import SshShell
-
-    return await SshShell.connect(node, options)
-
-
-async def open_shells(nodes: Sequence[Node], options: SshOptions | None = None) -> tuple[dict[str, Shell], dict[str, NodeFailure]]:
-    """Shells for every node, connected concurrently; the nodes that could not be reached come back
-    as their NodeFailure instead of raising (status and stop do what they can on the others)."""
-    results = await asyncio.gather(*(open_shell(n, options) for n in nodes), return_exceptions=True)
-    shells: dict[str, Shell] = {}
-    failures: dict[str, NodeFailure] = {}
-    for node, result in zip(nodes, results, strict=True):
-        if isinstance(result, NodeFailure):
-            failures[node.name] = result
-        elif isinstance(result, BaseException):
-            await close_all(shells)
-            raise result
-        else:
-            shells[node.name] = result
-    return shells, failures
-
-
-async def close_all(shells: Mapping[str, Shell]) -> None:
-    """Close every shell; one that fails to close does not keep the others open."""
-    await asyncio.gather(*(s.close() for s in shells.values()), return_exceptions=True)
-
-
-# --- several nodes at once --------------------------------------------------------------------
-
-
-class Fleet:
-    """Shells for several nodes, opened on first use and closed together.
-
-        async with Fleet(nodes) as fleet:
-            results = await fleet.each(lambda sh: sh.run("docker ps"))
-    """
-
-    def __init__(self, nodes: Sequence[Node], options: SshOptions | None = None,
-                 opener: Callable[[Node, SshOptions | None], Awaitable[Shell]] | None = None) -> None:
-        self.nodes = list(nodes)
-        self.options = options
-        self._opener = opener or open_shell
-        self._shells: dict[str, Shell] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    async def shell(self, node: Node) -> Shell:
-        """The node's shell, connecting once."""
-        lock = self._locks.setdefault(node.name, asyncio.Lock())
-        async with lock:
-            if node.name not in self._shells:
-                self._shells[node.name] = await self._opener(node, self.options)
-            return self._shells[node.name]
-
-    async def each(self, op: Callable[[Shell], Awaitable[T]], nodes: Sequence[Node] | None = None) -> dict[str, T | NodeFailure]:
-        """Run `op` on every node concurrently; a node's failure is its value, never raised."""
-
-        async def one(node: Node) -> T | NodeFailure:
-            try:
-                return await op(await self.shell(node))
-            except NodeFailure as failure:
-                return failure
-
-        targets = list(nodes or self.nodes)
-        values = await asyncio.gather(*(one(n) for n in targets))
-        return {n.name: v for n, v in zip(targets, values, strict=True)}
-
-    async def run_all(self, command: str | Sequence[str], *, timeout: float | None = None) -> dict[str, CommandResult | NodeFailure]:
-        """The same command on every node, concurrently."""
-        return await self.each(lambda sh: sh.run(command, timeout=timeout))
-
-    async def close(self) -> None:
-        shells, self._shells = dict(self._shells), {}
-        await close_all(shells)
-
-    async def __aenter__(self) -> Fleet:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-
-def run_sync(coro: Awaitable[T]) -> T:
-    """Drive a coroutine from synchronous code (the CLI)."""
-    return asyncio.run(coro)  # type: ignore[arg-type]

@@ -1,9 +1,9 @@
-"""The SSH implementation of the remote-exec Protocol (`backend.remote.Shell`): the only module that
+"""The SSH implementation of the remote-exec Protocol (`backend.remote.shell.Shell`): the only module that
 imports asyncssh (lazily, so the CLI's local paths never pay for it).
 
-Targets are what people type: names, IPv4, `[IPv6]`, or `~/.ssh/config` aliases (backend.ssh_target
+Targets are what people type: names, IPv4, `[IPv6]`, or `~/.ssh/config` aliases (backend.remote.ssh_target
 applies the user's OpenSSH config and resolves the name). Host keys are checked strictly (the files
-and trust live in backend.ssh_known_hosts), by name and by resolved address as OpenSSH does. The keys
+and trust live in backend.remote.known_hosts), by name and by resolved address as OpenSSH does. The keys
 trusted are the union of `$C3_HOME/known_hosts` (the file c3 manages: `c3 node trust NAME` shows a new
 host's fingerprint and adds it there, after the user confirms it or passes `--fingerprint SHA256:…` to
 match), `~/.ssh/known_hosts` and any files in `$C3_KNOWN_HOSTS` (os.pathsep-separated). An unknown
@@ -23,27 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend.remote import (
-    COMMAND_TIMEOUT_S,
-    PGID_MARK,
-    NodeFailure,
-    ShellBase,
-    Spawned,
-    as_shell_command,
-    short,
-)
-from backend.ssh_known_hosts import (  # noqa: F401 - part of this adapter's public surface
-    OfferedKey,
-    default_known_hosts_files,
-    fingerprint,
-    known_hosts_text,
-    managed_known_hosts,
-    trust_host_key,
-)
-from backend.ssh_target import connect_options, resolve_target
+from backend.remote.known_hosts import OfferedKey, fingerprint, known_hosts_text, managed_known_hosts
+from backend.remote.shell import COMMAND_TIMEOUT_S, PGID_MARK, NodeFailure, ShellBase, Spawned, as_shell_command, short
+from backend.remote.ssh_target import connect_options, resolve_target
 
 if TYPE_CHECKING:
-    from backend.nodes.registry import Node
+    from backend.remote.node import Node
 
 CONNECT_TIMEOUT_S = 10.0
 

@@ -8,7 +8,7 @@ to its addresses, so host keys can be matched by name *and* by address the way O
 (CheckHostIP) and `c3 node trust` can record both.
 
 The config files are `$C3_SSH_CONFIG` (os.pathsep-separated) when set, else `~/.ssh/config` when it
-is readable. asyncssh parses them (only here and in backend.ssh is it imported).
+is readable. asyncssh parses them (only here and in backend.remote.ssh is it imported).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from backend.settings import current
 
 if TYPE_CHECKING:
-    from backend.nodes.registry import Node
+    from backend.remote.node import Node
 
 RESOLVE_TIMEOUT_S = 5.0
 

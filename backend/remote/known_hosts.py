@@ -1,6 +1,6 @@
 """Trusted SSH host keys: which files count, fingerprints, and adding a node's key after the user checked it.
 
-No SSH library here (backend.ssh fetches the key a node offers); only files and hashes, so the CLI
+No SSH library here (backend.remote.ssh fetches the key a node offers); only files and hashes, so the CLI
 and the cockpit can show and record trust without a connection.
 """
 
