@@ -107,7 +107,20 @@ def ensure_venv() -> Path:
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]"], check=True)
         stamp.write_text(digest)
+    install_netguard()
     return python
+
+
+def install_netguard() -> None:
+    """Child Python processes of a test run load the network guard (tests/plugins/netguard_socket.py) at start-up,
+    when the session's `C3_TEST_NETGUARD` is in their environment: a `.pth` in this venv, never outside it."""
+    site = VENV / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    guard = ROOT / "tests" / "plugins" / "netguard_socket.py"
+    line = (f"import os; os.environ.get('C3_TEST_NETGUARD') and __import__('runpy').run_path({str(guard)!r}, "
+            "run_name='c3_test_netguard_pth')\n")
+    pth = site / "c3_test_netguard.pth"
+    if site.is_dir() and (not pth.exists() or pth.read_text() != line):
+        pth.write_text(line)
 
 
 def selects(args: list[str]) -> bool:

@@ -13,6 +13,7 @@ import pytest
 # as a plugin is not assertion-rewritten.
 pytest_plugins = [
     "tests.plugins.workers",
+    "tests.plugins.netguard",
     "tests.plugins.services",
     "tests.plugins.rig",
     "tests.plugins.hosts",

@@ -58,8 +58,10 @@ _lock_state: dict[str, Any] = {"fd": None, "holders": 0}
 before_build: list[Callable[[], None]] = []
 """Called before a world is built: whatever holds a world this process keeps alive (the shared world of
 `tests.cockpit.shared`) lets go of it, since the new one binds the same fixed ports."""
-UNREACHABLE = "192.0.2.12"
-"""TEST-NET-1 (RFC 5737): never routed, so SSH to it times out like a powered-off node."""
+UNREACHABLE = "198.51.100.12"
+"""TEST-NET-2 (RFC 5737), the suite's black hole: the network guard (tests/plugins/netguard.py) refuses every
+connect to it with EHOSTUNREACH before the kernel, as a powered-off node on the LAN answers. (TEST-NET-1
+was used before, believed never routed; on the test machines 192.0.2.0/24 is eth0's own LAN.)"""
 
 USER_RECIPE = """\
 # A recipe this user measured on their own box (the demo's 5090 pair).
