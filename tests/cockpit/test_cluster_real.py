@@ -79,7 +79,11 @@ def test_launch_plan_is_the_dry_run_without_secrets_and_refusals_are_problems(mo
     assert "node a (rank 0, local, no SSH):" in text and "node b (rank 1, local, no SSH):" in text
     assert any("not pinned by digest" in p for p in plan.problems)  # the built-in image is a tag
     allowed = cluster_plan("recipe_launch", None, RecipeLaunch(RECIPE, ("a", "b"), allow_unpinned=True))
-    assert allowed.problems == ()
+    # This machine has no GPU: the GB10 recipe's hardware is refused before anything runs, and --force
+    # turns that into a warning line in the plan (backend/cluster/hardware.py).
+    assert [p for p in allowed.problems if "lists no GPUs" in p and "--force" in p] == list(allowed.problems) != []
+    forced = cluster_plan("recipe_launch", None, RecipeLaunch(RECIPE, ("a", "b"), allow_unpinned=True, force=True))
+    assert forced.problems == () and any(line.startswith("warning:") and "no GPUs" in line for line in forced.lines)
     one = cluster_plan("recipe_launch", None, RecipeLaunch(RECIPE, ("a",), allow_unpinned=True))
     assert any("runs on 2 node(s)" in p for p in one.problems)
     assert cluster_problems("recipe_launch", None, RecipeLaunch(RECIPE, ("a", "ghost"), True))[0].startswith("node(s) not registered: ghost")
@@ -91,7 +95,7 @@ def test_a_launch_that_fails_reports_progress_and_raises(monkeypatch):
     _add("a", "http://127.0.0.1:18000", "me@127.0.0.1")
     _add("b", "http://127.0.0.2:18000", "me@127.0.0.2")
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    plan = cluster_plan("recipe_launch", None, RecipeLaunch(RECIPE, ("a", "b"), allow_unpinned=True))
+    plan = cluster_plan("recipe_launch", None, RecipeLaunch(RECIPE, ("a", "b"), allow_unpinned=True, force=True))  # no GPU here
     steps: list[BootProgress] = []
     with pytest.raises(C3Error):  # NodeFailure (docker/image) names the node
         cluster_execute(plan, steps.append)
@@ -150,7 +154,7 @@ def test_launch_overrides_through_the_backend_parser_and_known_aborts():
 
     _add("a", "http://127.0.0.1:18000", "me@127.0.0.1")
     _add("b", "http://127.0.0.2:18000", "me@127.0.0.2")
-    plan = cluster_plan("recipe_launch", None, RecipeLaunch(RECIPE, ("a", "b"), True, ("max_model_len=8192",)))
+    plan = cluster_plan("recipe_launch", None, RecipeLaunch(RECIPE, ("a", "b"), True, ("max_model_len=8192",), force=True))  # no GPU here
     text = "\n".join(plan.lines)
     assert plan.problems == ()
     assert "--max-model-len 8192" in text and "--max-model-len 32768" not in text
@@ -163,7 +167,7 @@ def test_launch_overrides_through_the_backend_parser_and_known_aborts():
     spec.update(id="aborty", known_aborts=[{"key": "gpu_memory_utilization", "op": ">", "value": 0.9, "hardware": "2x-gb10", "why": "OOM at load"}])
     paths.user_recipes_dir().mkdir(parents=True, exist_ok=True)
     (paths.user_recipes_dir() / "aborty.yaml").write_text(yaml.safe_dump(spec))
-    request = RecipeLaunch("aborty", ("a", "b"), True, ("gpu_memory_utilization=0.95",))
+    request = RecipeLaunch("aborty", ("a", "b"), True, ("gpu_memory_utilization=0.95",), force=True)
     assert override_problems("aborty", request.overrides)[0].startswith("gpu_memory_utilization=0.95 is known to abort on 2x-gb10: OOM at load")
     refused = cluster_plan("recipe_launch", None, request)
     assert any("known to abort on 2x-gb10" in p for p in refused.problems)

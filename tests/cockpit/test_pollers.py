@@ -155,7 +155,7 @@ def test_a_pushed_change_during_a_poll_in_flight_is_polled_right_after_it_lands(
     from c3.screens.base import Poller
 
     started: list[int] = []
-    screen = SimpleNamespace(is_active=True, app=SimpleNamespace(services=object()))
+    screen = SimpleNamespace(is_active=True, cockpit=SimpleNamespace(services=object()))  # screens reach the app as `cockpit`
     poller = Poller(screen, 2.0, lambda: started.append(1))  # type: ignore[arg-type]
     poller.tick()
     poller.tick()  # a timer tick during the poll: dropped
