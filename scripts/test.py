@@ -73,12 +73,15 @@ def _xdist(n: int) -> tuple[str, ...]:
     return ("-n", str(n), "--dist", "loadgroup") if n > 1 else ()
 
 
+# Where a whole run's time goes, printed by each long phase (issue 22: every cut starts from these).
+SLOWEST = ("--durations=25",)
+
 # The one place the phases' pytest arguments are set. The real-engine tier stays in one process: its
 # engines take every core, and two at once would starve each other's health probes.
 PHASES = (
     Phase("static checks", "static and not real_engine"),
-    Phase("tests needing no engine", "not static and not real_engine", xdist_args=_xdist(workers())),
-    Phase("real_engine tier", "real_engine", engines=True),
+    Phase("tests needing no engine", "not static and not real_engine", args=SLOWEST, xdist_args=_xdist(workers())),
+    Phase("real_engine tier", "real_engine", args=SLOWEST, engines=True),
 )
 
 # The build gets the CPU the tests leave: the tests have timing-sensitive parts and must not starve, while
