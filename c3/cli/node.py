@@ -7,6 +7,7 @@ import sys
 import click
 
 from c3.cli.common import echo_line, emit_json, json_option
+from c3.cli.terminal import error_line
 
 
 @click.group("node")
@@ -55,13 +56,16 @@ def ls(as_json: bool) -> None:
 @click.argument("names", required=False)
 @json_option
 def status(names: str | None, as_json: bool) -> None:
-    """Probe every node (or NAMES a,b): SSH reachability, endpoint health, GPUs."""
+    """Probe every node (or NAMES a,b): SSH reachability, endpoint health, GPUs (exit 3 if a node is unreachable)."""
     from backend.views.registry import node_statuses
 
     rows = node_statuses(names)
+    # An unreachable node is the environment refusing (DESIGN.md exit codes): scripts that ask
+    # `node status` before a launch must see it in the code, not only in the text.
+    unreachable = [r.name for r in rows if not r.local and not r.reachable]
     if as_json:
         emit_json({"nodes": [r.model_dump(mode="json") for r in rows]})
-        return
+        sys.exit(3 if unreachable else 0)
     if not rows:
         click.echo("no nodes registered")
         return
@@ -69,6 +73,10 @@ def status(names: str | None, as_json: bool) -> None:
         reach = "local" if r.local else ("ssh ok" if r.reachable else f"ssh: {r.ssh_error}")
         gpus = ", ".join(f"{g.index}:{g.name}" for g in r.gpus) or (r.gpu_error or "no GPUs")
         click.echo(f"{r.name}  {reach}  endpoint {'serving' if r.endpoint_ok else 'down'}  GPUs: {gpus}")
+    if unreachable:
+        error_line(f"{len(unreachable)} of {len(rows)} node(s) unreachable: {', '.join(unreachable)}",
+                   hint="check the node's SSH target with `c3 node ls` and that sshd answers")
+        sys.exit(3)
 
 
 @node.command("rm")

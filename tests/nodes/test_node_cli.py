@@ -54,7 +54,10 @@ def test_node_status_reports_each_node(ssh_hosts, monkeypatch, tmp_path):
     c3.ok("node", "add", "h1", "--host", f"http://{h1.address}:8000", "--ssh", h1.ssh_target, "--ssh-key", str(ssh_hosts.client_key))
     c3.ok("node", "add", "down", "--host", f"http://{h2.address}:8000", "--ssh", f"root@{h2.address}:2222",
           "--ssh-key", str(ssh_hosts.client_key))
-    rows = {r["name"]: r for r in json.loads(c3.ok("node", "status", "--json"))["nodes"]}
+    probed = c3("node", "status", "--json")
+    # One node unreachable is the environment refusing: exit 3 (DESIGN.md), with every row still printed.
+    assert probed.returncode == 3, (probed.returncode, probed.stderr)
+    rows = {r["name"]: r for r in json.loads(probed.stdout)["nodes"]}
     assert rows["h1"]["reachable"] is True and rows["h1"]["gpu_error"] == "nvidia-smi not found"
     assert rows["h1"]["endpoint_ok"] is False
     assert rows["down"]["reachable"] is False and "unreachable" in rows["down"]["ssh_error"]
@@ -86,3 +89,19 @@ def test_add_node_refuses_overlong_names_and_reports_an_unwritable_registry(tmp_
         assert str(blocker / "nodes.json") in error.message
     else:
         raise AssertionError("a registry under a plain file was written")
+
+
+def test_node_status_text_of_an_unreachable_node_exits_3_with_one_line(ssh_hosts, monkeypatch, tmp_path):
+    """Issue 25: `c3 node status NAME` of an unreachable node exited 0; the contract says 3."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("C3_KNOWN_HOSTS", str(ssh_hosts.known_hosts))
+    c3 = C3Runner()
+    h1, h2 = ssh_hosts.hosts
+    c3.ok("node", "add", "h1", "--host", f"http://{h1.address}:8000", "--ssh", h1.ssh_target, "--ssh-key", str(ssh_hosts.client_key))
+    c3.ok("node", "add", "down", "--host", f"http://{h2.address}:8000", "--ssh", f"root@{h2.address}:2222",
+          "--ssh-key", str(ssh_hosts.client_key))
+    down = c3("node", "status", "down")
+    assert down.returncode == 3, (down.returncode, down.stdout, down.stderr)
+    assert down.stdout.startswith("down  ssh: ") and "Traceback" not in down.stderr
+    assert down.stderr.splitlines()[0] == "c3: error: 1 of 1 node(s) unreachable: down"
+    assert c3("node", "status", "h1").returncode == 0

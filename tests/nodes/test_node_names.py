@@ -27,7 +27,7 @@ def test_node_by_dns_name_trust_records_name_and_address_then_status(ssh_hosts, 
     assert "c3 node trust spark1" in out
     # Unknown yet: a one-line refusal naming the node, never a traceback.
     unknown = c3("node", "status", "--json")
-    assert unknown.returncode == 0 and "Traceback" not in unknown.stderr, unknown.stderr
+    assert unknown.returncode == 3 and "Traceback" not in unknown.stderr, unknown.stderr
     row = json.loads(unknown.stdout)["nodes"][0]
     assert row["reachable"] is False and "not trusted" in row["ssh_error"]
 
