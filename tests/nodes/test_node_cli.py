@@ -46,7 +46,8 @@ def test_add_ls_trust_rm(ssh_hosts, monkeypatch, tmp_path):
     assert missing.returncode == 1 and "no recipe `nope`" in missing.stderr
 
 
-def test_node_status_reports_each_node(ssh_hosts, monkeypatch, tmp_path):
+def _reachable_and_down(ssh_hosts, monkeypatch, tmp_path) -> C3Runner:
+    """Two nodes: `h1` answers SSH, `down` points at a port where nothing listens."""
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("C3_KNOWN_HOSTS", str(ssh_hosts.known_hosts))
     c3 = C3Runner()
@@ -54,6 +55,11 @@ def test_node_status_reports_each_node(ssh_hosts, monkeypatch, tmp_path):
     c3.ok("node", "add", "h1", "--host", f"http://{h1.address}:8000", "--ssh", h1.ssh_target, "--ssh-key", str(ssh_hosts.client_key))
     c3.ok("node", "add", "down", "--host", f"http://{h2.address}:8000", "--ssh", f"root@{h2.address}:2222",
           "--ssh-key", str(ssh_hosts.client_key))
+    return c3
+
+
+def test_node_status_reports_each_node(ssh_hosts, monkeypatch, tmp_path):
+    c3 = _reachable_and_down(ssh_hosts, monkeypatch, tmp_path)
     probed = c3("node", "status", "--json")
     # One node unreachable is the environment refusing: exit 3 (DESIGN.md), with every row still printed.
     assert probed.returncode == 3, (probed.returncode, probed.stderr)
@@ -93,13 +99,7 @@ def test_add_node_refuses_overlong_names_and_reports_an_unwritable_registry(tmp_
 
 def test_node_status_text_of_an_unreachable_node_exits_3_with_one_line(ssh_hosts, monkeypatch, tmp_path):
     """Issue 25: `c3 node status NAME` of an unreachable node exited 0; the contract says 3."""
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("C3_KNOWN_HOSTS", str(ssh_hosts.known_hosts))
-    c3 = C3Runner()
-    h1, h2 = ssh_hosts.hosts
-    c3.ok("node", "add", "h1", "--host", f"http://{h1.address}:8000", "--ssh", h1.ssh_target, "--ssh-key", str(ssh_hosts.client_key))
-    c3.ok("node", "add", "down", "--host", f"http://{h2.address}:8000", "--ssh", f"root@{h2.address}:2222",
-          "--ssh-key", str(ssh_hosts.client_key))
+    c3 = _reachable_and_down(ssh_hosts, monkeypatch, tmp_path)
     down = c3("node", "status", "down")
     assert down.returncode == 3, (down.returncode, down.stdout, down.stderr)
     assert down.stdout.startswith("down  ssh: ") and "Traceback" not in down.stderr
