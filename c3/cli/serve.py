@@ -40,11 +40,21 @@ def _by_count(catalog: Catalog, entry: CatalogEntry, chosen: list[int], *, usage
     return variant, chosen
 
 
-def seed_question(free: list[Gpu]) -> tuple[str, str]:
-    """club-3090's seed question and its default for these free GPUs."""
-    if len(free) == 2:
-        return f"Use GPU {free[0].index}, GPU {free[1].index}, or both?", "both"
-    return "Which GPU(s)? (indices such as 0 or 0,2, or all)", "all"
+def seed_question(free: list[Gpu], *, together: bool = True, need: int = 1) -> tuple[str, str]:
+    """club-3090's seed question and its default for these free GPUs. Without a TP variant for all of
+    them (`together` false) "both"/"all" is not offered: the question names the slug's own count."""
+    if together:
+        if len(free) == 2:
+            return f"Use GPU {free[0].index}, GPU {free[1].index}, or both?", "both"
+        return "Which GPU(s)? (indices such as 0 or 0,2, or all)", "all"
+    default = ",".join(str(g.index) for g in free[:need])
+    if len(free) == 2 and need == 1:
+        return f"Use GPU {free[0].index} or GPU {free[1].index}?", default
+    return f"Serve on which {need} GPU(s)? (indices such as {default})", default
+
+
+ASK_TRIES = 5
+"""Answers a terminal user may get wrong before `c3 serve` gives up (a closed stdin ends it at once)."""
 
 
 def parse_answer(answer: str, free: list[Gpu]) -> list[int]:
@@ -82,15 +92,24 @@ def choose(
         return entry, [g.index for g in free]
     if not interactive:
         raise UsageError(f"several GPUs are free ({listing}); say which {need} with --gpus", hint=f"e.g. --gpus {','.join(str(g.index) for g in free[:need])}")
-    question, default = seed_question(free)
-    if variant_for(catalog, entry, len(free)) is None:
-        default = ",".join(str(g.index) for g in free[:need])
-        click.echo(f"free GPUs: {listing} — together is not offered: {_no_variant(entry, len(free))}", err=True)
-    else:
+    together = variant_for(catalog, entry, len(free)) is not None
+    question, default = seed_question(free, together=together, need=need)
+    if together:
         click.echo(f"free GPUs: {listing}", err=True)
+    else:
+        click.echo(f"free GPUs: {listing} — together is not offered: {_no_variant(entry, len(free))}", err=True)
     prompt = ask or (lambda text, value: click.prompt(text, default=value, err=True))
-    reply = prompt(question, default).strip() or default  # Enter takes the default
-    return _by_count(catalog, entry, parse_answer(reply, free), usage=True)
+    # A wrong answer on a terminal is asked again, as the seed does, rather than ending the command
+    # with exit 2; only after ASK_TRIES wrong answers does the last reason become the error.
+    for attempt in range(ASK_TRIES):
+        reply = prompt(question, default).strip() or default  # Enter takes the default
+        try:
+            return _by_count(catalog, entry, parse_answer(reply, free), usage=True)
+        except UsageError as error:
+            if attempt == ASK_TRIES - 1:
+                raise
+            click.echo(f"{error.message}; answer again", err=True)
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 @click.command("serve")

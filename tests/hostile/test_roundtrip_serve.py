@@ -99,7 +99,8 @@ def test_serve_asks_each_gpu_or_both_and_maps_both_to_the_tp2_variant():
     entry, gpus = choose(_ctx(FakeCatalog(one, two), 2), one, None, interactive=True, ask=answer("1"))
     assert (entry.slug, gpus) == ("vllm/m", [1])
     entry, gpus = choose(_ctx(FakeCatalog(one, two), 3), one, None, interactive=True, ask=answer("0,2"))
-    assert asked[-1][0].startswith("Which GPU(s)?") and (entry.slug, gpus) == ("vllm/m-tp2", [0, 2])
+    # no TP=3 variant: "all" is not offered, yet two indices still pick the TP=2 variant
+    assert asked[-1][0] == "Serve on which 1 GPU(s)? (indices such as 0)" and (entry.slug, gpus) == ("vllm/m-tp2", [0, 2])
     # scripts answer with --gpus: two GPUs for a TP=1 slug pick its TP=2 variant
     assert choose(_ctx(FakeCatalog(one, two), 3), one, "0,1", interactive=False)[0].slug == "vllm/m-tp2"
 
@@ -115,6 +116,21 @@ def test_serve_says_when_no_variant_exists_for_all_together():
     seen = []
     entry, gpus = choose(_ctx(FakeCatalog(one), 3), one, None, interactive=True, ask=lambda q, d: seen.append(d) or d)
     assert seen == ["0"] and (entry.slug, gpus) == ("vllm/m", [0])
+
+
+def test_serve_never_offers_both_without_a_variant_and_asks_again_on_a_wrong_answer():
+    """Issue 25: `c3 serve` offered "or both?" when it could not do both, and `both` then exited 2."""
+    from c3.cli.serve import choose
+
+    one = _entry("vllm/m", 1)
+    asked, replies = [], iter(["both", "7", "1"])
+    entry, gpus = choose(_ctx(FakeCatalog(one), 2), one, None, interactive=True,
+                         ask=lambda q, d: asked.append((q, d)) or next(replies))
+    assert asked[0] == ("Use GPU 0 or GPU 1?", "0") and "both" not in asked[0][0]
+    assert len(asked) == 3 and (entry.slug, gpus) == ("vllm/m", [1])
+    asked.clear()
+    choose(_ctx(FakeCatalog(one), 3), one, None, interactive=True, ask=lambda q, d: asked.append(q) or d)
+    assert asked == ["Serve on which 1 GPU(s)? (indices such as 0)"]
 
 
 def test_cockpit_takes_file_like_the_cli(tmp_path, monkeypatch):
