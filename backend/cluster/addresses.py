@@ -23,10 +23,9 @@ import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from backend.cluster.netfacts import NodeFacts, Route, is_virtual, parse_interfaces, parse_route, route_script
 from backend.errors import Refused, UsageError
 from backend.remote.node import Node, resolved_addresses
-from backend.shard.models import NodeFacts, Route
-from backend.shard.probe import is_virtual, parse_interfaces, parse_route, route_script
 
 INTERFACES_SCRIPT = "export LC_ALL=C\nip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
 

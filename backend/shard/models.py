@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.cluster.netfacts import Interface, NodeFacts, Route
 from backend.models.names import host_url
 
 Backend = Literal["ray", "mp", "rpc"]
@@ -20,69 +21,8 @@ NO_AUTH = ("llama.cpp's RPC protocol has no authentication: anyone who reaches a
 """Said by `shard start --help` and every `--backend rpc` plan (dry run and start)."""
 
 
-class Interface(BaseModel):
-    """One IPv4 address on one interface, as `ip -o -4 addr` lists it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    """Interface name, e.g. `enp1s0f0np0`."""
-    address: str
-    """IPv4 address on it."""
-    prefix: int = Field(ge=0, le=32)
-    """Prefix length of the address's subnet."""
-
-
-class NodeFacts(BaseModel):
-    """What one node reports about itself before anything starts (one probe over SSH or locally)."""
-
-    node: str
-    """Registry name of the node."""
-    local: bool = False
-    """True when the node is this machine (probed and driven without SSH)."""
-    python_path: str | None = None
-    """Interpreter that runs Ray (the `ray` script's own interpreter unless `--python` names one)."""
-    python_version: str | None = None
-    """`major.minor.micro` of that interpreter; None when it did not run."""
-    ray_path: str | None = None
-    """Where `ray` resolved on the node; None when not found."""
-    ray_version: str | None = None
-    """Version `ray --version` printed; None when Ray is missing."""
-    vllm_path: str | None = None
-    """Where `vllm` resolved on the node; None when not found."""
-    vllm_version: str | None = None
-    """vLLM's package version on the node; None when it cannot be read (a stand-in, no metadata)."""
-    gpus: int | None = None
-    """GPUs nvidia-smi lists; None when nvidia-smi is missing or failed."""
-    gpu_names: list[str] = Field(default_factory=list)
-    """Names nvidia-smi printed, one per GPU."""
-    interfaces: list[Interface] = Field(default_factory=list)
-    """Every IPv4 address of the node (loopback excluded)."""
-    llama_server_path: str | None = None
-    """Where `llama-server` resolved (rpc backend); None when not found."""
-    rpc_server_path: str | None = None
-    """Where `ggml-rpc-server` resolved (rpc backend); None when not found."""
-    llama_version: str | None = None
-    """`llama-server --version` of the node's llama.cpp build (rpc backend); None when unread."""
-    sudo_ok: bool | None = None
-    """`sudo -n true` succeeded; None when not asked (no `--stop-services`)."""
-    sudo_error: str | None = None
-    """What `sudo -n true` said when it failed."""
-
-
-class Route(BaseModel):
-    """How a worker reaches the head: `ip -o -4 route get HEAD` on the worker, then a TCP connect."""
-
-    node: str
-    """Worker's registry name."""
-    interface: str | None = None
-    """Outgoing interface toward the head; None when there is no route."""
-    source: str | None = None
-    """The worker's own address on that route (what it advertises)."""
-    error: str | None = None
-    """Why the head is unreachable from this worker; None when it is reachable."""
-    connected: bool | None = None
-    """TCP connect to the head's port succeeded; None when not tried."""
+__all__ = ["NO_AUTH", "Backend", "Interface", "NodeFacts", "NodePart", "Route", "ShardPlan", "Step"]
+"""`Interface`, `NodeFacts` and `Route` live in backend.cluster.netfacts (shared with recipe launches)."""
 
 
 class Step(BaseModel):

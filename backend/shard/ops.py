@@ -14,6 +14,7 @@ from typing import cast
 
 from pydantic import BaseModel, Field
 
+from backend.cluster.netfacts import parse_interfaces
 from backend.errors import EnvironmentProblem, Refused, UsageError
 from backend.remote.fleet import close_all, open_shells
 from backend.remote.node import Node
@@ -24,7 +25,6 @@ from backend.shard import rpc
 from backend.shard.plan import ShardOptions, split_env
 from backend.shard.prepare import Prepared
 from backend.shard.prepare import prepare as prepare_vllm
-from backend.shard.probe import parse_interfaces
 from backend.shard.runner import ShardRunner, Timing
 from backend.shard.scripts import run_script, tagged_script
 

@@ -13,12 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from backend.cluster import addresses
+from backend.cluster.netfacts import parse_route, route_script
 from backend.errors import EnvironmentProblem, Refused
 from backend.remote.node import Node
 from backend.remote.shell import Shell
 from backend.shard import plan as planning
 from backend.shard.models import NodeFacts, Route, ShardPlan
-from backend.shard.probe import facts_script, parse_facts, parse_route, route_script
+from backend.shard.probe import facts_script, parse_facts
 from backend.shard.scripts import run_script
 
 

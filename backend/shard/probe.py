@@ -11,11 +11,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from backend.shard.models import Interface, NodeFacts, Route
-
-# Interfaces that are never the cluster link: Docker/libvirt bridges advertise addresses a peer
-# cannot reach (vllm#19670, #14340: "connect to (172.17.0.x, …)" timeouts).
-VIRTUAL_PREFIXES = ("docker", "br-", "virbr", "veth", "cni", "flannel", "cali", "tailscale", "zt")
+from backend.cluster.netfacts import parse_interfaces
+from backend.shard.models import NodeFacts
 
 
 def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -> str:
@@ -47,23 +44,6 @@ def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -
         lines.append('if e=$(sudo -n true 2>&1 </dev/null); then echo sudo=ok; else echo "sudo=no $(printf %s "$e" | head -n1)"; fi')
     lines.append("echo probe=done")
     return "\n".join(lines) + "\n"
-
-
-_ADDR = re.compile(r"^\d+:\s+(\S+)\s+inet\s+(\d+\.\d+\.\d+\.\d+)/(\d+)")
-
-
-def parse_interfaces(lines: list[str]) -> list[Interface]:
-    """Parse `ip -o -4 addr show` lines (loopback dropped)."""
-    found: list[Interface] = []
-    for line in lines:
-        match = _ADDR.match(line.strip())
-        if not match:
-            continue
-        name = match.group(1).split("@", 1)[0]
-        if name == "lo" or match.group(2).startswith("127."):
-            continue
-        found.append(Interface(name=name, address=match.group(2), prefix=int(match.group(3))))
-    return found
 
 
 def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
@@ -107,56 +87,3 @@ def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
     )
 
 
-def route_script(head_address: str, port: int, python: str | None, *, connect: bool) -> str:
-    """On a worker: the route toward the head, then (when `connect`) a 5 s TCP connect to head:port."""
-    q = shlex.quote
-    lines = [
-        "export LC_ALL=C",
-        f"if r=$(ip -o -4 route get {q(head_address)} 2>&1); then echo \"route=$r\"; else echo \"route_error=$r\"; fi",
-    ]
-    if connect:
-        code = (
-            "import socket,sys\n"
-            "try:\n"
-            f"    socket.create_connection(({head_address!r}, {int(port)}), timeout=5).close(); print('connect=ok')\n"
-            "except OSError as e:\n"
-            "    print('connect=' + (e.strerror or type(e).__name__))\n"
-        )
-        py = q(python or "python3")
-        lines.append(f"{py} -c {q(code)} 2>/dev/null || echo connect=no-python")
-    return "\n".join(lines) + "\n"
-
-
-_ROUTE = re.compile(r"\bdev\s+(\S+).*?\bsrc\s+(\d+\.\d+\.\d+\.\d+)")
-
-
-def parse_route(node: str, output: str) -> Route:
-    """Read `route_script` output into a `Route`."""
-    route = Route(node=node)
-    for raw in output.splitlines():
-        key, _, value = raw.partition("=")
-        value = value.strip()
-        if key == "route":
-            match = _ROUTE.search(value)
-            if match:
-                route.interface, route.source = match.group(1), match.group(2)
-            else:
-                route.error = f"`ip route get` said: {value}"
-            if value.split()[:1] in (["unreachable"], ["prohibit"], ["blackhole"]):
-                route.error = f"route is {value.split()[0]}"
-        elif key == "route_error":
-            route.error = f"no route ({value.removeprefix('RTNETLINK answers: ') or 'ip route get failed'})"
-        elif key == "connect":
-            route.connected = value == "ok"
-            if value == "no-python":
-                route.connected = None
-            elif value != "ok" and route.error is None:
-                route.error = f"TCP connect failed: {value}"
-    if route.error is None and route.interface is None:
-        route.error = "`ip route get` printed nothing"
-    return route
-
-
-def is_virtual(interface: str) -> bool:
-    """Bridges and overlay interfaces that a peer on another machine cannot reach."""
-    return interface.startswith(VIRTUAL_PREFIXES)

@@ -21,12 +21,13 @@ import shlex
 
 from backend.cluster import addresses
 from backend.cluster.addresses import GroupAddresses, RankAddress
+from backend.cluster.netfacts import parse_route, route_script
 from backend.errors import EnvironmentProblem, Refused, UsageError
 from backend.remote.node import Node
 from backend.remote.shell import Shell
 from backend.shard.models import NodeFacts, NodePart, Route, ShardPlan, Step
 from backend.shard.plan import ShardOptions, order_nodes, split_env
-from backend.shard.probe import parse_facts, parse_route, route_script
+from backend.shard.probe import parse_facts
 from backend.shard.scripts import run_script
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from backend.cluster.netfacts import parse_interfaces, parse_route
 from backend.errors import Refused, UsageError
 from backend.shard import ray_cmds
-from backend.shard.probe import facts_script, parse_facts, parse_interfaces, parse_route
+from backend.shard.probe import facts_script, parse_facts
 from backend.shard.profile import load_profile
 
 
