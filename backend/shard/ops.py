@@ -178,7 +178,8 @@ class ShardStatus(BaseModel):
     nodes: list[NodeStatus]
     """Per node."""
     parts: list[PartStatus] = Field(default_factory=list)
-    """Per part, rpc backend only: llama-server on the head, an rpc-server on each worker."""
+    """Per part, rpc and mp backends only: llama-server on the head and an rpc-server on each worker (rpc), or
+    each rank's `vllm serve` (mp)."""
 
 
 _RAY_NODES = (
@@ -188,9 +189,11 @@ _RAY_NODES = (
 )
 
 
-async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None, rpc_port: int | None = None) -> ShardStatus:
+async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None, rpc_port: int | None = None,
+                 mp: bool = False) -> ShardStatus:
     """Per node: c3's processes there and its Ray membership; the cluster as the first node's Ray sees it.
-    With `rpc_port` (`--backend rpc`): each part's state instead of Ray's view (the first node is the head)."""
+    With `rpc_port` (`--backend rpc`): each part's state instead of Ray's view (the first node is the head).
+    With `mp` (`--backend mp`): each rank's `vllm serve` and its state, node i being rank i."""
     execs, failures = await open_shells(_keyed(nodes, ssh_key))
     try:
         head = nodes[0]
@@ -206,8 +209,8 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
         result = ShardStatus(head=head.name, nodes=[])
         ray_nodes: list[dict[str, object]]
         error: str | None
-        if rpc_port is not None:
-            ray_nodes, error = [], "not used by --backend rpc"
+        if rpc_port is not None or mp:
+            ray_nodes, error = [], f"not used by --backend {'rpc' if rpc_port is not None else 'mp'}"
         elif head.name in execs:
             ray_nodes, error = await _ray_nodes(execs[head.name], ray)
         else:
@@ -231,6 +234,8 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
             result.nodes.append(status_)
         if rpc_port is not None:
             result.parts = rpc_parts(result.nodes, rpc_port)
+        elif mp:
+            result.parts = mp_parts(result.nodes)
         return result
     finally:
         await close_all(execs)
@@ -248,6 +253,24 @@ def rpc_parts(nodes: list[NodeStatus], rpc_port: int) -> list[PartStatus]:
         found = next((p["pid"] for p in node.processes if _is_part(p["command"].split(), index, rpc_port)), None)
         parts.append(PartStatus(node=node.node, part=want, state="running" if found else "not running", pid=found))
     return parts
+
+
+def mp_parts(nodes: list[NodeStatus]) -> list[PartStatus]:
+    """Each rank of an mp shard from the tagged processes: on node i, the `vllm serve … --node-rank i`
+    that c3 started (its engine and worker children carry the tag too; the serve process names the rank)."""
+    parts: list[PartStatus] = []
+    for rank, node in enumerate(nodes):
+        want = f"vllm serve rank {rank}" + (" (API)" if rank == 0 else " (headless)")
+        if not node.reachable:
+            parts.append(PartStatus(node=node.node, part=want, state="unreachable"))
+            continue
+        found = next((p["pid"] for p in node.processes if _is_rank(p["command"].split(), rank)), None)
+        parts.append(PartStatus(node=node.node, part=want, state="running" if found else "not running", pid=found))
+    return parts
+
+
+def _is_rank(argv: list[str], rank: int) -> bool:
+    return "serve" in argv and "--node-rank" in argv[:-1] and argv[argv.index("--node-rank") + 1] == str(rank)
 
 
 def _is_part(argv: list[str], index: int, rpc_port: int) -> bool:

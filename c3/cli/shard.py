@@ -98,23 +98,24 @@ def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str
 @nodes_option
 @ray_option
 @click.option("--backend", type=click.Choice(["ray", "mp", "rpc"]), default="ray", show_default=True,
-              help="rpc: each part's state (llama-server on the first node, an rpc-server on each other) instead of Ray's view.")
+              help="rpc: each part's state (llama-server on the first node, an rpc-server on each other); mp: each rank's "
+                   "vllm serve (node i is rank i); both instead of Ray's view.")
 @click.option("--rpc-port", type=click.IntRange(1, 65535), default=50052, show_default=True, help="The start's --rpc-port (rpc).")
 @ssh_key_option
 @json_option
 def status(nodes: str, ray: str, backend: str, rpc_port: int, ssh_key: str | None, as_json: bool) -> None:
-    """The Ray cluster as the first node sees it (or, rpc, each part's state), and c3's processes on every node
-    (exit 3 if a node is unreachable, 1 if an rpc part is not running)."""
+    """The Ray cluster as the first node sees it (or, rpc and mp, each part's state), and c3's processes on every node
+    (exit 3 if a node is unreachable, 1 if an rpc or mp part is not running)."""
     from backend.views.shard import shard_status
 
-    result = shard_status(nodes, ray=ray, ssh_key=ssh_key, rpc_port=rpc_port if backend == "rpc" else None)
+    result = shard_status(nodes, ray=ray, ssh_key=ssh_key, rpc_port=rpc_port if backend == "rpc" else None, mp=backend == "mp")
     unreachable = [n for n in result.nodes if not n.reachable]
     down = [p for p in result.parts if p.state == "not running"]
     if as_json:
         emit_json(result.model_dump())
         sys.exit(3 if unreachable else 1 if down else 0)
-    if backend == "rpc":
-        _rpc_status(result)
+    if backend in ("rpc", "mp"):
+        _parts_status(result)
         sys.exit(3 if unreachable else 1 if down else 0)
     if result.ray_error:
         _echo(f"ray: {result.ray_error} (asked {result.head})")
@@ -134,7 +135,7 @@ def status(nodes: str, ray: str, backend: str, rpc_port: int, ssh_key: str | Non
         sys.exit(3)
 
 
-def _rpc_status(result: Any) -> None:
+def _parts_status(result: Any) -> None:
     for part in result.parts:
         pid = f" (pid {part.pid})" if part.pid else ""
         _echo(f"{part.node}: {part.part}: {part.state}{pid}")
