@@ -256,7 +256,8 @@ class PoolServer:
         tail = forward_fields(req, UPSTREAM_DROP) + body.framing_header() + b"\r\n"
         source_b = source.encode("latin-1")
         show = shows_sticky(router.admin_token, req.headers)
-        first = (router.choose(key),)  # decided before counting this request as the key's own in-flight
+        blocks = router.prompt_blocks(None if body.streamed else body.data)  # None unless --route cache
+        first = (router.choose(key, prompt=blocks),)  # decided before counting this request as the key's own in-flight
         if key is None:
             return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close, show)
         busy = router.key_busy
