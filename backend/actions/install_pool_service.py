@@ -25,7 +25,7 @@ class InstallPoolService(Action):
     """The port it names (one unit per port)."""
     sticky: str = "auto"
     drain_timeout_s: float = 30.0
-    flags: dict[str, float] = field(default_factory=dict)
+    flags: dict[str, float | str] = field(default_factory=dict)
     """Further `pool serve` flags by long name, written into ExecStart in this order."""
     unit_dir: Path | None = None
     """Where to write it (default: systemd's folder, user or system by who runs c3)."""

@@ -11,6 +11,7 @@ from backend.actions.registry import register
 from backend.errors import C3Error
 
 TUNING = {
+    "route": "route", "cache_blocks": "cache_blocks", "cache_min_match": "cache_min_match", "cache_load_factor": "cache_load_factor",
     "probe_interval": "probe_interval_s", "probe_timeout": "probe_timeout_s", "drain_timeout": "drain_timeout_s",
     "load_factor": "load_factor", "pin_ttl": "pin_ttl_s", "upstream_timeout": "upstream_timeout_s",
     "stream_timeout": "stream_timeout_s", "write_timeout": "write_timeout_s", "max_response_time": "max_response_time_s",
@@ -39,7 +40,7 @@ class ServePool(Action):
     host: str = "0.0.0.0"
     port: int = 8011
     sticky: str = "auto"
-    tuning: dict[str, float] = field(default_factory=dict)
+    tuning: dict[str, float | str] = field(default_factory=dict)
     """Tuning flags by their `pool serve` parameter name (`probe_interval`, …; see `TUNING`)."""
 
     @classmethod
@@ -70,7 +71,7 @@ class ServePool(Action):
             config = self.config()
         except C3Error as error:
             return Plan(title, (f"start a pool router on {self.target}: {error.message}",))
-        lines = [f"listen on {config.host}:{config.port}, sticky {config.sticky}"]
+        lines = [f"listen on {config.host}:{config.port}, sticky {config.sticky}, route {config.route}"]
         lines += [f"backend {name}: {url}" for name, url in config.backends]
         lines.append("run in the foreground; SIGTERM/SIGINT drain open requests, then stop")
         return Plan(title, tuple(lines))

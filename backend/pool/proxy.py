@@ -34,15 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-from collections.abc import Callable
-from typing import cast
 
 from backend.pool.admin import ADMIN_HEADER, handle_admin, is_admin_path, json_error, shows_sticky
-from backend.pool.deadlines import Watch
+from backend.pool.connection import ClientProtocol
 from backend.pool.heads import ALLOWED, Head, HeadError, forward_fields, parse_request
-from backend.pool.http1 import MAX_HEAD, BadMessage, read_head
+from backend.pool.http1 import BadMessage, read_head
 from backend.pool.intake import Body, send_rest, take_body
 from backend.pool.keys import session_key
 from backend.pool.listener import Listener
@@ -54,45 +51,6 @@ log = logging.getLogger("c3.pool")
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 UPSTREAM_DROP = frozenset({b"host", b"expect", ADMIN_HEADER})
-
-
-class ClientProtocol(asyncio.StreamReaderProtocol):
-    """Stream protocol that notices a client leaving even while nobody reads from it."""
-
-    def __init__(self, server: PoolServer) -> None:
-        self.reader = asyncio.StreamReader(limit=MAX_HEAD)
-        super().__init__(self.reader, self._connected)
-        self.server = server
-        self.lost = False
-        self.busy = False
-        self.on_lost: Callable[[], None] | None = None  # set to the backend transport's abort() while a request is in progress
-        self.writer: asyncio.StreamWriter | None = None
-        self.transport: asyncio.Transport | None = None
-        self.idle_since = time.monotonic()  # when the last request ended (the reaper closes long-idle ones)
-        self.watch = Watch()  # the response head, body bytes or client write waited on now (see `deadlines.py`)
-        self.body_deadline = 0.0  # while reading a request body: when the next bytes are overdue; else 0
-        self.body_cap = math.inf  # when the current request body must have arrived in all
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # a stream server's transports read and write
-        super().connection_made(transport)
-
-    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        await self.server.serve_client(self, reader, writer)
-
-    def eof_received(self) -> bool:
-        # A client that half-closes is gone for an LLM request (nginx treats it the same way): close,
-        # so connection_lost runs and aborts the backend request.
-        super().eof_received()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.lost = True
-        callback, self.on_lost = self.on_lost, None
-        if callback is not None:
-            callback()
 
 
 class PoolServer:
@@ -175,8 +133,15 @@ class PoolServer:
 
     # -- connections ------------------------------------------------------------------------------------
 
+    def connection_gone(self, proto: ClientProtocol) -> None:
+        """A parked (idle, taskless) connection closed."""
+        self.connections.discard(proto)
+        if self.closing:
+            self._idle.set()
+
     async def serve_client(self, proto: ClientProtocol, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections.add(proto)
+        """Serve requests from the connection's first bytes until it closes or idles (see `connection.py`)."""
+        parked = False
         try:
             while not self.closing:
                 # An idle keep-alive connection, or a head that takes longer than idle_timeout_s to
@@ -217,16 +182,24 @@ class PoolServer:
                     self._idle.set()
                 if not keep or proto.lost:
                     break
+                if not reader._buffer and not reader.at_eof():  # type: ignore[attr-defined]  # noqa: SLF001
+                    parked = True  # nothing waiting: hold no task and no streams while idle
+                    proto.park()
+                    return
         finally:
             proto.busy = False
-            self.connections.discard(proto)
             if self.closing:
                 self._idle.set()
-            if proto.transport is not None:
-                if proto.lost:
-                    proto.transport.abort()
-                else:
-                    writer.close()
+            if not parked:
+                self._close_client(proto, writer)
+
+    def _close_client(self, proto: ClientProtocol, writer: asyncio.StreamWriter) -> None:
+        self.connections.discard(proto)
+        if proto.transport is not None:
+            if proto.lost:
+                proto.transport.abort()
+            else:
+                writer.close()
 
     # -- one request -------------------------------------------------------------------------------------
 
@@ -256,7 +229,8 @@ class PoolServer:
         tail = forward_fields(req, UPSTREAM_DROP) + body.framing_header() + b"\r\n"
         source_b = source.encode("latin-1")
         show = shows_sticky(router.admin_token, req.headers)
-        first = (router.choose(key),)  # decided before counting this request as the key's own in-flight
+        blocks = router.prompt_blocks(None if body.streamed else body.data)  # None unless --route cache
+        first = (router.choose(key, prompt=blocks),)  # decided before counting this request as the key's own in-flight
         if key is None:
             return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close, show)
         busy = router.key_busy

@@ -18,6 +18,13 @@ Hot keys: each backend remembers the keys of its last `hot_key_window` requests 
 request); `status()` flags a key holding more than `hot_key_share` of them (and at least
 `hot_key_min` requests). Only salted hashes are kept, so only hashes are shown.
 
+Cache-aware routing (`--route cache`, `prefix.py`): a request whose prompt is given (`prompt`, its
+block hashes) and that has no live pin goes to the backend holding the longest leading run of its
+blocks, when that run covers at least `cache_min_match` of them, unless that backend would then have
+more than `cache_load_factor × (least in flight + 1)` requests in flight (then the least loaded
+backend). Without such a match the usual choice applies (the ring for a key, least loaded without).
+A pinned session keeps its pin. Whichever backend is chosen is recorded as holding the prompt.
+
 Retries pass `exclude`: the failed backend is skipped for this request; the pin moves only if that
 backend is no longer routable.
 """
@@ -32,7 +39,7 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,6 +48,7 @@ from backend.pool.health import HealthPolicy
 from backend.pool.keys import KeyHasher, StickyMode, parse_sticky
 from backend.pool.metrics import PoolMetrics
 from backend.pool.pins import PinTable
+from backend.pool.prefix import PrefixIndex, block_hashes, prompt_bytes
 from backend.pool.ring import HashRing, key_point
 from backend.pool.upstream import Backend, probe
 
@@ -60,6 +68,16 @@ class PoolConfig(BaseModel):
     """Port to listen on (0 picks a free one; tests use that)."""
     sticky: str = "auto"
     """`auto`, `authorization`, `header:NAME` or `none`."""
+    route: Literal["ring", "cache"] = "ring"
+    """How a request without a live pin picks its backend: `ring` (bounded-load consistent hashing of its
+    key, least loaded without one) or `cache` (the backend holding its longest prompt prefix first)."""
+    cache_blocks: int = Field(default=16_384, ge=1)
+    """`--route cache`: prefix block hashes remembered per backend (LRU; about 120 bytes each)."""
+    cache_min_match: float = Field(default=0.5, ge=0, le=1)
+    """`--route cache`: the share of a prompt's blocks a backend must hold for the prompt to follow them."""
+    cache_load_factor: float = Field(default=2.0, ge=1.0)
+    """`--route cache`: a matched backend is passed over when it would have more than this × (the least
+    loaded backend's in-flight requests + 1) in flight."""
     probe_interval_s: float = Field(default=2.0, gt=0)
     """Seconds between active health probes."""
     probe_timeout_s: float = Field(default=2.0, gt=0)
@@ -139,7 +157,8 @@ class Router:
                             "(authenticate with the pool's own API key or a header instead)", name)
         self.ring = HashRing(list(self.backends), vnodes=config.vnodes)
         self.pins = PinTable(cap=config.pin_cap, ttl_s=config.pin_ttl_s)
-        self.hasher = KeyHasher(salt or os.urandom(32))
+        self.salt = salt or os.urandom(32)
+        self.hasher = KeyHasher(self.salt)
         self.metrics = PoolMetrics(list(self.backends), key_window=config.hot_key_window)
         self.key_busy: dict[str, int] = {}
         """Requests in flight per key (the proxy keeps it): a pin on a draining backend holds while > 0."""
@@ -147,6 +166,10 @@ class Router:
             b.metrics = self.metrics.backends[b.name]
         self.held = HeldBytes(config.max_buffered_bytes)
         """Request bytes held for retries, all connections together (`budget.py`)."""
+        self.prefixes: PrefixIndex | None = PrefixIndex(list(self.backends), config.cache_blocks) if config.route == "cache" else None
+        """Recent prompt prefixes per backend (`--route cache` only)."""
+        self.cache_outcomes = {"prefix": 0, "over_load": 0, "no_match": 0}
+        """`--route cache` decisions: followed a prefix, passed over a loaded match, no match."""
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -168,10 +191,45 @@ class Router:
             return None
         return best[0] if len(best) == 1 else random.choice(best)
 
-    def choose(self, key: str | None, exclude: set[str] | frozenset[str] = frozenset()) -> tuple[Backend, str] | None:
-        """(backend, sticky outcome) or None when nothing is routable."""
+    def prompt_blocks(self, body: bytes | None) -> list[int] | None:
+        """The prefix block hashes of a held request body under `--route cache`; None otherwise."""
+        if self.prefixes is None or not body:
+            return None
+        return block_hashes(prompt_bytes(body), self.salt) or None
+
+    def choose(self, key: str | None, exclude: set[str] | frozenset[str] = frozenset(),
+               prompt: list[int] | None = None) -> tuple[Backend, str] | None:
+        """(backend, sticky outcome) or None when nothing is routable.
+
+        `prompt`: the request's prefix block hashes (`prompt_blocks`), for `--route cache`."""
+        choice = self._choose(key, exclude, prompt)
+        if choice is not None and prompt and self.prefixes is not None:
+            self.prefixes.record(choice[0].name, prompt)
+        return choice
+
+    def _by_prefix(self, prompt: list[int] | None, exclude: set[str] | frozenset[str]) -> Backend | None:
+        """`--route cache`: the backend holding the prompt's longest prefix, the least loaded one when
+        that is over its load bound, or None without a long enough match."""
+        if self.prefixes is None or not prompt:
+            return None
+        candidates = [b for b in self.order if b.health.assignable and b.name not in exclude]
+        if not candidates:
+            return None
+        name, n = self.prefixes.longest(prompt, [b.name for b in candidates])
+        if name is None or n < self.config.cache_min_match * len(prompt):
+            self.cache_outcomes["no_match"] += 1
+            return None
+        best = self.backends[name]
+        least = min(b.metrics.in_flight for b in candidates)
+        if best.metrics.in_flight + 1 > self.config.cache_load_factor * (least + 1):
+            self.cache_outcomes["over_load"] += 1
+            return self.least_loaded(exclude)
+        self.cache_outcomes["prefix"] += 1
+        return best
+
+    def _choose(self, key: str | None, exclude: set[str] | frozenset[str], prompt: list[int] | None) -> tuple[Backend, str] | None:
         if key is None:
-            b = self.least_loaded(exclude)
+            b = self._by_prefix(prompt, exclude) or self.least_loaded(exclude)
             return (b, "none") if b else None
         pinned = self.pins.get(key)
         if pinned is not None:
@@ -182,7 +240,7 @@ class Router:
                 # A retry away from a backend that is still routable: serve elsewhere, keep the pin.
                 other = self._walk(key, exclude | {pinned}, bounded=False)
                 return (other, "miss") if other else None
-        chosen = self._walk(key, exclude, bounded=True)
+        chosen = self._by_prefix(prompt, exclude) or self._walk(key, exclude, bounded=True)
         if chosen is None:
             return None
         self.pins.set(key, chosen.name)
@@ -271,6 +329,8 @@ class Router:
         log.log(level, "backend %s %s -> %s%s", b.name, before, b.health.state, f" ({b.health.last_error})" if b.health.last_error else "")
         if not b.health.routable:
             b.close_idle()
+            if self.prefixes is not None:
+                self.prefixes.forget(b.name)  # a restarted engine's cache is empty
 
     async def _probe_loop(self) -> None:
         while True:
@@ -362,6 +422,7 @@ class Router:
                     "repins": m.repins,
                     "stalled_streams": m.stalls,
                     "pins": max(0, self.pins.counts[b.name]),
+                    "prefix_blocks": self.prefixes.size(b.name) if self.prefixes is not None else 0,
                     "latency_ms": {"p50": m.percentile_ms(0.5), "p99": m.percentile_ms(0.99)},
                     "last_probe_rtt_ms": h.last_probe_rtt_ms,
                     "consecutive_failures": h.fails,
@@ -371,6 +432,8 @@ class Router:
             )
         return {
             "sticky": str(self.mode),
+            "route": self.config.route,
+            "cache_routing": dict(self.cache_outcomes),
             "pins": len(self.pins),
             "sticky_outcomes": dict(self.metrics.sticky),
             "sticky_hit_ratio": ratio,

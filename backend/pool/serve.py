@@ -72,7 +72,7 @@ async def serve(config: PoolConfig, on_ready: Callable[[PoolServer], None] | Non
     if config.state_dir is not None:
         status_mod.write_status_file(server.port, config.host, [n for n, _ in config.backends], str(router.mode))
     states = ", ".join(f"{b.name}={b.health.state}" for b in router.order)
-    log.info("listening on %s:%d, sticky=%s, backends: %s", config.host, server.port, router.mode, states)
+    log.info("listening on %s:%d, sticky=%s, route=%s, backends: %s", config.host, server.port, router.mode, config.route, states)
     gc.freeze()  # startup objects never need collecting; keeps GC passes short under load
     if on_ready is not None:
         on_ready(server)

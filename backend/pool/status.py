@@ -60,6 +60,8 @@ class BackendStatus(BaseModel):
     """Responses cut because the backend sent no bytes for `--stream-timeout` mid-body."""
     pins: int = 0
     """Sessions pinned here now."""
+    prefix_blocks: int = 0
+    """`--route cache`: prompt prefix blocks remembered as sent here (0 under `--route ring`)."""
     latency_ms: dict[str, float | None] = Field(default_factory=dict)
     """`p50`/`p99` time to response head over the last 2,048 requests."""
     last_probe_rtt_ms: float | None = None
@@ -100,6 +102,8 @@ class PoolStatus(BaseModel):
     """Base URL of the router's admin endpoints."""
     sticky: str = "auto"
     """Sticky mode."""
+    route: str = "ring"
+    """`ring` or `cache` (`--route`): how a request without a live pin picks its backend."""
     pins: int = 0
     """Pinned sessions in all."""
     sticky_hit_ratio: float | None = None

@@ -44,6 +44,14 @@ SERVE_OPTIONS = (
     click.option("--nodes", required=True, help="Registered nodes serving the same model, e.g. a,b."),
     click.option("--bind", default=":8011", show_default=True, help="[HOST]:PORT to listen on (`:PORT` = all interfaces)."),
     click.option("--sticky", default="auto", show_default=True, help="auto (per conversation: X-Session-ID, the body's user, else the conversation's prefix) | authorization | header:NAME | none."),
+    click.option("--route", type=click.Choice(["ring", "cache"]), default="ring", show_default=True,
+                 help="ring (new sessions by bounded-load consistent hashing) | cache (to the backend holding the prompt's longest prefix, within a load bound)."),
+    click.option("--cache-blocks", type=click.IntRange(min=1), default=16_384, show_default=True,
+                 help="--route cache: prompt prefix blocks (256 bytes each) remembered per backend."),
+    click.option("--cache-min-match", type=click.FloatRange(min=0.0, max=1.0), default=0.5, show_default=True,
+                 help="--route cache: share of a prompt's blocks a backend must hold to get it."),
+    click.option("--cache-load-factor", type=click.FloatRange(min=1.0), default=2.0, show_default=True,
+                 help="--route cache: skip a matched backend with more than this × (least in flight + 1) in flight."),
     click.option("--probe-interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds between health probes."),
     click.option("--probe-timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Timeout of one probe."),
     click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish."),
@@ -81,14 +89,17 @@ def serve_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @pool.command("serve")
 @serve_options
-def serve(nodes: str, bind: str, sticky: str, probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
+def serve(nodes: str, bind: str, sticky: str, route: str, cache_blocks: int, cache_min_match: float, cache_load_factor: float,
+          probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
           upstream_timeout: float, stream_timeout: float, write_timeout: float, max_response_time: float, body_timeout: float,
           max_body_time: float, idle_timeout: float, retry_body_limit: int, max_buffered_bytes: int, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
     """Run the router in the foreground (SIGTERM/SIGINT: drain, then exit 0)."""
     from backend.actions.serve_pool import ServePool
 
     host, port = parse_bind(bind)
-    tuning = {"probe_interval": probe_interval, "probe_timeout": probe_timeout, "drain_timeout": drain_timeout, "load_factor": load_factor,
+    tuning: dict[str, float | str] = {
+              "route": route, "cache_blocks": cache_blocks, "cache_min_match": cache_min_match, "cache_load_factor": cache_load_factor,
+              "probe_interval": probe_interval, "probe_timeout": probe_timeout, "drain_timeout": drain_timeout, "load_factor": load_factor,
               "pin_ttl": pin_ttl, "upstream_timeout": upstream_timeout, "stream_timeout": stream_timeout, "write_timeout": write_timeout,
               "max_response_time": max_response_time, "body_timeout": body_timeout, "max_body_time": max_body_time, "idle_timeout": idle_timeout,
               "retry_body_limit": retry_body_limit, "max_buffered_bytes": max_buffered_bytes, "hot_key_share": hot_key_share, "hot_key_window": hot_key_window, "hot_key_min": hot_key_min}
@@ -189,7 +200,7 @@ def undrain(node: str, bind: str | None, port: int | None, as_json: bool) -> Non
     click.echo(f"{doc['node']} takes new sessions again in pool {where} (state {doc['state']})")
 
 
-def _given_tuning_flags(tuning: dict[str, float]) -> dict[str, float]:
+def _given_tuning_flags(tuning: dict[str, float | str]) -> dict[str, float | str]:
     """The tuning flags the user passed (not left at their default), by long flag, in `--help` order.
 
     Defaults stay out of the unit so that it follows the defaults of the c3 it runs; --drain-timeout
@@ -198,7 +209,7 @@ def _given_tuning_flags(tuning: dict[str, float]) -> dict[str, float]:
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
-    flags: dict[str, float] = {}
+    flags: dict[str, float | str] = {}
     for param in ctx.command.params:
         if param.name not in tuning or not isinstance(param, click.Option):
             continue
@@ -212,12 +223,12 @@ def _given_tuning_flags(tuning: dict[str, float]) -> dict[str, float]:
 @click.option("--unit-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the unit here instead of systemd's folder (user unit, or system unit as root).")
 @click.option("--dry-run", is_flag=True, help="Show the unit and where it would go; write nothing.")
-def install_service(nodes: str, bind: str, sticky: str, unit_dir: Path | None, dry_run: bool, **tuning: float) -> None:
+def install_service(nodes: str, bind: str, sticky: str, unit_dir: Path | None, dry_run: bool, **tuning: float | str) -> None:
     """Install the router as a systemd unit (user unit unless root); the unit text is shown first."""
     from backend.actions.install_pool_service import InstallPoolService
 
     _host, port = parse_bind(bind)
-    action = InstallPoolService(nodes, bind, port, sticky, tuning["drain_timeout"], _given_tuning_flags(tuning), unit_dir)
+    action = InstallPoolService(nodes, bind, port, sticky, float(tuning["drain_timeout"]), _given_tuning_flags(tuning), unit_dir)
     text = action.text()
     click.echo(f"# {action.path}")
     click.echo(text, nl=False)

@@ -14,6 +14,9 @@ from tests.pool.conftest import register
 
 # A non-default value for every tuning flag of `pool serve`, each unlike its default and the others.
 GIVEN = {
+    "--cache-blocks": "4096",
+    "--cache-min-match": "0.25",
+    "--cache-load-factor": "3.5",
     "--probe-interval": "0.75",
     "--probe-timeout": "1.5",
     "--drain-timeout": "45",
@@ -32,6 +35,8 @@ GIVEN = {
     "--hot-key-window": "500",
     "--hot-key-min": "7",
 }
+WORDS = {"--route": "cache"}
+"""The tuning flags that take a word, not a number."""
 
 
 def _options(command: click.Command) -> dict[str, click.Option]:
@@ -59,15 +64,15 @@ def test_install_service_accepts_every_serve_option_with_the_same_defaults():
     for name, option in serve_opts.items():
         assert install_opts[name].opts == option.opts and install_opts[name].default == option.default, name
     # GIVEN covers every tuning flag serve has (a new serve flag must be added here, and so is tested).
-    assert {max(o.opts, key=len) for n, o in serve_opts.items() if n not in {"nodes", "bind", "sticky"}} == set(GIVEN)
+    assert {max(o.opts, key=len) for n, o in serve_opts.items() if n not in {"nodes", "bind", "sticky"}} == set(GIVEN) | set(WORDS)
 
 
 def test_every_given_value_reaches_exec_start_and_serve_parses_it_back(require_service):
-    args = [part for flag, value in GIVEN.items() for part in (flag, value)]
+    args = [part for flag, value in {**WORDS, **GIVEN}.items() for part in (flag, value)]
     out = _install("--sticky", "header:x-conv", *args)
     text = out[out.index("# Written by") :]
     exec_args = _exec_start_args(text)
-    for flag, value in GIVEN.items():
+    for flag, value in {**WORDS, **GIVEN}.items():
         assert exec_args[exec_args.index(flag) + 1] == value, (flag, exec_args)
     assert "TimeoutStopSec=55" in text  # derived from the given --drain-timeout 45
     # What systemd will run is a valid `pool serve` command line with exactly the values given.
@@ -75,6 +80,7 @@ def test_every_given_value_reaches_exec_start_and_serve_parses_it_back(require_s
     for flag, value in GIVEN.items():
         name = flag.removeprefix("--").replace("-", "_")
         assert ctx.params[name] == pytest.approx(float(value)), flag
+    assert ctx.params["route"] == "cache"
     assert ctx.params["sticky"] == "header:x-conv" and ctx.params["nodes"] == "a,b" and ctx.params["bind"] == ":8125"
     ok, output = verify_unit(text, "c3-pool-8125.service")
     require_service("systemd-analyze", ok is not None, output)
@@ -95,7 +101,7 @@ def test_defaults_stay_out_of_the_unit_but_the_client_time_limits_are_always_wri
     assert exec_args[exec_args.index("--max-response-time") + 1] == "3600"
     always = {"--upstream-timeout", "--drain-timeout", "--body-timeout", "--idle-timeout", "--stream-timeout", "--write-timeout",
               "--max-body-time", "--max-response-time"}
-    assert not set(exec_args) & (set(GIVEN) - always)
+    assert not set(exec_args) & (set(GIVEN) - always) and "--route" not in exec_args
     # Passing a flag at its default value still pins it: the user asked for it explicitly.
     pinned = _exec_start_args(_install("--hot-key-min", "20"))
     assert pinned[pinned.index("--hot-key-min") + 1] == "20"

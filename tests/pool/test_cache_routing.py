@@ -1,0 +1,66 @@
+"""`c3 pool serve --route cache` on loopback in front of real stub engines: a shared-system-prompt,
+multi-turn workload lands each conversation's turns on the backend that served its prefix (and the
+engines' prefix caches hit), where load balancing without the index scatters them."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+CACHED = "--route", "cache"
+
+
+def _prefix_hits(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=5).text
+    return sum(float(m.group(1)) for m in re.finditer(r"^vllm:prefix_cache_hits_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def _conversations(pool_url: str, system: str, conversations: int = 6, turns: int = 4) -> tuple[int, int, list[str]]:
+    """Run the workload through the router: (turns after the first that reached the backend of the
+    conversation's previous turn, such turns in all, backend of every first turn)."""
+    history = [[{"role": "system", "content": system}] for _ in range(conversations)]
+    last: list[str | None] = [None] * conversations
+    followed = total = 0
+    firsts = []
+    with httpx.Client(base_url=pool_url, timeout=10) as client:
+        for turn in range(turns):
+            for c in range(conversations):
+                history[c].append({"role": "user", "content": f"conversation {c} turn {turn}: " + "tell me more please " * 20})
+                r = client.post("/v1/chat/completions", json={"model": "stub/model", "messages": history[c], "max_tokens": 40})
+                assert r.status_code == 200, r.text
+                backend = r.headers["x-c3-backend"]
+                assert backend == r.headers["x-stub-backend"]
+                if last[c] is None:
+                    firsts.append(backend)
+                else:
+                    total += 1
+                    followed += backend == last[c]
+                last[c] = backend
+                history[c].append({"role": "assistant", "content": r.json()["choices"][0]["message"]["content"]})
+    return followed, total, firsts
+
+
+def test_cache_route_keeps_conversations_where_their_prefix_is(stubs, pool_process):
+    backends = stubs("a", "b", "c")
+    nodes = {n: s.url for n, s in backends.items()}
+    # Load balancing alone (no sessions: `--sticky none`, least in flight, ties at random) ...
+    balanced = pool_process(nodes, "--sticky", "none")
+    before = sum(_prefix_hits(s.url) for s in backends.values())
+    followed_lb, total_lb, _ = _conversations(balanced.url, "You are the balanced assistant. " * 60)
+    hits_lb = sum(_prefix_hits(s.url) for s in backends.values()) - before
+    balanced.stop()
+    # ... against the prefix index, same stubs, same workload (another system prompt: cold caches).
+    cached = pool_process(nodes, "--sticky", "none", *CACHED)
+    before = sum(_prefix_hits(s.url) for s in backends.values())
+    followed, total, firsts = _conversations(cached.url, "You are the cache-aware assistant. " * 60)
+    hits = sum(_prefix_hits(s.url) for s in backends.values()) - before
+
+    assert total == total_lb == 18
+    assert followed == total, f"cache route: {followed}/{total} turns reached their prefix's backend"
+    assert len(set(firsts)) == 1  # new conversations follow the shared system prompt (nothing is loaded)
+    assert followed_lb < 0.8 * total_lb, f"balanced: {followed_lb}/{total_lb} (expected about a third)"
+    assert hits > hits_lb, (hits, hits_lb)
+    status = cached.status()
+    assert status["route"] == "cache" and status["cache_routing"]["prefix"] == 23  # all but the very first request
+    assert sum(b["prefix_blocks"] for b in status["backends"]) > 0
