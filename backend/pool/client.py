@@ -1,4 +1,4 @@
-"""What the request helpers (admin.py, intake.py, respond.py) use of the proxy's server and of one
+"""What the request helpers (admin.py, intake.py, exchange.py, respond.py) use of the proxy's server and of one
 client connection, as Protocols.
 
 proxy.py implements them (`PoolServer`, `ClientProtocol`) and imports the helpers; the helpers name

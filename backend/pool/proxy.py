@@ -15,7 +15,8 @@ Request life:
    upstream); bodies up to `retry_body_limit` are read whole (so they can be retried), larger ones
    are streamed to the backend as they arrive (and then are not retried). Any answer the router
    gives before the body was read to its end closes the connection.
-2. Pick a backend (`router.py`), send, wait for the response head. A connect error, a connection that
+2. Pick a backend (`router.py`), send, wait for the response head (`exchange.py`, one `Exchange` per
+   request, holding its attempts). A connect error, a connection that
    closes before answering, or 429/502/503/504 retries on another backend, at most `max_attempts` in
    all. Retries happen only before the client has seen a single byte. A status code never counts
    against a backend's health (see `Router.answered`).
@@ -38,18 +39,17 @@ import time
 
 from backend.pool.admin import ADMIN_HEADER, handle_admin, is_admin_path, json_error, shows_sticky
 from backend.pool.connection import ClientProtocol
+from backend.pool.exchange import Exchange
 from backend.pool.heads import ALLOWED, Head, HeadError, forward_fields, parse_request
 from backend.pool.http1 import BadMessage, read_head
-from backend.pool.intake import Body, send_rest, take_body
+from backend.pool.intake import Body, take_body
 from backend.pool.keys import session_key
 from backend.pool.listener import Listener
-from backend.pool.respond import READ_ERRORS, ClientGone, read_response_head, relay_response
+from backend.pool.respond import ClientGone
 from backend.pool.router import Router
-from backend.pool.upstream import Backend
 
 log = logging.getLogger("c3.pool")
 
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
 UPSTREAM_DROP = frozenset({b"host", b"expect", ADMIN_HEADER})
 
 
@@ -230,179 +230,17 @@ class PoolServer:
         source_b = source.encode("latin-1")
         show = shows_sticky(router.admin_token, req.headers)
         blocks = router.prompt_blocks(None if body.streamed else body.data)  # None unless --route cache
-        first = (router.choose(key, prompt=blocks),)  # decided before counting this request as the key's own in-flight
+        first = router.choose(key, prompt=blocks)  # decided before counting this request as the key's own in-flight
+        exchange = Exchange(self, proto, req, reader, writer, body, key, tail, source_b, client_close, show)
         if key is None:
-            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close, show)
+            return await exchange.run(first)
         busy = router.key_busy
         busy[key] = busy.get(key, 0) + 1  # holds a pin on a draining backend while the key is mid-request
         try:
-            return await self._forward(proto, req, reader, writer, first, key, tail, source_b, body, client_close, show)
+            return await exchange.run(first)
         finally:
             left = busy.get(key, 1) - 1
             if left > 0:
                 busy[key] = left
             else:
                 busy.pop(key, None)
-
-    async def _forward(self, proto: ClientProtocol, req: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       first: tuple[tuple[Backend, str] | None, ...], key: str | None, tail: bytes, source_b: bytes, body: Body,
-                       client_close: bool, show_sticky: bool) -> bool:
-        """Send the request to a backend (retrying before the first byte) and relay its answer.
-
-        `show_sticky`: the request presented the admin token, so the answer says the sticky outcome."""
-        router = self.router
-        target = req.b
-        streamed = body.streamed
-        tried: set[str] = set()
-        attempts = 0
-        stale_retry_used = False
-        outcome = "none"
-        last_failure = "no backend is routable"
-        fail_status = 502
-
-        def refuse(status: int, message: str, kind: str, extra: list[bytes] | None = None) -> bool:
-            # An answer before the request body was read to its end closes the connection: the rest
-            # of the body must never be read as the next request.
-            close = client_close or not body.done
-            writer.write(json_error(status, message, kind, close=close, extra=extra))
-            return not close
-
-        while True:
-            if first:
-                choice, first = first[0], ()
-            else:
-                choice = router.choose(key, tried)
-            if choice is None:
-                router.metrics.no_backend += 1
-                status = fail_status if tried else 503
-                extra = [b"X-C3-Key-Source: " + source_b, b"Retry-After: 1"] + ([b"X-C3-Sticky: none"] if show_sticky else [])
-                return refuse(status, f"c3 pool: {last_failure}", "c3_no_backend", extra)
-            b, sticky = choice
-            if not (sticky == "hit" and outcome in ("miss", "repin")):
-                outcome = sticky  # a retry keeps the first decision's miss/repin
-            m = b.metrics
-            fresh_only = streamed or stale_retry_used
-            conn = None if fresh_only else b.take_idle()
-            reused = conn is not None
-            m.in_flight += 1
-            started = time.perf_counter()
-            try:
-                if conn is None:
-                    try:
-                        conn = await b.connect()
-                    except (OSError, TimeoutError) as exc:
-                        last_failure = f"cannot connect to {b.name}: {type(exc).__name__}"
-                        router.passive_failure(b, last_failure, hard=True)
-                        m.retries += 1
-                        tried.add(b.name)
-                        attempts += 1
-                        if attempts >= self.config.max_attempts:
-                            router.metrics.no_backend += 1
-                            return refuse(502, f"c3 pool: {last_failure}", "c3_no_backend")
-                        continue
-                up_r, up_w = conn
-                if proto.lost:
-                    up_w.transport.abort()
-                    raise ClientGone
-                proto.on_lost = up_w.transport.abort
-                head = b"%s %s%s HTTP/1.1\r\nHost: %s\r\n%s" % (req.a, b.prefix, target, b.host_header, tail)
-                if not streamed:
-                    up_w.write(head)  # not `head + data`: that would copy a held body of up to 8 MiB once more
-                    if body.data:
-                        up_w.write(body.data)
-                else:
-                    up_w.write(head)
-                    try:
-                        await send_rest(proto, body, reader, up_w, self.config.body_timeout_s)
-                    except BadMessage:
-                        up_w.transport.abort()
-                        raise
-                    except (asyncio.IncompleteReadError, ConnectionError, OSError):
-                        up_w.transport.abort()
-                        if proto.lost or reader.at_eof():
-                            raise ClientGone from None
-                        router.passive_failure(b, "closed while receiving the request body", hard=False)
-                        writer.write(json_error(502, f"c3 pool: backend {b.name} closed while receiving the request body", "c3_backend_failed", close=True))
-                        return False
-
-                # -- wait for the answer (still retryable) --
-                # The reaper aborts the backend connection when the deadline passes (no per-request timer).
-                watch = proto.watch
-                watch.expired = ""
-                watch.cap = time.monotonic() + self.config.max_response_time_s
-                watch.arm("head", self.config.upstream_timeout_s, up_w.transport)
-                try:
-                    resp = await read_response_head(up_r)
-                except READ_ERRORS as exc:
-                    up_w.transport.abort()
-                    proto.on_lost = None
-                    if proto.lost:
-                        router.metrics.client_disconnects += 1
-                        raise ClientGone from None
-                    if isinstance(exc, HeadError):
-                        # A backend that breaks HTTP is failing: this connection is dropped (never pooled)
-                        # and the client gets a 502 (nothing of the bad answer reaches it).
-                        last_failure = f"backend {b.name} sent a malformed response head ({exc.reason})"
-                        log.warning("%s", last_failure)
-                        router.passive_failure(b, last_failure, hard=False)
-                        return refuse(502, f"c3 pool: {last_failure}", "c3_backend_failed")
-                    if watch.expired:
-                        # Accepted but silent: a wedged engine. Count it against the backend (suspect;
-                        # enough of them take it down) and move on while the client has seen nothing.
-                        limit = self.config.upstream_timeout_s if watch.expired == "head" else self.config.max_response_time_s
-                        last_failure = f"backend {b.name} sent no response head within {limit:g}s"
-                        log.warning("%s%s", last_failure, "" if streamed else "; retrying elsewhere")
-                        router.passive_failure(b, last_failure, hard=False)
-                        fail_status = 504
-                        if streamed:  # the body was streamed through, not held: it cannot be resent
-                            writer.write(json_error(504, f"c3 pool: {last_failure}", "c3_backend_timeout", close=True))
-                            return False
-                        m.retries += 1
-                        tried.add(b.name)
-                        attempts += 1
-                        if attempts >= self.config.max_attempts:
-                            return refuse(504, f"c3 pool: {last_failure}", "c3_backend_timeout")
-                        continue
-                    if streamed:
-                        router.passive_failure(b, "closed before answering", hard=False)
-                        writer.write(json_error(502, f"c3 pool: backend {b.name} closed before answering", "c3_backend_failed", close=True))
-                        return False
-                    if reused and not stale_retry_used:
-                        stale_retry_used = True  # an idle keep-alive connection the backend had closed
-                        continue
-                    last_failure = f"backend {b.name} closed before answering ({type(exc).__name__})"
-                    router.passive_failure(b, last_failure, hard=False)
-                    m.retries += 1
-                    tried.add(b.name)
-                    attempts += 1
-                    if attempts >= self.config.max_attempts:
-                        return refuse(502, f"c3 pool: {last_failure}", "c3_backend_failed")
-                    continue
-                finally:
-                    watch.disarm()
-                status = int(resp.a)
-                if status in RETRY_STATUSES and not streamed and attempts + 1 < self.config.max_attempts and self._has_other(tried | {b.name}):
-                    up_w.transport.abort()
-                    proto.on_lost = None
-                    router.answered(b, status)
-                    m.retries += 1
-                    tried.add(b.name)
-                    attempts += 1
-                    last_failure = f"backend {b.name} answered {status}"
-                    continue
-
-                # -- committed: from here on the client sees this backend's answer --
-                body.release()  # no retry now: a long answer must not keep the body held
-                m.requests += 1
-                m.observe(time.perf_counter() - started)
-                m.keys.append(key)
-                router.metrics.sticky[outcome] += 1
-                router.answered(b, status)
-                return await relay_response(self, proto, req, resp, b, outcome if show_sticky else "", source_b, up_r, up_w, writer,
-                                            client_close)
-            finally:
-                m.in_flight -= 1
-                proto.on_lost = None
-
-    def _has_other(self, exclude: set[str]) -> bool:
-        return any(x.health.routable and x.name not in exclude for x in self.router.order)

@@ -6,8 +6,10 @@
 1. `c3-rig-base:bookworm`: a Debian bookworm root filesystem with python3, made by
    `mmdebstrap --variant=apt --include=python3 --format=tar bookworm` from the host's own apt sources
    (about 20 s), cached as a tar under .rig/rootfs/ keyed by its inputs, then `docker import`ed.
-2. `c3-stub:test`: that base plus backend/sim/stub_engine.py as the entrypoint (and `vllm`/`llama-server`
-   shims that exec it), labelled `io.c3.stub-hash=<sha256 of the stub>`; rebuilt when the stub changes.
+2. `c3-stub:test`: that base plus the stub engine's modules (backend/sim/stub_*.py, under
+   /opt/c3/backend/sim/) and /opt/c3/stub_engine.py, a launcher that runs them, as the entrypoint (and
+   `vllm`/`llama-server` shims that exec it), labelled `io.c3.stub-hash=<sha256 of those files>`;
+   rebuilt when the stub changes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STUB_ENGINE = ROOT / "backend" / "sim" / "stub_engine.py"
+STUB_DIR = ROOT / "backend" / "sim"
+"""The stub engine's modules: `stub_engine.py` and its `stub_*.py` siblings (standard library only)."""
 BASE_IMAGE = "c3-rig-base:bookworm"
 STUB_IMAGE = "c3-stub:test"
 HASH_LABEL = "io.c3.stub-hash"
@@ -34,13 +37,22 @@ INCLUDE = "python3"
 
 DOCKERFILE = """\
 FROM {base}
-COPY stub_engine.py /opt/c3/stub_engine.py
+COPY c3/ /opt/c3/
 COPY shim /usr/local/bin/vllm
 COPY shim /usr/local/bin/llama-server
 LABEL {label}={digest}
 EXPOSE 8000
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["python3", "/opt/c3/stub_engine.py"]
+"""
+LAUNCHER = """\
+#!/usr/bin/env python3
+# c3 test image: runs the stub engine, whose modules are under /opt/c3/backend/sim/ (as in the repository).
+import runpy
+import sys
+
+sys.path.insert(0, "/opt/c3")
+runpy.run_module("backend.sim.stub_engine", run_name="__main__", alter_sys=True)
 """
 SHIM = '#!/bin/sh\n# c3 test image: the stub engine stands in for this engine\nexec python3 /opt/c3/stub_engine.py "$@"\n'
 
@@ -49,8 +61,20 @@ def cache_dir() -> Path:
     return Path(os.environ.get("C3_RIG_CACHE") or ROOT / ".rig")
 
 
+def stub_files() -> dict[str, bytes]:
+    """What the image carries under /opt/c3/: the stub's modules with their packages' __init__.py files
+    (the stub imports them as `backend.sim.stub_*`), and the launcher the entrypoint and shims run."""
+    files = {"stub_engine.py": LAUNCHER.encode()}
+    for path in [ROOT / "backend" / "__init__.py", STUB_DIR / "__init__.py", *sorted(STUB_DIR.glob("stub_*.py"))]:
+        files[path.relative_to(ROOT).as_posix()] = path.read_bytes()
+    return files
+
+
 def stub_digest() -> str:
-    return hashlib.sha256(STUB_ENGINE.read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    for name, data in stub_files().items():
+        h.update(b"%d:%s\0%d:" % (len(name), name.encode(), len(data)) + data)
+    return h.hexdigest()
 
 
 def rootfs_inputs() -> str:
@@ -130,10 +154,10 @@ def ensure_base_image(client, log=print) -> str:
 def build_context(digest: str) -> io.BytesIO:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data, mode in (("Dockerfile", DOCKERFILE.format(base=BASE_IMAGE, label=HASH_LABEL,
-                                                                  digest=digest).encode(), 0o644),
-                                 ("stub_engine.py", STUB_ENGINE.read_bytes(), 0o755),
-                                 ("shim", SHIM.encode(), 0o755)):
+        entries = [("Dockerfile", DOCKERFILE.format(base=BASE_IMAGE, label=HASH_LABEL, digest=digest).encode(), 0o644),
+                   *((f"c3/{name}", data, 0o755 if name == "stub_engine.py" else 0o644) for name, data in stub_files().items()),
+                   ("shim", SHIM.encode(), 0o755)]
+        for name, data, mode in entries:
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), mode, 0
             tar.addfile(info, io.BytesIO(data))
@@ -142,7 +166,7 @@ def build_context(digest: str) -> io.BytesIO:
 
 
 def ensure_stub_image(client, log=print) -> str:
-    """`c3-stub:test` carrying the current backend/sim/stub_engine.py (rebuilt only when it changed)."""
+    """`c3-stub:test` carrying the current stub engine, backend/sim/stub_*.py (rebuilt only when it changed)."""
     digest = stub_digest()
     if _current(client, STUB_IMAGE, HASH_LABEL, digest):
         return STUB_IMAGE
