@@ -91,7 +91,8 @@ def tagged_script(action: str, grace_s: float = 10, *, tag: str | None = None, m
     find = (f"c3_pids() {{ grep -lz {shlex.quote(pattern)} /proc/[0-9]*/environ 2>/dev/null "
             "| sed -n 's|^/proc/\\([0-9]*\\)/environ$|\\1|p' | grep -vx \"$$\"; }")
     if action == "list":
-        return find + "\nfor p in $(c3_pids); do printf 'proc=%s %s\\n' \"$p\" \"$(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; done\n"
+        # 1,000 characters: a rank's `--node-rank` comes after long venv and model paths (the display cuts to 160).
+        return find + "\nfor p in $(c3_pids); do printf 'proc=%s %s\\n' \"$p\" \"$(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-1000)\"; done\n"
     ticks = max(1, int(grace_s * 10))
     # A tag read from a process's environment is used as a file name only when it is a plain name.
     mark_tags = (f"mkdir -p {STOP_MARKERS} 2>/dev/null; for p in $pids; do "

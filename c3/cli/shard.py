@@ -129,7 +129,7 @@ def status(nodes: str, ray: str, backend: str, rpc_port: int, ssh_key: str | Non
         member = f"in the Ray cluster at {node.ray_address} ({res})" if node.ray_address else "not in a Ray cluster"
         _echo(f"{node.node}: {member}; {len(node.processes)} c3 shard process(es)")
         for proc in node.processes:
-            _echo(f"    {proc['pid']:>7} {proc['command']}")
+            _echo(f"    {proc['pid']:>7} {proc['command'][:160]}")
     if unreachable:
         error_line(f"{len(unreachable)} of {len(result.nodes)} node(s) unreachable: {', '.join(n.node for n in unreachable)}")
         sys.exit(3)
