@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from backend.remote.known_hosts import OfferedKey, fingerprint, known_hosts_text, managed_known_hosts
 from backend.remote.shell import COMMAND_TIMEOUT_S, PGID_MARK, NodeFailure, ShellBase, Spawned, as_shell_command, short
-from backend.remote.ssh_target import connect_options, resolve_target
+from backend.remote.ssh_target import connect_options, quiet_asyncssh_import, resolve_target
 
 if TYPE_CHECKING:
     from backend.remote.node import Node
@@ -50,6 +50,7 @@ class SshOptions:
 
 def map_ssh_error(node: Node, exc: BaseException, *, known: bool) -> NodeFailure:
     """Turn whatever asyncssh or the socket layer raised into one NodeFailure naming the node."""
+    quiet_asyncssh_import()
     import asyncssh  # lazily: only the SSH paths pay for it
 
     where = f"ssh {node.ssh}"
@@ -161,6 +162,7 @@ class SshShell(ShellBase):
 
     @classmethod
     async def connect(cls, node: Node, options: SshOptions | None = None) -> SshShell:
+        quiet_asyncssh_import()
         import asyncssh
 
         options = options or SshOptions()
@@ -192,6 +194,7 @@ class SshShell(ShellBase):
         return cls(node, conn, options)
 
     async def _communicate(self, text: str, raw: bytes | None, timeout: float | None) -> tuple[int, bytes, bytes]:
+        quiet_asyncssh_import()
         import asyncssh
 
         limit = timeout or self._options.command_timeout
@@ -214,6 +217,7 @@ class SshShell(ShellBase):
         return status, result.stdout or b"", result.stderr or b""
 
     async def stream(self, command: str | Sequence[str], *, timeout: float | None = None) -> AsyncIterator[str]:
+        quiet_asyncssh_import()
         import asyncssh
 
         try:
@@ -231,6 +235,7 @@ class SshShell(ShellBase):
             proc.close()
 
     async def spawn(self, command: str | Sequence[str], *, input: str | None = None) -> Spawned:
+        quiet_asyncssh_import()
         import asyncssh
 
         text = f'echo "{PGID_MARK}$$"; ' + as_shell_command(command)
@@ -259,6 +264,7 @@ class SshShell(ShellBase):
 async def fetch_host_key(node: Node, options: SshOptions | None = None) -> OfferedKey:
     """Connect without trusting anything and return the key the node offers, with every known_hosts
     pattern it should be filed under (its name and the addresses that name resolves to)."""
+    quiet_asyncssh_import()
     import asyncssh
 
     options = options or SshOptions()

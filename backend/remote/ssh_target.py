@@ -17,11 +17,28 @@ import asyncio
 import ipaddress
 import os
 import socket
+import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend.settings import current
+
+
+def quiet_asyncssh_import() -> None:
+    """Import asyncssh once with the warnings it raises while importing silenced.
+
+    cryptography 51 deprecates DSA, and asyncssh's modules name DSA types at import time: every `c3`
+    command that reached a node printed ten lines of CryptographyDeprecationWarning before its own
+    output (and before the one `c3: error:` line that scripts read). c3 never offers DSA keys, so
+    these say nothing to its users; warnings raised later, by asyncssh at work, are left alone."""
+    if "asyncssh" in sys.modules:
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"asyncssh(\.|$)")
+        import asyncssh  # noqa: F401
+
 
 if TYPE_CHECKING:
     from backend.remote.node import Node
@@ -120,6 +137,7 @@ def connect_options(node: Node) -> dict[str, Any]:
 
 def apply_config(node: Node) -> SshTarget:
     """The node's target with the user's OpenSSH config applied (no network)."""
+    quiet_asyncssh_import()
     import asyncssh
 
     kwargs = connect_options(node)
