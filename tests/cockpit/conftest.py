@@ -176,6 +176,15 @@ SIZES = [(120, 40), (80, 24)]
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 
+def gate_open(app) -> bool:
+    """The confirm gate is on top with every widget mounted. It is on the stack before its children are:
+    under load a read right after the push saw only its title and problems (no plan, no buttons)."""
+    from c3.modals.confirm import ConfirmModal
+
+    screen = app.screen
+    return isinstance(screen, ConfirmModal) and bool(screen.query("#confirm")) and bool(screen.query("#cancel"))
+
+
 async def wait_for(pilot, predicate, timeout: float = 30.0, what: str = "condition") -> None:
     """Poll `predicate()` between frames until it holds or `timeout` passes (then fail saying what).
     `timeout` is only a ceiling for a hung wait, sized for a busy 2-core CI box (a cold cockpit under

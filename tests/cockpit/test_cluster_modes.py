@@ -13,7 +13,7 @@ from c3.modals.confirm import ConfirmModal
 from c3.modals.launch import LaunchModal
 from c3.screens.nodes import NodesScreen
 from c3.screens.recipes import RecipesScreen
-from tests.cockpit.conftest import real_app, screen_text, settle, wait_for
+from tests.cockpit.conftest import gate_open, real_app, screen_text, settle, wait_for
 from tests.cockpit.world import UNREACHABLE
 
 CLUSTER = pytest.mark.parametrize("demo_world", ["cluster"], indirect=True)
@@ -215,7 +215,7 @@ async def test_launch_recipe_node_picker_and_dry_run_preview_with_secrets_redact
         assert modal.order == ["spark-2", "box"]
         assert "spark-2 (rank 0, serves the API) → box (rank 1)" in screen_text(app)
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the launch gate")
         text = screen_text(app)
         assert f"Launch recipe {SPARK_RECIPE}" in text
         assert f"node spark-2 (rank 0, ssh ubuntu@{UNREACHABLE}):" in text and "node box (rank 1, local, no SSH):" in text
@@ -296,18 +296,18 @@ async def test_node_and_recipe_flows_never_call_the_facade_on_the_loop(demo_worl
         await pilot.press("a")
         await settle(pilot)
         await pilot.press(*"n4", "tab", *"http://10.213.0.14:8000", "tab", *"u@10.213.0.14", "ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the add-node gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the add-node gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None and "added node n4" in app.last_result.message, what="the node added")
         await _mode(pilot, "3")
         await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the stop gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None and "stopped profile" in app.last_result.message, timeout=60, what="the stop")
         await pilot.press("u")
         await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal) and app.screen.nodes is not None, what="the node picker")
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate (its dry-run)")
+        await wait_for(pilot, lambda: gate_open(app), what="the launch gate (its dry-run)")
         await pilot.press("escape")
         await settle(pilot)
     assert slow.calls >= 10
@@ -339,7 +339,7 @@ async def _gate_on_the_active_profile(pilot, key: str) -> str:
     await _mode(pilot, "3")
     await wait_for(pilot, lambda: f"Profile {USER_RECIPE}" in screen_text(app), what="the active profile")
     await pilot.press(key)
-    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what=f"the gate of `{key}`")
+    await wait_for(pilot, lambda: gate_open(app), what=f"the gate of `{key}`")
     return screen_text(app)
 
 
@@ -371,7 +371,7 @@ async def test_launch_overrides_show_in_the_dry_run_and_demote_the_profile(share
         await wait_for(pilot, lambda: "profile: recipe + local overrides" in screen_text(app), what="the demotion shown as typed")
         assert modal.override_problems == [] and "override_problems" in svc.calls
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the launch gate")
         text = screen_text(app)
         assert "recipe + local overrides: no verified numbers" in text
         assert "--max-model-len 8192" in text and "--gpu-memory-utilization 0.85" in text
@@ -394,7 +394,7 @@ async def test_bad_override_entries_are_shown_as_typed(shared_world):
         assert "has no parameter `nosuch`" in text
         assert "--set `tensor_parallel_size` is not key=value" in text
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the launch gate")
         assert app.screen.query_one("#confirm").disabled
         await pilot.press("y")
         await settle(pilot)
@@ -411,7 +411,7 @@ async def test_an_override_known_to_abort_is_refused_in_the_gate_before_any_node
         await wait_for(pilot, lambda: modal.override_problems != [], what="the abort shown as typed")
         assert "max_model_len=65536 is known to abort on 2x-rtx5090" in screen_text(app)
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the launch gate")
         gate = app.screen
         assert any("max_model_len=65536 is known to abort on 2x-rtx5090" in p for p in gate.plan.problems)
         assert "known to abort" in screen_text(app)
@@ -492,7 +492,7 @@ async def test_drain_and_undrain_the_highlighted_node_in_the_running_pool(demo_w
         for verb, draining in (("drain", True), ("undrain", False)):
             app.last_result = None
             await pilot.press("D")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what=f"the {verb} gate")
+            await wait_for(pilot, lambda: gate_open(app), what=f"the {verb} gate")
             text = screen_text(app)
             assert f"{verb.title()} box" in text and f"/c3/{verb}?node=box (pool 127.0.0.1:8011)" in text, text
             await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")
@@ -562,7 +562,7 @@ async def test_switch_profile_picks_from_the_launched_profiles_and_a_profile_tha
         picker = modal.query_one("#switch-profiles")
         assert picker.get_option(USER_RECIPE).disabled and picker.highlighted == 0 and "(active)" in screen_text(app)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the switch gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the switch gate")
         text = screen_text(app)
         assert "Switch to profile alt" in text and f"first: stop the active profile {USER_RECIPE}" in text, text
         await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")

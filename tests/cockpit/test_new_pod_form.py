@@ -10,10 +10,9 @@ import socket
 
 import pytest
 
-from c3.modals.confirm import ConfirmModal
 from c3.modals.new_pod import NewPodModal, gpu_list
 from c3.screens.orchestration import OrchestrationScreen
-from tests.cockpit.conftest import real_app, screen_text, settle, wait_for
+from tests.cockpit.conftest import gate_open, real_app, screen_text, settle, wait_for
 
 
 async def open_form(pilot) -> NewPodModal:
@@ -164,7 +163,7 @@ async def test_a_refused_request_comes_back_with_its_values(shared_world):
         modal.query_one("#gpus").value = "0"  # claimed by chat: the plan refuses it
         port = modal.query_one("#port").value
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the confirm gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the confirm gate")
         assert app.screen.plan.problems
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, NewPodModal), what="the form again")

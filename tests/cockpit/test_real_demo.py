@@ -12,9 +12,8 @@ import socket
 import pytest
 
 from c3.app import C3App
-from c3.modals.confirm import ConfirmModal
 from c3.modals.new_pod import NewPodModal
-from tests.cockpit.conftest import orchestration, screen_text, settle, wait_for
+from tests.cockpit.conftest import gate_open, orchestration, screen_text, settle, wait_for
 
 
 def free_port() -> int:
@@ -51,7 +50,7 @@ async def _create(pilot, name: str, slug_filter: str, gpus: str, port: int) -> N
     modal.query_one("#port").value = str(port)
     await settle(pilot)
     await pilot.press("ctrl+s")
-    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the confirm gate")
+    await wait_for(pilot, lambda: gate_open(app), what="the confirm gate")
     assert not app.screen.plan.problems, app.screen.plan.problems
     await pilot.press("y")
     await wait_for(pilot, lambda: app.last_result is not None and name in app.last_result.message, what=f"pod {name} created")
@@ -66,7 +65,7 @@ async def _boot(pilot, name: str) -> None:
     pods.focus()
     pods.highlighted = [p.name for p in orch.pods].index(name)
     await pilot.press("u")
-    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
+    await wait_for(pilot, lambda: gate_open(app), what="the boot gate")
     assert not app.screen.plan.problems, app.screen.plan.problems
     await pilot.press("y")
     await wait_for(pilot, lambda: app.last_result is not None and f"pod {name}" in app.last_result.message
@@ -95,7 +94,7 @@ async def test_demo_create_boot_placed_mismatch_stop(demo_services):
         assert "⚠ PLACEMENT MISMATCH" in text and "not on requested GPU 2" in text and "GPU 0" in text
 
         await pilot.press("o")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop-all gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the stop-all gate")
         plan = app.screen.plan
         assert set(plan.pods) == {"chat", "odd"}
         await pilot.press("y")
@@ -118,7 +117,7 @@ async def test_demo_nodes_this_machine_added_shows_the_rig_gpus_and_recipes_list
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, AddNodeModal), what="the add-node modal")
         await pilot.press("ctrl+t", "ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the add-node gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the add-node gate")
         assert not app.screen.plan.problems, app.screen.plan.problems
         assert "nodes.json" in screen_text(app)
         await pilot.press("y")
