@@ -588,3 +588,33 @@ async def test_switch_profile_with_no_other_profile_says_how_to_get_one(shared_w
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, RecipesScreen)
+
+
+@SHARED_CLUSTER
+async def test_the_recipes_cursor_stays_on_its_recipe_across_refreshes(shared_world):
+    """Issue 25: every refresh (the 60 s poll, `r`) rebuilt the table and put the cursor on its first row,
+    so `u` then opened Launch for a recipe the user had not picked. The cursor follows the row key."""
+    app, svc = real_app(shared_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = await _mode(pilot, "3")
+        await wait_for(pilot, lambda: bool(screen.shown), what="the recipes")
+        ids = [r.id for r in screen.shown]
+        assert ids.index(SPARK_RECIPE) > 0, ids  # not the first row: a jump to the top would show
+        table = screen.query_one("#recipes")
+        table.focus()
+        table.move_cursor(row=table.get_row_index(SPARK_RECIPE))
+        await settle(pilot)
+        assert screen.highlighted().id == SPARK_RECIPE
+        for _ in range(2):
+            reads = svc.calls.count("recipes")
+            await pilot.press("r")
+            await wait_for(pilot, lambda reads=reads: svc.calls.count("recipes") > reads and not screen.poller.in_flight, what="the refresh")
+            await settle(pilot)
+            assert screen.highlighted().id == SPARK_RECIPE, ids
+            assert SPARK_RECIPE in screen.query_one("#recipe-detail").render().plain  # the details too
+        await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal), what="the node picker")
+        assert app.screen.recipe.id == SPARK_RECIPE
+        await pilot.press("escape")
+        await settle(pilot)
