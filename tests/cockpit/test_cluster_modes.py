@@ -618,3 +618,67 @@ async def test_the_recipes_cursor_stays_on_its_recipe_across_refreshes(shared_wo
         assert app.screen.recipe.id == SPARK_RECIPE
         await pilot.press("escape")
         await settle(pilot)
+
+
+
+def _wholly_shown(app, widget) -> bool:
+    """The widget's whole region is inside its dialog and inside the terminal (not clipped away)."""
+    region = widget.region
+    dialog = app.screen.query_one("#dialog").region
+    return region.height > 0 and dialog.contains_region(region) and app.screen.region.contains_region(region)
+
+
+def _gate_fits(app) -> None:
+    """The confirm gate on screen: title, problems, warnings and both buttons wholly shown, the plan
+    shown and scrolling the rest, Cancel focused."""
+    gate = app.screen
+    for widget in gate.query("#confirm-title, #confirm-problems, #confirm-warnings, #cancel, #confirm"):
+        assert _wholly_shown(app, widget), (widget.id, widget.region, gate.query_one("#dialog").region)
+    plan = gate.query_one("#confirm-scroll")
+    assert _wholly_shown(app, plan) and plan.max_scroll_y > 0, (plan.region, plan.max_scroll_y)  # the rest scrolls
+    assert getattr(gate.focused, "id", None) == "cancel"
+
+
+@SHARED_CLUSTER
+async def test_the_launch_preview_at_80x24_scrolls_its_plan_and_keeps_buttons_and_problems_in_sight(shared_world):
+    """Issue 25: at 80×24 the dry-run ran the dialog off the screen — buttons and problems out of
+    sight, focus on a hidden Cancel. The plan scrolls; everything under it stays on screen."""
+    app, svc = real_app(shared_world)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await _launch_modal(pilot, SPARK_RECIPE)  # two nodes: the longest dry-run; its image is a tag
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        await settle(pilot)
+        assert "not pinned by digest" in app.screen.query_one("#confirm-problems").render().plain
+        _gate_fits(app)
+        await pilot.resize_terminal(120, 40)  # and it grows back when the terminal does
+        await settle(pilot)
+        assert app.screen.query_one("#confirm-scroll").size.height == 20
+        await pilot.press("escape")
+        await settle(pilot)
+        assert "execute" not in svc.calls
+
+
+async def test_a_long_plan_with_problems_and_warnings_fits_the_gate_at_80x24(tmp_path):
+    """The same for any write: a plan longer than the screen with problems and warnings (a launch in
+    this world has no warnings), read-only too — every line under the plan stays on screen."""
+    from textual.app import App
+
+    from backend.actions.stop_pod import StopPod
+    from backend.actions.workspace import Workspace
+    from c3.services import WritePlan
+
+    action = StopPod(Workspace(tmp_path / "estate.yml"), "a")
+    lines = tuple(f"node box (rank 0): $ docker run --name c3-profile_x -e VAR{i}=value{i} image:tag serve --flag {i}" for i in range(40))
+    plan = WritePlan(action, "Launch recipe x", lines, problems=("a problem that blocks",) * 2, warnings=("a warning with its hint " * 4,) * 3, wide=True)
+
+    class Host(App[None]):
+        CSS_PATH = "../../c3/c3.tcss"
+
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.push_screen(ConfirmModal(plan, readonly=True))
+        await settle(pilot)
+        assert app.screen.query_one("#confirm-readonly") and _wholly_shown(app, app.screen.query_one("#confirm-readonly"))
+        _gate_fits(app)
