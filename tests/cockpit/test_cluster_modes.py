@@ -682,3 +682,50 @@ async def test_a_long_plan_with_problems_and_warnings_fits_the_gate_at_80x24(tmp
         await settle(pilot)
         assert app.screen.query_one("#confirm-readonly") and _wholly_shown(app, app.screen.query_one("#confirm-readonly"))
         _gate_fits(app)
+
+
+@CLUSTER
+async def test_the_launch_panel_clears_when_a_restart_or_a_switch_ends(demo_world, monkeypatch):
+    """Issue 25: `R` and `P` report their steps in the "◐ launching …" panel but never said they ended,
+    so it read "launching" for good. When the write ends the panel says how: ✓ after the restart, ✗
+    after a switch that failed. The relaunch itself is stood in for (the world's node has no engine
+    image): two steps said, then the relaunched profile — or a refusal."""
+    import backend.cluster.control as control
+    from backend.errors import Refused
+    from backend.profiles import Profile, load_profile, save_profile
+
+    async def relaunch(profile, *, say, **_kwargs):
+        say(f"removing {profile.name}'s containers")
+        say(f"starting {profile.name} rank 0")
+        if profile.name == "alt":
+            raise Refused("rank 0 did not answer")
+        return profile
+
+    monkeypatch.setattr(control, "relaunch", relaunch)
+    active = load_profile(USER_RECIPE)
+    save_profile(Profile(**{**active.model_dump(), "name": "alt", "launched_at": "2026-05-02T09:00:00Z"}))
+    app, _ = real_app(demo_world)
+
+    def panel() -> str:
+        box = app.screen.query_one("#launch-status")
+        return box.render().plain if box.display else ""
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _gate_on_the_active_profile(pilot, "R")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None, timeout=60, what="the restart")
+        assert app.last_result.ok, app.last_result
+        await settle(pilot)
+        assert isinstance(app.screen, RecipesScreen)
+        assert "starting qwen3-32b-awq-2x5090 rank 0" in panel()  # the steps were shown
+        assert "◐ launching" not in panel() and "✓" in panel(), panel()
+        app.last_result = None
+        await pilot.press("P")
+        await wait_for(pilot, lambda: getattr(app.screen, "profiles", None) is not None, what="the launched profiles")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the switch gate")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None, timeout=60, what="the switch")
+        assert not app.last_result.ok and "rank 0 did not answer" in app.last_result.message, app.last_result
+        await settle(pilot)
+        assert "◐ launching" not in panel() and "✗" in panel() and "alt" in panel(), panel()
