@@ -729,3 +729,34 @@ async def test_the_launch_panel_clears_when_a_restart_or_a_switch_ends(demo_worl
         assert not app.last_result.ok and "rank 0 did not answer" in app.last_result.message, app.last_result
         await settle(pilot)
         assert "◐ launching" not in panel() and "✗" in panel() and "alt" in panel(), panel()
+
+
+@CLUSTER
+async def test_draining_the_last_backend_that_takes_new_requests_warns_and_the_header_counts_it(demo_world):
+    """Issue 25: in this world spark-2 is down, so draining box leaves the pool no backend for new
+    sessions and unkeyed requests (the router answers 503) — the gate said nothing, and the pool's
+    header still read "1/2 routable". The gate warns (Confirm stays enabled) and the header counts
+    only the backends that take new requests; undraining needs no warning."""
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = await _mode(pilot, "2")
+        await wait_for(pilot, lambda: screen.rows and screen.pools, timeout=30, what="nodes and the pool")
+        assert "1/2 routable" in screen_text(app)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the drain gate")
+        warnings = app.screen.plan.warnings
+        assert any("no backend that takes new requests" in w and "503" in w for w in warnings), warnings
+        assert "no backend that takes new requests" in screen_text(app) and not app.screen.query_one("#confirm").disabled
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None, what="the drain")
+        assert app.last_result.ok, app.last_result
+        await wait_for(pilot, lambda: _backend(screen, "box").draining, timeout=30, what="box draining")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "0/2 routable" in text and "1 draining" in text and "1/2 routable" not in text, text
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the undrain gate")
+        assert app.screen.plan.warnings == (), app.screen.plan.warnings
+        await pilot.press("escape")
+        await settle(pilot)
