@@ -5,7 +5,7 @@ A mixin of `C3App` (c3/app.py), kept apart so each module stays about one thing.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from textual.message import Message
@@ -98,12 +98,16 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
                 for name in plan.pods:
                     self.boots.pop(name, None)
                 self._boots_changed()
+            if panel == "launch":
+                self._launch_ended(plan, result.ok)
             back = not result.ok and isinstance(plan.request, NewPod)  # only a create carries a NewPod
             self.show_result(result, toast=not back)
             if back:
                 self._form_refused(plan, result.message)
 
         def failed(error: BaseException) -> None:
+            if panel == "launch":
+                self._launch_ended(plan, False)
             if plan.pod is not None and plan.pod in self.boots:
                 boot = self.boots[plan.pod]
                 self.boots[plan.pod] = BootProgress(boot.pod, "failed", boot.elapsed_s, boot.log_tail, done=True, ok=False)
@@ -117,12 +121,27 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
         text, _, hint = message.partition(" — hint: ")
         self.show_result(WriteResult(False, text, hint or None), toast=toast)
 
+    def _launch_ended(self, plan: WritePlan, ok: bool) -> None:
+        """The launch panel says how a write that reported into it ended. A recipe launch says so itself;
+        a profile restart or switch only reports its steps, and its panel read "◐ launching" for good."""
+        progress = self.launch_progress
+        if progress is None or progress.done or (plan.pod is not None and progress.pod != plan.pod):
+            return
+        ended = replace(progress, phase="serving" if ok else "failed", done=True, ok=ok, line=None)
+        self.on_launch_update(LaunchUpdate(ended))
+
     def on_launch_update(self, message: LaunchUpdate) -> None:
-        self.launch_progress = message.progress
+        progress = message.progress
+        previous = self.launch_progress
+        if not progress.log_tail:  # a relaunch says one line a step: the panel keeps its last four
+            running = previous is not None and previous.pod == progress.pod and not previous.done
+            tail = previous.log_tail if running and previous is not None else ()
+            progress = replace(progress, log_tail=(*tail, progress.line)[-4:] if progress.line else tail)
+        self.launch_progress = progress
         for screen in self._mode_screens("recipes"):
             shown = getattr(screen, "show_launch", None)
             if shown is not None and screen.is_mounted:
-                shown(message.progress)
+                shown(progress)
 
     def on_boot_update(self, message: BootUpdate) -> None:
         progress = message.progress
@@ -158,8 +177,6 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
     def show_result(self, result: WriteResult, *, toast: bool = True) -> None:
         """Every write's outcome reaches the user: a toast, the result line, and a fresh poll. Its hint
         is said in the cockpit's keys and fields, not the CLI's flags (c3/hints.py)."""
-        from dataclasses import replace
-
         from c3.hints import cockpit_hint
 
         result = replace(result, hint=cockpit_hint(result.hint))

@@ -187,6 +187,16 @@ class LogView(ScrollView, can_focus=True):
         self.refresh()
 
     def on_resize(self) -> None:
+        self._rewrap()
+
+    def watch_show_vertical_scrollbar(self, shown: bool) -> None:
+        # Wrapping can bring the vertical scrollbar (more rows than the pane is high) without resizing
+        # the widget: rows laid out for the width before it lost 2 characters at every wrap point
+        # under the scrollbar until another key re-laid the view out.
+        self.call_after_refresh(self._rewrap)
+
+    def _rewrap(self) -> None:
+        """Lay the wrapped rows out again when the width they were laid out for is not the pane's now."""
         if self.wrap and self.scrollable_content_region.width != self._laid_width:
             self.relayout()
 

@@ -117,7 +117,29 @@ class DrainPoolNode(Action):
         return Plan(f"{self.path.title()} {self.node}", (f"POST {router.admin_url}/c3/{self.path}?node={self.node} (pool {router.bind})",))
 
     def problems(self) -> list[Problem]:
-        return problems_of(lambda: find_router(self.host, self.port))
+        found = problems_of(lambda: find_router(self.host, self.port))
+        return found if found or self.path != "drain" else self._last_backend()
+
+    def _last_backend(self) -> list[Problem]:
+        """A warning when no other backend of the pool takes new requests (routable, not draining): the
+        router then answers new sessions and unkeyed requests 503 until one is up or undrained."""
+        from backend.pool.status import fetch_status
+
+        router = find_router(self.host, self.port)
+        try:
+            backends = fetch_status(router.admin_url).get("backends") or []
+        except (OSError, ValueError):
+            return []  # the drain itself says that the router does not answer
+        rows = [b for b in backends if isinstance(b, dict)]
+        if not any(b.get("node") == self.node for b in rows):
+            return []  # not in this pool: the router refuses it
+        if any(b.get("node") != self.node and b.get("healthy") and not b.get("draining") for b in rows):
+            return []
+        return [Problem(
+            f"draining {self.node} leaves pool {router.bind} no backend that takes new requests: new sessions and "
+            "unkeyed requests get 503 until a backend is up or undrained",
+            "warning", hint=f"bring another backend up first, or undrain {self.node} afterwards",
+        )]
 
     def run(self, progress: ProgressSink) -> Outcome:
         router = find_router(self.host, self.port)

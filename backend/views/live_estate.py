@@ -158,6 +158,8 @@ class LiveEstate:
             place = entry.placement if entry else None
             if place is not None and running and place.verdict == "unknown" and "not running" in place.reason:
                 place = None  # from before it started; the next placement read will judge it
+            elif place is not None and not running and place.verdict != "unknown":
+                place = None  # from before it stopped: a pod that does not run is placed nowhere
             row = PodStatus.absent(pod, "verifying placement…" if running else "the pod is not running")
             metrics = entry.metrics if serving and entry and entry.metrics else None
             rows.append(row.model_copy(update={

@@ -7,10 +7,14 @@ re-validates again right before executing, because the world may change while th
 
 from __future__ import annotations
 
+from math import floor
+
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.css.scalar import Scalar
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -21,6 +25,9 @@ class ConfirmModal(ModalScreen[bool]):
     """Returns True only when the user pressed Confirm (or `y`) on a plan without problems."""
 
     AUTO_FOCUS = "#cancel"
+    PLAN_ROWS = 20
+    """The plan's height when the terminal has room (c3.tcss `#confirm-scroll`); it scrolls beyond."""
+    PLAN_ROWS_MIN = 3
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="confirm_cancel"),
         Binding("y", "confirm", "Confirm", id="confirm_yes"),
@@ -59,6 +66,28 @@ class ConfirmModal(ModalScreen[bool]):
             with Horizontal(classes="buttons"):
                 yield Button("Cancel  Esc", id="cancel", variant="default")
                 yield Button("Confirm  y", id="confirm", variant="error" if self.plan.destructive else "primary", disabled=self.blocked is not None)
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self.fit_plan)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_after_refresh(self.fit_plan)
+
+    def fit_plan(self) -> None:
+        """Give the plan only the rows the dialog has left once its title, problems, warnings and
+        buttons are counted: at 80×24 a long dry-run pushed them off the screen (a hidden Cancel
+        focused, the problems unseen). Those rows depend on the width only; the plan scrolls."""
+        dialog = self.query_one("#dialog", Vertical)
+        plan = self.query_one("#confirm-scroll", VerticalScroll)
+        limit = dialog.styles.max_height
+        if limit is None or not dialog.size.width:
+            return
+        room = floor(limit.resolve(self.size, self.size)) - dialog.styles.gutter.height
+        used = max((child.virtual_region_with_margin.bottom for child in dialog.children if child.display), default=0)
+        others = used - plan.outer_size.height
+        rows = max(self.PLAN_ROWS_MIN, min(self.PLAN_ROWS, room - others))
+        if plan.styles.max_height != Scalar.from_number(rows):
+            plan.styles.max_height = rows
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -82,6 +82,7 @@ class NewPodModal(CockpitModal):
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="new_pod_cancel"),
         Binding("ctrl+s", "create", "Create", id="new_pod_create", priority=True),
+        Binding("down", "into_slugs", "Into the slug list", show=False),
     ]
 
     def __init__(self, gpu_indices: list[int], pods: list[PodState], initial: NewPod | None = None, problem: str | None = None) -> None:
@@ -260,6 +261,17 @@ class NewPodModal(CockpitModal):
         if not self.port_touched:
             self._proposed_port = str(port)
             self.query_one("#port", Input).value = str(port)
+
+    def action_into_slugs(self) -> None:
+        """↓ in the filter field goes into the slug list (its highlight where it was: the proposal),
+        as the header's "↑↓ pick a slug" says; the list's own ↓ then moves down it."""
+        focused = self.focused
+        if focused is None or focused.id != "filter":
+            return
+        slugs = self.query_one("#slugs", OptionList)
+        slugs.focus()
+        if slugs.highlighted is None and slugs.option_count:
+            slugs.action_first()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

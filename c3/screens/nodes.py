@@ -335,10 +335,14 @@ class NodesScreen(Filterable, CockpitScreen):
                 heads.append(Content.from_markup("[b]Pool $b[/]  [$error]✗ admin endpoint does not answer[/] [$text-muted]$e[/]", b=pool.bind, e=pool.error or ""))
                 continue
             hit = "—" if pool.hit_ratio is None else f"{pool.hit_ratio:.0%}"
-            up = sum(1 for b in pool.backends if b.healthy)
+            # Routable here means what the router does with a new session or an unkeyed request: a
+            # draining backend takes none (the router answers 503 when no other one is up).
+            up = sum(1 for b in pool.backends if b.healthy and not b.draining)
+            draining = sum(1 for b in pool.backends if b.draining)
             heads.append(Content.from_markup(
-                "[b]Pool $b[/]  sticky $s · hit $h · $p pins · $u/$n routable · up $t",
-                b=pool.bind, s=pool.sticky, h=hit, p=str(pool.pins), u=str(up), n=str(len(pool.backends)), t=_uptime(pool.uptime_s),
+                "[b]Pool $b[/]  sticky $s · hit $h · $p pins · $u/$n routable$d · up $t",
+                b=pool.bind, s=pool.sticky, h=hit, p=str(pool.pins), u=str(up), n=str(len(pool.backends)),
+                d=f" ({draining} draining)" if draining else "", t=_uptime(pool.uptime_s),
             ))
             for b in pool.backends:
                 if b.healthy and b.state == "up" and not b.suspect:

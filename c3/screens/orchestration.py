@@ -60,6 +60,8 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     """GPUs, pods, per-pod actions."""
 
     LIVE = True
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    """Under 100 columns toasts go over the GPU panels, not the pod list (c3.tcss)."""
 
     WRITES = frozenset({"new_pod", "pod_up", "pod_down", "pod_rm", "stop_all"})
     BINDINGS = [

@@ -228,12 +228,19 @@ class RecipesScreen(Filterable, CockpitScreen):
             empty.update(Content.from_markup("[$text-muted]no recipe matches — Esc shows every recipe[/]"))
         else:
             empty.update(NO_BACKEND if self.missing_backend else EMPTY)
+        # The cursor stays on its recipe (by row key) across refreshes: `u` acts on the highlighted row,
+        # and a table rebuilt with its cursor back on the first row launched a recipe nobody picked.
+        cursor = table.cursor_row
+        before = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.is_valid_row_index(cursor) else None
         table.clear()
         for row in rows:
             verified = Content.from_markup("[$success]✓ verified[/]") if row.verified else Content.from_markup("[$warning]? unverified[/]")
             table.add_row(row.id, str(row.nodes), verified, row.hardware, key=row.id)
         if rows:
-            self.show_detail(rows[0])
+            ids = [row.id for row in rows]
+            index = ids.index(before) if before in ids else min(max(cursor, 0), len(rows) - 1)
+            table.move_cursor(row=index, animate=False)
+            self.show_detail(rows[index])
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         for row in self.rows or []:

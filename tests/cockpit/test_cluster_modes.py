@@ -588,3 +588,175 @@ async def test_switch_profile_with_no_other_profile_says_how_to_get_one(shared_w
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, RecipesScreen)
+
+
+@SHARED_CLUSTER
+async def test_the_recipes_cursor_stays_on_its_recipe_across_refreshes(shared_world):
+    """Issue 25: every refresh (the 60 s poll, `r`) rebuilt the table and put the cursor on its first row,
+    so `u` then opened Launch for a recipe the user had not picked. The cursor follows the row key."""
+    app, svc = real_app(shared_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = await _mode(pilot, "3")
+        await wait_for(pilot, lambda: bool(screen.shown), what="the recipes")
+        ids = [r.id for r in screen.shown]
+        assert ids.index(SPARK_RECIPE) > 0, ids  # not the first row: a jump to the top would show
+        table = screen.query_one("#recipes")
+        table.focus()
+        table.move_cursor(row=table.get_row_index(SPARK_RECIPE))
+        await settle(pilot)
+        assert screen.highlighted().id == SPARK_RECIPE
+        for _ in range(2):
+            reads = svc.calls.count("recipes")
+            await pilot.press("r")
+            await wait_for(pilot, lambda reads=reads: svc.calls.count("recipes") > reads and not screen.poller.in_flight, what="the refresh")
+            await settle(pilot)
+            assert screen.highlighted().id == SPARK_RECIPE, ids
+            assert SPARK_RECIPE in screen.query_one("#recipe-detail").render().plain  # the details too
+        await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal), what="the node picker")
+        assert app.screen.recipe.id == SPARK_RECIPE
+        await pilot.press("escape")
+        await settle(pilot)
+
+
+
+def _wholly_shown(app, widget) -> bool:
+    """The widget's whole region is inside its dialog and inside the terminal (not clipped away)."""
+    region = widget.region
+    dialog = app.screen.query_one("#dialog").region
+    return region.height > 0 and dialog.contains_region(region) and app.screen.region.contains_region(region)
+
+
+def _gate_fits(app) -> None:
+    """The confirm gate on screen: title, problems, warnings and both buttons wholly shown, the plan
+    shown and scrolling the rest, Cancel focused."""
+    gate = app.screen
+    for widget in gate.query("#confirm-title, #confirm-problems, #confirm-warnings, #cancel, #confirm"):
+        assert _wholly_shown(app, widget), (widget.id, widget.region, gate.query_one("#dialog").region)
+    plan = gate.query_one("#confirm-scroll")
+    assert _wholly_shown(app, plan) and plan.max_scroll_y > 0, (plan.region, plan.max_scroll_y)  # the rest scrolls
+    assert getattr(gate.focused, "id", None) == "cancel"
+
+
+@SHARED_CLUSTER
+async def test_the_launch_preview_at_80x24_scrolls_its_plan_and_keeps_buttons_and_problems_in_sight(shared_world):
+    """Issue 25: at 80×24 the dry-run ran the dialog off the screen — buttons and problems out of
+    sight, focus on a hidden Cancel. The plan scrolls; everything under it stays on screen."""
+    app, svc = real_app(shared_world)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await _launch_modal(pilot, SPARK_RECIPE)  # two nodes: the longest dry-run; its image is a tag
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        await settle(pilot)
+        assert "not pinned by digest" in app.screen.query_one("#confirm-problems").render().plain
+        _gate_fits(app)
+        await pilot.resize_terminal(120, 40)  # and it grows back when the terminal does
+        await settle(pilot)
+        assert app.screen.query_one("#confirm-scroll").size.height == 20
+        await pilot.press("escape")
+        await settle(pilot)
+        assert "execute" not in svc.calls
+
+
+async def test_a_long_plan_with_problems_and_warnings_fits_the_gate_at_80x24(tmp_path):
+    """The same for any write: a plan longer than the screen with problems and warnings (a launch in
+    this world has no warnings), read-only too — every line under the plan stays on screen."""
+    from textual.app import App
+
+    from backend.actions.stop_pod import StopPod
+    from backend.actions.workspace import Workspace
+    from c3.services import WritePlan
+
+    action = StopPod(Workspace(tmp_path / "estate.yml"), "a")
+    lines = tuple(f"node box (rank 0): $ docker run --name c3-profile_x -e VAR{i}=value{i} image:tag serve --flag {i}" for i in range(40))
+    plan = WritePlan(action, "Launch recipe x", lines, problems=("a problem that blocks",) * 2, warnings=("a warning with its hint " * 4,) * 3, wide=True)
+
+    class Host(App[None]):
+        CSS_PATH = "../../c3/c3.tcss"
+
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.push_screen(ConfirmModal(plan, readonly=True))
+        await settle(pilot)
+        assert app.screen.query_one("#confirm-readonly") and _wholly_shown(app, app.screen.query_one("#confirm-readonly"))
+        _gate_fits(app)
+
+
+@CLUSTER
+async def test_the_launch_panel_clears_when_a_restart_or_a_switch_ends(demo_world, monkeypatch):
+    """Issue 25: `R` and `P` report their steps in the "◐ launching …" panel but never said they ended,
+    so it read "launching" for good. When the write ends the panel says how: ✓ after the restart, ✗
+    after a switch that failed. The relaunch itself is stood in for (the world's node has no engine
+    image): two steps said, then the relaunched profile — or a refusal."""
+    import backend.cluster.control as control
+    from backend.errors import Refused
+    from backend.profiles import Profile, load_profile, save_profile
+
+    async def relaunch(profile, *, say, **_kwargs):
+        say(f"removing {profile.name}'s containers")
+        say(f"starting {profile.name} rank 0")
+        if profile.name == "alt":
+            raise Refused("rank 0 did not answer")
+        return profile
+
+    monkeypatch.setattr(control, "relaunch", relaunch)
+    active = load_profile(USER_RECIPE)
+    save_profile(Profile(**{**active.model_dump(), "name": "alt", "launched_at": "2026-05-02T09:00:00Z"}))
+    app, _ = real_app(demo_world)
+
+    def panel() -> str:
+        box = app.screen.query_one("#launch-status")
+        return box.render().plain if box.display else ""
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _gate_on_the_active_profile(pilot, "R")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None, timeout=60, what="the restart")
+        assert app.last_result.ok, app.last_result
+        await settle(pilot)
+        assert isinstance(app.screen, RecipesScreen)
+        assert "starting qwen3-32b-awq-2x5090 rank 0" in panel()  # the steps were shown
+        assert "◐ launching" not in panel() and "✓" in panel(), panel()
+        app.last_result = None
+        await pilot.press("P")
+        await wait_for(pilot, lambda: getattr(app.screen, "profiles", None) is not None, what="the launched profiles")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the switch gate")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None, timeout=60, what="the switch")
+        assert not app.last_result.ok and "rank 0 did not answer" in app.last_result.message, app.last_result
+        await settle(pilot)
+        assert "◐ launching" not in panel() and "✗" in panel() and "alt" in panel(), panel()
+
+
+@CLUSTER
+async def test_draining_the_last_backend_that_takes_new_requests_warns_and_the_header_counts_it(demo_world):
+    """Issue 25: in this world spark-2 is down, so draining box leaves the pool no backend for new
+    sessions and unkeyed requests (the router answers 503) — the gate said nothing, and the pool's
+    header still read "1/2 routable". The gate warns (Confirm stays enabled) and the header counts
+    only the backends that take new requests; undraining needs no warning."""
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = await _mode(pilot, "2")
+        await wait_for(pilot, lambda: screen.rows and screen.pools, timeout=30, what="nodes and the pool")
+        assert "1/2 routable" in screen_text(app)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the drain gate")
+        warnings = app.screen.plan.warnings
+        assert any("no backend that takes new requests" in w and "503" in w for w in warnings), warnings
+        assert "no backend that takes new requests" in screen_text(app) and not app.screen.query_one("#confirm").disabled
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.last_result is not None, what="the drain")
+        assert app.last_result.ok, app.last_result
+        await wait_for(pilot, lambda: _backend(screen, "box").draining, timeout=30, what="box draining")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "0/2 routable" in text and "1 draining" in text and "1/2 routable" not in text, text
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the undrain gate")
+        assert app.screen.plan.warnings == (), app.screen.plan.warnings
+        await pilot.press("escape")
+        await settle(pilot)

@@ -103,3 +103,21 @@ def test_an_older_snapshot_arriving_late_is_dropped():
     count = len(pushed)
     live(snapshot(4, T0 + timedelta(seconds=4), running=9))  # another source thread was slower
     assert len(pushed) == count and live.fresh.gpus_at == T0 + timedelta(seconds=5)
+
+
+def test_a_stopped_pod_claims_no_placement_verdict_from_before_it_stopped():
+    """Issue 25: for 1–2 s after stop-all, pods read "○ down ✓ placed": the workloads source already
+    said the container was gone while the placement source still held its verdict from when it ran.
+    A pod that is not running shows no verdict (as one that never ran: not running), whatever the
+    last placement reading said — the mirror of a verdict from before a pod started."""
+    from c3.screens.pod_view import pod_prompt
+
+    ran = snapshot(1, T0)
+    for workload in (None, ran.pods[0].workload.model_copy(update={"status": "exited"})):
+        stopped = ran.pods[0].model_copy(update={"workload": workload, "health": None, "metrics": None})
+        snap = ran.model_copy(update={"version": 2, "pods": (stopped,), "workloads": () if workload is None else (workload,)})
+        assert snap.pods[0].placement.verdict == "ok"  # the placement source has not read again yet
+        [pod] = Facade().pods_from(snap)
+        assert pod.state == ("down" if workload is None else "failed")
+        assert pod.placement == "unknown", pod
+        assert "✓ placed" not in pod_prompt(pod, {}).plain

@@ -272,3 +272,25 @@ async def test_follow_appends_and_pausing_stops_reading():
         modal._tick()
         await settle(pilot)
         assert len(logs.calls) == calls
+
+
+async def test_wrapping_at_80x24_lays_out_for_the_scrollbar_it_brings():
+    """Issue 25: unwrapped, a dozen long lines fit the pane's height (no vertical scrollbar); wrapped
+    they do not, and the scrollbar that then appears took 2 columns the rows had been laid out for —
+    2 characters at every wrap point hidden under it until another key re-laid the view out."""
+    lines = [stamped(i, f"line{i:02d} " + "".join(chr(ord("a") + (i + k) % 26) for k in range(140)) + f" END{i:02d}") for i in range(12)]
+    app = LogsApp(FakeLogs(lines))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        view = app.screen.query_one(LogView)
+        assert not view.show_vertical_scrollbar and view.scrollable_content_region.height >= 12  # unwrapped: all rows fit
+        await pilot.press("w")
+        await settle(pilot)
+        assert view.wrap and view.show_vertical_scrollbar  # wrapped: more rows than the pane is high
+        width = view.scrollable_content_region.width
+        drawn = rows(view)
+        assert all(len(row.rstrip()) <= width for row in drawn), [len(row.rstrip()) for row in drawn]
+        view.scroll_to(0, view.max_scroll_y, animate=False, immediate=True)
+        await pilot.pause()
+        tail = "".join(row.rstrip() for row in rows(view))
+        assert lines[-1].split(" ", 1)[1] in tail  # the last line whole, every character on screen

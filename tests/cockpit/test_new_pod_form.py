@@ -200,3 +200,29 @@ def test_add_node_key_file_checked_as_typed(tmp_path):
     assert node_field_problem("key", str(tmp_path), set()) == f"{tmp_path} is a folder, not a key file"
     key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
     assert node_field_problem("key", str(key), set()) is None
+
+
+@pytest.mark.parametrize("shared_world", ["empty"], indirect=True)
+async def test_down_from_the_filter_field_moves_into_the_slug_list_and_down_it(shared_world):
+    """Issue 25: the header says "↑↓ pick a slug", but ↓ in the filter field did nothing. ↓ moves the
+    focus into the list (its highlight where it was: the proposal); the next ↓ moves down it."""
+    app, _ = real_app(shared_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        modal = await open_form(pilot)
+        await pilot.press(*"solo", "tab", *"qwen3")
+        slugs = modal.query_one("#slugs")
+        await wait_for(pilot, lambda: modal.slug is not None and slugs.option_count > 1, what="the filtered list")
+        assert modal.focused.id == "filter"
+        first = slugs.highlighted
+        await pilot.press("down")
+        await settle(pilot)
+        assert modal.focused is slugs and slugs.highlighted == first
+        await pilot.press("down")
+        await settle(pilot)
+        assert slugs.highlighted == first + 1 and modal.slug == slugs.get_option_at_index(first + 1).id
+        modal.query_one("#name").focus()  # ↓ in another field is not the list's
+        await pilot.press("down")
+        await settle(pilot)
+        assert modal.focused.id == "name" and slugs.highlighted == first + 1
+        await pilot.press("escape")

@@ -330,3 +330,27 @@ async def test_confirm_gate_shows_warnings_with_their_hints(shared_world):
             await pilot.press("escape")
             await settle(pilot)
     assert "chat2" not in estate_pods()
+
+
+async def test_toasts_at_80x24_keep_off_the_pod_list(shared_world):
+    """Issue 25: at 80×24 the toast after each action (6 s for a result, 10 s for a refusal) sat over
+    the pod list, bottom right. At narrow widths toasts go over the GPU panels, no wider than they are."""
+    from c3.services import WriteResult
+
+    app, _ = real_app(shared_world)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, OrchestrationScreen)
+        app.show_result(WriteResult(True, "started pod chat: serving on GPU 0 (placed) after 12 s"))
+        app.show_result(WriteResult(False, "refused to stop pod coder: it is not running", "select pod coder and press u"))
+        await settle(pilot)
+        toasts = list(screen.query("Toast"))
+        assert len(toasts) == 2
+        pods = screen.query_one("#pods-pane").region
+        for toast in toasts:
+            assert toast.region.height > 0 and not toast.region.overlaps(pods), (toast.region, pods)
+            assert screen.region.contains_region(toast.region)
+        await pilot.resize_terminal(120, 40)  # wide enough: Textual's own place again, bottom right
+        await settle(pilot)
+        assert all(toast.region.right > screen.query_one("#gpus").region.right for toast in screen.query("Toast"))
