@@ -648,7 +648,7 @@ async def test_the_launch_preview_at_80x24_scrolls_its_plan_and_keeps_buttons_an
         await settle(pilot)
         await _launch_modal(pilot, SPARK_RECIPE)  # two nodes: the longest dry-run; its image is a tag
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the launch gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the launch gate")
         await settle(pilot)
         assert "not pinned by digest" in app.screen.query_one("#confirm-problems").render().plain
         _gate_fits(app)
@@ -723,7 +723,7 @@ async def test_the_launch_panel_clears_when_a_restart_or_a_switch_ends(demo_worl
         await pilot.press("P")
         await wait_for(pilot, lambda: getattr(app.screen, "profiles", None) is not None, what="the launched profiles")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the switch gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the switch gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None, timeout=60, what="the switch")
         assert not app.last_result.ok and "rank 0 did not answer" in app.last_result.message, app.last_result
@@ -744,7 +744,7 @@ async def test_draining_the_last_backend_that_takes_new_requests_warns_and_the_h
         await wait_for(pilot, lambda: screen.rows and screen.pools, timeout=30, what="nodes and the pool")
         assert "1/2 routable" in screen_text(app)
         await pilot.press("D")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the drain gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the drain gate")
         warnings = app.screen.plan.warnings
         assert any("no backend that takes new requests" in w and "503" in w for w in warnings), warnings
         assert "no backend that takes new requests" in screen_text(app) and not app.screen.query_one("#confirm").disabled
@@ -756,7 +756,7 @@ async def test_draining_the_last_backend_that_takes_new_requests_warns_and_the_h
         text = screen_text(app)
         assert "0/2 routable" in text and "1 draining" in text and "1/2 routable" not in text, text
         await pilot.press("D")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the undrain gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the undrain gate")
         assert app.screen.plan.warnings == (), app.screen.plan.warnings
         await pilot.press("escape")
         await settle(pilot)

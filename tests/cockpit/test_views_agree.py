@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from c3.screens.orchestration import PODS_PERIOD_S
-from tests.cockpit.conftest import orchestration, real_app, settle
+from tests.cockpit.conftest import gate_open, orchestration, real_app, settle
 
 
 def _visible_lines(widget) -> list[str]:
@@ -231,7 +231,6 @@ async def _details_agree_until(pilot, app, name: str, final: str) -> list[tuple[
 async def test_details_and_the_list_behind_it_agree_while_a_pod_boots(demo_world, monkeypatch):
     """The same during a boot: the list behind details said `○ down` beside `workload running`."""
     from backend.sim.runtime import SimRuntime
-    from c3.modals.confirm import ConfirmModal
     from tests.cockpit.conftest import wait_for
 
     monkeypatch.setenv("C3_STUB_STARTUP_DELAY", "3")  # a boot long enough to open details during it
@@ -241,7 +240,7 @@ async def test_details_and_the_list_behind_it_agree_while_a_pod_boots(demo_world
         await settle(pilot)
         await wait_for(pilot, lambda: orchestration(app).pods and orchestration(app).pods[0].state == "down", what="chat down")
         await pilot.press("u")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the boot gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.screen is orchestration(app), what="back on the pod view")
         states = await _details_agree_until(pilot, app, "chat", "serving")
@@ -256,7 +255,6 @@ async def test_a_write_result_waits_while_a_modal_is_open_at_80x24(demo_world, m
     from textual.widgets._toast import Toast
 
     from backend.sim.runtime import SimRuntime
-    from c3.modals.confirm import ConfirmModal
     from c3.modals.new_pod import NewPodModal
     from tests.cockpit.conftest import wait_for
 
@@ -271,7 +269,7 @@ async def test_a_write_result_waits_while_a_modal_is_open_at_80x24(demo_world, m
         orch = orchestration(app)
         await wait_for(pilot, lambda: orch.pods and orch.pods[0].state == "down", what="chat down")
         await pilot.press("u")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the boot gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.screen is orch and "chat" in app.boots, what="the boot running")
         assert app.last_result is None
@@ -297,7 +295,6 @@ async def test_the_boot_panel_and_the_pod_row_agree_through_a_boot(demo_world, m
     pod row beside it still said `○ down` (the panel follows the boot, the row the last pod reading),
     and the row said `◐ booting` after the panel had gone and the result said serving. Boot a stub
     engine and look at every frame until it serves: what is drawn in the panel and in the row agree."""
-    from c3.modals.confirm import ConfirmModal
     from tests.cockpit.conftest import wait_for
 
     monkeypatch.setenv("C3_STUB_STARTUP_DELAY", "3")
@@ -319,7 +316,7 @@ async def test_the_boot_panel_and_the_pod_row_agree_through_a_boot(demo_world, m
             return state, shown.splitlines()[0] if shown else "", said
 
         await pilot.press("u")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the boot gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.screen is orch, what="back on the pod view")
         frames: list[tuple[str, str, str]] = []

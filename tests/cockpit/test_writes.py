@@ -13,6 +13,7 @@ from c3.modals.new_pod import NewPodModal, name_problem, parse_gpus
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import WritePlan
 from tests.cockpit.conftest import (
+    gate_open,
     orchestration,
     real_app,
     screen_text,
@@ -55,7 +56,7 @@ async def test_new_pod_create_confirm_created_and_shown_at_once(demo_world):
         assert gpus == "1"  # the one free GPU of the placed demo rig, sized to TP 1
         assert "✓ fits" in screen_text(app)  # verdict beside the slug and in the breakdown
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the confirm gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the confirm gate")
         text = screen_text(app)
         assert "Create pod chat2" in text and f"slug: {slug}" in text and "gpus: [1]" in text and f"port: {port}" in text
         await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")  # Cancel is focused
@@ -116,7 +117,7 @@ async def test_create_refused_is_shown_with_why(shared_world):
         gpus.value = "0"  # claimed by chat
         await wait_for(pilot, lambda: "already claimed" in screen_text(app), what="the claimed-GPU warning")
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the confirm gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the confirm gate")
         assert app.screen.plan.problems and "chat" in app.screen.plan.problems[0] and "GPU 0" in app.screen.plan.problems[0]
         assert app.screen.query_one("#confirm").disabled
         await pilot.press("y")  # refused: nothing happens
@@ -136,12 +137,12 @@ async def test_escape_cancels_and_nothing_runs(shared_world):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the stop gate")
         await wait_for(pilot, lambda: getattr(app.screen.focused, "id", None) == "cancel", what="Cancel focused")
         await pilot.press("enter")  # Enter on the focused Cancel
         await settle(pilot)
         await pilot.press("x")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the remove gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the remove gate")
         await pilot.press("escape")
         await settle(pilot)
         assert estate_pods() == before and running(shared_world) == {"chat", "coder"}
@@ -155,7 +156,7 @@ async def test_revalidated_just_before_execution(demo_world):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("d")  # stop chat
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the stop gate")
         assert not app.screen.plan.problems
         SimRuntime().stop("chat", timeout=5.0)  # someone else stopped it while the gate was open
         await pilot.press("y")
@@ -169,7 +170,7 @@ async def test_stop_all_lists_what_will_stop_then_stops_it(demo_world):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("o")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop-all gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the stop-all gate")
         text = screen_text(app)
         assert "pod chat (GPU 0, port 8020)" in text and "pod coder (GPU 2,3, port 8024)" in text
         await pilot.press("y")
@@ -184,14 +185,14 @@ async def test_down_then_rm(demo_world):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the stop gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the stop gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None, timeout=30, what="the stop")
         assert "stopped pod chat" in app.last_result.message and "chat" not in running(demo_world)
         await wait_for(pilot, lambda: orchestration(app).pods[0].state == "down", what="chat shown down")
         app.last_result = None
         await pilot.press("x")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the remove gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the remove gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None, what="the removal")
         assert "removed pod chat" in app.last_result.message and "chat" not in estate_pods()
@@ -207,7 +208,7 @@ async def test_boot_shows_progress_then_serving(demo_world, monkeypatch):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("u")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the boot gate")
         assert not app.screen.plan.problems, app.screen.plan.problems
         await pilot.press("y")
         boot = orchestration(app).query_one("#boot")
@@ -248,13 +249,13 @@ async def test_failed_boot_keeps_the_reason_visible(demo_world, monkeypatch):
         await pilot.press(*"oom", "tab", *"vllm/qwen3-8b")
         await wait_for(pilot, lambda: modal.slug == "vllm/qwen3-8b" and modal.query_one("#port").value != "", what="the slug")
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the create gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the create gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None, what="the creation")
         app.last_result = None
         await wait_for(pilot, lambda: [p.name for p in orchestration(app).pods] == ["oom"], what="oom listed")
         await pilot.press("u")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the boot gate")
+        await wait_for(pilot, lambda: gate_open(app), what="the boot gate")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None, timeout=60, what="the boot to fail")
         assert not app.last_result.ok and "failed to boot" in app.last_result.message
@@ -320,7 +321,7 @@ async def test_confirm_gate_shows_warnings_with_their_hints(shared_world):
             field.value = str(port)
             await settle(pilot)
             await pilot.press("ctrl+s")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the confirm gate")
+            await wait_for(pilot, lambda: gate_open(app), what="the confirm gate")
             gate = app.screen
             assert gate.plan.warnings and not gate.plan.problems
             shown = str(gate.query_one("#confirm-warnings").render())
