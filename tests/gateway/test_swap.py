@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -45,9 +46,10 @@ def _error(body: bytes) -> dict:
     return json.loads(body)["error"]
 
 
-def test_a_request_for_the_stopped_pod_swaps_the_other_out_and_status_shows_it(ws, gateway):
+def test_a_request_for_the_stopped_pod_swaps_the_other_out_and_status_shows_it(ws, gateway, caplog):
     from backend.gateway.status import gateway_dir, read_gateways
 
+    caplog.set_level(logging.INFO, logger="c3.gateway")
     _gpu0_pair(ws)
     gw = gateway(min_residency_s=0, state_dir=gateway_dir())
     assert gw.chat("chat")[0] == 200
@@ -59,6 +61,9 @@ def test_a_request_for_the_stopped_pod_swaps_the_other_out_and_status_shows_it(w
     swap = gw.gw.slots.slots["coder"].last_swap
     assert swap is not None and swap.stopped == ["chat"] and swap.gpus == [0] and swap.ok and swap.took_s is not None
     assert "stop chat (idle, resident" in swap.why and "free GPU 0 for pod coder" in swap.why
+    logged = [r.getMessage() for r in caplog.records if r.name == "c3.gateway"]
+    assert f"swap: {swap.why}" in logged and "stopping pod chat: swapped out for pod coder" in logged
+    assert any(line.startswith("swap for pod coder done after ") for line in logged)
     [g] = wait_until(lambda: [g for g in read_gateways(gateway_dir()) if g.last_swap is not None and g.last_swap.ok], 10, "the swap in the status file")
     assert g.last_swap.pod == "coder" and g.min_residency_s == 0
     assert {m.pod: (m.state, m.on_demand, m.gpus) for m in g.models} == {"chat": ("stopped", True, [0]), "coder": ("running", True, [0])}
