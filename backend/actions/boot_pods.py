@@ -11,7 +11,7 @@ from typing import Any
 
 from backend.actions.base import Action, Outcome, Plan, Problem, Progress, ProgressSink
 from backend.actions.registry import register
-from backend.actions.workspace import Workspace, boot_blockers
+from backend.actions.workspace import Workspace, boot_blockers, gpu_collisions
 from backend.errors import C3Error, Refused
 
 
@@ -58,7 +58,7 @@ class BootPods(Action):
             pods = [self.ws.pod(name) for name in self.names]
         except C3Error as error:
             return [Problem(error.message, hint=error.hint)]
-        found = boot_blockers(self.ws, [p.name for p in pods], force=self.force)
+        found = boot_blockers(self.ws, [p.name for p in pods], force=self.force) or gpu_collisions(self.ws, [p.name for p in pods])
         if found:
             return found
         return [Problem(f"pod `{p.name}` is already running", "noop") for p in pods if self.ws.ctx.runtime.workload(p.name).running]

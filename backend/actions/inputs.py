@@ -17,6 +17,8 @@ class NewPod:
     gpus: tuple[int, ...]
     port: int | None = None
     """None: the slug's default port + 20 × pods, first free."""
+    on_demand: bool = False
+    """`--on-demand`: the gateway starts and stops it; it may share GPUs with other on-demand pods."""
 
 
 @dataclass(frozen=True)

@@ -40,21 +40,41 @@ class EstateControl:
     def __init__(self, ws: Workspace, secrets: tuple[str, ...] = ()) -> None:
         self.ws = ws
         self.secrets = tuple(s for s in secrets if s)
+        self._fits: tuple[Any, dict[str, Any]] = ((), {})
+
+    def fits(self, pods: list[Any]) -> dict[str, Any]:
+        """The fit-check's report per pod on its GPUs (priced once per estate content; a pod it cannot price is absent)."""
+        from backend.estate import check_estate
+        from backend.models import Estate
+
+        key = tuple((p.name, p.slug, p.gpus) for p in pods)
+        if self._fits[0] != key:
+            try:
+                check = check_estate(Estate(pods=pods), self.ws.gpus_or_none(), self.ws.catalog())
+                self._fits = (key, dict(check.fits))
+            except C3Error:
+                self._fits = (key, {})
+        return self._fits[1]
 
     def pods(self) -> list[Any]:
         from backend.gateway.config import GatewayPod
         from backend.runtime.engines import served_names
 
         catalog = self.ws.catalog()
+        pods = self.ws.pods()
+        fits = self.fits(pods)
         out = []
-        for pod in self.ws.pods():
+        for pod in pods:
             try:
                 entry = catalog.get(pod.slug)
             except C3Error:
                 entry = None
             names = served_names(entry) if entry is not None else []
             serves = tuple(names) if entry is not None and entry.engine != "custom" and entry.model else ()
-            out.append(GatewayPod(pod.name, pod.port, pod.slug, tuple(dict.fromkeys([*names, pod.slug])), serves))
+            fit = fits.get(pod.name)
+            out.append(GatewayPod(pod.name, pod.port, pod.slug, tuple(dict.fromkeys([*names, pod.slug])), serves, gpus=tuple(pod.gpus),
+                                  on_demand=pod.on_demand, fit_verdict=fit.verdict if fit is not None else None,
+                                  fit_reasons=tuple(fit.reasons) if fit is not None else ()))
         return out
 
     def running(self) -> set[str]:
@@ -99,6 +119,8 @@ class ServeGateway(Action):
     idle_ttl_s: float = 0.0
     queue_limit: int = 64
     boot_timeout_s: float = 900.0
+    min_residency_s: float = 30.0
+    """A pod runs at least this long before a swap may stop it."""
     api_key_file: Path | None = None
     """A 0600 file holding the gateway's API key; else `C3_GATEWAY_API_KEY`; else no key."""
 
@@ -126,7 +148,7 @@ class ServeGateway(Action):
         key = self._api_key()
         self.ws.pods()  # a broken estate file is one error line now, not a gateway that cannot route
         return GatewayConfig(host=self.host, port=self.port, idle_ttl_s=self.idle_ttl_s, queue_limit=self.queue_limit,
-                             boot_timeout_s=self.boot_timeout_s, api_key=key, engine_key=current().vllm_api_key, state_dir=gateway_dir())
+                             boot_timeout_s=self.boot_timeout_s, min_residency_s=self.min_residency_s, api_key=key, engine_key=current().vllm_api_key, state_dir=gateway_dir())
 
     def plan(self) -> Plan:
         title = f"Gateway on {self.target}"
@@ -137,7 +159,8 @@ class ServeGateway(Action):
             return Plan(title, (f"start the gateway on {self.target}: {error.message}",))
         lines = [f"listen on {config.host}:{config.port}" + (" (API key required)" if config.api_key is not None else ""),
                  f"route by model to {len(pods)} pod(s) of {self.ws.estate_path}; a stopped pod is booted as `c3 pod up` boots it",
-                 f"stop pods it started after {self.idle_ttl_s:g}s unused" if self.idle_ttl_s else "never stop a pod (--idle-ttl 0)"]
+                 f"stop pods it started after {self.idle_ttl_s:g}s unused" if self.idle_ttl_s else "no idle stop (--idle-ttl 0)",
+                 f"on-demand pods sharing GPUs are swapped by fit, each kept at least {self.min_residency_s:g}s"]
         return Plan(title, tuple(lines))
 
     def problems(self) -> list[Problem]:

@@ -113,6 +113,27 @@ class Workspace:
         return [p.name for p in self.pods() if workloads.get(p.name) and workloads[p.name].status != "absent"]
 
 
+def gpu_collisions(ws: Workspace, names: list[str]) -> list[Problem]:
+    """Two of these pods whose GPU sets collide (on-demand pods may share GPUs in the file, never at
+    runtime): one problem per pair of which at least one would start (both running: nothing starts)."""
+    from backend.actions.base import Problem
+
+    pods = [ws.pod(n) for n in names]
+    runtime = ws.ctx.runtime
+    running = {p.name for p in pods if runtime.workload(p.name).running}
+    out = []
+    for i, a in enumerate(pods):
+        for b in pods[i + 1:]:
+            shared = sorted(set(a.gpus) & set(b.gpus))
+            if shared and not (a.name in running and b.name in running):
+                gpus = ",".join(map(str, shared))
+                up = next((p.name for p in (a, b) if p.name in running), None)
+                first = f"`c3 pod down {up}` first" if up else f"boot one of them (--only {a.name})"
+                out.append(Problem(f"pods {a.name} and {b.name} share GPU {gpus}: they are on demand and never run at once",
+                                   hint=f"{first}, or let `c3 gateway serve` start each when a request names it"))
+    return out
+
+
 def boot_blockers(ws: Workspace, names: list[str], *, force: bool) -> list[Problem]:
     """Estate rules that refuse booting these pods: blocking problems that involve one of them. An
     invalid *other* pod never blocks; ports are the port gate's business (it knows what runs)."""

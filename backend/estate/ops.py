@@ -124,6 +124,7 @@ def plan_pod(
     fit: FitFunction | None | str = "default",
     is_bound: Callable[[int], bool] | None | str = "host",
     path: Path | None = None,
+    on_demand: bool = False,
 ) -> PlannedPod:
     """Every rule a new pod must pass in `estate` (name, slug, GPUs, fit, the other pods), writing
     nothing: `create_pod` runs it under the file lock, the cockpit's confirm gate beforehand. Raises
@@ -146,7 +147,7 @@ def plan_pod(
     uuids = None
     if all(0 <= i < len(gpus) for i in gpu_indices):
         uuids = tuple(gpus[i].uuid for i in gpu_indices)
-    pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids)
+    pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids, on_demand=on_demand)
     candidate = Estate(schema_version=estate.schema_version, pods=[*estate.pods, pod], extra=_touched(estate))
     check = check_estate(candidate, gpus, catalog, force=force, fit=fit, price={name})
     mine = check.about(name)
@@ -173,6 +174,7 @@ def create_pod(
     force: bool = False,
     fit: FitFunction | None | str = "default",
     is_bound: Callable[[int], bool] | None | str = "host",
+    on_demand: bool = False,
 ) -> CreateResult:
     """Plan a pod: validate it with the whole estate and append it, or raise and write nothing.
 
@@ -185,7 +187,8 @@ def create_pod(
     _check_args(gpu_indices, port)  # before the file is even read
     with _file_errors(path), locked(path):
         estate = load_estate(path)
-        planned = plan_pod(estate, name, gpu_indices, slug, gpus=gpus, catalog=catalog, port=port, force=force, fit=fit, is_bound=is_bound, path=path)
+        planned = plan_pod(estate, name, gpu_indices, slug, gpus=gpus, catalog=catalog, port=port, force=force, fit=fit, is_bound=is_bound, path=path,
+                            on_demand=on_demand)
         pod, candidate, check, warnings = planned.pod, planned.estate, planned.check, planned.warnings
         entry = planned.entry
         save_estate(path, candidate)

@@ -72,6 +72,10 @@ def _update(item: Any, pod: Pod) -> None:
         item.pop("uuids", None)
     elif not _same(item.get("uuids"), list(pod.uuids)):
         item["uuids"] = _flow(list(pod.uuids))
+    if pod.on_demand and item.get("on_demand") is not True:
+        item["on_demand"] = True
+    elif not pod.on_demand:
+        item.pop("on_demand", None)
 
 
 def _new_item(pod: Pod, slug_key: str) -> Any:
@@ -84,6 +88,8 @@ def _new_item(pod: Pod, slug_key: str) -> Any:
     item["port"] = pod.port
     if pod.uuids is not None:
         item["uuids"] = _flow(list(pod.uuids))
+    if pod.on_demand:
+        item["on_demand"] = True
     return item
 
 

@@ -2,7 +2,7 @@
 
 Rules (codes in `Problem.code`), club-3090's first (research-club3090.md §1.3–1.4) then what it
 misses: names unique ignoring case; C1 GPU count = TP × PP; E1 GPU index outside the rig and GPU
-claimed by two pods; E4 port claimed by two pods; unknown slug; slug status (experimental and
+claimed by two pods (unless every pod on it is on demand: then a `shared` note); E4 port claimed by two pods; unknown slug; slug status (experimental and
 deprecated need --force); compute capability (required_sm / fallback_sm); homogeneous architecture
 for slugs that need it; the fit verdict (wont-fit and incompatible-hw refuse, unknown is shown as
 "not priced", distinct from a fit); a rig re-ordered since the pod recorded its GPU UUIDs.
@@ -116,6 +116,7 @@ def _listing(names: Sequence[str], most: int = 8) -> str:
 def _check_cross(estate: Estate, gpus: list[Gpu] | None, out: list[Problem]) -> None:
     by_gpu: dict[int, list[str]] = {}
     by_port: dict[int, list[str]] = {}
+    on_demand = {pod.name for pod in estate.pods if pod.on_demand}
     for pod in estate.pods:
         for index in dict.fromkeys(pod.gpus):  # a GPU listed twice in one pod is its own problem
             by_gpu.setdefault(index, []).append(pod.name)
@@ -126,7 +127,13 @@ def _check_cross(estate: Estate, gpus: list[Gpu] | None, out: list[Problem]) -> 
             label = f"GPU {index}"
             if gpus is not None and 0 <= index < len(gpus):
                 label += f" ({_short(gpus[index].name)})"
-            out.append(_problem("E1", f"E1: {label} claimed by {_listing(names)}", pods=names, hint="give each pod its own GPUs"))
+            if all(n in on_demand for n in names):  # the gateway swaps them; `c3 up` never starts two at once
+                out.append(_problem("shared", f"{label} shared by on-demand pods {_listing(names)} (never running at once)", pods=names, severity="note"))
+                continue
+            fixed = [n for n in names if n not in on_demand]
+            out.append(_problem("E1", f"E1: {label} claimed by {_listing(names)}", pods=names,
+                                hint=f"give each pod its own GPUs; pods may share GPUs only when every one of them is on demand "
+                                     f"(`on_demand: true`, `c3 pod create … --on-demand`), and {_listing(fixed)} is not"))
     for port in sorted(by_port):
         names = by_port[port]
         if len(names) > 1:

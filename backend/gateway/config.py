@@ -35,6 +35,8 @@ class GatewayConfig(BaseModel):
     """An idle keep-alive connection, or a request head, may take this long (then closed), as the pool."""
     upstream_timeout_s: float = Field(default=300.0, gt=0)
     """Seconds a pod may take to send its response head (then 504)."""
+    min_residency_s: float = Field(default=30.0, ge=0)
+    """A pod runs at least this long before the gateway stops it to start another on its GPUs (no thrash)."""
     failure_hold_s: float = Field(default=10.0, ge=0)
     """After a failed start, requests for that pod get the same 503 for this long instead of another boot."""
     api_key: SecretStr | None = None
@@ -57,6 +59,14 @@ class GatewayPod:
     serves: tuple[str, ...] = ()
     """The names the engine itself answers to; a request naming the pod or the slug is sent with the first
     (empty for a custom entry, whose engine decides: its `model` is then sent as the client wrote it)."""
+    gpus: tuple[int, ...] = ()
+    """Host GPU indices it is pinned to (pods whose sets intersect never run at once)."""
+    on_demand: bool = False
+    """`on_demand: true` in the estate: the gateway may stop it to make room for another pod."""
+    fit_verdict: str | None = None
+    """The fit-check's verdict on its GPUs (None: not priced)."""
+    fit_reasons: tuple[str, ...] = ()
+    """The fit-check's own words behind that verdict."""
 
 
 @dataclass(frozen=True)

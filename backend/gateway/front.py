@@ -22,7 +22,7 @@ import time
 
 from backend.gateway.config import GatewayConfig, GatewayPod, PodControl
 from backend.gateway.relay import ClientGone, forward
-from backend.gateway.slots import NotReady, Overloaded, Slot, Slots
+from backend.gateway.slots import Busy, NotReady, Overloaded, Slot, Slots
 from backend.pool.admin import json_error
 from backend.pool.heads import ALLOWED, Head, HeadError, parse_request
 from backend.pool.http1 import MAX_HEAD, READ_SIZE, BadMessage, ChunkedBody, read_head, simple_response
@@ -208,6 +208,8 @@ class Gateway:
         except Overloaded:
             return answer(429, f"c3 gateway: pod {slot.pod.name} is starting and {self.config.queue_limit} requests already wait for it",
                           "rate_limit_error", [b"Retry-After: 5"], read=True)
+        except Busy as exc:
+            return answer(429, f"c3 gateway: {exc.message}", "rate_limit_error", [b"Retry-After: %d" % exc.retry_after_s], read=True)
         except NotReady as exc:
             return answer(503, f"c3 gateway: {exc.message}", "c3_not_ready", [b"Retry-After: 10"], read=True)
         if slot.pod.serves and model not in slot.pod.serves:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from backend.gateway.config import GatewayConfig, GatewayPod, PodControl, StartResult
+from backend.gateway.swap import Holder, SwapPlan, SwapRecord, plan_swap
 
 log = logging.getLogger("c3.gateway")
 
@@ -23,6 +24,15 @@ RUNNING_FRESH_S = 1.0
 
 class Overloaded(Exception):
     """The pod's queue is full (429)."""
+
+
+class Busy(Exception):
+    """The pod's GPUs are held by pods that cannot be stopped yet (429 with Retry-After): `message` says why."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after_s = retry_after_s
 
 
 class NotReady(Exception):
@@ -55,8 +65,20 @@ class Slot:
     last_used: float = field(default_factory=time.monotonic)
     checked_at: float = 0.0
     failed_until: float = 0.0
+    running_since: float | None = None
+    """Monotonic time it was first seen running (or started); the minimum residency counts from here."""
+    last_swap: SwapRecord | None = None
+    """The last swap that started this pod."""
     start_task: asyncio.Task[StartResult] | None = None
     stop_task: asyncio.Task[None] | None = None
+
+    def set_state(self, state: str) -> None:
+        """Change the state, keeping `running_since` (set on becoming running, cleared on stopping)."""
+        if state == "running" and self.running_since is None:
+            self.running_since = time.monotonic()
+        elif state in ("stopped", "failed"):
+            self.running_since = None
+        self.state = state
 
 
 def not_ready_message(name: str, result: StartResult) -> str:
@@ -75,6 +97,10 @@ class Slots:
         self.slots: dict[str, Slot] = {}
         self.changed = asyncio.Event()
         """Set on every state change (the status file is rewritten)."""
+        self.swap_lock = asyncio.Lock()
+        """One start decision at a time: two requests never plan stops on the same picture."""
+        self.last_swap: SwapRecord | None = None
+        """The last swap of any pod (`c3 gateway status`)."""
 
     def load(self, pods: list[GatewayPod], running: set[str]) -> None:
         """Adopt the estate's pods (a reload keeps the state of the pods that stay)."""
@@ -85,7 +111,7 @@ class Slots:
             slot = old.get(pod.name) or Slot(pod)
             slot.pod = pod
             if slot.start_task is None and slot.stop_task is None:
-                slot.state = "running" if pod.name in running else ("failed" if slot.state == "failed" else "stopped")
+                slot.set_state("running" if pod.name in running else ("failed" if slot.state == "failed" else "stopped"))
                 slot.checked_at = now
             self.slots[pod.name] = slot
         self.changed.set()
@@ -97,7 +123,7 @@ class Slots:
             if slot.start_task is None and slot.stop_task is None:
                 new = "running" if slot.pod.name in running else ("failed" if slot.state == "failed" else "stopped")
                 if new != slot.state:
-                    slot.state = new
+                    slot.set_state(new)
                     if new == "stopped":
                         slot.started_by_gateway = False  # stopped by someone else: no longer ours to stop
                     self.changed.set()
@@ -114,20 +140,23 @@ class Slots:
         if slot.start_task is None:
             running = await asyncio.to_thread(self.control.running)
             slot.checked_at = time.monotonic()
-            if slot.pod.name in running and slot.start_task is None:
+            if slot.stop_task is not None:  # a swap chose it meanwhile: wait for the stop, then start it again
+                await asyncio.shield(slot.stop_task)
+            elif slot.pod.name in running and slot.start_task is None:
                 if slot.state != "running":
-                    slot.state = "running"
+                    slot.set_state("running")
                     self.changed.set()
                 return
         if slot.start_task is None and slot.state == "failed" and time.monotonic() < slot.failed_until:
             raise NotReady(slot.last_error or f"pod {slot.pod.name} failed to start")
         if slot.waiting >= self.config.queue_limit:
             raise Overloaded
+        if slot.start_task is None and not await self._begin(slot):
+            return  # it turned out to be running
         slot.waiting += 1
         self.changed.set()
         try:
-            if slot.start_task is None:
-                slot.start_task = asyncio.get_running_loop().create_task(self._start(slot))
+            assert slot.start_task is not None
             try:
                 # The boot itself is bounded by boot_timeout_s; the margin covers gates and the stop of a timed-out boot.
                 result = await asyncio.wait_for(asyncio.shield(slot.start_task), self.config.boot_timeout_s + 60)
@@ -139,15 +168,61 @@ class Slots:
         if not result.ok:
             raise NotReady(not_ready_message(slot.pod.name, result))
 
-    async def _start(self, slot: Slot) -> StartResult:
+    async def _begin(self, slot: Slot) -> bool:
+        """Plan the start of `slot` (the swap it needs) and launch it; False when it runs already.
+        Raises Busy (only waiting helps: 429) or NotReady (no plan exists: 503)."""
+        async with self.swap_lock:
+            if slot.start_task is not None:
+                return True
+            running = await self.refresh_running()
+            if slot.pod.name in running and slot.stop_task is None:
+                return False
+            now = time.monotonic()
+            holders = [Holder(s.pod, s.state, s.in_flight, s.waiting, now - (s.running_since if s.running_since is not None else now))
+                       for s in self.slots.values() if s is not slot and s.state in ("running", "starting", "stopping")]
+            plan = plan_swap(slot.pod, holders, self.config.min_residency_s)
+            if not plan.ok:
+                log.info("no swap for pod %s: %s", slot.pod.name, plan.why)
+                if plan.retry_after_s is not None:
+                    raise Busy(plan.why, plan.retry_after_s)
+                raise NotReady(plan.why)
+            # No await from the plan to here: the pods it stops get their stop task before any request can reach them.
+            loop = asyncio.get_running_loop()
+            for name in plan.stop:
+                victim = self.slots[name]
+                victim.state = "stopping"
+                victim.stop_task = loop.create_task(self._stop(victim, f"swapped out for pod {slot.pod.name}"))
+            slot.state = "starting"
+            slot.start_task = loop.create_task(self._start(slot, plan))
+            self.changed.set()
+            return True
+
+    async def _swap_out(self, slot: Slot, plan: SwapPlan) -> StartResult | None:
+        """Wait for the plan's stops; a failed one is the start's failure (the GPUs are still held)."""
+        record = SwapRecord(pod=slot.pod.name, stopped=list(plan.stop), gpus=list(plan.freed), why=plan.why, at=time.time())
+        slot.last_swap = self.last_swap = record
+        log.info("swap: %s", plan.why)
+        for name in plan.stop:
+            victim = self.slots.get(name)
+            if victim is not None and victim.stop_task is not None:
+                await asyncio.shield(victim.stop_task)
+            if victim is not None and victim.state != "stopped":
+                return StartResult(ok=False, started=False, detail=f"could not stop pod {name} to free GPU {','.join(map(str, plan.freed))}: "
+                                                                  f"{victim.last_error or 'it still runs'}")
+        return None
+
+    async def _start(self, slot: Slot, plan: SwapPlan | None = None) -> StartResult:
         name = slot.pod.name
         slot.state = "starting"
         slot.last_start_at = time.time()
         began = time.monotonic()
         self.changed.set()
-        log.info("starting pod %s for a request", name)
+        swapped = plan is not None and bool(plan.stop)
         try:
-            result = await asyncio.to_thread(self.control.start, name, self.config.boot_timeout_s)
+            refused = await self._swap_out(slot, plan) if plan is not None and plan.stop else None
+            if refused is None:
+                log.info("starting pod %s for a request", name)
+            result = refused if refused is not None else await asyncio.to_thread(self.control.start, name, self.config.boot_timeout_s)
         except Exception as exc:  # a refusal (a gate) or a runtime failure: the held requests get 503
             result = StartResult(ok=False, started=False, detail=str(getattr(exc, "message", exc)) or type(exc).__name__)
         finally:
@@ -155,15 +230,20 @@ class Slots:
         slot.last_start_s = time.monotonic() - began
         slot.checked_at = time.monotonic()
         slot.last_used = time.monotonic()
+        if swapped and slot.last_swap is not None:
+            slot.last_swap.took_s = time.monotonic() - began
+            slot.last_swap.ok = result.ok
+            log.info("swap for pod %s %s after %.1fs", name, "done" if result.ok else "failed", slot.last_swap.took_s)
         if result.ok:
-            slot.state = "running"
+            slot.running_since = time.monotonic()  # the minimum residency counts from serving
+            slot.set_state("running")
             slot.last_error = None
             if result.started:
                 slot.started_by_gateway = True
                 slot.starts += 1
             log.info("pod %s serving after %.1fs%s", name, slot.last_start_s, "" if result.started else " (already running)")
         else:
-            slot.state = "failed"
+            slot.set_state("failed")
             slot.last_error = not_ready_message(name, result)
             slot.failed_until = time.monotonic() + self.config.failure_hold_s
             log.warning("%s", slot.last_error)
@@ -182,20 +262,20 @@ class Slots:
         for slot in list(self.slots.values()):
             if (slot.started_by_gateway and slot.state == "running" and slot.in_flight == 0 and slot.waiting == 0
                     and slot.start_task is None and slot.stop_task is None and now - slot.last_used >= ttl):
-                slot.stop_task = asyncio.get_running_loop().create_task(self._stop(slot))
+                slot.stop_task = asyncio.get_running_loop().create_task(self._stop(slot, f"unused for {ttl:g}s"))
 
-    async def _stop(self, slot: Slot) -> None:
+    async def _stop(self, slot: Slot, why: str) -> None:
         name = slot.pod.name
         slot.state = "stopping"
         self.changed.set()
-        log.info("stopping pod %s: unused for %gs", name, self.config.idle_ttl_s)
+        log.info("stopping pod %s: %s", name, why)
         try:
             await asyncio.to_thread(self.control.stop, name)
-            slot.state = "stopped"
+            slot.set_state("stopped")
             slot.started_by_gateway = False
         except Exception as exc:  # the runtime refused: keep it as running, say why
             slot.state = "running"
-            slot.last_error = f"idle stop of pod {name} failed: {getattr(exc, 'message', exc)}"
+            slot.last_error = f"stop of pod {name} ({why}) failed: {getattr(exc, 'message', exc)}"
             log.warning("%s", slot.last_error)
         finally:
             slot.stop_task = None

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from backend import paths
 from backend.atomic import write_atomic
 from backend.gateway.slots import Slot
+from backend.gateway.swap import SwapRecord
 
 MAX_STATUS_BYTES = 1024 * 1024
 
@@ -48,6 +49,12 @@ class ModelStatus(BaseModel):
     """How long the last start took."""
     last_error: str | None = None
     """Why the last start (or idle stop) failed; never holds a secret."""
+    gpus: list[int] = Field(default_factory=list)
+    """The GPU indices it is pinned to."""
+    on_demand: bool = False
+    """Marked on demand: the gateway may stop it to start another pod on its GPUs."""
+    last_swap: SwapRecord | None = None
+    """The last swap that started it: the pods stopped, the GPUs freed, why, how long it took."""
 
 
 class GatewayStatus(BaseModel):
@@ -65,6 +72,10 @@ class GatewayStatus(BaseModel):
     """Its `--idle-ttl` (0: never stops a pod)."""
     auth: bool = False
     """Whether it needs an API key (never the key)."""
+    min_residency_s: float = 30.0
+    """Its `--min-residency`: a pod runs this long before a swap may stop it."""
+    last_swap: SwapRecord | None = None
+    """The last swap of any pod."""
     models: list[ModelStatus] = Field(default_factory=list)
     """Every pod of the estate, in file order."""
 
@@ -78,12 +89,14 @@ def status_file(folder: Path, port: int) -> Path:
     return folder / f"gateway-{port}.json"
 
 
-def snapshot(slots: list[Slot], bind: str, idle_ttl_s: float, auth: bool) -> GatewayStatus:
+def snapshot(slots: list[Slot], bind: str, idle_ttl_s: float, auth: bool, min_residency_s: float = 30.0,
+             last_swap: SwapRecord | None = None) -> GatewayStatus:
     return GatewayStatus(
-        pid=os.getpid(), bind=bind, updated_at=time.time(), idle_ttl_s=idle_ttl_s, auth=auth,
+        pid=os.getpid(), bind=bind, updated_at=time.time(), idle_ttl_s=idle_ttl_s, auth=auth, min_residency_s=min_residency_s, last_swap=last_swap,
         models=[ModelStatus(pod=s.pod.name, slug=s.pod.slug, models=list(s.pod.models), state=s.state, queue_depth=s.waiting,
                             in_flight=s.in_flight, started_by_gateway=s.started_by_gateway, starts=s.starts,
-                            last_start_at=s.last_start_at, last_start_s=s.last_start_s, last_error=s.last_error) for s in slots],
+                            last_start_at=s.last_start_at, last_start_s=s.last_start_s, last_error=s.last_error, gpus=list(s.pod.gpus),
+                            on_demand=s.pod.on_demand, last_swap=s.last_swap) for s in slots],
     )
 
 

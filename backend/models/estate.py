@@ -26,6 +26,9 @@ class Pod(BaseModel):
     """Host port the pod's OpenAI endpoint listens on."""
     uuids: tuple[str, ...] | None = None
     """GPU UUIDs recorded at create, to detect a re-ordered rig; resolved again at boot."""
+    on_demand: bool = False
+    """Started by the gateway when a request names it, and stopped by it to make room: only such pods may
+    share GPUs (`on_demand: true`; `c3 up` never starts two that collide)."""
 
 
 class Estate(BaseModel):
@@ -49,7 +52,7 @@ class Problem(BaseModel):
 
     code: str
     """Rule id: `schema`, `name`, `slug`, `C1` (GPU count = TP × PP), `E1` (GPU index/collision),
-    `E4` (port collision), `sm` (compute capability), `arch` (homogeneous architecture),
+    `E4` (port collision), `shared` (GPUs shared by on-demand pods: a note), `sm` (compute capability), `arch` (homogeneous architecture),
     `status` (experimental/deprecated slug), `fit` (fit verdict), `port` (host port in use)."""
     severity: Literal["error", "warning", "note"] = "error"
     """`error` blocks; `warning` is shown and allowed; `note` is information."""

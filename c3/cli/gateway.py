@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -25,16 +26,23 @@ def gateway() -> None:
               help="Requests held per pod while it starts; more are answered 429 with Retry-After.")
 @click.option("--boot-timeout", "boot_timeout", type=click.FloatRange(min=1), default=900.0, show_default=True,
               help="Seconds a pod started on demand may take to serve; then its held requests get 503 with its last log lines.")
+@click.option("--min-residency", "min_residency", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds an on-demand pod runs before the gateway may stop it to start another on its GPUs (no thrash).")
 @click.option("--api-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A 0600 file with the key clients must send as `Authorization: Bearer KEY` (else $C3_GATEWAY_API_KEY; else none).")
 @file_option
-def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, api_key_file: Path | None, file: Path | None) -> None:
+def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, min_residency: float, api_key_file: Path | None,
+          file: Path | None) -> None:
     """Run the gateway in the foreground (SIGTERM/SIGINT stop it; pods keep running).
 
     POST /v1/chat/completions, /v1/completions and /v1/embeddings go to the pod that the body's `model`
     names (a pod's name, or a model a pod serves); a stopped pod is booted as `c3 pod up` boots it (every
     gate, GPU pinning, placement) and the request is held until it serves. GET /v1/models lists both
     kinds of name with each pod's state.
+
+    On-demand pods that share GPUs are swapped: a request for one whose GPUs another holds stops that one
+    first, unless it has requests in flight or ran less than --min-residency (429 with Retry-After) or is
+    not on demand (503).
     """
     from backend.actions import refuse_on
     from backend.actions.serve_gateway import ServeGateway
@@ -43,10 +51,16 @@ def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, api
 
     host, port = parse_bind(bind)
     action = ServeGateway(Workspace(estate_path(file)), host, port, idle_ttl_s=idle_ttl, queue_limit=queue_limit, boot_timeout_s=boot_timeout,
-                          api_key_file=api_key_file)
+                          min_residency_s=min_residency, api_key_file=api_key_file)
     action.config()  # a bad key file or estate file keeps its own exit code (2), which a problem would turn into 1
     refuse_on(action.problems())
     action.run(echo_line)
+
+
+def _swap_line(swap: Any) -> str:
+    took = "running" if swap.took_s is None else f"took {swap.took_s:.1f}s" + ("" if swap.ok else ", start failed")
+    gpus = ",".join(str(i) for i in swap.gpus)
+    return f"{_ago(swap.at)} started {swap.pod}, stopped {', '.join(swap.stopped)} (freed GPU {gpus}), {took}"
 
 
 def _ago(at: float | None) -> str:
@@ -67,12 +81,16 @@ def status(as_json: bool) -> None:
         raise Refused("no gateway is running", hint="start one: c3 gateway serve")
     for g in found:
         ttl = f"{g.idle_ttl_s:g}s" if g.idle_ttl_s else "off"
-        click.echo(f"gateway {g.bind}  pid {g.pid}  idle ttl {ttl}  {'API key required' if g.auth else 'no API key'}")
+        click.echo(f"gateway {g.bind}  pid {g.pid}  idle ttl {ttl}  min residency {g.min_residency_s:g}s  {'API key required' if g.auth else 'no API key'}")
+        if g.last_swap is not None:
+            click.echo(f"  last swap: {_swap_line(g.last_swap)}")
         click.echo(f"  {'pod':<20} {'state':<9} {'queue':>5} {'in-flight':>9} {'by gw':>5} {'last start':>10} {'took':>7}  models")
         for m in g.models:
             took = "-" if m.last_start_s is None else f"{m.last_start_s:.1f}s"
             click.echo(f"  {m.pod:<20} {m.state:<9} {m.queue_depth:>5} {m.in_flight:>9} {'yes' if m.started_by_gateway else 'no':>5} "
                        f"{_ago(m.last_start_at):>10} {took:>7}  {', '.join(n for n in m.models if n != m.pod)}")
+            if m.last_swap is not None:
+                click.echo(f"    last swap: {_swap_line(m.last_swap)}")
             if m.last_error:
                 click.echo(f"    last error: {m.last_error}")
 

@@ -63,22 +63,25 @@ def pod() -> None:
 @click.option("--slug", required=True, help="Catalog entry, e.g. vllm/qwen3-8b (`c3 catalog` lists them).")
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="Host port (default: slug default + 20 × pods, first free).")
 @click.option("--force", is_flag=True, help="Allow experimental/deprecated slugs and a wont-fit verdict.")
+@click.option("--on-demand", "on_demand", is_flag=True,
+              help="Started and stopped by `c3 gateway serve` as requests need it; may share GPUs with other on-demand pods.")
 @json_option
 @file_option
-def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, as_json: bool, file: Path | None) -> None:
+def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, on_demand: bool, as_json: bool, file: Path | None) -> None:
     """Plan pod NAME on --gpus with --slug: fit-checked and validated, then written to the estate file."""
     from backend.actions import NewPod
     from backend.actions.create_pod import CreatePod
 
     path = resolve_file(file)
     indices = parse_index_list(gpus_text)
-    result = CreatePod(Workspace(path), NewPod(name, slug, tuple(indices), port), force=force).run(echo_line).data
+    result = CreatePod(Workspace(path), NewPod(name, slug, tuple(indices), port, on_demand), force=force).run(echo_line).data
     p = result.pod
     if as_json:
         emit_json(
             {
                 "file": str(path),
-                "pod": {"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "uuids": list(p.uuids or ())},
+                "pod": {"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "uuids": list(p.uuids or ()),
+                        "on_demand": p.on_demand},
                 "port_chosen": result.port_chosen,
                 "fit": result.fit.model_dump(mode="json") if result.fit is not None else None,
                 "warnings": [w.model_dump(mode="json") for w in result.warnings],
@@ -86,7 +89,7 @@ def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, 
         )
         return
     how = "" if not result.port_chosen else " (first free)"
-    click.echo(f"✓ created pod `{p.name}`: {p.slug} on GPU {list(p.gpus)} port {p.port}{how} — {describe_fit(result.fit)}")
+    click.echo(f"✓ created pod `{p.name}`: {p.slug} on GPU {list(p.gpus)} port {p.port}{how}{' (on demand)' if p.on_demand else ''} — {describe_fit(result.fit)}")
     for problem in result.warnings:
         if problem.severity == "warning":
             _warn(problem)

@@ -28,9 +28,9 @@ from tests.support import free_port
 SLUG = "vllm/qwen3-8b"
 
 
-def create(ws: Workspace, name: str, gpu: int, slug: str = SLUG) -> int:
+def create(ws: Workspace, name: str, gpu: int, slug: str = SLUG, on_demand: bool = False) -> int:
     port = free_port()
-    action = CreatePod(ws, NewPod(name, slug, (gpu,), port), force=True)
+    action = CreatePod(ws, NewPod(name, slug, (gpu,), port, on_demand), force=True)
     assert [p for p in action.problems() if p.blocking] == []
     assert action.run(ignore_progress).ok
     return port
