@@ -58,6 +58,9 @@ class Knobs:
     extra_notes: tuple[str, ...] = field(default_factory=tuple)
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     """The slug's extra engine flags (llama.cpp: `-kvu`, `--swa-full`, a draft model)."""
+    kv_cache_memory_bytes: int | None = None
+    """vLLM's `--kv-cache-memory-bytes`: KV memory per rank, set outright (vLLM then skips profiling for it and ignores
+    gpu_memory_utilization). None: from the slug's own args when it passes the flag, else profiled."""
     hybrid_kv_env: bool | None = None
     """VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as set in the slug's env (None: the version's default)."""
 

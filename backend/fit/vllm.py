@@ -81,8 +81,44 @@ def hybrid_manager_on(spec: ModelSpec, knobs: Knobs) -> tuple[bool, str | None]:
     return True, None
 
 
+NULL_BLOCK_RESERVED_FROM = (0, 28)
+"""vLLM keeps one block of the pool as BlockPool's null block, and from vllm#47272 (merged 2026-08-20; in v0.28.1 and
+v0.29, not in v0.28.0) plans against the rest: vllm/v1/core/kv_cache_utils.py `get_kv_cache_configs` checks and
+auto-fits `max_model_len` against `check_memory = avail_mem − _pool_bytes_per_block(groups)`, i.e. one request may
+hold `num_blocks − 1` blocks, while the pool and `get_max_concurrency_for_kv_cache_config` still count all
+`num_blocks`. c3's version is major.minor only: 0.28 (and an unknown version) is priced with the reserve, the
+costlier side."""
+
+
+def usable_blocks(blocks: int, version: tuple[int, int] | None) -> int:
+    """Blocks one request may hold out of a pool of `blocks`: all of them before vLLM reserved the null block."""
+    if version is not None and version < NULL_BLOCK_RESERVED_FROM:
+        return blocks
+    return max(0, blocks - 1)
+
+
+def explicit_kv_bytes(knobs: Knobs) -> int | None:
+    """vLLM's `--kv-cache-memory-bytes` (per rank): the knob, else the slug's own flag (a plain byte count or vLLM's
+    human-readable form, `2G`/`512M`: arg_utils.py `human_readable_int`, decimal units, binary with `i`); None when
+    neither sets it or the value cannot be read."""
+    if knobs.kv_cache_memory_bytes is not None:
+        return knobs.kv_cache_memory_bytes
+    text = arg_value(knobs.extra_args, "--kv-cache-memory-bytes", "--kv_cache_memory_bytes")
+    if text is None:
+        return None
+    units = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30, "ti": 1 << 40}
+    number, suffix = text.strip(), ""
+    while number and number[-1].isalpha():
+        number, suffix = number[:-1], number[-1] + suffix
+    try:
+        value = float(number) * units[suffix.lower()] if suffix else float(number)
+    except (KeyError, ValueError):
+        return None
+    return int(value) if value > 0 else None
+
+
 def largest_fitting_len(layout: KvLayout, blocks: int, batched: int, cap: int) -> int:
-    """Largest L ≤ cap with D(L) ≤ blocks (0 when not even one token fits)."""
+    """Largest L ≤ cap with D(L) ≤ blocks (0 when not even one token fits); `blocks` are those one request may hold."""
     if blocks <= 0 or layout.blocks_per_request(1, batched) > blocks:
         return 0
     low, high = 1, max(1, cap)
@@ -238,14 +274,27 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     if knobs.tp * knobs.pp > 1 and nvswitch is None:
         kind = "NVSwitch (HGX/SXM)" if assumed_nvswitch(smallest) else "PCIe"
         notes.append(f"interconnect unknown: non-torch memory priced for a {kind} board ({over.non_torch_gib:.2f} GiB per rank)")
+    explicit = explicit_kv_bytes(knobs)
+    if explicit is not None:
+        notes.append(f"KV memory set outright (--kv-cache-memory-bytes {explicit:,} per rank): vLLM skips profiling it and ignores "
+                     "gpu_memory_utilization; the weights and overheads must fit beside it on the card")
     gpus: list[GpuFit] = []
     rank_blocks: list[int] = []
+    overflow: list[str] = []
     for position, rank in enumerate(ranks):
         assert rank.total_gib is not None
         budget = rank.total_gib * knobs.util
         weights = stage_weights[min(position // max(1, knobs.tp), knobs.pp - 1)]
         available = budget - weights - over.non_torch_gib - over.activation_gib - over.cudagraph_gib
-        blocks = layout.num_blocks(available * GIB)
+        if explicit is not None:
+            # vllm/v1/worker/gpu_worker.py `determine_available_memory` (cpu_worker.py alike) returns the bytes as given.
+            # What the engine will hold is then weights + overheads + that KV; the rest of the card is the headroom.
+            available = explicit / GIB
+            budget = weights + over.non_torch_gib + over.activation_gib + over.cudagraph_gib + available
+            if budget > rank.total_gib:
+                overflow.append(f"GPU {rank.index if rank.index is not None else position}: --kv-cache-memory-bytes "
+                                f"({available:.2f} GiB) plus weights and overheads exceed its {rank.total_gib:.2f} GiB")
+        blocks = layout.num_blocks(explicit if explicit is not None else available * GIB)
         rank_blocks.append(blocks)
         gpus.append(
             GpuFit(
@@ -273,11 +322,12 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         elif not rank.unified and headroom < MIN_HEADROOM_GIB:
             notes.append(f"GPU {rank.index if rank.index is not None else position}: only {headroom:.2f} GiB outside the budget for unprofiled peaks (util {knobs.util})")
     blocks = min(rank_blocks)
+    usable = usable_blocks(blocks, priced_version)
     available_min = min(g.available_kv_gib for g in gpus)
     need = layout.blocks_per_request(length, batched)
     concurrency = blocks / need if need else 0.0
     cap = max(spec.max_position_embeddings, length)
-    fits_len = largest_fitting_len(layout, blocks, batched, cap)
+    fits_len = largest_fitting_len(layout, usable, batched, cap)
     report = dict(
         base,
         kv_cache_tokens=int(concurrency * length),
@@ -290,9 +340,11 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     )
     if length > spec.max_position_embeddings:
         notes.append(f"max_model_len {length:,} exceeds the model's max_position_embeddings {spec.max_position_embeddings:,}: vLLM refuses it without an override")
-    if pinned and (available_min <= 0 or blocks < need):
+    if overflow:
+        return FitReport(verdict="wont-fit", reasons=overflow, notes=notes, **report)
+    if pinned and (available_min <= 0 or usable < need):
         # The double count is a bound: the segment may not get pinned. Refuse only what fails without it.
-        unpinned = min(layout.num_blocks((g.available_kv_gib + pinned) * GIB) for g in gpus)
+        unpinned = usable_blocks(min(layout.num_blocks((g.available_kv_gib + pinned) * GIB) for g in gpus), priced_version)
         if available_min + pinned > 0 and unpinned >= need:
             reason = (f"fits only if vLLM does not count its profile transient twice: {available_min:.2f} GiB of KV with it priced, "
                       f"{available_min + pinned:.2f} GiB without (which one happens depends on the allocator)")
@@ -306,16 +358,19 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
             notes=notes,
             **report,
         )
-    if blocks < need:
+    if usable < need:
+        held = f"{blocks}" if usable == blocks else f"{blocks}, one of them vLLM's null block"
         return FitReport(
             verdict="wont-fit",
-            reasons=[f"one request of {length:,} tokens needs {need} KV blocks; the pool holds {blocks} (largest context that fits: {fits_len:,})"],
+            reasons=[f"one request of {length:,} tokens needs {need} KV blocks; the pool holds {held} (largest context that fits: {fits_len:,})"],
             notes=notes,
             **report,
         )
     if unpriced_awq:
         return FitReport(verdict="unknown", reasons=[unpriced_awq], notes=[n for n in notes if n != unpriced_awq], **report)
-    margin_blocks = min(layout.num_blocks((g.available_kv_gib - TIGHT_MARGIN_GIB) * GIB) for g in gpus)
+    # An explicit KV size is exact: the estimate's error band then lies in the weights and overheads beside it, not in the pool.
+    margin_blocks = usable if explicit is not None else usable_blocks(
+        min(layout.num_blocks((g.available_kv_gib - TIGHT_MARGIN_GIB) * GIB) for g in gpus), priced_version)
     tight = [f"within the estimate's error band: {TIGHT_MARGIN_GIB} GiB less KV memory would not hold one {length:,}-token request"] if margin_blocks < need else []
     tight += [n for n in notes if "outside the budget" in n or "unified-memory" in n or n == MARLIN_NOTE]
     if tight:

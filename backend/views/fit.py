@@ -104,11 +104,12 @@ def fit_config_file(
     config: Path, totals_gib: list[float], *, tp: int, pp: int = 1, engine: str = "vllm", engine_version: str | None = None,
     weights_gib: float | None = None, util: float | None = None, max_model_len: int | None = None, max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None, kv_cache_dtype: str = "auto", block_size: int | None = None, enforce_eager: bool = False,
-    gpu_name: str | None = None, max_context: bool = False,
+    gpu_name: str | None = None, max_context: bool = False, kv_cache_memory_bytes: int | None = None,
 ) -> ConfigFit:
     """Price any model from its config.json on CUDA totals (GiB; one value stands for every rank) with
     the engine's own memory rules. None knobs take the engine's defaults for `engine_version` (None:
-    current); UsageError for knobs that do not add up. With `max_context`, the largest context that fits is
+    current); UsageError for knobs that do not add up. `kv_cache_memory_bytes` is vLLM's flag of that name (KV per rank,
+    set outright). With `max_context`, the largest context that fits is
     searched for instead (Refused when c3 cannot compute it)."""
     from dataclasses import replace
 
@@ -136,6 +137,7 @@ def fit_config_file(
         engine=engine, tp=tp, pp=pp, util=util if util is not None else default_util(engine, version), max_model_len=max_model_len,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype, block_size=block_size,
         enforce_eager=enforce_eager, version=version, weights_gib=weights_gib, quantized=bool(spec.quant_method),
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
     )
     if max_context and max_model_len is not None:
         raise UsageError("--max-context finds the context; --max-model-len fixes one: give one of them")

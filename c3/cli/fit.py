@@ -160,6 +160,7 @@ def _fit_config(
     config: Path, vram: str | None, tp: int | None, pp: int, weights_gib: float | None, util: float | None, max_model_len: int | None,
     max_num_seqs: int | None, batched: int | None, kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
     *, enforce_eager: bool = False, block_size: int | None = None, gpu_name: str | None = None, max_context: bool = False,
+    kv_bytes: int | None = None,
 ) -> int:
     from backend.views.fit import fit_config_file
 
@@ -168,7 +169,7 @@ def _fit_config(
     found = fit_config_file(
         config, _float_list(vram, "--vram-gib"), tp=tp, pp=pp, engine=engine, engine_version=engine_version, weights_gib=weights_gib,
         util=util, max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, kv_cache_dtype=kv_dtype,
-        block_size=block_size, enforce_eager=enforce_eager, gpu_name=gpu_name, max_context=max_context,
+        block_size=block_size, enforce_eager=enforce_eager, gpu_name=gpu_name, max_context=max_context, kv_cache_memory_bytes=kv_bytes,
     )
     _show(found.report, found.max_context, found.title, as_json, config=str(config), tp=tp, pp=pp)
     return _exit_for(found.report, config.name)
@@ -193,13 +194,15 @@ def _fit_config(
 @click.option("--engine-version", help="Engine version the numbers should assume, e.g. 0.11.0 (--config form; default: current).")
 @click.option("--enforce-eager", is_flag=True, help="No CUDA graphs (--config form): no graph memory is priced.")
 @click.option("--block-size", type=click.IntRange(1, 4096), help="KV block size in tokens (--config form; default 16, enlarged for hybrids).")
+@click.option("--kv-cache-memory-bytes", "kv_bytes", type=click.IntRange(1, 1 << 50),
+              help="KV memory per rank in bytes, set outright as vLLM's flag of that name does (--config form; vLLM then ignores --gpu-mem-util).")
 @click.option("--gpu-name", help="NVML name of the GPUs (--config form), e.g. 'NVIDIA A100-SXM4-80GB': vLLM's batch defaults and the interconnect depend on it.")
 @json_option
 def fit(
     slug: str | None, gpus: str | None, cards: str | None, config: Path | None, vram: str | None, tp: int | None, pp: int,
     weights_gib: float | None, util: float | None, max_model_len: int | None, max_num_seqs: int | None, batched: int | None,
     kv_dtype: str, engine: str, engine_version: str | None, enforce_eager: bool, block_size: int | None, gpu_name: str | None, as_json: bool,
-    max_context: bool,
+    max_context: bool, kv_bytes: int | None,
 ) -> None:
     if max_context and max_model_len is not None:
         raise UsageError("--max-context finds the context; --max-model-len fixes one: give one of them", hint="drop --max-model-len to search for the largest")
@@ -209,11 +212,13 @@ def fit(
         if gpus or cards:
             raise UsageError("--config prices on --vram-gib; --gpus/--card go with a SLUG")
         code = _fit_config(config, vram, tp, pp, weights_gib, util, max_model_len, max_num_seqs, batched, kv_dtype.lower(), engine, engine_version,
-                           as_json, enforce_eager=enforce_eager, block_size=block_size, gpu_name=gpu_name, max_context=max_context)
+                           as_json, enforce_eager=enforce_eager, block_size=block_size, gpu_name=gpu_name, max_context=max_context,
+                           kv_bytes=kv_bytes)
     elif slug:
         config_only = [n for n, v in (("--vram-gib", vram), ("--tp", tp), ("--weights-gib", weights_gib), ("--gpu-mem-util", util),
                                       ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", batched), ("--engine-version", engine_version),
-                                      ("--block-size", block_size), ("--enforce-eager", enforce_eager or None), ("--gpu-name", gpu_name)) if v is not None]
+                                      ("--block-size", block_size), ("--enforce-eager", enforce_eager or None), ("--gpu-name", gpu_name),
+                                      ("--kv-cache-memory-bytes", kv_bytes)) if v is not None]
         if config_only:
             raise UsageError(f"{', '.join(config_only)} only go with --config; a slug carries its own settings")
         code = _fit_slug(slug, gpus, cards, max_model_len, as_json, max_context)

@@ -131,20 +131,22 @@ def _spawn(argv: list[str], env: dict[str, str], log_path: Path, port: int, name
     return EngineProcess(popen=popen, port=port, log_path=log_path, argv=argv, name=name, env=env)
 
 
-def vllm_env(scratch: Path, kv_space_gib: int = 1) -> dict[str, str]:
-    """Offline, loopback-only, caches and temp files in `scratch` (REAL-ENGINE-NOTES.md)."""
+def vllm_env(scratch: Path, kv_space_gib: int | None = 1) -> dict[str, str]:
+    """Offline, loopback-only, caches and temp files in `scratch` (REAL-ENGINE-NOTES.md). `kv_space_gib` None leaves
+    `VLLM_CPU_KVCACHE_SPACE` out, so that `--kv-cache-memory-bytes` sizes the pool (vllm/platforms/cpu.py lets the
+    variable override the flag, and its worker cannot parse it empty)."""
     (scratch / "tmp").mkdir(parents=True, exist_ok=True)
-    return {**OFFLINE_ENV, "VLLM_CPU_KVCACHE_SPACE": str(kv_space_gib), "VLLM_CACHE_ROOT": str(scratch / "cache"),
-            "TMPDIR": str(scratch / "tmp"), "OMP_NUM_THREADS": "1"}
+    space = {} if kv_space_gib is None else {"VLLM_CPU_KVCACHE_SPACE": str(kv_space_gib)}
+    return {**OFFLINE_ENV, **space, "VLLM_CACHE_ROOT": str(scratch / "cache"), "TMPDIR": str(scratch / "tmp"), "OMP_NUM_THREADS": "1"}
 
 
-def vllm_argv(model: Path | str, port: int, *extra: str, name: str = "tiny", max_model_len: int = 2048) -> list[str]:
+def vllm_argv(model: Path | str, port: int, *extra: str, name: str = "tiny", max_model_len: int | str = 2048) -> list[str]:
     return [str(vllm_dir() / "bin" / "vllm"), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
             "--served-model-name", name, "--max-model-len", str(max_model_len), "--enforce-eager", *extra]
 
 
-def start_vllm(model: Path, scratch: Path, *extra: str, kv_space_gib: int = 1, name: str = "tiny",
-               max_model_len: int = 2048, log_name: str | None = None) -> EngineProcess:
+def start_vllm(model: Path, scratch: Path, *extra: str, kv_space_gib: int | None = 1, name: str = "tiny",
+               max_model_len: int | str = 2048, log_name: str | None = None) -> EngineProcess:
     port = free_port()
     argv = vllm_argv(model, port, *extra, name=name, max_model_len=max_model_len)
     env = vllm_env(scratch, kv_space_gib)
