@@ -14,10 +14,12 @@ address, just as on a real head node.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,3 +222,39 @@ def write_script(path: Path, text: str) -> str:
     return str(path)
 
 
+
+
+def get(url: str, body: dict | None = None, timeout: float = 5) -> dict | None:
+    """GET (or POST `body` as JSON) and decode the JSON answer; None when nothing usable came back."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return json.loads(r.read())
+    except (OSError, ValueError):
+        return None
+
+
+def parts_of(shard_rig: ShardRig, backend: str, *extra: str) -> tuple[int, dict[str, dict]]:
+    """`c3 shard status --backend BACKEND --json` on the head: its exit code and its parts by node."""
+    r = shard_rig.c3("shard", "status", "--nodes", "a,b", "--backend", backend, *extra, "--json")
+    return r.returncode, {p["node"]: p for p in json.loads(r.stdout)["parts"]}
+
+
+def get_in(shard_rig: ShardRig, url: str, body: dict | None = None, timeout: float = 5) -> dict | None:
+    """`get`, from inside the head's namespace: for addresses only the hosts reach (the cluster link)."""
+    script = ("import json, sys, urllib.request\n"
+              "url, body, timeout = json.loads(sys.argv[1])\n"
+              "data = None if body is None else json.dumps(body).encode()\n"
+              "req = urllib.request.Request(url, data=data, headers={'Content-Type': 'application/json'})\n"
+              "try:\n"
+              "    with urllib.request.urlopen(req, timeout=timeout) as r:\n"
+              "        print(r.read().decode())\n"
+              "except OSError:\n"
+              "    pass\n")
+    argv = ["nsenter", f"--net=/var/run/netns/{shard_rig.head.netns}", sys.executable, "-c", script, json.dumps([url, body, timeout])]
+    out = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout + 30).stdout
+    try:
+        return json.loads(out) if out.strip() else None
+    except ValueError:
+        return None

@@ -20,12 +20,11 @@ import os
 import re
 import signal
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.shard.conftest import API_PORT, write_script
+from tests.shard.conftest import API_PORT, get, parts_of, write_script
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.netns, pytest.mark.sshd]
@@ -58,21 +57,6 @@ def write_profile(name: str, model: Path, args: list[str]) -> None:
     (folder / f"{name}.yaml").write_text(json.dumps(profile))  # JSON is YAML
 
 
-def get(url: str, body: dict | None = None, timeout: float = 5) -> dict | None:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as r:
-            return json.loads(r.read())
-    except (OSError, ValueError):
-        return None
-
-
-def parts(shard_rig) -> tuple[int, dict[str, dict]]:
-    r = shard_rig.c3("shard", "status", "--nodes", "a,b", "--backend", "mp", "--json")
-    return r.returncode, {p["node"]: p for p in json.loads(r.stdout)["parts"]}
-
-
 def _stop(proc) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
@@ -95,6 +79,7 @@ def test_pp_with_enforce_eager_is_refused_before_anything_starts(shard_rig, real
     assert shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}
 
 
+@pytest.mark.timeout(1200)  # two real vLLM ranks boot on 2 cores: 90–125 s on a quiet box, minutes more under load
 @pytest.mark.parametrize(("tp", "pp", "args"), [
     (1, 2, ["--max-model-len", "512"]),
     (2, 1, ["--max-model-len", "512", "--enforce-eager"]),
@@ -125,7 +110,7 @@ def test_one_model_split_over_two_hosts_serves_and_stops_clean(shard_rig, real_e
             assert kv, f"no KV line from rank on {node}:\n" + text[-4000:]
         assert re.search(r"CPU KV cache size: [\d,]+ tokens", text), text[-4000:]
 
-        rc, seen = parts(shard_rig)
+        rc, seen = parts_of(shard_rig, "mp")
         assert rc == 0 and seen["a"]["state"] == "running" and seen["b"]["state"] == "running", seen
         assert seen["a"]["part"] == "vllm serve rank 0 (API)" and seen["b"]["part"] == "vllm serve rank 1 (headless)"
 
@@ -136,7 +121,7 @@ def test_one_model_split_over_two_hosts_serves_and_stops_clean(shard_rig, real_e
         assert in_netns(pid, shard_rig.worker.netns)
         killed = time.monotonic()
         os.kill(pid, signal.SIGKILL)
-        rc, seen = wait_until(lambda: (s := parts(shard_rig))[1]["b"]["state"] == "not running" and s, 5, "the killed rank reported")
+        rc, seen = wait_until(lambda: (s := parts_of(shard_rig, "mp"))[1]["b"]["state"] == "not running" and s, 5, "the killed rank reported")
         reported_s = time.monotonic() - killed
         assert rc == 1 and seen["b"]["node"] == "b"
         plain = shard_rig.c3("shard", "status", "--nodes", "a,b", "--backend", "mp")
