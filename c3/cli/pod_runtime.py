@@ -1,4 +1,4 @@
-"""`c3 pod up|down|status|logs|try`: run the pods the estate file plans (added to ESTATE's `pod` group).
+"""`c3 pod up|down|status|logs|try|exec`: run the pods the estate file plans (added to ESTATE's `pod` group).
 
 `register(pod_group)` attaches the commands; `is_running(pod)` is what `pod rm` asks before removing.
 """
@@ -154,6 +154,30 @@ def register(pod_group: click.Group) -> None:
                 click.echo(line)
         else:
             click.echo(found.text, nl=False)
+
+    @pod_group.command("exec", context_settings={"ignore_unknown_options": True})
+    @click.argument("name")
+    @click.argument("command", nargs=-1, type=click.UNPROCESSED)
+    @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=60.0, show_default=True, help="Seconds to wait for the command.")
+    def exec_(name: str, command: tuple[str, ...], timeout_s: float) -> None:
+        """Run a command in a pod's container (docker exec, no terminal): `c3 pod exec NAME -- CMD ARGS…`.
+
+        Prints its output (stdout and stderr together; the secrets c3 passes to containers masked as
+        ***); a command that exits non-zero is an error (exit 1). Not on the simulated rig: its pods are
+        local processes.
+        """
+        from backend.views.workloads import pod_exec
+
+        if not command:
+            raise UsageError("give the command after --", hint=f"e.g. c3 pod exec {name} -- nvidia-smi")
+        found = pod_exec(name, list(command), timeout_s=timeout_s)
+        click.echo(found.output, nl=False)
+        if found.output and not found.output.endswith("\n"):
+            click.echo()
+        if found.truncated:
+            click.echo(f"[{name}] output cut at 4 MiB", err=True)
+        if found.exit_code != 0:
+            raise Refused(f"`{' '.join(command)[:200]}` exited {found.exit_code} in pod {name}")
 
     @pod_group.command("try")
     @click.argument("name")
