@@ -394,6 +394,7 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
                 yield SystemCommand(f"{verb} pod {pod.name}", f"{pod.slug} on GPU {','.join(map(str, pod.gpus))}", lambda k=kind, n=pod.name: self.request_write(k, pod=n))
             yield SystemCommand(f"Logs of pod {pod.name}", "Engine log, follows (l)", lambda n=pod.name: self.open_logs(n))
             yield SystemCommand(f"Details of pod {pod.name}", "Placement, GPUs, fit (Enter)", lambda n=pod.name: self.open_details(n))
+            yield SystemCommand(f"Try a prompt on pod {pod.name}", "One streamed test prompt: answer, TTFT, tokens/s (t)", lambda n=pod.name: self.open_try(n))
         yield SystemCommand("Quit", "Leave the cockpit; pods keep running (q)", self.action_quit)
 
     def _in_mode(self, mode: str, action: str) -> None:
@@ -456,6 +457,12 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
 
     action_open_history = open_history
     action_open_processes = open_processes
+
+    def open_try(self, pod: str) -> None:
+        from c3.modals.try_prompt import TryModal
+
+        if self.ready():
+            self.push_screen(TryModal(pod))
 
     def open_details(self, pod: str) -> None:
         from c3.modals.details import DetailsModal

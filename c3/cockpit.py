@@ -72,5 +72,8 @@ class Cockpit(Protocol):
     def open_details(self, pod: str) -> None:
         """The details modal of that pod."""
 
+    def open_try(self, pod: str) -> None:
+        """The test-prompt modal of that pod (`t`: `c3 pod try`)."""
+
     def open_logs(self, pod: str) -> None:
         """The log viewer of that pod."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from backend.live.engine_metrics import EngineMetrics
+    from backend.views.try_pod import TryResult
     from c3.services import PodState
 
 DASH = "–"
@@ -56,3 +57,8 @@ def metrics_facts(state: PodState) -> list[tuple[str, str]]:
         ("TTFT p50", f"{num(m.ttft_p50_ms, ' ms')}" if m.ttft_p50_ms is not None else (missing if m.engine == "llamacpp" else "no requests yet")),
         ("preemptions", num(m.preemptions) if m.preemptions is not None else missing),
     ]
+
+
+def try_numbers(result: TryResult) -> str:
+    """A test prompt's numbers, `TTFT 84 ms · 16 tokens · 412.5 tok/s` (`c3 pod try` and the cockpit's `t`)."""
+    return f"TTFT {result.ttft_ms:.0f} ms · {result.tokens} tokens · {result.tokens_per_s:.1f} tok/s"

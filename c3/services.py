@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first
     from backend.live.history import HistoryView
     from backend.models import CatalogEntry, FitReport, GpuSnapshot
     from backend.runtime.gpu_processes import GpuProcessRow
+    from backend.views.try_pod import TryResult
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
 PlacementVerdict = Literal["ok", "mismatch", "unknown"]
@@ -314,6 +315,10 @@ class Services(Protocol):
 
     def pod_details(self, name: str) -> PodDetails:
         """Facts about one pod for the details modal."""
+
+    def try_pod(self, name: str, prompt: str, max_tokens: int) -> TryResult:
+        """One streaming test prompt to a running pod (`c3 pod try`): the answer, TTFT, tokens and
+        tokens/s (raises `backend.errors.C3Error` when the pod does not run or its engine does not answer)."""
 
     def nodes(self) -> list[NodeRow]:
         """The node registry, with reachability where probed."""

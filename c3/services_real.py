@@ -40,6 +40,8 @@ from c3.services_cluster import active_profile_row, node_rows, override_problems
 from c3.services_plans import recipes_rows
 
 HISTORY_SAMPLES = 180
+TRY_TIMEOUT_S = 60.0
+"""The cockpit's `t` waits for a test prompt's answer as long as `c3 pod try`'s default --timeout."""
 
 
 class RealServices:
@@ -196,6 +198,12 @@ class RealServices:
 
     def set_live(self, active: bool) -> None:
         self.live.set_live(active)
+
+    def try_pod(self, name: str, prompt: str, max_tokens: int) -> Any:
+        """One streaming test prompt to a running pod of this estate file (`backend.views.try_pod.TryResult`)."""
+        from backend.views.try_pod import try_planned_pod
+
+        return try_planned_pod(self.ctx, self._pod(name), self.path, prompt, max_tokens=max_tokens, timeout_s=TRY_TIMEOUT_S)
 
     def gpu_processes(self) -> list[Any]:
         """Every compute process on the GPUs with its pod (or none: foreign), user and command

@@ -22,7 +22,7 @@ from typing import Any
 from backend.errors import EnvironmentProblem, Refused
 from backend.runtime import cgroup
 from backend.runtime.gpu_mode import ModeDecision, binding, detect_mode
-from backend.runtime.models import LaunchSpec, Workload
+from backend.runtime.models import MAX_EXEC_OUTPUT, ExecResult, LaunchSpec, Workload
 from backend.settings import current
 
 LABEL_POD = "io.c3.pod"
@@ -254,6 +254,49 @@ class DockerRuntime:
                 yield line.decode("utf-8", errors="replace")
         if buffer:
             yield buffer.decode("utf-8", errors="replace")
+
+    def exec_in(self, pod: str, argv: list[str], timeout: float) -> ExecResult:
+        """`docker exec` without a terminal: stdout and stderr together. The wait is bounded by a thread
+        (docker-py reads an exec's output with no timeout); the command itself is not killed when it runs
+        longer (Docker has no exec kill)."""
+        import threading
+
+        from docker.errors import APIError, DockerException, NotFound
+
+        client = connect(timeout=timeout)
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                container = client.containers.get(container_name(pod))
+                outcome["result"] = container.exec_run(argv, stdout=True, stderr=True, stdin=False, tty=False, demux=False)
+            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread below
+                outcome["error"] = error
+
+        worker = threading.Thread(target=run, name=f"exec-{pod}", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        try:
+            if worker.is_alive():
+                raise TimeoutError
+            if "error" in outcome:
+                raise outcome["error"]
+            code, raw = outcome["result"]
+        except NotFound:
+            raise Refused(f"pod {pod} has no container", hint=f"`c3 pod up {pod}` first") from None
+        except APIError as error:
+            raise _refusal(pod, error) from None
+        except (DockerException, OSError) as error:
+            if isinstance(error, TimeoutError) or "timed out" in str(error).lower():
+                raise Refused(f"the command did not finish within {timeout:g} s in pod {pod} (it may still run in the container)",
+                              hint="a larger --timeout, or a command that ends") from None
+            raise EnvironmentProblem(f"the Docker daemon stopped answering at {_where()}: {str(error)[:160]}") from None
+        finally:
+            if not worker.is_alive():
+                client.close()
+        raw = raw or b""
+        return ExecResult(exit_code=int(code if code is not None else -1), output=raw[:MAX_EXEC_OUTPUT].decode("utf-8", errors="replace"),
+                          truncated=len(raw) > MAX_EXEC_OUTPUT)
 
     def owners(self, pids: Iterable[int]) -> dict[int, str | None]:
         pids = list(pids)

@@ -161,3 +161,20 @@ class GateResult(BaseModel):
     checked: bool = True
     """False when the gate's data source failed (NVML did not answer): nothing was judged, and the
     gate refuses like a failure (`message` starts `not checked:`) unless --force."""
+
+
+class ExecResult(BaseModel):
+    """A command run inside a pod's workload (`c3 pod exec`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_code: int
+    """The command's exit status."""
+    output: str
+    """Its stdout and stderr, interleaved as the runtime received them (cut at `MAX_EXEC_OUTPUT` bytes)."""
+    truncated: bool = False
+    """The output was longer than `MAX_EXEC_OUTPUT` and was cut."""
+
+
+MAX_EXEC_OUTPUT = 4 << 20
+"""The most of a command's output `c3 pod exec` keeps (4 MiB)."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol
 
 from backend.runtime.gpu_mode import ModeDecision
-from backend.runtime.models import LaunchSpec, Workload
+from backend.runtime.models import ExecResult, LaunchSpec, Workload
 
 
 class PodRuntime(Protocol):
@@ -43,6 +43,10 @@ class PodRuntime(Protocol):
 
     def follow_logs(self, pod: str, tail: int = 100) -> Iterator[str]:
         """Output lines as they come, until the workload stops."""
+
+    def exec_in(self, pod: str, argv: list[str], timeout: float) -> ExecResult:
+        """Run `argv` inside the pod's running workload and wait for it (at most `timeout` s: Refused
+        after that, the command may go on running). Refused where the runtime cannot enter a workload."""
 
     def owners(self, pids: Iterable[int]) -> dict[int, str | None]:
         """Which pod each host pid belongs to (None: not a c3 pod)."""

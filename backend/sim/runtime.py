@@ -25,7 +25,7 @@ from backend.errors import Refused
 from backend.paths import state_home
 from backend.runtime import cgroup
 from backend.runtime.gpu_mode import ModeDecision, binding
-from backend.runtime.models import LaunchSpec, Workload
+from backend.runtime.models import ExecResult, LaunchSpec, Workload
 from backend.runtime.placement import attribute
 from backend.settings import current as current_settings
 from backend.userfiles import read_json
@@ -223,6 +223,11 @@ class SimRuntime:
                 if not self.workload(pod).running:
                     return
                 time.sleep(0.2)
+
+    def exec_in(self, pod: str, argv: list[str], timeout: float) -> ExecResult:
+        """The simulated runtime runs engines as local processes: there is no container to enter."""
+        raise Refused(f"`c3 pod exec` is not supported by the simulated runtime (pod {pod} is a local process, not a container)",
+                      hint="run pods with Docker (C3_RUNTIME=docker, or a machine without C3_RIG) to exec into them")
 
     def owners(self, pids: Iterable[int]) -> dict[int, str | None]:
         by_pid = {w.pids[0]: w.pod for w in self.workloads().values() if w.running and w.pids}

@@ -14,6 +14,7 @@ from backend.errors import Refused
 
 if TYPE_CHECKING:
     from backend.runtime.context import RuntimeContext
+    from backend.runtime.models import ExecResult
 
 
 class PodLog(BaseModel):
@@ -70,6 +71,30 @@ def pod_log_output(name: str, tail: int, *, follow: bool = False) -> PodLogOutpu
     if follow:
         return PodLogOutput(text="", follow=iter(ctx.runtime.follow_logs(name, tail=tail)))
     return PodLogOutput(text=ctx.runtime.logs(name, tail=tail))
+
+
+def pod_exec(name: str, argv: list[str], *, timeout_s: float) -> ExecResult:
+    """`c3 pod exec NAME -- CMD…`: run a command in the pod's running container. Refused where the
+    runtime cannot enter a workload (the simulated one), when the pod does not run, or the command
+    outlives `timeout_s`. The secrets c3 hands to containers (HF_TOKEN & co., VLLM_API_KEY) are masked
+    as `***` in the output."""
+    from backend.settings import current
+    from backend.wiring import open_context
+
+    ctx = open_context()
+    if ctx.runtime.kind == "sim":
+        return ctx.runtime.exec_in(name, argv, timeout_s)  # raises: nothing to enter
+    workload = ctx.runtime.workload(name)
+    if not workload.running:
+        state = "stopped" if workload.status == "absent" else workload.status
+        raise Refused(f"pod {name} is not running ({state})", hint=f"`c3 pod up {name}` first")
+    found = ctx.runtime.exec_in(name, argv, timeout_s)
+    settings = current()
+    secrets = [*settings.secret_env().values(), *([settings.vllm_api_key.get_secret_value()] if settings.vllm_api_key else [])]
+    output = found.output
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        output = output.replace(secret, "***")
+    return found.model_copy(update={"output": output})
 
 
 def pod_running(name: str) -> bool | None:

@@ -1,4 +1,4 @@
-"""`c3 pod up|down|status|logs`: run the pods the estate file plans (added to ESTATE's `pod` group).
+"""`c3 pod up|down|status|logs|try|exec`: run the pods the estate file plans (added to ESTATE's `pod` group).
 
 `register(pod_group)` attaches the commands; `is_running(pod)` is what `pod rm` asks before removing.
 """
@@ -12,7 +12,7 @@ import click
 
 from backend.actions import Progress, refuse_on
 from backend.actions.workspace import Workspace
-from backend.errors import Refused
+from backend.errors import Refused, UsageError
 from backend.models import Pod
 from backend.views.estate_file import estate_path as resolve_file
 from backend.views.estate_file import planned_pods as load_pods
@@ -154,6 +154,55 @@ def register(pod_group: click.Group) -> None:
                 click.echo(line)
         else:
             click.echo(found.text, nl=False)
+
+    @pod_group.command("exec", context_settings={"ignore_unknown_options": True})
+    @click.argument("name")
+    @click.argument("command", nargs=-1, type=click.UNPROCESSED)
+    @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=60.0, show_default=True, help="Seconds to wait for the command.")
+    def exec_(name: str, command: tuple[str, ...], timeout_s: float) -> None:
+        """Run a command in a pod's container (docker exec, no terminal): `c3 pod exec NAME -- CMD ARGS…`.
+
+        Prints its output (stdout and stderr together; the secrets c3 passes to containers masked as
+        ***); a command that exits non-zero is an error (exit 1). Not on the simulated rig: its pods are
+        local processes.
+        """
+        from backend.views.workloads import pod_exec
+
+        if not command:
+            raise UsageError("give the command after --", hint=f"e.g. c3 pod exec {name} -- nvidia-smi")
+        found = pod_exec(name, list(command), timeout_s=timeout_s)
+        click.echo(found.output, nl=False)
+        if found.output and not found.output.endswith("\n"):
+            click.echo()
+        if found.truncated:
+            click.echo(f"[{name}] output cut at 4 MiB", err=True)
+        if found.exit_code != 0:
+            raise Refused(f"`{' '.join(command)[:200]}` exited {found.exit_code} in pod {name}")
+
+    @pod_group.command("try")
+    @click.argument("name")
+    @click.argument("prompt", required=False)
+    @click.option("--max-tokens", type=click.IntRange(1, 4096), default=64, show_default=True, help="Tokens to generate at most.")
+    @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 3600), default=60.0, show_default=True, help="Seconds for the whole request.")
+    @json_option
+    @file_option
+    def try_(name: str, prompt: str | None, max_tokens: int, timeout_s: float, as_json: bool, file: Path | None) -> None:
+        """Send one test prompt to a running pod; print the answer, TTFT, tokens and tokens/s.
+
+        A streaming chat request (a plain completion when the engine serves no chat) to the port the
+        estate file publishes the pod on; PROMPT defaults to a short greeting.
+        """
+        from backend.views.try_pod import DEFAULT_PROMPT, try_pod
+        from c3.metrics_text import try_numbers
+
+        if prompt is not None and not prompt.strip():
+            raise UsageError("PROMPT is empty", hint=f'give a prompt, e.g. c3 pod try {name} "Say hello"')
+        result = try_pod(name, prompt or DEFAULT_PROMPT, max_tokens=max_tokens, timeout_s=timeout_s, file=file)
+        if as_json:
+            emit_json(result.model_dump(mode="json"))
+            return
+        click.echo(result.answer.strip())
+        click.echo(f"[{result.pod}] {try_numbers(result)} ({result.api}, model {result.model})")
 
 
 def print_status(path: Path, rows: list[PodStatus]) -> None:

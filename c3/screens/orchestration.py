@@ -71,6 +71,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         Binding("x", "pod('rm')", "Remove", id="pod_rm", tooltip="Remove the selected pod from the estate"),
         Binding("l", "pod('logs')", "Logs", id="pod_logs", tooltip="Engine log of the selected pod (bounded, follows)"),
         Binding("i", "pod('details')", "Details", show=False, id="pod_details", tooltip="Everything about the selected pod (also Enter)"),
+        Binding("t", "pod('try')", "Try", show=False, id="pod_try", tooltip="Send the selected pod a test prompt: its answer, TTFT, tokens/s"),
         Binding("o", "app.stop_all", "Stop all", id="stop_all", tooltip="Stop the whole estate, after listing what will stop"),
         Binding("h", "app.open_history", "History", id="history", tooltip="GPU and engine metrics over the last minutes, with a time axis"),
         Binding("p", "app.open_processes", "Procs", id="processes", tooltip="GPU processes: pid, pod, memory; foreign ones highlighted"),
@@ -392,5 +393,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
             self.cockpit.open_logs(name)
         elif what == "details":
             self.cockpit.open_details(name)
+        elif what == "try":
+            self.cockpit.open_try(name)
         else:
             self.cockpit.request_write(what, pod=name)

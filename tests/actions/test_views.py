@@ -80,3 +80,10 @@ def test_node_profile_and_pool_views_are_the_documented_shapes():
     for model in (NodeStatus, NodeGpuStatus, ProfileStatus, RankStatus, PodStatus):
         undocumented = [name for name, field in model.model_fields.items() if not field.description]
         assert undocumented == [], (model.__name__, undocumented)
+
+
+def test_pod_try_result_is_the_documented_shape():
+    from backend.views.try_pod import TryResult
+
+    assert _fields(_shape("c3 pod try NAME")) == list(TryResult.model_fields)
+    assert [name for name, field in TryResult.model_fields.items() if not field.description] == []

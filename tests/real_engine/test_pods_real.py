@@ -1,4 +1,4 @@
-"""`c3 pod up/status/logs/down` of pods whose images hold the real engines, on the real dockerd.
+"""`c3 pod up/status/try/logs/down` of pods whose images hold the real engines, on the real dockerd.
 
 Images are built locally from what the rig built (scripts/rig/real_images.py: the rig's Debian base +
 llama-server or the vLLM CPU venv + the tiny models; no pulls). GPUs come from the fake NVML, handed over
@@ -40,6 +40,9 @@ def test_pod_lifecycle_with_a_real_engine(pod_rig, name, slug, served, log_line)
     reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120,
                        json={"model": served, "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]})
     assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 3
+    tried = c3_json("pod", "try", name, "Say hello.", "--max-tokens", "4", "--timeout", "120")  # `c3 pod try`: a real streamed answer
+    assert tried["model"] == served and tried["api"] == "chat" and tried["answer"] and 1 <= tried["tokens"] <= 4
+    assert tried["ttft_ms"] > 0 and tried["tokens_per_s"] > 0 and tried["finish_reason"] in ("length", "stop")
     logs = c3("pod", "logs", name, "--tail", "400")
     assert logs.returncode == 0 and log_line in logs.stdout
     down = c3("pod", "down", name)

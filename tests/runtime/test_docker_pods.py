@@ -291,3 +291,23 @@ async def test_the_cockpit_announces_a_docker_restart_once_and_counts_it_in_the_
             await wait_for(pilot, lambda: any(m.startswith("chat: restarted (2×)") for m in toasts), timeout=30, what="the second restart toast")
     finally:
         svc.close()
+
+
+def test_pod_exec_runs_a_command_in_the_container_with_secrets_masked(rig):
+    create(rig, "shell", "0")
+    assert c3("pod", "up", "shell").returncode == 0
+    echoed = c3("pod", "exec", "shell", "--", "sh", "-c", "echo hi from $HOSTNAME; echo to stderr >&2")
+    assert echoed.returncode == 0, echoed.stdout + echoed.stderr
+    assert "hi from " in echoed.stdout and "to stderr" in echoed.stdout + echoed.stderr
+    env = c3("pod", "exec", "shell", "--", "env")
+    assert env.returncode == 0 and "HF_TOKEN=***" in env.stdout and SECRET not in env.stdout + env.stderr
+    failed = c3("pod", "exec", "shell", "--", "sh", "-c", "echo partial; exit 3")
+    assert failed.returncode == 1 and "partial" in failed.stdout, (failed.stdout, failed.stderr)
+    assert "exited 3 in pod shell" in one_error_line(failed.stderr)
+    missing = c3("pod", "exec", "shell", "--", "no-such-program-c3")
+    assert missing.returncode == 1 and one_error_line(missing.stderr)
+    slow = c3("pod", "exec", "shell", "--timeout", "2", "--", "sleep", "30", timeout=60)
+    assert slow.returncode == 1 and "did not finish within 2 s" in one_error_line(slow.stderr)
+    assert c3("pod", "down", "shell").returncode == 0
+    stopped = c3("pod", "exec", "shell", "--", "true")
+    assert stopped.returncode == 1 and "pod shell is not running" in one_error_line(stopped.stderr)
