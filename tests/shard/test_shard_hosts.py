@@ -295,7 +295,7 @@ def test_unreachable_node_is_one_line_exit_3(shard_rig):
     assert dry.returncode == 0 and "b could not be reached (b: unreachable" in dry.stdout, dry.stdout + dry.stderr
     assert "<address of b: ip route get HEAD on b>" in dry.stdout
     start = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1")
-    assert start.returncode == 3 and start.stderr.startswith("c3: error: node `b`: unreachable")
+    assert start.returncode == 3 and start.stderr.startswith("c3: error: phase reach failed on node b: unreachable")
 
 
 def test_ray_port_inside_the_worker_range_is_a_usage_error(shard_rig):
