@@ -39,6 +39,22 @@ class EnvironmentProblem(C3Error):
     exit_code = 3
 
 
+class PhaseFailure(C3Error):
+    """A multi-node launch failed in one named phase on one node: `phase <name> failed on node <node>:
+    <reason>`. `tail` holds the last lines of that node's output (shown before the error line); the
+    exit code is the cause's (1 refused or a part failed, 3 a node could not be reached, or the
+    server's own status)."""
+
+    def __init__(self, phase: str, node: str, reason: str, *, hint: str | None = None, tail: tuple[str, ...] = (),
+                 exit_code: int = 1) -> None:
+        super().__init__(f"phase {phase} failed on node {node}: {reason}", hint=hint)
+        self.phase = phase
+        self.node = node
+        self.reason = reason
+        self.tail = tail
+        self.exit_code = exit_code
+
+
 def os_failure(error: OSError, path: Path | str, doing: str, hint: str | None = None) -> EnvironmentProblem:
     """One environment-class error line for an OSError on `path` (never the errno's repr)."""
     reason = error.strerror or type(error).__name__

@@ -41,6 +41,8 @@ class StartShard(Action):
     ssh_key: str | None = None
     dry_run: bool = False
     """Run the checks and print every node's commands; start nothing."""
+    deadlines: list[str] = field(default_factory=list)
+    """`PHASE=SECONDS` deadlines over the defaults (`reach`, `link`, `rendezvous`, `load`; backend.shard.phases)."""
 
     @classmethod
     def from_request(cls, ws: Any, target: str | None, request: Any) -> StartShard:
@@ -85,11 +87,13 @@ class StartShard(Action):
 
         from backend.nodes.registry import resolve_nodes
         from backend.shard.ops import start
+        from backend.shard.phases import parse_deadline, timing_with
 
         options = self.shard_options()
+        timing = timing_with(dict(parse_deadline(d) for d in self.deadlines))
 
         def say(line: str) -> None:
             progress(Progress(self.profile, line, 0.0, line=line))
 
-        code = asyncio.run(start(resolve_nodes(self.nodes), options, echo=say, dry_run=self.dry_run, ssh_key=self.ssh_key))
+        code = asyncio.run(start(resolve_nodes(self.nodes), options, echo=say, dry_run=self.dry_run, ssh_key=self.ssh_key, timing=timing))
         return Outcome(code == 0, f"shard {self.profile} ended with exit code {code}", data=code)

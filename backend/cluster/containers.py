@@ -29,10 +29,11 @@ def command_limit(fleet: Fleet, default: float) -> float:
 
 
 async def preflight(plan: LaunchPlan, fleet: Fleet) -> None:
-    """Every node reachable, Docker answering and the image present; raises the first NodeFailure."""
+    """Every node reachable, Docker answering and the image present, with the same image id on every
+    node (the same digest); raises the first NodeFailure."""
     image = plan.image
 
-    async def check(rp: RankPlan) -> None:
+    async def check(rp: RankPlan) -> str:
         shell = await fleet.shell(rp.node)
         version = await shell.run("docker version --format '{{.Server.Version}}'", timeout=command_limit(fleet, 30))
         if not version.ok:
@@ -41,13 +42,19 @@ async def preflight(plan: LaunchPlan, fleet: Fleet) -> None:
         if not found.ok:
             ship = f"docker save {image} | ssh {rp.node.ssh} docker load"
             raise NodeFailure(rp.node.name, "image", f"image `{image}` is not on the node", hint=f"ship it: {ship}")
+        return found.stdout.strip()
 
     results = await asyncio.gather(*(check(rp) for rp in plan.ranks), return_exceptions=True)
-    for result in results:
-        if isinstance(result, NodeFailure):
-            raise result
+    ids: dict[str, str] = {}
+    for rp, result in zip(plan.ranks, results, strict=True):
         if isinstance(result, BaseException):
             raise result
+        ids[rp.node.name] = result
+    first = plan.ranks[0].node.name
+    for rp in plan.ranks[1:]:
+        if ids[rp.node.name] != ids[first]:
+            raise NodeFailure(rp.node.name, "image", f"image `{image}` is {ids[rp.node.name][:19]} on {rp.node.name} but {ids[first][:19]} on {first}",
+                              hint=f"ship the same image everywhere: docker save {image} | ssh {rp.node.ssh} docker load")
 
 
 async def remove_containers(plan_or_ranks: LaunchPlan | list[RankPlan], fleet: Fleet, say: Say = quiet) -> dict[str, str]:

@@ -13,10 +13,10 @@ import shlex
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from backend.cluster.containers import Say, preflight, quiet, remove_containers
+from backend.cluster.containers import Say, quiet, remove_containers
 from backend.cluster.hardware import LocalGpus
 from backend.cluster.health import probe
-from backend.cluster.launch import launch, pick_gpus
+from backend.cluster.launch import checked_preflight, launch, pick_gpus
 from backend.cluster.plan import LaunchPlan, RankPlan, collect_secrets, render
 from backend.cluster.standdown import running_ranks
 from backend.errors import C3Error, Refused
@@ -111,7 +111,7 @@ async def relaunch(profile: Profile, *, options: SshOptions | None = None, say: 
     after that preflight, so a profile that could not start leaves the active one serving."""
     plan = plan_for(profile)
     async with Fleet([rp.node for rp in plan.ranks], options) as fleet:
-        await preflight(plan, fleet)
+        await checked_preflight(plan, fleet)
         if plan.needs_hardware:  # before anything is removed: a mismatch or a held GPU leaves the group running
             plan = await pick_gpus(plan, fleet, local_gpus)
         await remove_containers(plan, fleet, say)

@@ -8,6 +8,11 @@ the active profile if it is another one (one active profile) → start rank by r
 removed, secrets uploaded to a 0600 env file, `docker run`) → wait for rank 0 to answer. Any
 failure after the first container starts rolls back every node already touched, and the error names
 the node and the cause.
+
+Named phases (DESIGN.md): reach (SSH), docker (the daemon answers), image (present, the same image id
+on every node), addresses, gpus, start (each rank's `docker run`), load (until rank 0 answers, within
+the recipe's startup grace or --timeout). A failure is `phase <name> failed on node <node>: <reason>`,
+with the last lines of that rank's container log when it died.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from backend.cluster.containers import Say, command_limit, container_running, pr
 from backend.cluster.health import probe
 from backend.cluster.plan import LaunchPlan, RankPlan
 from backend.cluster.standdown import active_to_stand_down, stand_down_active
+from backend.errors import PhaseFailure
 from backend.profiles import Profile, clear_stopped, now_iso, save_profile, set_active
 from backend.remote.fleet import Fleet
 from backend.remote.node import Node
@@ -69,11 +75,41 @@ async def wait_ready(plan: LaunchPlan, fleet: Fleet, timeout_s: float, say: Say 
                 running, status = await container_running(rp, fleet)
                 if not running:
                     shell = await fleet.shell(rp.node)
-                    logs = await shell.run(f"docker logs --tail 5 {shlex.quote(rp.container)} 2>&1", timeout=30)
-                    tail = logs.last_line() if logs.stdout.strip() else status
-                    raise NodeFailure(rp.node.name, "engine", f"rank {rp.rank} container exited ({status}): {tail}")
+                    logs = await shell.run(f"docker logs --tail {TAIL_LINES} {shlex.quote(rp.container)} 2>&1", timeout=30)
+                    lines = tuple(line for line in logs.stdout.splitlines() if line.strip())
+                    raise PhaseFailure("load", rp.node.name, f"rank {rp.rank} container exited ({status}): {lines[-1] if lines else status}",
+                                       tail=lines)
         await asyncio.sleep(0.5)
-    raise NodeFailure(plan.ranks[0].node.name, "timeout", f"rank 0 did not answer {plan.base_url} within {timeout_s:.0f}s")
+    head = plan.ranks[0]
+    shell = await fleet.shell(head.node)
+    logs = await shell.run(f"docker logs --tail {TAIL_LINES} {shlex.quote(head.container)} 2>&1", timeout=30)
+    raise PhaseFailure("load", head.node.name, f"rank 0 did not answer {plan.base_url} within {timeout_s:.0f}s",
+                       tail=tuple(line for line in logs.stdout.splitlines() if line.strip()),
+                       hint="raise --timeout if it is still loading, or read its log: `c3 profile logs`")
+
+
+TAIL_LINES = 8
+"""How many of a container's last log lines a phase failure shows."""
+
+_PREFLIGHT_PHASES = {"docker": "docker", "image": "image"}
+"""Preflight failures by kind; every other kind (unreachable, auth, host key, timeout, ssh) is reach."""
+
+
+def _phased(failure: NodeFailure | PhaseFailure, phase: str, note: str = "") -> PhaseFailure:
+    """`failure` as a failure of `phase` (a PhaseFailure keeps its own), with `note` after the reason."""
+    if isinstance(failure, PhaseFailure):
+        phase, node, reason, tail, code = failure.phase, failure.node, failure.reason, failure.tail, failure.exit_code
+    else:
+        node, reason, tail, code = failure.node, failure.detail, (), failure.exit_code
+    return PhaseFailure(phase, node, reason + note, hint=failure.hint, tail=tail, exit_code=code)
+
+
+async def checked_preflight(plan: LaunchPlan, fleet: Fleet) -> None:
+    """The preflight (backend.cluster.containers) as the phases reach, docker and image."""
+    try:
+        await preflight(plan, fleet)
+    except NodeFailure as failure:
+        raise _phased(failure, _PREFLIGHT_PHASES.get(failure.kind, "reach")) from None
 
 
 async def launch(
@@ -102,11 +138,13 @@ async def launch(
     own = fleet is None
     fleet = fleet or Fleet([rp.node for rp in plan.ranks], options)
     touched: list[RankPlan] = []
+    phase = "reach"
     try:
         if not preflighted:
-            await preflight(plan, fleet)
+            await checked_preflight(plan, fleet)
         say("preflight ok on " + ", ".join(rp.node.name for rp in plan.ranks))
         if plan.needs_addresses:
+            phase = "addresses"
             plan = plan.with_addresses(await resolve_addresses(plan, fleet))
             assert plan.addresses is not None
             say(f"head address {plan.addresses.head_address}; " + ", ".join(
@@ -114,24 +152,31 @@ async def launch(
         if plan.needs_hardware:
             # The ranks' GPUs are picked from what the nodes say now; a mismatch or a held GPU
             # refuses here, before the active profile is stopped or anything starts.
+            phase = "gpus"
             plan = await pick_gpus(plan, fleet, local_gpus)
         # One active profile: the new one checked out, the old one stops before anything starts.
+        phase = "stand-down"
         await stand_down_active(plan.profile, options=options, say=say)
         try:
+            phase = "start"
             for rp in plan.ranks:
                 touched.append(rp)
                 await start_rank(plan, rp, fleet)
                 say(f"{rp.node.name}: rank {rp.rank} started ({rp.container})")
             if wait:
+                phase = "load"
                 await wait_ready(plan, fleet, wait_timeout_s or float(plan.recipe.startup_grace_s), say)
-        except NodeFailure as failure:
+        except (NodeFailure, PhaseFailure) as failure:
             rolled = await remove_containers(touched, fleet, say)
             done = [rp.node.name for rp in touched if rp.node.name not in rolled]
             left = [f"{n} ({why})" for n, why in rolled.items()]
             note = f"rolled back {', '.join(done) or 'nothing'}"
             if left:
                 note += f"; could not clean {', '.join(left)}"
-            raise NodeFailure(failure.node, failure.kind, f"{failure.detail} — launch stopped, {note}", hint=failure.hint) from None
+            raise _phased(failure, phase, f" — launch stopped, {note}") from None
+    except NodeFailure as failure:
+        # Nothing was started yet: the preflight's kind says which check failed.
+        raise _phased(failure, _PREFLIGHT_PHASES.get(failure.kind, "reach") if phase == "reach" else phase) from None
     finally:
         if own:
             await fleet.close()

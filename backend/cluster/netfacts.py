@@ -113,7 +113,7 @@ def route_script(head_address: str, port: int, python: str | None, *, connect: b
             "try:\n"
             f"    socket.create_connection(({head_address!r}, {int(port)}), timeout=5).close(); print('connect=ok')\n"
             "except OSError as e:\n"
-            "    print('connect=' + (e.strerror or type(e).__name__))\n"
+            "    print('connect=' + (e.strerror or str(e) or type(e).__name__))\n"
         )
         py = q(python or "python3")
         lines.append(f"{py} -c {q(code)} 2>/dev/null || echo connect=no-python")

@@ -15,13 +15,14 @@ from typing import cast
 from pydantic import BaseModel, Field
 
 from backend.cluster.netfacts import parse_interfaces
-from backend.errors import EnvironmentProblem, Refused, UsageError
+from backend.errors import EnvironmentProblem, PhaseFailure, Refused, UsageError
 from backend.remote.fleet import close_all, open_shells
 from backend.remote.node import Node
 from backend.remote.shell import CommandResult, Shell
 from backend.secrets_env import check_env_file
 from backend.settings import current
 from backend.shard import rpc
+from backend.shard.phases import in_phase
 from backend.shard.plan import ShardOptions, split_env
 from backend.shard.prepare import Prepared
 from backend.shard.prepare import prepare as prepare_vllm
@@ -46,12 +47,13 @@ def collect_secrets(options: ShardOptions) -> dict[str, str]:
     return secrets
 
 
-async def prepare(nodes: list[Node], execs: dict[str, Shell], options: ShardOptions, *, secret_names: list[str]) -> Prepared:
+async def prepare(nodes: list[Node], execs: dict[str, Shell], options: ShardOptions, *, secret_names: list[str],
+                  timing: Timing | None = None) -> Prepared:
     """Probe, check and plan for the options' backend (rpc has its own probe and plan)."""
     if options.backend == "rpc":
         plan, facts, checks = await rpc.prepare(nodes, execs, options, secret_names=secret_names)
         return Prepared(plan=plan, facts=facts, checks=checks)
-    return await prepare_vllm(nodes, execs, options, secret_names=secret_names)
+    return await prepare_vllm(nodes, execs, options, secret_names=secret_names, timing=timing)
 
 
 def _keyed(nodes: list[Node], ssh_key: str | None) -> list[Node]:
@@ -62,11 +64,12 @@ def _keyed(nodes: list[Node], ssh_key: str | None) -> list[Node]:
 
 
 async def _open_every(nodes: list[Node], ssh_key: str | None) -> dict[str, Shell]:
-    """A shell per node, or the first unreachable node's NodeFailure (exit 3) naming it."""
+    """A shell per node, or phase reach failed on the first unreachable node (exit 3, its NodeFailure's reason)."""
     shells, failures = await open_shells(_keyed(nodes, ssh_key))
     if failures:
         await close_all(shells)
-        raise next(iter(failures.values()))
+        name, failure = next(iter(failures.items()))
+        raise in_phase("reach", name, failure)
     return shells
 
 
@@ -77,8 +80,9 @@ async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run
     if dry_run:
         return await _dry_run(nodes, options, echo=echo, ssh_key=ssh_key, secret_names=sorted(secrets))
     execs = await _open_every(nodes, ssh_key)
+    timing = timing or Timing()
     try:
-        prepared: Prepared = await prepare(nodes, execs, options, secret_names=sorted(secrets))
+        prepared: Prepared = await prepare(nodes, execs, options, secret_names=sorted(secrets), timing=timing)
         head = prepared.plan.parts[0]
         if not head.local:
             raise Refused(
@@ -92,7 +96,7 @@ async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run
 
     for line in describe(prepared.plan, checks=prepared.checks):
         echo(line)
-    runner = ShardRunner(plan=prepared.plan, execs=execs, echo=echo, secrets=secrets, timing=timing or Timing(), ray=options.ray)
+    runner = ShardRunner(plan=prepared.plan, execs=execs, echo=echo, secrets=secrets, timing=timing, ray=options.ray)
     return await runner.run()
 
 
@@ -111,7 +115,7 @@ async def _dry_run(nodes: list[Node], options: ShardOptions, *, echo: Echo, ssh_
     try:
         if not failures:
             prepared = await prepare(nodes, execs, options, secret_names=secret_names)
-    except (Refused, EnvironmentProblem) as refused:
+    except (Refused, EnvironmentProblem, PhaseFailure) as refused:
         problem = refused.message
     finally:
         await close_all(execs)

@@ -153,7 +153,7 @@ async def prepare(nodes: list[Node], execs: dict[str, Shell], options: ShardOpti
         checks.append("each worker's cluster-link address (`ip route get` toward the head): "
                       + ", ".join(f"{r.node} {r.source} on {r.interface}" for r in routes.values()))
     if execs[head.name].node.local:
-        with head_listener(address, options.api_port, what="API"):
+        with head_listener(address, options.api_port, what="API", node=head.name):
             pass
         checks.append(f"API port {options.api_port} free on {head.name}")
     plan = assemble(ordered, group, options, secret_names=secret_names, local={n.name: facts[n.name].local for n in ordered})

@@ -1,6 +1,10 @@
 """`c3 shard start` in the foreground: start every node's part in order, stream their output, and on
 Ctrl+C (SIGINT/SIGTERM), on any part ending, or on a failed start, stop every node's part.
 
+It runs the phases services, start, rendezvous, load and serve (backend.shard.phases), each with its
+deadline; a failure is a PhaseFailure naming the phase, the node and that node's last output lines,
+raised after every part was stopped.
+
 Nothing is written to disk: each process c3 starts carries `C3_SHARD=<tag>` in its environment, so a
 later `c3 shard stop` finds what a crashed foreground left behind without a state file.
 """
@@ -13,15 +17,18 @@ import json
 import shlex
 import signal
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from backend.errors import C3Error, Refused
+from backend.errors import C3Error, PhaseFailure
 from backend.http_probe import probe
 from backend.remote.fleet import close_all
 from backend.remote.shell import Shell, Spawned
 from backend.shard import ray_cmds
 from backend.shard.models import NodePart, ShardPlan, Step
+from backend.shard.phases import Timing, in_phase
 from backend.shard.render import start_order
 from backend.shard.rpc import endpoint_of as rpc_endpoint
 from backend.shard.scripts import (
@@ -33,21 +40,11 @@ from backend.shard.scripts import (
     tagged_script,
 )
 
+__all__ = ["ShardRunner", "Timing"]
+
 Echo = Callable[[str], None]
-
-
-@dataclass
-class Timing:
-    """Deadlines for a start (generous: a loaded 2-core CI box, or a Spark loading 100 GB)."""
-
-    ray_head_s: float = 90
-    """Until `ray status` answers on the head."""
-    ray_join_s: float = 90
-    """Until each worker shows up in `ray status`."""
-    kill_grace_s: float = 15
-    """TERM → KILL grace for each part."""
-    poll_s: float = 1.0
-    """Between status polls."""
+TAIL_LINES = 8
+"""How many of a node's last output lines a phase failure shows."""
 
 
 @dataclass
@@ -70,6 +67,8 @@ class ShardRunner:
     ray: str = "ray"
     running: list[_Running] = field(default_factory=list)
     stop_reason: str = ""
+    tails: dict[str, deque[str]] = field(default_factory=dict)
+    """Each node's last output lines, for a phase failure."""
 
     async def run(self) -> int:
         """Start, supervise, always clean up; the exit code (130/143 after a signal)."""
@@ -99,6 +98,8 @@ class ShardRunner:
                     # `c3 shard stop` ended the parts on purpose: that is not a failure.
                     self.echo(f"c3: stopped by request (`c3 shard stop` on {', '.join(stopped_by)})")
                     code, error = 0, None
+                elif error is not None:
+                    self.echo(f"c3: {error.message}; stopping every node's part")
             else:
                 supervise.cancel()
                 with contextlib.suppress(asyncio.CancelledError, C3Error):
@@ -128,6 +129,26 @@ class ShardRunner:
         results = await asyncio.gather(*(run_script(self.execs[p.node], script, timeout=30) for p in self.plan.parts), return_exceptions=True)
         return [p.node for p, r in zip(self.plan.parts, results, strict=True) if not isinstance(r, BaseException) and "stop=requested" in r.stdout]
 
+    def _tail(self, node: str) -> tuple[str, ...]:
+        return tuple(self.tails.get(node, ()))
+
+    def _failed(self, phase: str, node: str, error: C3Error) -> PhaseFailure:
+        return in_phase(phase, node, error, tail=self._tail(node))
+
+    async def _ended(self, r: _Running) -> int:
+        """The exit status of a part that ended, once its last output lines are read."""
+        if r.pump is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(r.pump, 2)
+        return r.proc.returncode if r.proc.returncode is not None else -1
+
+    def _part_died(self, phase: str, r: _Running, rc: int, while_: str) -> PhaseFailure:
+        is_server = r.part.role == "head" and "serve" in r.step.label
+        return PhaseFailure(phase, r.part.node, f"{r.step.label} exited with status {rc} {while_}", tail=self._tail(r.part.node),
+                            hint=f"its last lines are above; `c3 shard status --nodes {','.join(p.node for p in self.plan.parts)}` "
+                                 "shows what is left (nothing should be)",
+                            exit_code=rc if is_server and rc > 0 else 1)
+
     async def _start_and_watch(self) -> int:
         # A marker left by an earlier `shard stop` must not turn this run's crash into a success.
         clear = marker_script("clear", self.plan.tag)
@@ -139,30 +160,48 @@ class ShardRunner:
         for node, index in start_order(self.plan):
             part = parts[node]
             step = part.steps[index]
-            await self._spawn(part, step)
+            try:
+                await self._spawn(part, step)
+            except C3Error as error:
+                raise self._failed("start", node, error) from None
+            deadline = self.timing.rendezvous_s
             if self.plan.backend == "ray" and step.label == "ray head":
-                await self._wait_ray(head, nodes=1, deadline_s=self.timing.ray_head_s)
+                await self._wait_ray(head, nodes=1, deadline_s=deadline, waiting_for=head.node)
             elif self.plan.backend == "ray" and step.label == "ray worker":
-                await self._wait_ray(head, nodes=part.rank + 1, deadline_s=self.timing.ray_join_s)
+                await self._wait_ray(head, nodes=part.rank + 1, deadline_s=deadline, waiting_for=part.node)
             elif (endpoint := rpc_endpoint(step)) is not None:
-                await self._wait_listening(part, *endpoint, deadline_s=self.timing.ray_join_s)
-        self.echo(f"c3: all {len(self.plan.parts)} nodes started; waiting for {self.plan.api_url}/models (Ctrl+C stops every node)")
-        ready = asyncio.create_task(self._announce_ready())
+                await self._wait_listening(part, *endpoint, deadline_s=deadline)
+        self.echo(f"c3: all {len(self.plan.parts)} nodes started; phase load: waiting for {self.plan.api_url}/models "
+                  f"(deadline {self.timing.load_s:.0f}s; Ctrl+C stops every node)")
+        waits: dict[asyncio.Task[Any], _Running] = {asyncio.create_task(r.proc.wait()): r for r in self.running}
+        ready = asyncio.create_task(self._wait_ready())
         try:
-            waits = {asyncio.create_task(r.proc.wait()): r for r in self.running}
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            ended = waits[next(iter(done))]
-            rc = ended.proc.returncode if ended.proc.returncode is not None else -1
-            if ended.pump is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(ended.pump, 2)
+            started = time.monotonic()
+            while not ready.done():
+                left = self.timing.load_s - (time.monotonic() - started)
+                if left <= 0:
+                    raise PhaseFailure("load", head.node, f"{self.plan.api_url}/models did not answer within {self.timing.load_s:.0f}s",
+                                       tail=self._tail(head.node),
+                                       hint="the server is still loading or hung: raise it with --deadline load=SECONDS, or read its output above")
+                done, _ = await asyncio.wait({*waits, ready}, timeout=min(left, self.timing.progress_s), return_when=asyncio.FIRST_COMPLETED)
+                ended = next((waits[t] for t in done if t in waits), None)
+                if ended is not None:
+                    raise self._part_died("load", ended, await self._ended(ended), "before the server answered")
+                if not done:
+                    self.echo(f"c3: phase load: still waiting for {self.plan.api_url}/models ({time.monotonic() - started:.0f}s "
+                              f"of {self.timing.load_s:.0f}s)")
+            self.echo(f"c3: ready: {self.plan.api_url}/models serves {', '.join(ready.result()) or '(no models listed)'}")
+            finished, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            ended = waits[next(iter(finished))]
+            rc = await self._ended(ended)
             self.echo(f"c3: {ended.step.label} on {ended.part.node} exited with status {rc}; stopping every node's part")
-            for task in waits:
-                task.cancel()
-            is_server = ended.part.role == "head" and "serve" in ended.step.label
-            return rc if is_server and rc > 0 else (0 if is_server else 1)
+            if ended.part.role == "head" and "serve" in ended.step.label and rc == 0:
+                return 0
+            raise self._part_died("serve", ended, rc, "while serving")
         finally:
             ready.cancel()
+            for task in waits:
+                task.cancel()
 
     async def _spawn(self, part: NodePart, step: Step) -> None:
         script = launch_script(part.env, step, tag=self.plan.tag, secret_names=list(self.secrets))
@@ -173,24 +212,33 @@ class ShardRunner:
         self.running.append(running)
 
     async def _pump(self, node: str, proc: Spawned) -> None:
+        tail = self.tails.setdefault(node, deque(maxlen=TAIL_LINES))
         async for line in proc.lines():
+            tail.append(line)
             self.echo(f"[{node}] {line}")
 
     async def _stop_services(self) -> None:
         step = self.plan.stop_services[0]
-        results = await asyncio.gather(*(run_script(self.execs[p.node], shlex.join(step.argv), timeout=120) for p in self.plan.parts))
+        results = await asyncio.gather(*(run_script(self.execs[p.node], shlex.join(step.argv), timeout=120) for p in self.plan.parts),
+                                       return_exceptions=True)
         for part, result in zip(self.plan.parts, results, strict=True):
+            if isinstance(result, C3Error):
+                raise in_phase("services", part.node, result)
+            if isinstance(result, BaseException):
+                raise result
             said = (result.stderr or result.stdout).strip().splitlines()
             if result.exit_status == 5 or any("not loaded" in line for line in said):
                 # systemctl's "unit not loaded": there is no single-node server on this node to stop.
                 self.echo(f"c3: [{part.node}] {step.label}: no such unit there, nothing to stop")
                 continue
             if result.exit_status != 0:
-                raise Refused(f"{step.label} failed on {part.node}: {said[-1] if said else f'exit {result.exit_status}'}")
+                raise PhaseFailure("services", part.node, f"{step.label} failed on {part.node}: {said[-1] if said else f'exit {result.exit_status}'}",
+                                   tail=tuple(said[-TAIL_LINES:]))
             self.echo(f"c3: [{part.node}] {step.label}: done")
 
-    async def _wait_ray(self, head: NodePart, *, nodes: int, deadline_s: float) -> None:
-        """Poll `ray status` on the head until `nodes` are active; fail early when a part died."""
+    async def _wait_ray(self, head: NodePart, *, nodes: int, deadline_s: float, waiting_for: str) -> None:
+        """Poll `ray status` on the head until `nodes` are active (phase rendezvous, failing on
+        `waiting_for`, the node that should join); fail early when a part died."""
         argv = ray_cmds.status_argv(self.ray, head=self.plan.head_address, port=self.plan.head_port)
         script = " ".join(argv) + " 2>&1"
         deadline = time.monotonic() + deadline_s
@@ -198,8 +246,11 @@ class ShardRunner:
         while time.monotonic() < deadline:
             for r in self.running:
                 if r.proc.returncode is not None:
-                    raise Refused(f"{r.step.label} on {r.part.node} exited with status {r.proc.returncode} while the cluster was forming")
-            result = await run_script(self.execs[head.node], script, timeout=30)
+                    raise self._part_died("rendezvous", r, await self._ended(r), "while the cluster was forming")
+            try:
+                result = await run_script(self.execs[head.node], script, timeout=30)
+            except C3Error as error:
+                raise self._failed("rendezvous", head.node, error) from None
             active, gpus = ray_cmds.parse_status(result.stdout)
             last = f"{active} node(s)"
             if active >= nodes:
@@ -210,9 +261,10 @@ class ShardRunner:
                     self.echo(f"c3: Ray cluster has {active} node(s)" + (f", {gpus:g} GPU(s)" if gpus is not None else ""))
                     return
             await asyncio.sleep(self.timing.poll_s)
-        raise Refused(
-            f"Ray cluster did not reach {nodes} node(s) within {deadline_s:.0f}s (last seen: {last})",
+        raise PhaseFailure(
+            "rendezvous", waiting_for, f"Ray cluster did not reach {nodes} node(s) within {deadline_s:.0f}s (last seen: {last})",
             hint="check the worker's output above; a firewall on the Ray ports or a wrong --node-ip-address are the usual causes",
+            tail=self._tail(waiting_for),
         )
 
     async def _wait_listening(self, part: NodePart, address: str, port: int, *, deadline_s: float) -> None:
@@ -222,7 +274,7 @@ class ShardRunner:
         while time.monotonic() < deadline:
             for r in self.running:
                 if r.proc.returncode is not None:
-                    raise Refused(f"{r.step.label} on {r.part.node} exited with status {r.proc.returncode} before the head started")
+                    raise self._part_died("rendezvous", r, await self._ended(r), "before the head started")
             try:
                 _, writer = await asyncio.wait_for(asyncio.open_connection(address, port), 3)
             except (OSError, TimeoutError):
@@ -231,17 +283,17 @@ class ShardRunner:
             writer.close()
             self.echo(f"c3: [{part.node}] rpc-server listening on {address}:{port}")
             return
-        raise Refused(f"rpc-server on {part.node} did not accept connections on {address}:{port} within {deadline_s:.0f}s",
-                      hint="check its output above; a firewall on the cluster link or a busy port are the usual causes")
+        raise PhaseFailure("rendezvous", part.node, f"rpc-server on {part.node} did not accept connections on {address}:{port} within {deadline_s:.0f}s",
+                           hint="check its output above; a firewall on the cluster link or a busy port are the usual causes", tail=self._tail(part.node))
 
-    async def _announce_ready(self) -> None:
+    async def _wait_ready(self) -> list[str]:
+        """Until the head's /models answers; the model ids it lists."""
         url = f"{self.plan.api_url}/models"
         while True:
             models = await asyncio.to_thread(_get_models, url)
             if models is not None:
-                self.echo(f"c3: ready: {url} serves {', '.join(models) or '(no models listed)'}")
-                return
-            await asyncio.sleep(2)
+                return models
+            await asyncio.sleep(min(2.0, self.timing.poll_s * 2))
 
     # --- stop -------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from backend.errors import C3Error
+from backend.errors import C3Error, PhaseFailure, terminal_safe
 from c3.cli.terminal import error_line, sanitized_output
 
 # name -> "module:attribute"; each module is owned by one feature area.
@@ -119,7 +119,12 @@ def cli(ctx: click.Context, readonly: bool, color: str, no_mouse: bool, ascii_on
 
 
 def fail(error: C3Error) -> None:
-    """Print one error line (and a hint) on stderr and exit with the error's code."""
+    """Print one error line (and a hint) on stderr and exit with the error's code; a failed launch
+    phase first shows the last lines of the failing node's output."""
+    if isinstance(error, PhaseFailure) and error.tail:
+        click.echo(f"c3: last lines from {terminal_safe(error.node, one_line=True)}:", err=True)
+        for line in error.tail:
+            click.echo(f"  | {terminal_safe(line, one_line=True)}", err=True)
     error_line(error.message, error.hint)
     sys.exit(error.exit_code)
 

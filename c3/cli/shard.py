@@ -77,10 +77,12 @@ def install_ray(nodes: str, ray_version: str | None, python: str, wheelhouse: st
               help="RPC port of the first worker; the i-th worker listens on this + i - 1 (rpc).")
 @click.option("--gpus-per-node", type=click.IntRange(min=0), default=None, help="Declare each node's GPUs instead of asking nvidia-smi (CPU test hosts).")
 @click.option("--dry-run", is_flag=True, help="Run the checks and print every node's commands without starting anything.")
+@click.option("--deadline", "deadlines", multiple=True, metavar="PHASE=SECONDS",
+              help="A phase's deadline: reach (60), link (30), rendezvous (90) or load (3600, until /models answers); repeatable.")
 def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str | None, head: str | None, head_address: str | None,
           ssh_key: str | None, stop_services: bool, service_name: str, vllm: str, ray: str, python: str | None, port: int | None,
           ray_port: int, master_port: int, llama_server: str, rpc_server: str, rpc_port: int, gpus_per_node: int | None,
-          dry_run: bool) -> None:
+          dry_run: bool, deadlines: tuple[str, ...]) -> None:
     """Run one vLLM server across the nodes, in the foreground (Ctrl+C stops every node's part).
 
     With --backend rpc: a ggml-rpc-server on each worker, bound to its cluster-link address, and
@@ -90,7 +92,7 @@ def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str
     options = {"head": head, "head_address": head_address, "vllm": vllm, "ray": ray, "python": python, "gpus_per_node": gpus_per_node,
                "stop_services": stop_services, "service_name": service_name, "llama_server": llama_server, "rpc_server": rpc_server,
                "rpc_port": rpc_port}
-    action = StartShard(profile, nodes, tp, pp, backend, port, ray_port, master_port, options, ssh_key, dry_run)
+    action = StartShard(profile, nodes, tp, pp, backend, port, ray_port, master_port, options, ssh_key, dry_run, list(deadlines))
     sys.exit(action.run(_echo_step).data)
 
 

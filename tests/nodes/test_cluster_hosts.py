@@ -143,7 +143,7 @@ def test_unreachable_node_at_preflight_starts_nothing(cluster):
           "--ssh-key", str(cluster.rig.client_key))
     result = c3("recipes", "launch", "stub-pair", "--nodes", "h1,h2", "--timeout", "30")
     assert result.returncode == 3
-    assert "node `h2`: unreachable" in result.stderr
+    assert "c3: error: phase reach failed on node h2: unreachable" in result.stderr
     assert containers(cluster.rig, cluster.h1) == {}
 
 
@@ -200,7 +200,7 @@ async def test_node_lost_mid_launch_rolls_back_started_nodes(cluster, monkeypatc
         subprocess.run(["ip", "link", "set", link, "up"], check=False)
         await fleet.close()
     message = failure.value.message
-    assert message.startswith("node `h2`:") and "timed out" in message
+    assert message.startswith("phase start failed on node h2:") and "timed out" in message
     assert "rolled back h1" in message
     assert containers(cluster.rig, cluster.h1) == {}
     assert active_name() is None
@@ -258,7 +258,7 @@ def test_switch_stops_the_active_profile_before_starting_another(cluster):
     data["overrides"] = {**(data.get("overrides") or {}), "image": "sha256:" + "0" * 64}
     path.write_text(yaml.safe_dump(data))
     refused = c3("profile", "switch", "stub-pair", "--timeout", "60")
-    assert refused.returncode == 1 and "node `h1`: image `sha256:000" in refused.stderr and "is not on the node" in refused.stderr, refused.stderr
+    assert refused.returncode == 1 and "phase image failed on node h1: image `sha256:000" in refused.stderr and "is not on the node" in refused.stderr, refused.stderr
     assert containers(cluster.rig, h1) == {"c3-profile_stub-alt": "running"}
     assert http_status(f"http://{h1.address}:{ALT_PORT}/health") == 200
     assert json.loads(c3.ok("profile", "ls", "--json"))["active"] == "stub-alt"
@@ -268,11 +268,13 @@ def test_each_failing_node_kind_names_the_node_and_leaves_nothing_running(cluste
     c3, rig = cluster.c3, cluster.rig
     # Docker error: the image is not on the nodes → refused at preflight, with how to ship it.
     missing = c3("recipes", "launch", "stub-pair", "--nodes", "h1,h2", "--set", "image=sha256:" + "0" * 64)
-    assert missing.returncode == 1 and "node `h1`: image `sha256:000" in missing.stderr
+    assert missing.returncode == 1 and "c3: error: phase image failed on node h1: image `sha256:000" in missing.stderr
     assert "docker save" in missing.stderr and "docker load" in missing.stderr
     # The engine dies while booting → both ranks rolled back, the node named.
     crashed = c3("recipes", "launch", "stub-crash", "--nodes", "h1,h2", "--timeout", "60")
-    assert crashed.returncode == 1 and "container exited" in crashed.stderr and "rolled back h1, h2" in crashed.stderr
+    assert crashed.returncode == 1 and "c3: error: phase load failed on node h" in crashed.stderr
+    assert "container exited" in crashed.stderr and "rolled back h1, h2" in crashed.stderr
+    assert "c3: last lines from h" in crashed.stderr  # the dead rank's own log lines
     assert containers(rig, cluster.h1) == {} and containers(rig, cluster.h2) == {}
     # Authentication refused: a key the node does not know.
     other = tmp_path / "other_key"
@@ -280,7 +282,7 @@ def test_each_failing_node_kind_names_the_node_and_leaves_nothing_running(cluste
     c3.ok("node", "rm", "h2")
     c3.ok("node", "add", "h2", "--host", f"http://{cluster.h2.address}:{PORT}", "--ssh", cluster.h2.ssh_target, "--ssh-key", str(other))
     refused = c3("recipes", "launch", "stub-pair", "--nodes", "h1,h2", "--timeout", "30")
-    assert refused.returncode == 3 and "node `h2`: authentication refused" in refused.stderr
+    assert refused.returncode == 3 and "c3: error: phase reach failed on node h2: authentication refused" in refused.stderr
     assert containers(rig, cluster.h1) == {}
     assert all("Traceback" not in out for out in c3.outputs)
 

@@ -9,6 +9,7 @@ import asyncio
 import os
 import sys
 
+from backend.errors import C3Error
 from backend.remote.local import LocalShell
 from backend.remote.node import Node
 from backend.shard.models import Interface, NodeFacts, Route
@@ -30,7 +31,13 @@ def main() -> int:
     secrets = collect_secrets(options)
     runner = ShardRunner(plan=plan, execs={"a": LocalShell(nodes[0]), "b": LocalShell(nodes[1])}, echo=lambda s: print(s, flush=True),
                          secrets=secrets, timing=Timing(kill_grace_s=5))
-    return asyncio.run(runner.run())
+    try:
+        return asyncio.run(runner.run())
+    except C3Error as error:  # as the CLI shows it (c3.cli.fail)
+        for line in getattr(error, "tail", ()):
+            print(f"  | {line}", flush=True)
+        print(f"c3: error: {error.message}", flush=True)
+        return error.exit_code
 
 
 if __name__ == "__main__":

@@ -75,7 +75,8 @@ class ShardRig:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("C3_SHARD")}
-        env.update(C3_KNOWN_HOSTS=str(self.rig.known_hosts), PYTHONUNBUFFERED="1", **extra)
+        env.update(C3_KNOWN_HOSTS=str(self.rig.known_hosts), PYTHONUNBUFFERED="1")
+        env.update(extra)  # may name another C3_KNOWN_HOSTS
         return env
 
     def argv(self, *args: str) -> list[str]:

@@ -7,7 +7,9 @@ mp backend: rank 0 listens on --master-addr:--master-port; every other rank conn
 argv and environment; rank 0 waits for all of them, then serves.
 
 Its /v1/models answer carries what it saw under `c3_standin`, for the test to check.
-The test writes this file out with the Ray venv's interpreter in its first line.
+The test writes this file out with the Ray venv's interpreter in its first line; a test may put
+`STANDIN_LOAD_S = N` before this text: rank 0 then "loads weights" for N s after the rendezvous
+before it serves (every rank says it is loading).
 """
 
 import json
@@ -82,6 +84,7 @@ def main():
                         sys.exit(4)
                     time.sleep(0.3)
             print(f"standin: rank {rank} joined {master}:{mport}", flush=True)
+            print(f"standin: rank {rank} loading weights", flush=True)
             while True:
                 time.sleep(3600)
         server = socket.socket()
@@ -96,6 +99,10 @@ def main():
                 conn.sendall(b"k")
         info["ranks"] = sorted(ranks, key=lambda r: r["rank"])
         print(f"standin: rank 0 has ranks {[r['rank'] for r in info['ranks']]}", flush=True)
+    load_s = float(globals().get("STANDIN_LOAD_S", 0))
+    if load_s:
+        print(f"standin: loading weights ({load_s:g} s)", flush=True)
+        time.sleep(load_s)
     body = json.dumps({"object": "list", "data": [{"id": model, "object": "model"}], "c3_standin": info}).encode()
 
     class Handler(BaseHTTPRequestHandler):

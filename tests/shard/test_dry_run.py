@@ -37,7 +37,8 @@ def _dry_run(monkeypatch, *, unreachable: str | None) -> list[str]:
 def test_a_failed_check_and_an_unreachable_node_give_the_same_dry_run(monkeypatch):
     failed = _dry_run(monkeypatch, unreachable=None)
     gone = _dry_run(monkeypatch, unreachable="here2")
-    assert failed[0] == "dry run without checks: a check failed (`/nonexistent/vllm` not found on here, here2); a real start refuses until this is fixed"
+    assert failed[0] == ("dry run without checks: a check failed (phase versions failed on node here: `/nonexistent/vllm` not found on here, here2);"
+                         " a real start refuses until this is fixed")
     assert gone[0] == "dry run without checks: here2 could not be reached (here2: connection refused); a real start refuses until this is fixed"
     assert failed[1:] == gone[1:] and any("vllm serve" in line or "serve org/m" in line for line in failed)
 
@@ -53,4 +54,4 @@ def test_cli_dry_run_exits_0_when_a_reachable_node_lacks_vllm():
     assert "dry run without checks: a check failed" in r.stdout and "Traceback" not in r.stderr
     real = subprocess.run([sys.executable, "-m", "c3", "shard", "start", "--profile", "org/m", "--nodes", "here,here2", "--gpus-per-node", "1",
                            "--backend", "mp", "--vllm", "/nonexistent/vllm"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert real.returncode == 1 and real.stderr.startswith("c3: error: `/nonexistent/vllm` not found")
+    assert real.returncode == 1 and real.stderr.startswith("c3: error: phase versions failed on node here: `/nonexistent/vllm` not found")

@@ -116,7 +116,7 @@ def test_refuses_unreachable_head_address(shard_rig, ray_installed):
     # h1's management address: h2 has no route to it (only the cluster link joins them).
     err = refused(shard_rig.c3("shard", "start", "--profile", "org/model", "--nodes", "a,b", "--gpus-per-node", "1",
                                "--ray", shard_rig.ray, "--vllm", standin(shard_rig), "--head-address", shard_rig.head.address))
-    assert f"head address {shard_rig.head.address}:6379 is not reachable from b" in err
+    assert f"c3: error: phase link failed on node b: head address {shard_rig.head.address}:6379 is not reachable from b" in err
     assert "unreachable" in err.lower()
 
 
@@ -128,12 +128,12 @@ def test_refuses_ray_or_python_versions_that_differ(shard_rig, ray_installed):
                            f"exec {shard_rig.ray} \"$@\"\n")
     common = ("--profile", "org/model", "--nodes", "a,b", "--gpus-per-node", "1", "--vllm", standin(shard_rig))
     err = refused(shard_rig.c3("shard", "start", *common, "--ray", old_ray))
-    assert f"Ray versions differ between nodes (a: {RAY_VERSION}, b: 2.49.1)" in err
+    assert f"c3: error: phase versions failed on node b: Ray versions differ between nodes (a: {RAY_VERSION}, b: 2.49.1)" in err
     old_py = write_script(shard_rig.folder / "python-old-on-b", "#!/bin/sh\n"
                           f"if ip -o -4 addr show | grep -q '{marker}'; then echo '3.10.4'; exit 0; fi\n"
                           f"exec {shard_rig.python} \"$@\"\n")
     err = refused(shard_rig.c3("shard", "start", *common, "--ray", shard_rig.ray, "--python", old_py))
-    assert "Python versions differ between nodes (a: 3." in err and "b: 3.10.4)" in err
+    assert "phase versions failed on node b: Python versions differ between nodes (a: 3." in err and "b: 3.10.4)" in err
     assert_nothing_running(shard_rig)
 
 
@@ -295,7 +295,7 @@ def test_unreachable_node_is_one_line_exit_3(shard_rig):
     assert dry.returncode == 0 and "b could not be reached (b: unreachable" in dry.stdout, dry.stdout + dry.stderr
     assert "<address of b: ip route get HEAD on b>" in dry.stdout
     start = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1")
-    assert start.returncode == 3 and start.stderr.startswith("c3: error: node `b`: unreachable")
+    assert start.returncode == 3 and start.stderr.startswith("c3: error: phase reach failed on node b: unreachable")
 
 
 def test_ray_port_inside_the_worker_range_is_a_usage_error(shard_rig):

@@ -1,0 +1,78 @@
+"""The named phases of `c3 shard start`, each with its own deadline (DESIGN.md, Shard).
+
+    reach       every node answers over SSH and runs the facts probe          (deadline reach_s)
+    versions    the same Ray/Python/vLLM (or llama.cpp build) on every node, vllm present
+    ports       the API and rendezvous ports free on the head
+    link        each worker routes to the head and connects to its rendezvous port   (link_s)
+    services    --stop-services on every node
+    start       each node's part spawned
+    rendezvous  Ray's head answers and each worker joins / each rpc-server listens   (rendezvous_s)
+    load        every part started, until the head's /models answers (weights loaded) (load_s)
+    serve       serving; a part that ends here ends the shard
+
+A failure is one `PhaseFailure`: `phase <name> failed on node <node>: <reason>`, with the last lines
+of that node's output when it had any; the runner has stopped every part by the time it surfaces.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from backend.errors import C3Error, PhaseFailure, UsageError
+
+
+@dataclass
+class Timing:
+    """Deadlines for a start (generous: a loaded 2-core CI box, or a Spark loading 100 GB)."""
+
+    reach_s: float = 60
+    """The facts probe on each node (after its SSH connection opened)."""
+    link_s: float = 30
+    """Each worker's route and TCP connect toward the head."""
+    rendezvous_s: float = 90
+    """Until `ray status` answers on the head, until each worker shows up there, or until each
+    rpc-server accepts connections."""
+    load_s: float = 3600
+    """From the last part started until the head's /models answers."""
+    kill_grace_s: float = 15
+    """TERM → KILL grace for each part."""
+    poll_s: float = 1.0
+    """Between status polls."""
+    progress_s: float = 30.0
+    """How often a long phase says it is still waiting."""
+
+
+DEADLINES = {"reach": "reach_s", "link": "link_s", "rendezvous": "rendezvous_s", "load": "load_s"}
+"""The phases `--deadline PHASE=SECONDS` may set, and their Timing fields."""
+
+
+def timing_with(deadlines: dict[str, float]) -> Timing:
+    """Timing with `--deadline` values over the defaults (names and values checked by `parse_deadline`)."""
+    timing = Timing()
+    for phase, seconds in deadlines.items():
+        setattr(timing, DEADLINES[phase], seconds)
+    return timing
+
+
+def parse_deadline(text: str) -> tuple[str, float]:
+    """`PHASE=SECONDS` → (phase, seconds); a usage error naming the value otherwise."""
+    phase, sep, value = text.partition("=")
+    phase = phase.strip()
+    if not sep or phase not in DEADLINES:
+        raise UsageError(f"--deadline {text!r} is not PHASE=SECONDS with PHASE one of {', '.join(DEADLINES)}")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or not 1 <= seconds <= 86400:
+        raise UsageError(f"--deadline {text!r}: seconds must be a number from 1 to 86400")
+    return phase, seconds
+
+
+def in_phase(phase: str, node: str, error: C3Error, *, tail: tuple[str, ...] = ()) -> PhaseFailure:
+    """`error` as a failure of `phase` on `node`, keeping its reason, hint and exit code."""
+    if isinstance(error, PhaseFailure):
+        return error
+    reason = getattr(error, "detail", None) or error.message
+    return PhaseFailure(phase, node, reason, hint=error.hint, tail=tail, exit_code=error.exit_code)
