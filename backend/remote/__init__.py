@@ -8,10 +8,3 @@ one factory that picks local or SSH, `Fleet` for several nodes, `run_sync`).
 
 Nothing is re-exported here: importing one module (a `Node`) never loads the others.
 """
-
-import warnings
-
-# asyncssh (2.24) names cryptography's DSA types at import, and cryptography 47+ warns that DSA is
-# deprecated: two lines of warning on stderr before every SSH command's own output. c3 never offers
-# DSA keys; the warning is not the user's to act on.
-warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh\.")
