@@ -142,7 +142,7 @@ def test_pool_serve_checks_sticky_then_nodes_and_plans_each_backend():
     _node("a", 8001)
     _node("b", 8002)
     plan = ServePool("a,b", "127.0.0.1", 8011, "header:X-Session").plan()
-    assert plan.lines[:3] == ("listen on 127.0.0.1:8011, sticky header:x-session", "backend a: http://127.0.0.1:8001", "backend b: http://127.0.0.1:8002")
+    assert plan.lines[:3] == ("listen on 127.0.0.1:8011, sticky header:x-session, route ring", "backend a: http://127.0.0.1:8001", "backend b: http://127.0.0.1:8002")
     config = ServePool("a,b", tuning={"probe_interval": 0.5, "retry_body_limit": 0}).config()
     assert (config.probe_interval_s, config.retry_body_limit) == (0.5, 0)
 
