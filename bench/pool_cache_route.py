@@ -6,8 +6,8 @@ vllm-router, on the same two vLLM replicas and the same shared-system-prompt, mu
 
 Two real vLLM replicas (CPU build, tiny dense model, scripts/rig/real_engines.py), started once. Each router
 in turn is put in front of them and runs `scripts/rig/prefix_workload.shared_prompt_conversations`: N
-conversations sharing ONE ~560-token system prompt (fresh text per router and repeat, so no run hits
-another's blocks), each with its own X-Session-ID, T streamed turns of ~110 new user tokens each, sent
+conversations sharing ONE ~560-token system prompt (fresh text of the same length per router and
+repeat, so no run hits another's blocks and all runs have the same token counts), each with its own X-Session-ID, T streamed turns of ~110 new user tokens each, sent
 in waves `--concurrency` at a time. Per router: hit rate = Δ`vllm:prefix_cache_hits_total` ÷
 Δ`vllm:prefix_cache_queries_total` over both replicas (the engines' own counters), median over repeats;
 % answered (a full stream ending in [DONE]); TTFT p50 (client side, all repeats pooled); the share of
@@ -117,7 +117,7 @@ def main() -> int:
                     try:
                         run = shared_prompt_conversations(url, list(urls.values()), conversations=args.conversations,
                                                           turns=args.turns, concurrency=args.concurrency,
-                                                          tag=f"{slug}-{repeat}-{os.getpid()}")
+                                                          tag=f"r{names.index(name):02d}-{repeat}-{os.getpid()}")
                     finally:
                         if pool is not None:
                             pool.terminate()
