@@ -41,11 +41,11 @@ def register(urls: dict[str, str], home: Path) -> None:
                        env=c3_env(home), capture_output=True, check=True)
 
 
-def start_pool(urls: dict[str, str], sticky: str, home: Path, log: Path) -> tuple[subprocess.Popen, str]:
+def start_pool(urls: dict[str, str], sticky: str, home: Path, log: Path, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
     env = c3_env(home)
     port = free_port()
     popen = subprocess.Popen([sys.executable, "-m", "c3", "pool", "serve", "--nodes", ",".join(urls), "--bind",
-                              f"127.0.0.1:{port}", "--sticky", sticky, "--probe-interval", "0.5"], env=env,
+                              f"127.0.0.1:{port}", "--sticky", sticky, "--probe-interval", "0.5", *extra], env=env,
                              stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(120):

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Cache-aware routing on real engines: c3 `--route cache` beside c3's other modes, sglang-router and
+vllm-router, on the same two vLLM replicas and the same shared-system-prompt, multi-turn workload.
+
+    .venv/bin/python bench/pool_cache_route.py [--repeats 3] [--conversations 8] [--turns 4] [--concurrency 2]
+
+Two real vLLM replicas (CPU build, tiny dense model, scripts/rig/real_engines.py), started once. Each router
+in turn is put in front of them and runs `scripts/rig/prefix_workload.shared_prompt_conversations`: N
+conversations sharing ONE ~560-token system prompt (fresh text of the same length per router and
+repeat, so no run hits another's blocks and all runs have the same token counts), each with its own X-Session-ID, T streamed turns of ~110 new user tokens each, sent
+in waves `--concurrency` at a time. Per router: hit rate = Δ`vllm:prefix_cache_hits_total` ÷
+Δ`vllm:prefix_cache_queries_total` over both replicas (the engines' own counters), median over repeats;
+% answered (a full stream ending in [DONE]); TTFT p50 (client side, all repeats pooled); the share of
+prompt tokens the busier replica got; hit rate ÷ the round-robin stand-in's (`--sticky none`: least in
+flight, ties at random). Routers run in a rotating order each repeat (no router always goes first).
+Peers come from `.rig/bench-venv` (`python3 -m venv .rig/bench-venv && .rig/bench-venv/bin/pip install
+sglang-router vllm-router`); one that is missing or does not start is reported with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.peers import BENCH_VENV, Procs, wait_http  # noqa: E402
+from bench.pool_prefix_cache import register, start_pool  # noqa: E402
+from scripts.rig import real_engines  # noqa: E402
+from scripts.rig.engine_procs import free_port, start_vllm  # noqa: E402
+from scripts.rig.prefix_workload import SharedPromptRun, shared_prompt_conversations  # noqa: E402
+
+C3 = {
+    "c3 --route cache": ("--route", "cache"),
+    "c3 --route cache --sticky none": ("--route", "cache", "--sticky", "none"),
+    "c3 --sticky auto": ("--sticky", "auto"),
+    "c3 --sticky none": ("--sticky", "none"),
+}
+PEERS = {
+    "sglang-router cache_aware": ("sglang-router", "cache_aware"),
+    "vllm-router cache_aware": ("vllm-router", "cache_aware"),
+    "vllm-router round_robin": ("vllm-router", "round_robin"),
+}
+BASELINE = "c3 --sticky none"
+
+
+def start_peer(exe_name: str, policy: str, urls: list[str], procs: Procs, log: Path) -> tuple[object | None, str, str]:
+    """(process, router URL, '') or (None, '', why it cannot run)."""
+    exe = BENCH_VENV / "bin" / exe_name
+    if not exe.exists():
+        return None, "", f"{exe_name} not installed in {BENCH_VENV} (pip install {exe_name} there)"
+    port, metrics = free_port(), free_port()
+    argv = [str(exe)] + (["launch"] if exe_name == "sglang-router" else [])
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--worker-urls", *urls, "--policy", policy,
+             "--prometheus-port", str(metrics), "--log-level", "warn" if exe_name == "sglang-router" else "warning"]
+    proc = procs.start(argv, {0, 1}, log)
+    url = f"http://127.0.0.1:{port}"
+    for path in ("/health", "/v1/models"):
+        if wait_http(url + path, 60, proc):
+            return proc, url, ""
+        if proc.poll() is not None:
+            break
+    tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
+    return None, "", f"{exe_name} --policy {policy} did not answer within 60 s (exit {proc.poll()}): {tail!r}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--conversations", type=int, default=8)
+    ap.add_argument("--turns", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--routers", default=",".join([*C3, *PEERS]), help="comma-separated row names")
+    args = ap.parse_args()
+    names = [n.strip() for n in args.routers.split(",") if n.strip()]
+    unknown = [n for n in names if n not in C3 and n not in PEERS]
+    if unknown:
+        ap.error(f"unknown routers {unknown}; known: {[*C3, *PEERS]}")
+    real_engines.build_all(print)
+    runs: dict[str, list[SharedPromptRun]] = {n: [] for n in names}
+    loads: dict[str, list[float]] = {n: [] for n in names}
+    why_not: dict[str, str] = {}
+    load_start = os.getloadavg()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="c3-bench-cacheroute-") as tmp:
+        scratch = Path(tmp)
+        model = real_engines.models_dir() / "dense"
+        replicas = {name: start_vllm(model, scratch / name) for name in ("a", "b")}
+        procs = Procs()
+        try:
+            for proc in replicas.values():
+                proc.wait_healthy(600)
+            urls = {name: proc.url for name, proc in replicas.items()}
+            register(urls, scratch)
+            for repeat in range(args.repeats):
+                order = names[repeat % len(names):] + names[:repeat % len(names)]
+                for name in order:
+                    if name in why_not:
+                        continue
+                    slug = "".join(ch if ch.isalnum() else "-" for ch in name)
+                    log = scratch / f"{slug}-{repeat}.log"
+                    if name in C3:
+                        pool, url = start_pool(urls, "auto", scratch, log, extra=C3[name])
+                    else:
+                        proc, url, why = start_peer(*PEERS[name], list(urls.values()), procs, log)
+                        if proc is None:
+                            why_not[name] = why
+                            print(f"{name}: cannot run: {why}", flush=True)
+                            continue
+                        pool = None
+                    try:
+                        run = shared_prompt_conversations(url, list(urls.values()), conversations=args.conversations,
+                                                          turns=args.turns, concurrency=args.concurrency,
+                                                          tag=f"r{names.index(name):02d}-{repeat}-{os.getpid()}")
+                    finally:
+                        if pool is not None:
+                            pool.terminate()
+                            pool.wait(30)
+                        procs.stop_all()
+                    runs[name].append(run)
+                    loads[name].append(os.getloadavg()[0])
+                    print(f"repeat {repeat}: {name:32} hit rate {run.hit_rate:.3f} answered {run.answered}/{run.sent}"
+                          f" TTFT p50 {statistics.median(run.ttft_s) if run.ttft_s else float('nan'):.3f}s"
+                          f" prompt tokens per replica {[int(q) for q in run.per_replica_queries]}"
+                          f" load {loads[name][-1]:.2f}", flush=True)
+        finally:
+            procs.stop_all()
+            for proc in replicas.values():
+                proc.stop()
+    base = statistics.median(r.hit_rate for r in runs[BASELINE]) if runs.get(BASELINE) else 0.0
+    print(f"\n{args.conversations} conversations × {args.turns} turns sharing one system prompt, concurrency "
+          f"{args.concurrency}, 2 vLLM replicas, {args.repeats} repeats; {time.monotonic() - started:.0f} s; load average "
+          f"at start {load_start[0]:.2f}/{load_start[1]:.2f}/{load_start[2]:.2f}, at end {os.getloadavg()[0]:.2f}")
+    print("| router | hit rate per repeat | median hit rate | ÷ round-robin | answered | TTFT p50 | busier replica's share | load avg (1 min) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in names:
+        if name in why_not:
+            print(f"| {name} | cannot run here: {why_not[name]} | | | | | | |")
+            continue
+        rs = runs[name]
+        rate = statistics.median(r.hit_rate for r in rs)
+        sent, answered = sum(r.sent for r in rs), sum(r.answered for r in rs)
+        ttft = statistics.median([t for r in rs for t in r.ttft_s]) if answered else float("nan")
+        share = statistics.median(max(r.per_replica_queries) / r.queries if r.queries else 0.0 for r in rs)
+        ratio = f"{rate / base:.2f}×" if base else "n/a"
+        print(f"| {name} | {', '.join(f'{r.hit_rate:.3f}' for r in rs)} | **{rate:.3f}** | {ratio} | "
+              f"{100 * answered / sent:.0f} % ({answered}/{sent}) | {1000 * ttft:.0f} ms | {100 * share:.0f} % | "
+              f"{min(loads[name]):.1f}–{max(loads[name]):.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
