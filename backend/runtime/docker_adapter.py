@@ -289,7 +289,7 @@ class DockerRuntime:
         except (DockerException, OSError) as error:
             if isinstance(error, TimeoutError) or "timed out" in str(error).lower():
                 raise Refused(f"the command did not finish within {timeout:g} s in pod {pod} (it may still run in the container)",
-                              hint="a larger --timeout, or a command that ends") from None
+                              hint="give it a larger timeout, or run a command that ends") from None
             raise EnvironmentProblem(f"the Docker daemon stopped answering at {_where()}: {str(error)[:160]}") from None
         finally:
             if not worker.is_alive():
