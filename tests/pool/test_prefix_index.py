@@ -76,7 +76,9 @@ def test_index_memory_stays_bounded_per_backend():
     finally:
         tracemalloc.stop()
     assert index.size("a") == cap and index.size("b") == cap
-    assert used < 2 * cap * 160, f"{used / (2 * cap):.0f} bytes per entry"
+    # ~150-170 bytes an entry (a hash in a dict and an order list), by CPython build and allocator state; the
+    # bound is what matters: 200 × 300 recorded blocks per backend would be over 10× this without the cap.
+    assert used < 2 * cap * 256, f"{used / (2 * cap):.0f} bytes per entry"
 
 
 def _cached(router, body: bytes, key: str | None = None, exclude=frozenset()):

@@ -30,7 +30,9 @@ def standin(shard_rig, *, load_s: float = 0) -> str:
     """The stand-in `vllm` (mp needs no Ray); with `load_s`, rank 0 "loads weights" that long before it serves."""
     name = f"vllm-load{int(load_s)}" if load_s else "vllm"
     prefix = f"STANDIN_LOAD_S = {load_s!r}\n" if load_s else ""
-    return write_script(shard_rig.folder / name, f"#!{shard_rig.python}\n{prefix}" + STANDIN.read_text())
+    # This test run's own interpreter (on the shared file system, so on both hosts): mp imports no Ray, and the
+    # Ray venv (`shard_rig.python`) exists only once a Ray test's fixture has built it.
+    return write_script(shard_rig.folder / name, f"#!{sys.executable}\n{prefix}" + STANDIN.read_text())
 
 
 def mp_args(shard_rig, vllm: str, master_port: int, *extra: str) -> list[str]:
@@ -131,7 +133,7 @@ def test_a_worker_killed_while_loading_fails_phase_load_and_stops_everything(sha
 
         def rank1() -> int | None:
             procs = shard_rig.netns_pids()[shard_rig.worker.name]
-            return next((pid for pid, cmd in procs if cmd.startswith(shard_rig.python) and vllm in cmd and "--node-rank 1" in cmd), None)
+            return next((pid for pid, cmd in procs if cmd.startswith(sys.executable) and vllm in cmd and "--node-rank 1" in cmd), None)
 
         pid = wait_until(rank1, 30, "rank 1's process on the worker", interval=0.25)
         os.kill(pid, signal.SIGKILL)  # a real kill of the worker's rank during load
