@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -259,3 +260,14 @@ def get_in(shard_rig: ShardRig, url: str, body: dict | None = None, timeout: flo
         return json.loads(out) if out.strip() else None
     except ValueError:
         return None
+
+
+def stop_c3(proc: subprocess.Popen) -> None:
+    """Stop a `c3` this test started, as Ctrl+C does (SIGINT), then by its pid if it does not end."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)

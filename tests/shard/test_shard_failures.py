@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shard.conftest import API_PORT, write_script
+from tests.shard.conftest import API_PORT, stop_c3, write_script
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.netns, pytest.mark.sshd]
@@ -53,16 +53,6 @@ def failed_in(output: str, returncode: int, *, phase: str, node: str, code: int 
 def nothing_left(shard_rig) -> None:
     wait_until(lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30,
                "no process left in either host", interval=0.25)
-
-
-def stop_c3(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 def hold_port(shard_rig, address: str, port: int) -> subprocess.Popen:

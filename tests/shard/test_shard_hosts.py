@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shard.conftest import API_PORT, RAY_PORT, RAY_VERSION, write_script
+from tests.shard.conftest import API_PORT, RAY_PORT, RAY_VERSION, stop_c3, write_script
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.netns, pytest.mark.sshd]
@@ -155,16 +155,6 @@ def test_refuses_stop_services_without_passwordless_sudo(shard_rig, ray_installe
 # --- real runs ---------------------------------------------------------------------------------------
 
 
-def _stop_c3(proc) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
-        except Exception:  # noqa: BLE001 - last resort, by pid
-            proc.kill()
-            proc.wait(timeout=30)
-
-
 def test_ray_shard_starts_across_both_hosts_shows_in_status_and_ctrl_c_leaves_nothing(shard_rig, ray_installed):
     shard_rig.register()
     log = shard_rig.folder / "ray-start.log"
@@ -218,7 +208,7 @@ def test_ray_shard_starts_across_both_hosts_shows_in_status_and_ctrl_c_leaves_no
         wait_until(lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 30, "no process left in either host", interval=0.25)
         print(f"ray shard: serving {ready_s:.1f}s after start; two status calls {status_s:.1f}s; Ctrl+C to all stopped {stop_s:.1f}s")
     finally:
-        _stop_c3(proc)
+        stop_c3(proc)
 
 
 def test_mp_shard_every_rank_gets_its_command_and_shard_stop_cleans_up(shard_rig, ray_installed):
@@ -256,7 +246,7 @@ def test_mp_shard_every_rank_gets_its_command_and_shard_stop_cleans_up(shard_rig
         assert "a: not in a Ray cluster; 0 c3 shard process(es)" in after.stdout
         assert "b: not in a Ray cluster; 0 c3 shard process(es)" in after.stdout
     finally:
-        _stop_c3(proc)
+        stop_c3(proc)
 
 
 def test_refuses_to_start_when_the_head_is_not_this_machine_but_dry_run_works(shard_rig, ray_installed):

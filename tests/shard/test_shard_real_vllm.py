@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shard.conftest import API_PORT, get, parts_of, write_script
+from tests.shard.conftest import API_PORT, get, parts_of, stop_c3, write_script
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.netns, pytest.mark.sshd]
@@ -55,16 +55,6 @@ def write_profile(name: str, model: Path, args: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     profile = {"model": str(model), "args": args, "env": ENGINE_ENV, "public_env": sorted(ENGINE_ENV)}
     (folder / f"{name}.yaml").write_text(json.dumps(profile))  # JSON is YAML
-
-
-def _stop(proc) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
-        except Exception:  # noqa: BLE001 - last resort, by pid
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 def test_pp_with_enforce_eager_is_refused_before_anything_starts(shard_rig, real_engines):
@@ -134,5 +124,5 @@ def test_one_model_split_over_two_hosts_serves_and_stops_clean(shard_rig, real_e
                    interval=0.5)
         print(f"real vLLM tp={tp} pp={pp} over two hosts: serving {ready_s:.0f}s after start; killed rank reported in {reported_s:.1f}s")
     finally:
-        _stop(proc)
+        stop_c3(proc)
         shard_rig.kill_leftovers()
