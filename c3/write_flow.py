@@ -94,6 +94,15 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
                 orch.select_next = plan.action.selects  # a new pod is what the next key acts on
             if panel == "boot" and plan.pod and not result.ok and plan.pod in self.boots and not self.boots[plan.pod].done:
                 self.boots[plan.pod] = BootProgress(plan.pod, "failed", self.boots[plan.pod].elapsed_s, self.boots[plan.pod].log_tail, done=True, ok=False)
+            if panel == "boot" and result.ok:
+                # The boot's own last word (a BootUpdate) may still be queued behind this callback: a boot that
+                # ended well reads serving from now, or the row would fall back to its last reading (booting)
+                # for a frame after the panel had gone and the result said serving.
+                for name in plan.pods or ((plan.pod,) if plan.pod else ()):
+                    if name in self.boots:
+                        self.boots.pop(name)
+                        self.served[name] = time.monotonic()
+                self._boots_changed()
             if plan.pods:
                 for name in plan.pods:
                     self.boots.pop(name, None)
