@@ -73,19 +73,19 @@ def release(proc: subprocess.Popen) -> None:
 def test_a_port_taken_on_the_head_fails_phase_ports(shard_rig):
     shard_rig.register()
     vllm = standin(shard_rig)
-    holder = hold_port(shard_rig, "0.0.0.0", API_PORT)
-    try:
-        r = shard_rig.c3(*mp_args(shard_rig, vllm, 29561))
-    finally:
-        release(holder)
+
+    def start_with_held(address: str, port: int, master_port: int):
+        holder = hold_port(shard_rig, address, port)
+        try:
+            return shard_rig.c3(*mp_args(shard_rig, vllm, master_port))
+        finally:
+            release(holder)
+
+    r = start_with_held("0.0.0.0", API_PORT, 29561)
     line = failed_in(r.stderr, r.returncode, phase="ports", node="a")
     assert f"API port {API_PORT} on 0.0.0.0 is not free on the head (Address already in use)" in line
     # The rendezvous port, held on the head's cluster-link address.
-    holder = hold_port(shard_rig, shard_rig.head_link, 29562)
-    try:
-        r = shard_rig.c3(*mp_args(shard_rig, vllm, 29562))
-    finally:
-        release(holder)
+    r = start_with_held(shard_rig.head_link, 29562, 29562)
     line = failed_in(r.stderr, r.returncode, phase="ports", node="a")
     assert f"rendezvous port 29562 on {shard_rig.head_link} is not free on the head" in line
     assert "c3 shard status" in r.stderr  # the hint
