@@ -15,8 +15,9 @@ A new test joins its group by the fixture or marker it uses, with nothing to rem
   left" checks), and the tests' pods have fixed names (container `c3-<pod>`).
 - `engines`: marker `real_engine` or fixture `real_engines`. A real vLLM or llama-server takes the CPU;
   one worker runs them (a real-engine test that also uses Docker is in `docker`: two engines at most).
-- `world`: `demo_world` or `worlds` (tests/cockpit/world.py). A world's pods and router bind the fixed
-  ports its pictures show (8020, 8024, 8900, 8011), under a machine-wide lock.
+- `world`: `demo_world`, `worlds` or `shared_world` (tests/cockpit/world.py, shared.py). A world's pods and router
+  bind the fixed ports its pictures show (8020, 8024, 8900, 8011), under a machine-wide lock: a world test on a
+  second worker would only wait for that lock (a whole CI run saw a shared-world test's setup wait 151 s for it).
 - the test's file: any module-, class- or package-scoped fixture. Under loadgroup an ungrouped module's
   tests spread over every worker, each building the module's fixture again (the CLI sweep's runs every
   case of the module, whichever tests the worker got).
@@ -48,7 +49,7 @@ GROUP_RULES: list[tuple[str, frozenset[str], frozenset[str]]] = [
     ("netns", frozenset({"host_rig_factory"}), frozenset({"netns"})),
     ("docker", frozenset({"docker_client"}), frozenset({"docker"})),
     ("engines", frozenset({"real_engines"}), frozenset({"real_engine"})),
-    ("world", frozenset({"demo_world", "worlds"}), frozenset()),
+    ("world", frozenset({"demo_world", "worlds", "shared_world"}), frozenset()),
 ]
 SHARED_SCOPES = ("module", "class", "package")
 
