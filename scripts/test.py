@@ -76,12 +76,15 @@ def _xdist(n: int) -> tuple[str, ...]:
 # Where a whole run's time goes, printed by each long phase (issue 22: every cut starts from these).
 SLOWEST = ("--durations=25",)
 
-# The one place the phases' pytest arguments are set. The real-engine tier stays in one process: its
-# engines take every core, and two at once would starve each other's health probes.
+# The one place the phases' pytest arguments are set. The real-engine tier runs on at most two workers, one
+# xdist group each at a time (tests/plugins/workers.py): the test-host tests (netns), the Docker pods (docker) and
+# the engines started as local processes (engines). Every engine the rig starts runs one compute thread
+# (`OMP_NUM_THREADS=1`, llama-server `-t 1`), so two at once share a 2-core box without starving each other;
+# a vLLM boot is mostly one interpreter importing torch, which a second core does not speed up.
 PHASES = (
     Phase("static checks", "static and not real_engine"),
     Phase("tests needing no engine", "not static and not real_engine", args=SLOWEST, xdist_args=_xdist(workers())),
-    Phase("real_engine tier", "real_engine", args=SLOWEST, engines=True),
+    Phase("real_engine tier", "real_engine", args=SLOWEST, xdist_args=_xdist(min(workers(), 2)), engines=True),
 )
 
 # The build gets the CPU the tests leave: the tests have timing-sensitive parts and must not starve, while

@@ -77,6 +77,12 @@ def vllm_python() -> Path:
     return vllm_dir() / "bin" / "python"
 
 
+def vllm_cache_root() -> Path:
+    """`VLLM_CACHE_ROOT` of every vLLM the rig starts on this machine: what vLLM caches there (model-class
+    inspections, keyed by the model file's hash) belongs to the built engine, so it lives beside it."""
+    return vllm_dir().parent / f"{vllm_dir().name}-cache"
+
+
 # Only what the rig runs: the server, the RPC worker a shard starts on each extra node, and the fitter.
 LLAMA_TARGETS = ("llama-server", "ggml-rpc-server", "llama-fit-params")
 # -O1: the compile is the longest step of a cold CI run (22 min at -O3 on a busy 2-core machine), and tiny

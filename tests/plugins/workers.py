@@ -13,8 +13,11 @@ A new test joins its group by the fixture or marker it uses, with nothing to rem
 - `docker`: `docker_client` (so `stub_image`, `stub_container`, `real_images`) or marker `docker`. c3
   lists every `io.c3.pod` container on the daemon (pod status, the GPU gate, the tests' "no pod container
   left" checks), and the tests' pods have fixed names (container `c3-<pod>`).
-- `engines`: marker `real_engine` or fixture `real_engines`. A real vLLM or llama-server takes the CPU;
-  one worker runs them (a real-engine test that also uses Docker is in `docker`: two engines at most).
+- no group for the real engines themselves: the real-engine tier runs on at most two workers (scripts/test.py),
+  and every engine the rig starts computes on one thread (`OMP_NUM_THREADS=1`, llama-server `-t 1`), so two at
+  once share a 2-core box; a module that keeps an engine for its tests (a module-scoped fixture) is one group by
+  the file rule below, so its engine is started once. (Until 2026-12-07 they were one `engines` group: in a run of
+  the tier on two workers that group held one worker 865 s while the other finished in 306.)
 - `world`: `demo_world`, `worlds` or `shared_world` (tests/cockpit/world.py, shared.py). A world's pods and router
   bind the fixed ports its pictures show (8020, 8024, 8900, 8011), under a machine-wide lock: a world test on a
   second worker would only wait for that lock (a whole CI run saw a shared-world test's setup wait 151 s for it).
@@ -48,7 +51,6 @@ GROUP_RULES: list[tuple[str, frozenset[str], frozenset[str]]] = [
     # (group, fixtures, markers): the first rule a test matches names its group.
     ("netns", frozenset({"host_rig_factory"}), frozenset({"netns"})),
     ("docker", frozenset({"docker_client"}), frozenset({"docker"})),
-    ("engines", frozenset({"real_engines"}), frozenset({"real_engine"})),
     ("world", frozenset({"demo_world", "worlds", "shared_world"}), frozenset()),
 ]
 SHARED_SCOPES = ("module", "class", "package")

@@ -73,7 +73,7 @@ def test_max_context_is_vllms_own_auto_fit(real_engines, vllm_engine, engine_cpu
     budget = BUDGETS[family]
     block, _, _ = host_overrides(family, engine_cpu)
     engine = vllm_engine(family, "--block-size", "128", *KNOBS, "--kv-cache-memory-bytes", str(budget), kv_space_gib=None,
-                         max_model_len="auto")
+                         max_model_len="auto", in_process=True)
     engine.wait_healthy(300)
     gauge = cache_config_info(engine.url)
     log = engine.log()

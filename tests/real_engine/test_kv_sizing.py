@@ -104,7 +104,7 @@ def c3_kv_tokens(model_dir, kv_gib: int, block: int = BLOCK, ssm_dtype: str | No
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_kv_cache_tokens_match_the_engine(real_engines, vllm_engine, engine_cpu, family):
-    engine = vllm_engine(family, *KNOBS, kv_space_gib=1, max_model_len=MAX_LEN)
+    engine = vllm_engine(family, *KNOBS, kv_space_gib=1, max_model_len=MAX_LEN, in_process=True)
     logged = engine.wait_kv_tokens(timeout=300)
     log = engine.log()  # everything the config step said is written before the KV line (see above)
     engine.stop(signal.SIGKILL, timeout=15)  # only its log was needed; a booting vLLM ignores SIGTERM
@@ -120,7 +120,7 @@ def test_kv_cache_tokens_match_the_engine(real_engines, vllm_engine, engine_cpu,
 
 def test_kv_pool_scales_with_the_space_given(real_engines, vllm_engine):
     """Twice the space, twice the tokens, on both sides (the pool really is VLLM_CPU_KVCACHE_SPACE)."""
-    engine = vllm_engine("dense", *KNOBS, kv_space_gib=2, max_model_len=MAX_LEN)
+    engine = vllm_engine("dense", *KNOBS, kv_space_gib=2, max_model_len=MAX_LEN, in_process=True)
     logged = engine.wait_kv_tokens(timeout=300)
     engine.stop(signal.SIGKILL, timeout=15)  # only its log was needed; a booting vLLM ignores SIGTERM
     assert logged == c3_kv_tokens(real_engines.model("dense"), 2) == 2 * c3_kv_tokens(real_engines.model("dense"), 1)

@@ -44,7 +44,7 @@ class KeptReplicas:
                 if proc is not None:
                     proc.stop()
                 # 4096 tokens of context: room for a stream long enough (seconds, even for this tiny model) to be cut.
-                self.kept[name] = start_vllm(self.model, self.tmp.mktemp(f"vllm-{name}"), max_model_len=4096)
+                self.kept[name] = start_vllm(self.model, self.tmp.mktemp(f"vllm-{name}"), max_model_len=4096, in_process=True)
         for proc in self.kept.values():
             proc.wait_healthy(300)
         return dict(self.kept)

@@ -36,14 +36,18 @@ ENGINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE
 
 def engine_wrapper(shard_rig, real_engines) -> str:
     """The `--vllm` both nodes run: the rig's real vLLM, run by its own interpreter (so c3's probe reads the
-    real package metadata, `0.32.0+cpu`), with temp files and caches per rank — the two "machines" share
-    one file system here, real ones do not."""
+    real package metadata, `0.32.0+cpu`), with temp files per rank and a vLLM cache root per node that outlives
+    the test, as each machine's ~/.cache/vllm does — the two "machines" share one file system here, real ones do not."""
+    from scripts.rig.real_engines import vllm_cache_root
+
     real = real_engines.vllm_venv / "bin" / "vllm"
+    node_caches = str(vllm_cache_root() / "node-")
     body = (f"#!{real_engines.vllm_python}\n"
             "import os, sys\n"
             f"scratch = os.path.join({str(shard_rig.folder)!r}, 'rank-' + os.environ.get('VLLM_HOST_IP', 'x'))\n"
             "os.makedirs(os.path.join(scratch, 'tmp'), exist_ok=True)\n"
-            "os.environ.update(TMPDIR=os.path.join(scratch, 'tmp'), VLLM_CACHE_ROOT=os.path.join(scratch, 'cache'))\n"
+            "os.environ.update(TMPDIR=os.path.join(scratch, 'tmp'), "
+            f"VLLM_CACHE_ROOT={node_caches!r} + os.environ.get('VLLM_HOST_IP', 'x'))\n"
             f"os.execv({str(real)!r}, [{str(real)!r}, *sys.argv[1:]])\n")
     return write_script(shard_rig.folder / "vllm-real", body)
 
