@@ -69,6 +69,11 @@ def workers() -> int:
     return min(os.cpu_count() or 1, 4)
 
 
+def tier_workers(workers: int) -> int:
+    """Workers for the real-engine tier: as many as for the other tests, at most two (see PHASES)."""
+    return min(workers, 2)
+
+
 def _xdist(n: int) -> tuple[str, ...]:
     return ("-n", str(n), "--dist", "loadgroup") if n > 1 else ()
 
@@ -84,7 +89,7 @@ SLOWEST = ("--durations=25",)
 PHASES = (
     Phase("static checks", "static and not real_engine"),
     Phase("tests needing no engine", "not static and not real_engine", args=SLOWEST, xdist_args=_xdist(workers())),
-    Phase("real_engine tier", "real_engine", args=SLOWEST, xdist_args=_xdist(min(workers(), 2)), engines=True),
+    Phase("real_engine tier", "real_engine", args=SLOWEST, xdist_args=_xdist(tier_workers(workers())), engines=True),
 )
 
 # The build gets the CPU the tests leave: the tests have timing-sensitive parts and must not starve, while

@@ -48,4 +48,7 @@ def test_the_tests_needing_no_engine_run_on_a_worker_per_core(monkeypatch):
     monkeypatch.setenv("C3_TEST_WORKERS", "1")
     assert command.workers() == 1 and command._xdist(1) == ()  # one process: no xdist at all
     phases = {phase.name: phase for phase in command.PHASES}
-    assert phases["real_engine tier"].xdist_args == () and phases["static checks"].xdist_args == ()
+    assert phases["static checks"].xdist_args == ()
+    # The real-engine tier: at most two workers (each engine computes on one thread), fewer when the box has fewer.
+    assert phases["real_engine tier"].xdist_args in ((), ("-n", "2", "--dist", "loadgroup"))
+    assert command.tier_workers(64) == 2 and command.tier_workers(1) == 1
