@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
-from c3.services import BootProgress, NewNode, NewPod, PodState, PoolRouter, RecipeLaunch, Services, WriteResult
+from c3.services import BootProgress, NewNode, NewPod, PodState, PoolRouter, ProcessSignal, RecipeLaunch, Services, WriteResult
 from c3.trouble import TroubleWatch
 
 
@@ -57,7 +57,7 @@ class Cockpit(Protocol):
     def refused_readonly(self, key: str, pod: str | None = None) -> bool:
         """Under --readonly: refuse the write `key` (and say why) before anything is asked for."""
 
-    def request_write(self, key: str, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | PoolRouter | None = None) -> None:
+    def request_write(self, key: str, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | PoolRouter | ProcessSignal | None = None) -> None:
         """Plan → confirm gate → re-validate and execute → show the result."""
 
     def as_shown(self, pods: list[PodState]) -> list[PodState]:

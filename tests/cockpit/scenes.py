@@ -221,6 +221,8 @@ SCENES: tuple[Scene, ...] = (
     # A stranger joins GPU 3 here and stays: these stay last of the `mismatch` scenes.
     Scene("processes", "GPU processes (p): a misplaced pod on the GPU it really uses, a foreign process", "mismatch", steps=(stranger, press("p"))),
     Scene("processes-80x24", "GPU processes at 80×24", "mismatch", (80, 24), steps=(stranger, press("p"))),
+    Scene("signal-foreign", "K on a foreign process: the gate shows whose it is and confirms only with f", "mismatch",
+          steps=(stranger, press("p", "slash"), typed("4321"), press("enter", "K"))),
     Scene("orchestration-8gpus", "Eight GPUs, sixteen pods", "bench"),
     Scene("filter", "Filter and sort (/, s): sixteen pods narrowed to one model, by state", "bench", steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),
     Scene("filter-80x24", "Filter and sort at 80×24", "bench", (80, 24), steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),
