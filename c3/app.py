@@ -33,6 +33,7 @@ from c3.services import (
     GpuReading,
     LiveUpdate,
     NewPod,
+    PodEdit,
     PodsReading,
     PodState,
     Services,
@@ -480,6 +481,21 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         gpus = sorted(orch.gpus) if orch else []
         pods = orch.pods if orch else []
         self.push_screen(NewPodModal(gpus, pods, initial, problem), callback=self._new_pod_chosen)
+
+    def open_edit(self, pod: str) -> None:
+        """The pod form, prefilled with `pod`'s slug, GPUs and port (`e`); saving goes through the confirm gate."""
+        from c3.modals.new_pod import EditPodModal
+
+        if self.refused_readonly("edit", pod) or not self.ready():
+            return
+        orch = self._orchestration()
+        gpus = sorted(orch.gpus) if orch else []
+        pods = orch.pods if orch else []
+        self.push_screen(EditPodModal(gpus, pods, pod), callback=lambda request: self._edit_chosen(pod, request))
+
+    def _edit_chosen(self, pod: str, request: NewPod | None) -> None:
+        if request is not None:
+            self.request_write("edit", pod=pod, request=PodEdit(pod, gpus=request.gpus, port=request.port, slug=request.slug))
 
     def _new_pod_chosen(self, request: NewPod | None) -> None:
         if request is not None:

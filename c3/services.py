@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from backend.actions.base import Action, Outcome, Progress
 from backend.actions.inputs import NewNode as NewNode  # re-exported: the screens build these
 from backend.actions.inputs import NewPod as NewPod
+from backend.actions.inputs import PodEdit as PodEdit
 from backend.actions.inputs import PoolRouter as PoolRouter
 from backend.actions.inputs import ProcessSignal as ProcessSignal
 from backend.actions.inputs import RecipeLaunch as RecipeLaunch
@@ -36,6 +37,8 @@ PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
 PlacementVerdict = Literal["ok", "mismatch", "unknown"]
 
 # The writes' own types (backend/actions), under the names the screens know them by.
+WriteRequest = NewPod | NewNode | RecipeLaunch | PoolRouter | ProcessSignal | PodEdit
+"""What a form or key hands a write (`Services.make_plan`'s request)."""
 BootProgress = Progress
 """One step of a running write (a boot's phase; for a recipe launch `pod` is the profile)."""
 WriteResult = Outcome
@@ -92,7 +95,7 @@ class WritePlan:
         return self.action.affects
 
     @property
-    def request(self) -> NewPod | NewNode | RecipeLaunch | PoolRouter | ProcessSignal | None:
+    def request(self) -> WriteRequest | None:
         """The form's input the write was built from, if any (kept while screens and tests read it)."""
         return getattr(self.action, "request", None)
 
@@ -300,7 +303,7 @@ class Services(Protocol):
         """Why a new pod cannot take the port typed as `text`: not a port, another pod's (`taken`: port →
         pod), or something on this machine listens on it (the estate's rule, backend/estate/ports.py)."""
 
-    def make_plan(self, key: str, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | PoolRouter | ProcessSignal | None = None) -> WritePlan:
+    def make_plan(self, key: str, pod: str | None = None, request: WriteRequest | None = None) -> WritePlan:
         """The write registered as `key` (`backend.actions.registry`) on that pod/node/profile or form
         input, planned: its exact plan and the problems that would refuse it now (a recipe launch's
         plan is its dry-run, secrets by name only)."""

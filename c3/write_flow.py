@@ -11,7 +11,7 @@ from typing import Any
 from textual.message import Message
 
 from c3.screens.base import describe_error
-from c3.services import BootProgress, NewNode, NewPod, PodState, PoolRouter, ProcessSignal, RecipeLaunch, WritePlan, WriteResult
+from c3.services import BootProgress, NewPod, PodState, WritePlan, WriteRequest, WriteResult
 from c3.toasts import Toast
 
 _AppBase: Any = object
@@ -41,7 +41,7 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
     last_result: WriteResult | None
     launch_progress: BootProgress | None
     # -- the write flow --------------------------------------------------------------------------
-    def request_write(self, key: str, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | PoolRouter | ProcessSignal | None = None) -> None:
+    def request_write(self, key: str, *, pod: str | None = None, request: WriteRequest | None = None) -> None:
         """Plan (worker) → confirm gate → re-validate and execute (worker) → show the result.
 
         `key` names a write of `backend.actions.registry`; the facade builds the action from it."""

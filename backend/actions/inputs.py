@@ -69,3 +69,13 @@ class ProcessSignal:
     """`TERM`, `KILL`, `INT` or `HUP`."""
     foreign: bool = False
     """The user chose to signal a process that is no c3 pod's (`--foreign`; the cockpit's distinct confirm key)."""
+
+
+@dataclass(frozen=True)
+class PodEdit:
+    """New GPUs, slug and/or port for a pod (`c3 pod edit NAME [--gpus 0,1] [--port P] [--slug S]`); None keeps it."""
+
+    name: str
+    gpus: tuple[int, ...] | None = None
+    port: int | None = None
+    slug: str | None = None
