@@ -439,5 +439,5 @@ class EditPodModal(NewPodModal):
 
     AUTO_FOCUS = "#filter"  # the name is not edited
 
-    def __init__(self, gpu_indices: list[int], pods: list[PodState], editing: str) -> None:
-        super().__init__(gpu_indices, pods, editing=editing)
+    def __init__(self, gpu_indices: list[int], pods: list[PodState], editing: str, initial: NewPod | None = None, problem: str | None = None) -> None:
+        super().__init__(gpu_indices, pods, initial, problem, editing=editing)
