@@ -33,6 +33,7 @@ from c3.services import (
     GpuReading,
     LiveUpdate,
     NewPod,
+    PodEdit,
     PodsReading,
     PodState,
     Services,
@@ -481,15 +482,34 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         pods = orch.pods if orch else []
         self.push_screen(NewPodModal(gpus, pods, initial, problem), callback=self._new_pod_chosen)
 
+    def open_edit(self, pod: str, initial: NewPod | None = None, problem: str | None = None) -> None:
+        """The pod form, prefilled with `pod`'s slug, GPUs and port (`e`) — or, refused, with what was
+        typed and why (`initial`, `problem`); saving goes through the confirm gate."""
+        from c3.modals.new_pod import EditPodModal
+
+        if self.refused_readonly("edit", pod) or not self.ready():
+            return
+        orch = self._orchestration()
+        gpus = sorted(orch.gpus) if orch else []
+        pods = orch.pods if orch else []
+        self.push_screen(EditPodModal(gpus, pods, pod, initial, problem), callback=lambda request: self._edit_chosen(pod, request))
+
+    def _edit_chosen(self, pod: str, request: NewPod | None) -> None:
+        if request is not None:
+            self.request_write("edit", pod=pod, request=PodEdit(pod, gpus=request.gpus, port=request.port, slug=request.slug))
+
     def _new_pod_chosen(self, request: NewPod | None) -> None:
         if request is not None:
             self.request_write("create", request=request)
 
-    def _form_refused(self, plan_or_request: WritePlan | NewPod | None, problem: str) -> None:
-        """A create that was refused (by the plan, the gate or the last check): back to its form."""
+    def _form_refused(self, plan_or_request: WritePlan | NewPod | PodEdit | None, problem: str) -> None:
+        """A create or an edit that was refused (by the plan, the gate or the last check): back to its form."""
         request = plan_or_request.request if isinstance(plan_or_request, WritePlan) else plan_or_request
         if isinstance(request, NewPod):
             self.action_new_pod(request, problem)
+        elif isinstance(request, PodEdit) and request.slug is not None and request.gpus is not None and request.port is not None:
+            typed = NewPod(name=request.name, slug=request.slug, gpus=request.gpus, port=request.port)
+            self.open_edit(request.name, typed, problem)
 
     def refused_readonly(self, key: str, pod: str | None = None) -> bool:
         """Under --readonly a write is refused before anything is asked for — a form is not even opened.

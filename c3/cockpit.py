@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
-from c3.services import BootProgress, NewNode, NewPod, PodState, PoolRouter, RecipeLaunch, Services, WriteResult
+from c3.services import BootProgress, PodState, Services, WriteRequest, WriteResult
 from c3.trouble import TroubleWatch
 
 
@@ -57,7 +57,7 @@ class Cockpit(Protocol):
     def refused_readonly(self, key: str, pod: str | None = None) -> bool:
         """Under --readonly: refuse the write `key` (and say why) before anything is asked for."""
 
-    def request_write(self, key: str, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | PoolRouter | None = None) -> None:
+    def request_write(self, key: str, *, pod: str | None = None, request: WriteRequest | None = None) -> None:
         """Plan → confirm gate → re-validate and execute → show the result."""
 
     def as_shown(self, pods: list[PodState]) -> list[PodState]:
@@ -71,6 +71,9 @@ class Cockpit(Protocol):
 
     def open_details(self, pod: str) -> None:
         """The details modal of that pod."""
+
+    def open_edit(self, pod: str) -> None:
+        """The pod form prefilled with that pod's settings (`e`: `c3 pod edit`)."""
 
     def open_try(self, pod: str) -> None:
         """The test-prompt modal of that pod (`t`: `c3 pod try`)."""

@@ -19,6 +19,7 @@ RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"`c3 pod list` lists the pods", "the pod list (1) shows them"),
         (rf"`c3 node rm {_NAME}`", r"remove node \1 in Nodes (2, x)"),
         (r"`c3 node ls` lists the registered nodes", "Nodes (2) lists them"),
+        (r"`c3 gpus --processes` lists the processes on the GPUs(?: now)?", "the process view (p) lists the processes on the GPUs now"),
         (r"`c3 gpus` lists this machine's GPUs", "the GPU panels show this machine's GPUs"),
         (r"`c3 gpus`", "the GPU panels"),
         (r"`c3 catalog` lists the slugs", "the New-pod slug list (N) shows them"),

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from backend.actions.base import Action, Outcome, Progress
 from backend.actions.inputs import NewNode as NewNode  # re-exported: the screens build these
 from backend.actions.inputs import NewPod as NewPod
+from backend.actions.inputs import PodEdit as PodEdit
 from backend.actions.inputs import PoolRouter as PoolRouter
+from backend.actions.inputs import ProcessSignal as ProcessSignal
 from backend.actions.inputs import RecipeLaunch as RecipeLaunch
 
 if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first frame
@@ -35,6 +37,8 @@ PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
 PlacementVerdict = Literal["ok", "mismatch", "unknown"]
 
 # The writes' own types (backend/actions), under the names the screens know them by.
+WriteRequest = NewPod | NewNode | RecipeLaunch | PoolRouter | ProcessSignal | PodEdit
+"""What a form or key hands a write (`Services.make_plan`'s request)."""
 BootProgress = Progress
 """One step of a running write (a boot's phase; for a recipe launch `pod` is the profile)."""
 WriteResult = Outcome
@@ -77,6 +81,8 @@ class WritePlan:
     """What to know before confirming (shown; Confirm stays enabled)."""
     destructive: bool = False
     wide: bool = False
+    confirm: tuple[str, str] | None = None
+    """(key, label): the gate confirms only with this distinct choice, never `y` (a foreign process)."""
 
     @property
     def pod(self) -> str | None:
@@ -89,7 +95,7 @@ class WritePlan:
         return self.action.affects
 
     @property
-    def request(self) -> NewPod | NewNode | RecipeLaunch | PoolRouter | None:
+    def request(self) -> WriteRequest | None:
         """The form's input the write was built from, if any (kept while screens and tests read it)."""
         return getattr(self.action, "request", None)
 
@@ -297,7 +303,7 @@ class Services(Protocol):
         """Why a new pod cannot take the port typed as `text`: not a port, another pod's (`taken`: port →
         pod), or something on this machine listens on it (the estate's rule, backend/estate/ports.py)."""
 
-    def make_plan(self, key: str, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | PoolRouter | None = None) -> WritePlan:
+    def make_plan(self, key: str, pod: str | None = None, request: WriteRequest | None = None) -> WritePlan:
         """The write registered as `key` (`backend.actions.registry`) on that pod/node/profile or form
         input, planned: its exact plan and the problems that would refuse it now (a recipe launch's
         plan is its dry-run, secrets by name only)."""

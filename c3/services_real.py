@@ -263,7 +263,8 @@ class RealServices:
         plan = action.plan()
         found = self._problems(action)
         return WritePlan(action, plan.title, plan.lines, tuple(p.text() for p in found if p.severity != "warning"),
-                         tuple(p.text() for p in found if p.severity == "warning"), plan.destructive, plan.wide)
+                         tuple(p.text() for p in found if p.severity == "warning"), plan.destructive, plan.wide,
+                         plan.confirm)
 
     def _problems(self, action: Action) -> list[Problem]:
         if self.readonly:

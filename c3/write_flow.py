@@ -11,7 +11,7 @@ from typing import Any
 from textual.message import Message
 
 from c3.screens.base import describe_error
-from c3.services import BootProgress, NewNode, NewPod, PodState, PoolRouter, RecipeLaunch, WritePlan, WriteResult
+from c3.services import BootProgress, NewPod, PodEdit, PodState, WritePlan, WriteRequest, WriteResult
 from c3.toasts import Toast
 
 _AppBase: Any = object
@@ -41,7 +41,7 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
     last_result: WriteResult | None
     launch_progress: BootProgress | None
     # -- the write flow --------------------------------------------------------------------------
-    def request_write(self, key: str, *, pod: str | None = None, request: NewPod | NewNode | RecipeLaunch | PoolRouter | None = None) -> None:
+    def request_write(self, key: str, *, pod: str | None = None, request: WriteRequest | None = None) -> None:
         """Plan (worker) → confirm gate → re-validate and execute (worker) → show the result.
 
         `key` names a write of `backend.actions.registry`; the facade builds the action from it."""
@@ -52,9 +52,9 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
             return
 
         def plan_failed(error: BaseException) -> None:
-            back = isinstance(request, NewPod)
+            back = isinstance(request, NewPod | PodEdit)
             self._write_failed(error, toast=not back)  # a form that comes back says why itself: no toast over it
-            if isinstance(request, NewPod):
+            if back:
                 self._form_refused(request, describe_error(error))
 
         self.call(services.make_plan, key, pod, request, done=self._plan_ready, failed=plan_failed, group="plan")
@@ -66,7 +66,7 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
 
     def _confirmed(self, plan: WritePlan, ok: bool | None) -> None:
         if not ok:
-            if plan.problems and isinstance(plan.request, NewPod):
+            if plan.problems and isinstance(plan.request, NewPod | PodEdit):  # back to the pod form that made it
                 self._form_refused(plan, plan.problems[0])  # back to the form, which says why (no toast over it)
             else:
                 self.notify(f"{plan.title}: cancelled", timeout=3)
@@ -199,6 +199,10 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
         if orch is not None and orch.is_mounted:
             orch.show_result()
             orch.poll_now()
+        for screen in self.screen_stack:  # a modal that wrote (the process view's signal) says the result itself
+            said = getattr(screen, "write_result", None)
+            if said is not None and screen.is_mounted:
+                said(result)
         for mode in ("nodes", "recipes"):
             for screen in self._mode_screens(mode):
                 shown = getattr(screen, "show_result", None)

@@ -47,6 +47,9 @@ class Plan:
     """Stops or removes something (the confirm button is drawn as a warning)."""
     wide: bool = False
     """Long lines (a recipe launch's docker commands): the gate is drawn wider and scrolls."""
+    confirm: tuple[str, str] | None = None
+    """(key, label): the gate confirms only with this distinct choice, never with `y` (signalling a
+    process that is no c3 pod's); None: the usual Confirm."""
 
 
 @dataclass(frozen=True)

@@ -57,3 +57,25 @@ class PoolRouter:
     port: int
     host: str | None = None
     """Its `--bind` host, when one was named (None: the router's status file says)."""
+
+
+@dataclass(frozen=True)
+class ProcessSignal:
+    """A signal for one GPU process (`c3 gpus kill PID [--signal S] [--foreign]`, the process view's keys)."""
+
+    pid: int
+    """Host pid, as `c3 gpus --processes` lists it."""
+    signal: str = "TERM"
+    """`TERM`, `KILL`, `INT` or `HUP`."""
+    foreign: bool = False
+    """The user chose to signal a process that is no c3 pod's (`--foreign`; the cockpit's distinct confirm key)."""
+
+
+@dataclass(frozen=True)
+class PodEdit:
+    """New GPUs, slug and/or port for a pod (`c3 pod edit NAME [--gpus 0,1] [--port P] [--slug S]`); None keeps it."""
+
+    name: str
+    gpus: tuple[int, ...] | None = None
+    port: int | None = None
+    slug: str | None = None

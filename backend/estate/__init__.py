@@ -1,7 +1,7 @@
 """The estate: pods planned in a YAML file, validated by one function, changed atomically under a lock.
 
 Public API (others code against it): `load_estate`, `save_estate`, `validate_estate`,
-`check_estate`, `create_pod`, `remove_pod`, `default_port`.
+`check_estate`, `create_pod`, `edit_pod`, `remove_pod`, `default_port`.
 
 The names below are loaded on first use (PEP 562), as in `backend.views`: `c3 pod list` reads the file
 (`io`) and should not build the catalog's and the fit's models that the rules (`validate`, `ops`) need
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from backend.estate.io import dump_estate, estate_exists, load_estate, parse_document, read_document, save_estate, valid_pod_name
-    from backend.estate.ops import CreateResult, PlannedPod, RemoveResult, create_pod, plan_pod, remove_pod
+    from backend.estate.ops import CreateResult, EditResult, PlannedPod, RemoveResult, create_pod, edit_pod, plan_edit, plan_pod, remove_pod
     from backend.estate.ports import default_port, host_port_bound
     from backend.estate.validate import EstateCheck, check_estate, validate_estate
     from backend.models.estate import Estate, Pod, Problem
@@ -29,6 +29,9 @@ _WHERE = {
     "save_estate": "backend.estate.io",
     "valid_pod_name": "backend.estate.io",
     "CreateResult": "backend.estate.ops",
+    "EditResult": "backend.estate.ops",
+    "edit_pod": "backend.estate.ops",
+    "plan_edit": "backend.estate.ops",
     "PlannedPod": "backend.estate.ops",
     "RemoveResult": "backend.estate.ops",
     "create_pod": "backend.estate.ops",
@@ -46,6 +49,7 @@ _WHERE = {
 
 __all__ = [
     "CreateResult",
+    "EditResult",
     "PlannedPod",
     "Estate",
     "EstateCheck",
@@ -56,10 +60,12 @@ __all__ = [
     "create_pod",
     "default_port",
     "dump_estate",
+    "edit_pod",
     "estate_exists",
     "host_port_bound",
     "load_estate",
     "parse_document",
+    "plan_edit",
     "plan_pod",
     "read_document",
     "remove_pod",

@@ -1,4 +1,4 @@
-"""Changing the estate file: create and remove a pod, each one read-modify-write under the lock.
+"""Changing the estate file: create, edit and remove a pod, each one read-modify-write under the lock.
 
 Nothing is written unless every rule passes; the lock is held across read, validation and write so
 two terminals (or the CLI and the cockpit) creating pods at once never lose each other's pod.
@@ -125,10 +125,13 @@ def plan_pod(
     is_bound: Callable[[int], bool] | None | str = "host",
     path: Path | None = None,
     on_demand: bool = False,
+    at: int | None = None,
+    doing: str = "create pod",
 ) -> PlannedPod:
     """Every rule a new pod must pass in `estate` (name, slug, GPUs, fit, the other pods), writing
     nothing: `create_pod` runs it under the file lock, the cockpit's confirm gate beforehand. Raises
-    as `create_pod` does."""
+    as `create_pod` does. `at`: its place among the pods (default: last); `doing`: what a refusal says
+    was refused (`plan_edit` plans the edited pod here too)."""
     if is_bound == "host":
         is_bound = ports.host_port_bound  # looked up now, so a test can replace the host check
     _check_args(gpu_indices, port)
@@ -148,12 +151,14 @@ def plan_pod(
     if all(0 <= i < len(gpus) for i in gpu_indices):
         uuids = tuple(gpus[i].uuid for i in gpu_indices)
     pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids, on_demand=on_demand)
-    candidate = Estate(schema_version=estate.schema_version, pods=[*estate.pods, pod], extra=_touched(estate))
+    placed = list(estate.pods)
+    placed.insert(len(placed) if at is None else at, pod)
+    candidate = Estate(schema_version=estate.schema_version, pods=placed, extra=_touched(estate))
     check = check_estate(candidate, gpus, catalog, force=force, fit=fit, price={name})
     mine = check.about(name)
     errors = [p for p in mine if p.blocking]
     if errors:
-        raise _refusal(name, errors)
+        raise _refusal(name, errors, doing)
     warnings = [p for p in mine if not p.blocking]
     if port is not None and callable(is_bound) and is_bound(port):
         warnings.append(
@@ -193,6 +198,72 @@ def create_pod(
         entry = planned.entry
         save_estate(path, candidate)
     return CreateResult(path=path, pod=pod, entry=entry, fit=check.fits.get(name), port_chosen=port is None, warnings=warnings)
+
+
+def plan_edit(
+    estate: Estate,
+    name: str,
+    *,
+    gpu_indices: Sequence[int] | None = None,
+    slug: str | None = None,
+    port: int | None = None,
+    gpus: list[Gpu],
+    catalog: Any,
+    force: bool = False,
+    fit: FitFunction | None | str = "default",
+    is_bound: Callable[[int], bool] | None | str = "host",
+    path: Path | None = None,
+) -> PlannedPod:
+    """Pod `name` with new GPUs, slug and/or port (what is not given stays), checked by `plan_pod`'s
+    every rule against the other pods, writing nothing; the pod keeps its place in the file. Raises as
+    `plan_pod` does, and UsageError when nothing would change."""
+    old = next((p for p in estate.pods if p.name.casefold() == name.casefold()), None)
+    if old is None:
+        names = ", ".join(p.name for p in estate.pods) or "none"
+        where = f" in {path}" if path is not None else ""
+        raise Refused(f"pod `{name}` not found{where}", hint=f"pods in the file: {names}")
+    if gpu_indices is None and slug is None and port is None:
+        raise UsageError(f"nothing to edit in pod `{old.name}`: give --gpus, --port or --slug", hint=f"e.g. `c3 pod edit {old.name} --port 8040`")
+    if is_bound == "host":
+        is_bound = ports.host_port_bound  # looked up now, so a test can replace the host check
+    probe = is_bound if callable(is_bound) else None
+    # The pod's own port is bound while it runs: that is no reason to warn about keeping it.
+    bound = (lambda p: p != old.port and probe(p)) if probe is not None else None
+    others = Estate(schema_version=estate.schema_version, pods=[p for p in estate.pods if p is not old], extra=estate.extra)
+    planned = plan_pod(others, old.name, tuple(gpu_indices) if gpu_indices is not None else old.gpus, slug if slug is not None else old.slug,
+                       gpus=gpus, catalog=catalog, port=port if port is not None else old.port, force=force, fit=fit, is_bound=bound, path=path,
+                       on_demand=old.on_demand, at=estate.pods.index(old), doing="edit pod")
+    return PlannedPod(planned.pod, planned.entry, planned.estate.model_copy(update={"extra": estate.extra}), planned.check, planned.warnings)
+
+
+@dataclass
+class EditResult:
+    """What `edit_pod` wrote: the pod before and after, its fit and the warnings."""
+
+    path: Path
+    before: Pod
+    pod: Pod
+    fit: FitReport | None
+    warnings: list[Problem] = field(default_factory=list)
+
+
+def edit_pod(path: Path, name: str, *, gpus: list[Gpu], catalog: Any, gpu_indices: Sequence[int] | None = None, slug: str | None = None,
+             port: int | None = None, force: bool = False, fit: FitFunction | None | str = "default",
+             is_bound: Callable[[int], bool] | None | str = "host") -> EditResult:
+    """Edit a pod in place under the file lock: every rule of `create_pod` on the edited pod, or raise
+    and write nothing (the file is untouched byte for byte)."""
+    path = Path(path)
+    if not estate_exists(path):
+        raise Refused(f"no estate file at {path}", hint="`c3 pod create` makes one")
+    with _file_errors(path), locked(path):
+        estate = load_estate(path)
+        planned = plan_edit(estate, name, gpu_indices=gpu_indices, slug=slug, port=port, gpus=gpus, catalog=catalog, force=force, fit=fit,
+                            is_bound=is_bound, path=path)
+        before = next(p for p in estate.pods if p.name.casefold() == name.casefold())
+        if planned.pod == before:
+            return EditResult(path, before, planned.pod, planned.check.fits.get(planned.pod.name), planned.warnings)  # nothing changes: no write
+        save_estate(path, planned.estate.model_copy(update={"extra": _touched(estate)}))  # the `updated` stamp, as create's
+    return EditResult(path, before, planned.pod, planned.check.fits.get(planned.pod.name), planned.warnings)
 
 
 def remove_pod(path: Path, name: str, *, is_running: IsRunning | None = None) -> RemoveResult:

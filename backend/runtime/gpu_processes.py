@@ -21,7 +21,7 @@ from backend.models import GpuSnapshot, Pod
 from backend.models.gpu import GpuProcessRow
 from backend.secrets_env import SECRET_VALUE
 
-__all__ = ["GpuProcessRow", "process_rows", "proc_identity", "redact_argv"]
+__all__ = ["GpuProcessRow", "proc_identity", "proc_start", "process_rows", "redact_argv"]
 
 PROC = Path("/proc")
 CMDLINE_MAX = 4096
@@ -68,6 +68,20 @@ def proc_identity(pid: int, proc: Path = PROC) -> tuple[str | None, str | None]:
         except KeyError:
             user = str(uid)
     return user, command
+
+
+def proc_start(pid: int, proc: Path = PROC) -> int | None:
+    """When a host pid's process started (clock ticks since boot, /proc/PID/stat field 22), or None when
+    it has gone or is a zombie: with the pid, who a process is — a pid reused by a new process differs."""
+    try:
+        raw = (proc / str(pid) / "stat").read_bytes()[:4096]
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may itself hold ")" or spaces: split after the last.
+    fields = raw[raw.rfind(b")") + 2:].split()
+    if len(fields) < 20 or fields[0] == b"Z" or not fields[19].isdigit():
+        return None
+    return int(fields[19])
 
 
 def process_rows(

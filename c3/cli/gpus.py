@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 
 from backend.views.gpus import gpu_list, gpu_process_list
-from c3.cli.common import emit_json, json_option
+from c3.cli.common import echo_line, emit_json, file_option, json_option
 
 
 def _or(value: Any, unit: str = "", missing: str = "–") -> str:
@@ -71,11 +72,14 @@ def _process_table(rows: list[dict[str, Any]], source: str) -> str:
     return "\n".join(out)
 
 
-@click.command("gpus")
+@click.group("gpus", invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @json_option
 @click.option("--processes", "processes", is_flag=True, help="List the compute processes on the GPUs: pid, memory, pod (or foreign), user, command.")
-def gpus(as_json: bool, processes: bool) -> None:
+@click.pass_context
+def gpus(ctx: click.Context, as_json: bool, processes: bool) -> None:
     """List this machine's GPUs: memory, compute capability, load, and the card profile they map to."""
+    if ctx.invoked_subcommand is not None:
+        return  # `c3 gpus kill PID`: the subcommand does the work
     from backend.views.estate_file import estate_path
 
     listing = gpu_process_list(estate_path()) if processes else gpu_list()
@@ -85,3 +89,43 @@ def gpus(as_json: bool, processes: bool) -> None:
         click.echo(_process_table(listing.model_dump(mode="json")["processes"], listing.source))
     else:
         click.echo(_table(listing.model_dump(mode="json")["gpus"], listing.source))
+
+
+@gpus.command("kill")
+@click.argument("pid", type=click.IntRange(min=1))
+@click.option("--signal", "signal_name", type=click.Choice(["TERM", "KILL", "INT", "HUP"], case_sensitive=False), default="TERM", show_default=True,
+              help="The signal to send.")
+@click.option("--foreign", is_flag=True, help="Signal it although it is no c3 pod's process (someone else's job).")
+@click.option("--dry-run", is_flag=True, help="Show what would be signalled; send nothing.")
+@json_option
+@file_option
+def kill(pid: int, signal_name: str, foreign: bool, dry_run: bool, as_json: bool, file: Path | None) -> None:
+    """Signal the GPU process PID (a pid `c3 gpus --processes` lists); a foreign one only with --foreign."""
+    from backend.actions import refuse_on
+    from backend.actions.inputs import ProcessSignal
+    from backend.actions.signal_process import SignalProcess
+    from backend.actions.workspace import Workspace
+    from backend.views.estate_file import estate_path
+
+    action = SignalProcess(Workspace(estate_path(file)), ProcessSignal(pid, signal_name.upper(), foreign))
+    plan = action.plan()
+    problems = action.problems()
+    if dry_run:
+        if as_json:
+            emit_json({"dry_run": True, "title": plan.title, "plan": list(plan.lines), "problems": [p.text() for p in problems]})
+        else:
+            click.echo(f"dry run: nothing sent — {plan.title}")
+            for line in plan.lines:
+                click.echo(f"  {line}")
+        refuse_on(problems)
+        return
+    refuse_on(problems)
+    outcome = action.run(echo_line)
+    done = outcome.data
+    if as_json:
+        emit_json({"pid": done.pid, "signal": done.signal, "gpus": list(done.gpus), "pod": done.pod, "foreign": done.pod is None,
+                   "user": done.user, "command": done.command, "exited": done.exited})
+        return
+    click.echo(f"✓ {outcome.message}")
+    if outcome.hint:
+        click.echo(f"  hint: {outcome.hint}")

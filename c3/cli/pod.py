@@ -1,4 +1,4 @@
-"""`c3 pod create|list|rm|validate`: plan pods in the estate file.
+"""`c3 pod create|edit|list|rm|validate`: plan pods in the estate file.
 
 The runtime verbs (`up`, `down`, `status`, `logs`) are attached at the bottom by
 `c3.cli.pod_runtime.register(pod)` when that module is installed.
@@ -6,8 +6,9 @@ The runtime verbs (`up`, `down`, `status`, `logs`) are attached at the bottom by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -18,6 +19,8 @@ from backend.models.fit import FitReport
 from backend.views.estate_file import estate_path as resolve_file
 from c3.cli.common import echo_line, emit_json, file_option, json_option, parse_index_list
 from c3.cli.terminal import error_line
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _file_flag(file: Path | None) -> str:
@@ -57,12 +60,35 @@ def pod() -> None:
     """Plan pods: one model pinned to a GPU set and a port, in the estate file."""
 
 
+def _pod_json(p: Pod) -> dict[str, Any]:
+    """A pod as `pod create --json` and `pod edit --json` print it."""
+    return {"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "uuids": list(p.uuids or ()), "on_demand": p.on_demand}
+
+
+def _pod_options(*, edit: bool) -> Callable[[F], F]:
+    """NAME, --gpus, --slug, --port and --force: what `create` requires and `edit` may change."""
+    gpus_help = "GPU indices, e.g. 0,1 (count = the slug's TP × PP)."
+    slug_help = "atalog entry, e.g. vllm/qwen3-8b (`c3 catalog` lists them)."
+    options = [
+        click.argument("name"),
+        # No `default=None` with `required`: click (8.2) then takes None for a value and stops requiring one.
+        click.option("--gpus", "gpus_text", required=not edit, help=("New host " if edit else "Host ") + gpus_help),
+        click.option("--slug", required=not edit, help=("New c" if edit else "C") + slug_help),
+        click.option("--port", type=click.IntRange(1, 65535), default=None,
+                     help="New host port." if edit else "Host port (default: slug default + 20 × pods, first free)."),
+        click.option("--force", is_flag=True, help="Allow experimental/deprecated slugs and a wont-fit verdict."),
+    ]
+
+    def apply(func: F) -> F:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return apply
+
+
 @pod.command("create")
-@click.argument("name")
-@click.option("--gpus", "gpus_text", required=True, help="Host GPU indices, e.g. 0,1 (count = the slug's TP × PP).")
-@click.option("--slug", required=True, help="Catalog entry, e.g. vllm/qwen3-8b (`c3 catalog` lists them).")
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Host port (default: slug default + 20 × pods, first free).")
-@click.option("--force", is_flag=True, help="Allow experimental/deprecated slugs and a wont-fit verdict.")
+@_pod_options(edit=False)
 @click.option("--on-demand", "on_demand", is_flag=True,
               help="Started and stopped by `c3 gateway serve` as requests need it; may share GPUs with other on-demand pods.")
 @json_option
@@ -80,8 +106,7 @@ def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, 
         emit_json(
             {
                 "file": str(path),
-                "pod": {"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "uuids": list(p.uuids or ()),
-                        "on_demand": p.on_demand},
+                "pod": _pod_json(p),
                 "port_chosen": result.port_chosen,
                 "fit": result.fit.model_dump(mode="json") if result.fit is not None else None,
                 "warnings": [w.model_dump(mode="json") for w in result.warnings],
@@ -97,6 +122,71 @@ def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, 
         if problem.severity == "note":
             _warn(problem)
     click.echo(f"  boot it: c3 pod up {p.name}{_file_flag(file)}")
+
+
+@pod.command("edit")
+@_pod_options(edit=True)
+@click.option("--yes", "-y", "yes", is_flag=True, help="Restart a running pod with the new settings without asking.")
+@click.option("--dry-run", is_flag=True, help="Check and show the edit; change nothing.")
+@json_option
+@file_option
+def edit(name: str, gpus_text: str | None, slug: str | None, port: int | None, force: bool, yes: bool, dry_run: bool, as_json: bool,
+         file: Path | None) -> None:
+    """Edit pod NAME in place: --gpus, --port and/or --slug, checked as `create` checks a new pod (a running pod restarts)."""
+    import sys
+
+    from backend.actions.edit_pod import EditPod
+    from backend.actions.inputs import PodEdit
+    from backend.errors import Refused
+
+    path = resolve_file(file)
+    indices = tuple(parse_index_list(gpus_text)) if gpus_text is not None else None
+    action = EditPod(Workspace(path), PodEdit(name, indices, port, slug), force=force)
+    planned = action.planned()  # every refusal here, with its own exit code, before anything is written
+    before = action.ws.pod(name)
+    running = action.running()
+    changed = [f for f in ("slug", "gpus", "port") if getattr(before, f) != getattr(planned.pod, f)]
+    report = planned.check.fits.get(planned.pod.name)
+    payload = {"file": str(path), "dry_run": dry_run, "before": _pod_json(before), "pod": _pod_json(planned.pod), "changed": changed,
+               "running": running, "restart": bool(running and changed), "restarted": None,
+               "fit": report.model_dump(mode="json") if report is not None else None,
+               "warnings": [w.model_dump(mode="json") for w in planned.warnings]}
+    if dry_run:
+        if as_json:
+            emit_json(payload)
+            return
+        click.echo("dry run: nothing written, nothing restarted")
+        for line in action.plan().lines:
+            click.echo(f"  {line}")
+        return
+    if running and changed and not yes:
+        if not sys.stdin.isatty():
+            raise Refused(f"pod `{before.name}` is running: editing it restarts it", hint="pass --yes to restart it with the new settings (--dry-run shows the plan)")
+        for line in action.plan().lines:
+            click.echo(f"  {line}")
+        if not click.confirm(f"restart pod {before.name} with the new settings?", default=False):
+            raise Refused(f"pod `{before.name}` not edited: the restart was not confirmed")
+    outcome = action.run(lambda step: None if as_json else echo_line(step))
+    done = outcome.data
+    payload["restarted"] = done.restarted
+    if as_json:
+        emit_json(payload)
+    else:
+        p = done.result.pod
+        if not changed:
+            click.echo(f"pod `{p.name}`: nothing changed ({p.slug} on GPU {list(p.gpus)} port {p.port})")
+        else:
+            click.echo(f"✓ edited pod `{p.name}`: {p.slug} on GPU {list(p.gpus)} port {p.port} — {describe_fit(done.result.fit)}")
+            for problem in done.result.warnings:
+                _warn(problem)
+            if done.restarted:
+                click.echo(f"  restarted: serving with the new settings on port {p.port}")
+            elif running is None:
+                click.echo(f"  ⚠ could not tell whether pod {p.name} runs: if it does, it keeps its old settings until `c3 pod down`/`up`")
+            elif done.restarted is None:
+                click.echo(f"  boot it: c3 pod up {p.name}{_file_flag(file)}")
+    if not outcome.ok:
+        raise Refused(outcome.message, hint=outcome.hint)
 
 
 @pod.command("list")

@@ -65,7 +65,8 @@ class ConfirmModal(ModalScreen[bool]):
                 yield Static(Content.from_markup("[$warning b]READ-ONLY[/] — restart c3 without --readonly to write"), id="confirm-readonly")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel  Esc", id="cancel", variant="default")
-                yield Button("Confirm  y", id="confirm", variant="error" if self.plan.destructive else "primary", disabled=self.blocked is not None)
+                label = "Confirm  y" if self.plan.confirm is None else f"{self.plan.confirm[1]}  {self.plan.confirm[0]}"
+                yield Button(label, id="confirm", variant="error" if self.plan.destructive else "primary", disabled=self.blocked is not None)
 
     def on_mount(self) -> None:
         self.call_after_refresh(self.fit_plan)
@@ -89,14 +90,28 @@ class ConfirmModal(ModalScreen[bool]):
         if plan.styles.max_height != Scalar.from_number(rows):
             plan.styles.max_height = rows
 
+    def on_key(self, event: events.Key) -> None:
+        """The plan's own confirm key (`Plan.confirm`): the only key that confirms such a plan."""
+        if self.plan.confirm is not None and event.key == self.plan.confirm[0]:
+            event.stop()
+            self._confirm()
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         if event.button.id == "confirm":
-            self.action_confirm()
+            self._confirm()  # the button is the plan's own choice, whatever its key
         else:
             self.action_cancel()
 
     def action_confirm(self) -> None:
+        """`y`: confirms unless the plan asks for its own distinct key (a foreign process)."""
+        if self.plan.confirm is not None:
+            self.app.bell()
+            self.notify(f"press {self.plan.confirm[0]} to {self.plan.confirm[1].lower()}, Esc to cancel", timeout=3)
+            return
+        self._confirm()
+
+    def _confirm(self) -> None:
         if self.blocked is None:
             self.dismiss(True)
         else:

@@ -85,9 +85,17 @@ class NewPodModal(CockpitModal):
         Binding("down", "into_slugs", "Into the slug list", show=False),
     ]
 
-    def __init__(self, gpu_indices: list[int], pods: list[PodState], initial: NewPod | None = None, problem: str | None = None) -> None:
-        """`initial`: the values of a request that was refused, to fix rather than retype; `problem`: why."""
+    def __init__(self, gpu_indices: list[int], pods: list[PodState], initial: NewPod | None = None, problem: str | None = None,
+                 editing: str | None = None) -> None:
+        """`initial`: the values of a request that was refused, to fix rather than retype; `problem`: why.
+        `editing`: the pod this form edits (`e`), prefilled; its own name, GPUs and port are not taken."""
         super().__init__()
+        self.editing = editing
+        own = next((p for p in pods if p.name == editing), None) if editing else None
+        self.own_port = own.port if own is not None else None
+        if own is not None:
+            pods = [p for p in pods if p is not own]
+            initial = initial or NewPod(name=own.name, slug=own.slug, gpus=own.gpus, port=own.port)
         self.gpu_indices = sorted(gpu_indices)
         self.pods = pods
         self.initial = initial
@@ -118,7 +126,10 @@ class NewPodModal(CockpitModal):
     def compose(self) -> ComposeResult:
         free = gpu_list(self.free)
         with Vertical(id="dialog", classes="new-pod"):
-            yield Static("[b]New pod[/]  [$text-muted]Tab moves · ↑↓ pick a slug · Ctrl+S create · Esc cancel[/]")
+            if self.editing:
+                yield Static(Content.from_markup("[b]Edit pod $n[/]  [$text-muted]Tab moves · ↑↓ pick a slug · Ctrl+S save · Esc cancel[/]", n=self.editing))
+            else:
+                yield Static("[b]New pod[/]  [$text-muted]Tab moves · ↑↓ pick a slug · Ctrl+S create · Esc cancel[/]")
             with Horizontal(classes="row", id="name-row"):
                 yield Static("Name", classes="label")
                 yield Input(placeholder="e.g. chat", id="name", compact=True)
@@ -138,7 +149,7 @@ class NewPodModal(CockpitModal):
             yield Static(fit_lines(None), id="fit")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel  Esc", id="cancel", compact=True)
-                yield Button("Create  Ctrl+S", id="create", variant="primary", compact=True)
+                yield Button("Save  Ctrl+S" if self.editing else "Create  Ctrl+S", id="create", variant="primary", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#slugs", OptionList).add_option(Option("[dim]loading the catalog…[/]", id="", disabled=True))
@@ -150,6 +161,8 @@ class NewPodModal(CockpitModal):
             self.query_one("#port", Input).value = str(self.initial.port)
             self.port_touched = True
             self.slug, self.slug_picked = self.initial.slug, True
+        if self.editing:
+            self.query_one("#name", Input).disabled = True
         self.call(self.services.catalog, done=self._catalog_landed, failed=self._catalog_failed, group="catalog")
         self._check_name()
         self._say(self.first_problem)
@@ -294,6 +307,9 @@ class NewPodModal(CockpitModal):
         self.focus_next()
 
     def _check_name(self) -> str | None:
+        if self.editing:
+            self.query_one("#name-check", Static).update(Content.from_markup("[$text-muted]the pod being edited[/]"))
+            return None
         problem = name_problem(self.query_one("#name", Input).value.strip(), self.taken_names)
         check = self.query_one("#name-check", Static)
         if problem:
@@ -312,7 +328,7 @@ class NewPodModal(CockpitModal):
         """Check the port as typed, in a worker: the facade binds to see whether something listens on
         it, and a bind has no place on the event loop (it ran there on every keystroke)."""
         self._port_checking = text
-        if not text:
+        if not text or (self.own_port is not None and text == str(self.own_port)):  # its own port: bound while it runs
             self._port_checked(text, None)
             return
         self.call(self.services.port_problem, text, dict(self.taken_ports), done=lambda problem: self._port_checked(text, problem),
@@ -416,3 +432,12 @@ class NewPodModal(CockpitModal):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class EditPodModal(NewPodModal):
+    """The same form editing pod `editing` in place (`e`, `c3 pod edit`): prefilled, its name fixed."""
+
+    AUTO_FOCUS = "#filter"  # the name is not edited
+
+    def __init__(self, gpu_indices: list[int], pods: list[PodState], editing: str, initial: NewPod | None = None, problem: str | None = None) -> None:
+        super().__init__(gpu_indices, pods, initial, problem, editing=editing)

@@ -3,6 +3,11 @@
 listed on the GPU it really uses and marked misplaced. Filter (`/`) and sort (`s`, `S`) as every list.
 It reads again when the live hub pushes a change of the GPUs' process lists or of the pods, and polls
 every PERIOD_S only when nothing is pushed.
+
+`T` `K` `I` `H` send SIGTERM, SIGKILL, SIGINT or SIGHUP to the highlighted process (nvitop's keys, in capitals:
+`k` moves up in every list),
+always through the confirm gate, which shows pid, command, GPU, memory and its pod or `foreign`; a
+foreign process is confirmed only with the gate's own key (`f`), never `y`. The result is said here.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from widgets.nav_table import NavTable
 
 if TYPE_CHECKING:
     from backend.runtime.gpu_processes import GpuProcessRow
+    from c3.services import WriteResult
 
 PERIOD_S = 2.0
 
@@ -58,6 +64,10 @@ class ProcessesModal(Filterable, LiveModal):
     """
     BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
         Binding("q,p", "close", "Close", id="processes_close"),
+        Binding("T", "signal('TERM')", "SIGTERM", id="processes_term"),
+        Binding("K", "signal('KILL')", "SIGKILL", id="processes_kill"),
+        Binding("I", "signal('INT')", "SIGINT", id="processes_int"),
+        Binding("H", "signal('HUP')", "SIGHUP", id="processes_hup"),
         *FILTER_BINDINGS,
     ]
     SORTS = (
@@ -76,6 +86,8 @@ class ProcessesModal(Filterable, LiveModal):
         self.again = False
         """A push arrived while a read was in flight: read once more when it lands."""
         self.reads = 0
+        self.result: WriteResult | None = None
+        """The last signal's result, said in the head until the next one."""
         self._gpu_procs: tuple[tuple[int, str, int | None], ...] | None = None
 
     def compose(self) -> ComposeResult:
@@ -152,6 +164,9 @@ class ProcessesModal(Filterable, LiveModal):
             head.append(Content.from_markup("[$text-muted]reading…[/]"))
         if self.error:
             head.append(Content.from_markup("[$error]✗ $e[/]", e=self.error))
+        if self.result is not None:
+            mark = "[$success]✓" if self.result.ok else "[$error]✗"
+            head.append(Content.from_markup(f"{mark} $m[/]", m=self.result.message))
         self.query_one("#processes-head", Static).update(Content(" · ").join(head))
         self.shown = self.filtered(rows, process_text)
         table = self.query_one("#processes", NavTable)
@@ -169,7 +184,26 @@ class ProcessesModal(Filterable, LiveModal):
         empty = "no compute process on any GPU · " if self.rows is not None and not rows else ""
         hint = self.query_one("#processes-hint", Static)
         hint.display = self.list_query == ListQuery()
-        hint.update(Content.from_markup("[$text-muted]$e/ filters · s sorts · S reverses · Esc closes[/]", e=empty))
+        hint.update(Content.from_markup("[$text-muted]$e/ filters · s sorts · S reverses · T K I H signal · Esc closes[/]", e=empty))
+
+    def action_signal(self, name: str) -> None:
+        """Plan a signal to the highlighted process: the gate shows it, the user confirms (or not)."""
+        from c3.services import ProcessSignal
+
+        table = self.query_one("#processes", NavTable)
+        if not self.shown or not 0 <= table.cursor_row < len(self.shown):
+            self.app.bell()
+            return
+        row = self.shown[table.cursor_row]
+        # foreign=True: the gate, not a flag, is the explicit choice here — a foreign process's plan
+        # confirms only with its own key (Plan.confirm), which `y` never presses.
+        self.cockpit.request_write("signal", pod=f"pid {row.pid}", request=ProcessSignal(row.pid, name, foreign=True))
+
+    def write_result(self, result: WriteResult) -> None:
+        """A write's result (the signal's), said in the head; the list reads again."""
+        self.result = result
+        self.render_rows()
+        self.poll()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -69,6 +69,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         Binding("u", "pod('up')", "Up", id="pod_up", tooltip="Boot the selected pod"),
         Binding("d", "pod('down')", "Down", id="pod_down", tooltip="Stop the selected pod (it stays in the estate)"),
         Binding("x", "pod('rm')", "Remove", id="pod_rm", tooltip="Remove the selected pod from the estate"),
+        Binding("e", "pod('edit')", "Edit", show=False, id="pod_edit", tooltip="Edit the selected pod: GPUs, port, slug (a running pod restarts)"),
         Binding("l", "pod('logs')", "Logs", id="pod_logs", tooltip="Engine log of the selected pod (bounded, follows)"),
         Binding("i", "pod('details')", "Details", show=False, id="pod_details", tooltip="Everything about the selected pod (also Enter)"),
         Binding("t", "pod('try')", "Try", show=False, id="pod_try", tooltip="Send the selected pod a test prompt: its answer, TTFT, tokens/s"),
@@ -395,5 +396,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
             self.cockpit.open_details(name)
         elif what == "try":
             self.cockpit.open_try(name)
+        elif what == "edit":
+            self.cockpit.open_edit(name)
         else:
             self.cockpit.request_write(what, pod=name)

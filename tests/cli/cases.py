@@ -155,7 +155,7 @@ def command_cases() -> list[Case]:
         ]
     for path, cmd in leaf_commands():
         label = " ".join(path)
-        writes = path in {("pod", "create"), ("node", "add"), ("profile", "set"), ("profile", "unset"), ("node", "trust")}
+        writes = path in {("pod", "create"), ("pod", "edit"), ("node", "add"), ("profile", "set"), ("profile", "unset"), ("node", "trust")}
         cases += [
             Case(f"{label} :: --help", (*path, "--help"), real=True),
             Case(f"{label} :: unknown option", (*path, *required_args(path, cmd), "--no-such-option")),

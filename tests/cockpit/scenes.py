@@ -200,6 +200,9 @@ SCENES: tuple[Scene, ...] = (
     Scene("logs", "Pod logs (bounded, following)", "placed", steps=(press("l"),)),
     Scene("logs-search", "Log search: matches highlighted, n/N to move", "placed", steps=(press("l"), press("slash"), typed("cache"), press("enter"))),
     Scene("logs-search-80x24", "Log search at 80×24, long lines wrapped", "placed", (80, 24), steps=(press("l", "w"), press("slash"), typed("cache"), press("enter"))),
+    Scene("edit-pod", "e: the pod form prefilled with the pod's slug, GPUs and port", "placed", steps=(focus_pod("chat"), press("e"), fit_ready)),
+    Scene("confirm-edit", "Saving an edit: the gate says what changes and that the running pod restarts", "placed",
+          steps=(focus_pod("chat"), press("e"), fit_ready, press("tab", "tab", "tab", *["backspace"] * 4), typed("8044"), fit_ready, press("ctrl+s"))),
     Scene("help", "Help, generated from the bindings", "placed", steps=(press("question_mark"),)),
     Scene("nodes", "Nodes: this machine, probed without SSH", "placed", steps=(press("2"),)),
     Scene("add-node", "Add node: validated as typed", "placed", steps=(press("2", "a"), typed("spark-3"), press("tab"), typed("http://10.213.0.13:8000"), press("tab"), typed("ubuntu@"))),
@@ -221,6 +224,8 @@ SCENES: tuple[Scene, ...] = (
     # A stranger joins GPU 3 here and stays: these stay last of the `mismatch` scenes.
     Scene("processes", "GPU processes (p): a misplaced pod on the GPU it really uses, a foreign process", "mismatch", steps=(stranger, press("p"))),
     Scene("processes-80x24", "GPU processes at 80×24", "mismatch", (80, 24), steps=(stranger, press("p"))),
+    Scene("signal-foreign", "K on a foreign process: the gate shows whose it is and confirms only with f", "mismatch",
+          steps=(stranger, press("p", "slash"), typed("4321"), press("enter", "K"))),
     Scene("orchestration-8gpus", "Eight GPUs, sixteen pods", "bench"),
     Scene("filter", "Filter and sort (/, s): sixteen pods narrowed to one model, by state", "bench", steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),
     Scene("filter-80x24", "Filter and sort at 80×24", "bench", (80, 24), steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),

@@ -400,9 +400,16 @@ class StableFacade:
         lines = [line for line in self.real.pod_logs(name, tail, timestamps) if not _PROBE_LINE.search(line)]
         return [self._home(self._pid(_PEER.sub("127.0.0.1:40000", _STAMP.sub("05-01 12:00:00", line)))) for line in lines]
 
-    def make_plan(self, *args: Any, **kwargs: Any) -> Any:
-        plan = self.real.make_plan(*args, **kwargs)
-        return replace(plan, lines=tuple(self._home(line) for line in plan.lines), problems=tuple(self._home(p) for p in plan.problems))
+    def make_plan(self, key: Any, pod: Any = None, request: Any = None) -> Any:
+        from c3.services import ProcessSignal
+
+        if isinstance(request, ProcessSignal):  # the process view shows pids by alias: signal the real one
+            real = {alias: pid for pid, alias in self.world.pids.items()}
+            request = replace(request, pid=real.get(request.pid, request.pid))
+        plan = self.real.make_plan(key, pod, request)
+        lines = tuple(re.sub(r"^user: \S+$", "user: me", self._pid(self._home(line))) for line in plan.lines)  # as the process rows say
+        return replace(plan, title=self._pid(plan.title), lines=lines,
+                       problems=tuple(self._pid(self._home(p)) for p in plan.problems))
 
     def gpu_processes(self) -> list[Any]:
         """Pids aliased; the user and the interpreter's path are this machine's, not the picture's."""
