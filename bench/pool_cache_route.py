@@ -10,9 +10,12 @@ conversations sharing ONE ~560-token system prompt (fresh text of the same lengt
 repeat, so no run hits another's blocks and all runs have the same token counts), each with its own X-Session-ID, T streamed turns of ~110 new user tokens each, sent
 in waves `--concurrency` at a time. Per router: hit rate = Δ`vllm:prefix_cache_hits_total` ÷
 Δ`vllm:prefix_cache_queries_total` over both replicas (the engines' own counters), median over repeats;
-% answered (a full stream ending in [DONE]); TTFT p50 (client side, all repeats pooled); the share of
-prompt tokens the busier replica got; hit rate ÷ the round-robin stand-in's (`--sticky none`: least in
-flight, ties at random). Routers run in a rotating order each repeat (no router always goes first).
+% answered (a full stream ending in [DONE]); TTFT p50 (client side, all repeats pooled); requests each
+replica finished (Δ`vllm:request_success_total`, all repeats summed) and the share of prompt tokens the
+busier replica got; hit rate ÷ the round-robin stand-in's (`--sticky none`: least in
+flight, ties at random). `c3 --route cache --cache-balance-abs 64` (sglang-router's default absolute
+threshold, so at these loads the balance bound never trips) shows what the bound costs in hits and buys in
+balance. Routers run in a rotating order each repeat (no router always goes first).
 Peers come from `.rig/bench-venv` (`python3 -m venv .rig/bench-venv && .rig/bench-venv/bin/pip install
 sglang-router vllm-router`); one that is missing or does not start is reported with the reason.
 """
@@ -23,7 +26,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,14 +33,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.peers import BENCH_VENV, Procs, wait_http  # noqa: E402
-from bench.pool_prefix_cache import register, start_pool  # noqa: E402
-from scripts.rig import real_engines  # noqa: E402
-from scripts.rig.engine_procs import free_port, start_vllm  # noqa: E402
+from bench.pool_prefix_cache import start_pool, vllm_replicas  # noqa: E402
+from scripts.rig.engine_procs import free_port  # noqa: E402
 from scripts.rig.prefix_workload import SharedPromptRun, shared_prompt_conversations  # noqa: E402
 
 C3 = {
     "c3 --route cache": ("--route", "cache"),
     "c3 --route cache --sticky none": ("--route", "cache", "--sticky", "none"),
+    "c3 --route cache --cache-balance-abs 64": ("--route", "cache", "--cache-balance-abs", "64"),
     "c3 --sticky auto": ("--sticky", "auto"),
     "c3 --sticky none": ("--sticky", "none"),
 }
@@ -70,6 +72,31 @@ def start_peer(exe_name: str, policy: str, urls: list[str], procs: Procs, log: P
     return None, "", f"{exe_name} --policy {policy} did not answer within 60 s (exit {proc.poll()}): {tail!r}"
 
 
+def one_run(name: str, repeat: int, names: list[str], args: argparse.Namespace, urls: dict[str, str], scratch: Path,
+            procs: Procs, why_not: dict[str, str]) -> SharedPromptRun | None:
+    """The workload once through router `name` (started for it, stopped after); None, with the reason in
+    `why_not`, for a peer that cannot run here."""
+    slug = "".join(ch if ch.isalnum() else "-" for ch in name)
+    log = scratch / f"{slug}-{repeat}.log"
+    pool = None
+    if name in C3:
+        pool, url = start_pool(urls, "auto", scratch, log, extra=C3[name])
+    else:
+        proc, url, why = start_peer(*PEERS[name], list(urls.values()), procs, log)
+        if proc is None:
+            why_not[name] = why
+            print(f"{name}: cannot run: {why}", flush=True)
+            return None
+    try:
+        return shared_prompt_conversations(url, list(urls.values()), conversations=args.conversations, turns=args.turns,
+                                           concurrency=args.concurrency, tag=f"r{names.index(name):02d}-{repeat}-{os.getpid()}")
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.wait(30)
+        procs.stop_all()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
@@ -82,66 +109,39 @@ def main() -> int:
     unknown = [n for n in names if n not in C3 and n not in PEERS]
     if unknown:
         ap.error(f"unknown routers {unknown}; known: {[*C3, *PEERS]}")
-    real_engines.build_all(print)
     runs: dict[str, list[SharedPromptRun]] = {n: [] for n in names}
     loads: dict[str, list[float]] = {n: [] for n in names}
     why_not: dict[str, str] = {}
-    load_start = os.getloadavg()
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="c3-bench-cacheroute-") as tmp:
-        scratch = Path(tmp)
-        model = real_engines.models_dir() / "dense"
-        replicas = {name: start_vllm(model, scratch / name) for name in ("a", "b")}
-        procs = Procs()
+    procs = Procs()
+    with vllm_replicas("c3-bench-cacheroute-") as (scratch, urls):
+        load_start = os.getloadavg()
+        started = time.monotonic()
         try:
-            for proc in replicas.values():
-                proc.wait_healthy(600)
-            urls = {name: proc.url for name, proc in replicas.items()}
-            register(urls, scratch)
             for repeat in range(args.repeats):
                 order = names[repeat % len(names):] + names[:repeat % len(names)]
                 for name in order:
-                    if name in why_not:
-                        continue
-                    slug = "".join(ch if ch.isalnum() else "-" for ch in name)
-                    log = scratch / f"{slug}-{repeat}.log"
-                    if name in C3:
-                        pool, url = start_pool(urls, "auto", scratch, log, extra=C3[name])
-                    else:
-                        proc, url, why = start_peer(*PEERS[name], list(urls.values()), procs, log)
-                        if proc is None:
-                            why_not[name] = why
-                            print(f"{name}: cannot run: {why}", flush=True)
-                            continue
-                        pool = None
-                    try:
-                        run = shared_prompt_conversations(url, list(urls.values()), conversations=args.conversations,
-                                                          turns=args.turns, concurrency=args.concurrency,
-                                                          tag=f"r{names.index(name):02d}-{repeat}-{os.getpid()}")
-                    finally:
-                        if pool is not None:
-                            pool.terminate()
-                            pool.wait(30)
-                        procs.stop_all()
-                    runs[name].append(run)
-                    loads[name].append(os.getloadavg()[0])
-                    print(f"repeat {repeat}: {name:32} hit rate {run.hit_rate:.3f} answered {run.answered}/{run.sent}"
-                          f" TTFT p50 {statistics.median(run.ttft_s) if run.ttft_s else float('nan'):.3f}s"
-                          f" prompt tokens per replica {[int(q) for q in run.per_replica_queries]}"
-                          f" load {loads[name][-1]:.2f}", flush=True)
+                    if name not in why_not:
+                        run = one_run(name, repeat, names, args, urls, scratch, procs, why_not)
+                        if run is not None:
+                            runs[name].append(run)
+                            loads[name].append(os.getloadavg()[0])
+                            print(f"repeat {repeat}: {name:32} hit rate {run.hit_rate:.3f} answered {run.answered}/{run.sent}"
+                                  f" TTFT p50 {statistics.median(run.ttft_s) if run.ttft_s else float('nan'):.3f}s"
+                                  f" requests per replica {[int(n) for n in run.per_replica_requests]}"
+                                  f" prompt tokens per replica {[int(q) for q in run.per_replica_queries]}"
+                                  f" load {loads[name][-1]:.2f}", flush=True)
         finally:
             procs.stop_all()
-            for proc in replicas.values():
-                proc.stop()
     base = statistics.median(r.hit_rate for r in runs[BASELINE]) if runs.get(BASELINE) else 0.0
     print(f"\n{args.conversations} conversations × {args.turns} turns sharing one system prompt, concurrency "
           f"{args.concurrency}, 2 vLLM replicas, {args.repeats} repeats; {time.monotonic() - started:.0f} s; load average "
           f"at start {load_start[0]:.2f}/{load_start[1]:.2f}/{load_start[2]:.2f}, at end {os.getloadavg()[0]:.2f}")
-    print("| router | hit rate per repeat | median hit rate | ÷ round-robin | answered | TTFT p50 | busier replica's share | load avg (1 min) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| router | hit rate per repeat | median hit rate | ÷ round-robin | answered | TTFT p50 | requests a/b (all repeats) "
+          "| busier replica's share of prompt tokens | load avg (1 min) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
         if name in why_not:
-            print(f"| {name} | cannot run here: {why_not[name]} | | | | | | |")
+            print(f"| {name} | cannot run here: {why_not[name]} | | | | | | | |")
             continue
         rs = runs[name]
         rate = statistics.median(r.hit_rate for r in rs)
@@ -149,8 +149,9 @@ def main() -> int:
         ttft = statistics.median([t for r in rs for t in r.ttft_s]) if answered else float("nan")
         share = statistics.median(max(r.per_replica_queries) / r.queries if r.queries else 0.0 for r in rs)
         ratio = f"{rate / base:.2f}×" if base else "n/a"
+        split = "/".join(str(int(sum(r.per_replica_requests[i] for r in rs))) for i in range(len(rs[0].per_replica_requests)))
         print(f"| {name} | {', '.join(f'{r.hit_rate:.3f}' for r in rs)} | **{rate:.3f}** | {ratio} | "
-              f"{100 * answered / sent:.0f} % ({answered}/{sent}) | {1000 * ttft:.0f} ms | {100 * share:.0f} % | "
+              f"{100 * answered / sent:.0f} % ({answered}/{sent}) | {1000 * ttft:.0f} ms | {split} | {100 * share:.0f} % | "
               f"{min(loads[name]):.1f}–{max(loads[name]):.1f} |")
     return 0
 

@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +41,28 @@ def register(urls: dict[str, str], home: Path) -> None:
     for name, url in urls.items():
         subprocess.run([sys.executable, "-m", "c3", "node", "add", name, "--host", url, "--ssh", "bench@localhost"],
                        env=c3_env(home), capture_output=True, check=True)
+
+
+@contextmanager
+def vllm_replicas(prefix: str, names: tuple[str, ...] = ("a", "b")) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Real vLLM replicas (CPU build, tiny dense model; built first if need be), healthy and registered as
+    c3 nodes in a scratch C3_HOME: yields (that scratch folder, {node: URL}); stops them on the way out."""
+    real_engines.build_all(print)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        scratch = Path(tmp)
+        model = real_engines.models_dir() / "dense"
+        replicas = {}
+        try:
+            for name in names:
+                replicas[name] = start_vllm(model, scratch / name)
+            for proc in replicas.values():
+                proc.wait_healthy(600)
+            urls = {name: proc.url for name, proc in replicas.items()}
+            register(urls, scratch)
+            yield scratch, urls
+        finally:
+            for proc in replicas.values():
+                proc.stop()
 
 
 def start_pool(urls: dict[str, str], sticky: str, home: Path, log: Path, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
@@ -64,32 +88,20 @@ def main() -> int:
     ap.add_argument("--conversations", type=int, default=8)
     ap.add_argument("--turns", type=int, default=4)
     args = ap.parse_args()
-    real_engines.build_all(print)
     load = os.getloadavg()[0]
     rates: dict[str, list[float]] = {"auto": [], "none": []}
-    with tempfile.TemporaryDirectory(prefix="c3-bench-prefix-") as tmp:
-        scratch = Path(tmp)
-        model = real_engines.models_dir() / "dense"
-        replicas = {name: start_vllm(model, scratch / name) for name in ("a", "b")}
-        try:
-            for proc in replicas.values():
-                proc.wait_healthy(600)
-            urls = {name: proc.url for name, proc in replicas.items()}
-            register(urls, scratch)
-            for repeat in range(args.repeats):
-                for sticky in ("auto", "none"):
-                    pool, url = start_pool(urls, sticky, scratch, scratch / f"pool-{sticky}-{repeat}.log")
-                    try:
-                        rate = conversation_hit_rate(url, list(urls.values()), conversations=args.conversations,
-                                                     turns=args.turns, tag=f"{sticky}{repeat}")
-                    finally:
-                        pool.terminate()
-                        pool.wait(30)
-                    rates[sticky].append(rate)
-                    print(f"repeat {repeat}: --sticky {sticky:4} hit rate {rate:.3f}", flush=True)
-        finally:
-            for proc in replicas.values():
-                proc.stop()
+    with vllm_replicas("c3-bench-prefix-") as (scratch, urls):
+        for repeat in range(args.repeats):
+            for sticky in ("auto", "none"):
+                pool, url = start_pool(urls, sticky, scratch, scratch / f"pool-{sticky}-{repeat}.log")
+                try:
+                    rate = conversation_hit_rate(url, list(urls.values()), conversations=args.conversations,
+                                                 turns=args.turns, tag=f"{sticky}{repeat}")
+                finally:
+                    pool.terminate()
+                    pool.wait(30)
+                rates[sticky].append(rate)
+                print(f"repeat {repeat}: --sticky {sticky:4} hit rate {rate:.3f}", flush=True)
     sticky, spread = statistics.median(rates["auto"]), statistics.median(rates["none"])
     print(f"\nload average at start {load:.2f}; {args.conversations} conversations × {args.turns} turns, 2 replicas")
     print("| routing | hit rate per repeat | median |")

@@ -13,7 +13,7 @@ after the longer prompts that extend it.
 The match of a backend is the number of leading blocks of the prompt its set holds. The index is
 approximate on purpose: the router cannot see the engine's own evictions, it records where it sent a
 request (not whether it succeeded), and a backend that leaves rotation forgets its whole set (an engine
-that restarts has an empty cache). `Router.choose` decides with it (see `router.py`).
+that restarts has an empty cache). `Router.choose` decides with it, within a balance bound (see `router.py`).
 """
 
 from __future__ import annotations
@@ -105,14 +105,18 @@ class PrefixIndex:
             n += 1
         return n
 
-    def longest(self, hashes: list[int], names: list[str]) -> tuple[str | None, int]:
-        """(the backend among `names` holding the longest leading run of `hashes`, its length);
-        (None, 0) when none holds the first block. Ties go to the first name given."""
-        best, best_n = None, 0
+    def longest(self, hashes: list[int], names: list[str]) -> tuple[list[str], int]:
+        """(every backend among `names` holding the longest leading run of `hashes`, in the order given;
+        that run's length); ([], 0) when none holds the first block. A shared system prompt is often held
+        by several: the router then picks among them by load."""
+        best: list[str] = []
+        best_n = 0
         for name in names:
             n = self.matched(name, hashes)
             if n > best_n:
-                best, best_n = name, n
+                best, best_n = [name], n
+            elif n == best_n and n:
+                best.append(name)
         return best, best_n
 
     def record(self, name: str, hashes: list[int]) -> None:

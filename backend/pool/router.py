@@ -20,10 +20,14 @@ request); `status()` flags a key holding more than `hot_key_share` of them (and 
 
 Cache-aware routing (`--route cache`, `prefix.py`): a request whose prompt is given (`prompt`, its
 block hashes) and that has no live pin goes to the backend holding the longest leading run of its
-blocks, when that run covers at least `cache_min_match` of them, unless that backend would then have
-more than `cache_load_factor × (least in flight + 1)` requests in flight (then the least loaded
-backend). Without such a match the usual choice applies (the ring for a key, least loaded without).
-A pinned session keeps its pin. Whichever backend is chosen is recorded as holding the prompt.
+blocks (the least loaded of several that hold it), when that run covers at least `cache_min_match` of
+them, while that backend is within the balance bound of the least loaded backend: counting this
+request, at most `cache_balance_abs` more in flight than the least loaded, or at most
+`cache_balance_rel` × its in flight (the shape of sglang-router's balance thresholds, but judged for
+the chosen backend, not the pool's extremes). Past the bound the request goes to the least loaded
+backend, so a long system prompt that every conversation shares cannot draw all traffic to the one
+replica that saw it first. Without a match the usual choice applies (the ring for a key, least loaded
+without). A pinned session keeps its pin. Whichever backend is chosen is recorded as holding the prompt.
 
 Retries pass `exclude`: the failed backend is skipped for this request; the pin moves only if that
 backend is no longer routable.
@@ -75,9 +79,13 @@ class PoolConfig(BaseModel):
     """`--route cache`: prefix block hashes remembered per backend (LRU; about 120 bytes each)."""
     cache_min_match: float = Field(default=0.5, ge=0, le=1)
     """`--route cache`: the share of a prompt's blocks a backend must hold for the prompt to follow them."""
-    cache_load_factor: float = Field(default=2.0, ge=1.0)
-    """`--route cache`: a matched backend is passed over when it would have more than this × (the least
-    loaded backend's in-flight requests + 1) in flight."""
+    cache_balance_abs: int = Field(default=1, ge=0)
+    """`--route cache`: a matched backend takes the request while, counting it, it would have at most this
+    many more requests in flight than the least loaded backend (or is within `cache_balance_rel`);
+    otherwise the least loaded backend takes it. 1: two requests in flight go to two idle replicas."""
+    cache_balance_rel: float = Field(default=1.5, ge=1.0)
+    """`--route cache`: ... or, counting the request, at most this × the least loaded backend's in-flight
+    requests (the tolerance at high load, where a difference of a few requests is noise)."""
     probe_interval_s: float = Field(default=2.0, gt=0)
     """Seconds between active health probes."""
     probe_timeout_s: float = Field(default=2.0, gt=0)
@@ -208,24 +216,30 @@ class Router:
         return choice
 
     def _by_prefix(self, prompt: list[int] | None, exclude: set[str] | frozenset[str]) -> Backend | None:
-        """`--route cache`: the backend holding the prompt's longest prefix, the least loaded one when
-        that is over its load bound, or None without a long enough match."""
+        """`--route cache`: the least loaded backend holding the prompt's longest prefix while it is within
+        the balance bound, the least loaded backend past it, or None without a long enough match."""
         if self.prefixes is None or not prompt:
             return None
         candidates = [b for b in self.order if b.health.assignable and b.name not in exclude]
         if not candidates:
             return None
-        name, n = self.prefixes.longest(prompt, [b.name for b in candidates])
-        if name is None or n < self.config.cache_min_match * len(prompt):
+        names, n = self.prefixes.longest(prompt, [b.name for b in candidates])
+        if not names or n < self.config.cache_min_match * len(prompt):
             self.cache_outcomes["no_match"] += 1
             return None
-        best = self.backends[name]
-        least = min(b.metrics.in_flight for b in candidates)
-        if best.metrics.in_flight + 1 > self.config.cache_load_factor * (least + 1):
+        holders = [self.backends[name] for name in names]
+        low = min(b.metrics.in_flight for b in holders)
+        best = random.choice([b for b in holders if b.metrics.in_flight == low])
+        if not self.within_balance(low, min(b.metrics.in_flight for b in candidates)):
             self.cache_outcomes["over_load"] += 1
             return self.least_loaded(exclude)
         self.cache_outcomes["prefix"] += 1
         return best
+
+    def within_balance(self, in_flight: int, least: int) -> bool:
+        """Whether a backend with `in_flight` requests may take one more while the least loaded has `least`."""
+        load = in_flight + 1
+        return load - least <= self.config.cache_balance_abs or load <= self.config.cache_balance_rel * least
 
     def _choose(self, key: str | None, exclude: set[str] | frozenset[str], prompt: list[int] | None) -> tuple[Backend, str] | None:
         if key is None:

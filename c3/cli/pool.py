@@ -45,13 +45,15 @@ SERVE_OPTIONS = (
     click.option("--bind", default=":8011", show_default=True, help="[HOST]:PORT to listen on (`:PORT` = all interfaces)."),
     click.option("--sticky", default="auto", show_default=True, help="auto (per conversation: X-Session-ID, the body's user, else the conversation's prefix) | authorization | header:NAME | none."),
     click.option("--route", type=click.Choice(["ring", "cache"]), default="ring", show_default=True,
-                 help="ring (new sessions by bounded-load consistent hashing) | cache (to the backend holding the prompt's longest prefix, within a load bound)."),
+                 help="ring (new sessions by bounded-load consistent hashing) | cache (to the backend holding the prompt's longest prefix, within a balance bound)."),
     click.option("--cache-blocks", type=click.IntRange(min=1), default=16_384, show_default=True,
                  help="--route cache: prompt prefix blocks (256 bytes each) remembered per backend."),
     click.option("--cache-min-match", type=click.FloatRange(min=0.0, max=1.0), default=0.5, show_default=True,
                  help="--route cache: share of a prompt's blocks a backend must hold to get it."),
-    click.option("--cache-load-factor", type=click.FloatRange(min=1.0), default=2.0, show_default=True,
-                 help="--route cache: skip a matched backend with more than this × (least in flight + 1) in flight."),
+    click.option("--cache-balance-abs", type=click.IntRange(min=0), default=1, show_default=True,
+                 help="--route cache: follow a prefix while its backend, counting the request, has at most this many more in flight than the least loaded (or is within --cache-balance-rel)."),
+    click.option("--cache-balance-rel", type=click.FloatRange(min=1.0), default=1.5, show_default=True,
+                 help="--route cache: or at most this × the least loaded backend's in flight; past both bounds the least loaded backend gets the request."),
     click.option("--probe-interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds between health probes."),
     click.option("--probe-timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Timeout of one probe."),
     click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish."),
@@ -89,7 +91,8 @@ def serve_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @pool.command("serve")
 @serve_options
-def serve(nodes: str, bind: str, sticky: str, route: str, cache_blocks: int, cache_min_match: float, cache_load_factor: float,
+def serve(nodes: str, bind: str, sticky: str, route: str, cache_blocks: int, cache_min_match: float, cache_balance_abs: int,
+          cache_balance_rel: float,
           probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
           upstream_timeout: float, stream_timeout: float, write_timeout: float, max_response_time: float, body_timeout: float,
           max_body_time: float, idle_timeout: float, retry_body_limit: int, max_buffered_bytes: int, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
@@ -98,7 +101,8 @@ def serve(nodes: str, bind: str, sticky: str, route: str, cache_blocks: int, cac
 
     host, port = parse_bind(bind)
     tuning: dict[str, float | str] = {
-              "route": route, "cache_blocks": cache_blocks, "cache_min_match": cache_min_match, "cache_load_factor": cache_load_factor,
+              "route": route, "cache_blocks": cache_blocks, "cache_min_match": cache_min_match, "cache_balance_abs": cache_balance_abs,
+              "cache_balance_rel": cache_balance_rel,
               "probe_interval": probe_interval, "probe_timeout": probe_timeout, "drain_timeout": drain_timeout, "load_factor": load_factor,
               "pin_ttl": pin_ttl, "upstream_timeout": upstream_timeout, "stream_timeout": stream_timeout, "write_timeout": write_timeout,
               "max_response_time": max_response_time, "body_timeout": body_timeout, "max_body_time": max_body_time, "idle_timeout": idle_timeout,

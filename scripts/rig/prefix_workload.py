@@ -93,6 +93,8 @@ class SharedPromptRun:
     sent: int
     answered: int
     ttft_s: list[float] = field(default_factory=list)
+    per_replica_requests: list[float] = field(default_factory=list)
+    """Requests each replica finished (Δ`vllm:request_success_total`), in `replica_urls` order."""
 
     @property
     def hit_rate(self) -> float:
@@ -136,4 +138,6 @@ def shared_prompt_conversations(pool_url: str, replica_urls: list[str], *, conve
     after = [scrape(u) for u in replica_urls]
     per_q = [a.get("vllm:prefix_cache_queries_total", 0) - b.get("vllm:prefix_cache_queries_total", 0) for a, b in zip(after, before, strict=True)]
     hits = sum(a.get("vllm:prefix_cache_hits_total", 0) - b.get("vllm:prefix_cache_hits_total", 0) for a, b in zip(after, before, strict=True))
-    return SharedPromptRun(hits=hits, queries=sum(per_q), per_replica_queries=per_q, sent=sent, answered=answered, ttft_s=ttfts)
+    per_r = [a.get("vllm:request_success_total", 0) - b.get("vllm:request_success_total", 0) for a, b in zip(after, before, strict=True)]
+    return SharedPromptRun(hits=hits, queries=sum(per_q), per_replica_queries=per_q, sent=sent, answered=answered, ttft_s=ttfts,
+                           per_replica_requests=per_r)

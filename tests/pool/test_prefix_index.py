@@ -1,10 +1,11 @@
 """`--route cache`: the per-backend prefix index (bounded, longest prefix, eviction) and the router's use
-of it (load bound, no match, pins keep working)."""
+of it (balance bound, no match, pins keep working)."""
 
 from __future__ import annotations
 
 import json
 import tracemalloc
+from collections import Counter
 
 import pytest
 
@@ -35,19 +36,19 @@ def test_a_later_turn_starts_with_the_earlier_turns_blocks():
     assert prompt_bytes(json.dumps({"prompt": "x" * (BLOCK * MAX_BLOCKS + 9)}).encode()) == b"x" * (BLOCK * MAX_BLOCKS)
 
 
-def test_longest_prefix_wins_and_ties_go_to_the_first_name():
+def test_longest_prefix_wins_and_ties_name_every_holder():
     index = PrefixIndex(["a", "b", "c"], cap=1000)
     prompt = list(range(1, 11))
     index.record("a", prompt[:3])
     index.record("b", prompt[:7])
     index.record("c", [99, 98])
-    assert index.longest(prompt, ["a", "b", "c"]) == ("b", 7)
-    assert index.longest(prompt, ["a", "c"]) == ("a", 3)
-    assert index.longest([42], ["a", "b", "c"]) == (None, 0)
+    assert index.longest(prompt, ["a", "b", "c"]) == (["b"], 7)
+    assert index.longest(prompt, ["a", "c"]) == (["a"], 3)
+    assert index.longest([42], ["a", "b", "c"]) == ([], 0)
     index.record("c", prompt[:7])
-    assert index.longest(prompt, ["c", "b"]) == ("c", 7)
+    assert index.longest(prompt, ["c", "b", "a"]) == (["c", "b"], 7)
     index.forget("b")
-    assert index.size("b") == 0 and index.longest(prompt, ["b"]) == (None, 0)
+    assert index.size("b") == 0 and index.longest(prompt, ["b"]) == ([], 0)
 
 
 def test_eviction_keeps_the_cap_and_drops_the_least_recent_first():
@@ -85,22 +86,22 @@ def _cached(router, body: bytes, key: str | None = None, exclude=frozenset()):
     return router.choose(key, exclude, prompt=router.prompt_blocks(body))
 
 
-def test_cache_route_follows_the_prefix_and_respects_the_load_bound():
+def test_cache_route_follows_the_prefix_and_respects_the_balance_bound():
     router = make_router(route="cache")
-    a, b, c = router.order
     first, _ = _cached(router, chat("hello there " * 30))
     # Every further turn and every new conversation over the shared system prompt follows the prefix.
     for i in range(20):
         assert _cached(router, chat("hello there " * 30, "answer " * 30, f"turn {i} " * 60))[0] is first
     assert router.cache_outcomes["prefix"] == 20
-    # Over the load bound (in flight + 1 > 2 × (least + 1)) it goes to the least loaded instead.
+    # Past the balance bound (with this request 3 in flight against 0: over 1 ahead and over 1.5 × 0)
+    # it goes to the least loaded instead.
     first.metrics.in_flight = 2
     others = [x for x in router.order if x is not first]
     others[0].metrics.in_flight = 1
     assert _cached(router, chat("hello there " * 30, "answer " * 30, "more " * 30))[0] is others[1]
     assert router.cache_outcomes["over_load"] == 1
-    others[1].metrics.in_flight = 1  # least is now 1: 2 + 1 <= 2 × 2, the match is taken again
-    # (the overloaded request's prompt went to others[1]; `first` still holds the longer prefix here)
+    others[0].metrics.in_flight = others[1].metrics.in_flight = 2  # 3 against 2: one ahead, within the bound
+    # (the passed-over request's prompt went to others[1]; `first` still holds the longer prefix here)
     assert _cached(router, chat("hello there " * 30, "answer " * 30, "turn 0 " * 60 + "again"))[0] is first
     # A prompt that shares too little (below --cache-min-match) is balanced as usual.
     short_system = chat("x " * 2000, system="hi")
@@ -109,6 +110,68 @@ def test_cache_route_follows_the_prefix_and_respects_the_load_bound():
     first.metrics.in_flight = 5
     assert _cached(router, short_system)[0] is not first
     assert router.cache_outcomes["no_match"] >= 1
+
+
+@pytest.mark.parametrize(("held", "least", "follows"), [
+    (0, 0, True),   # idle: the prefix wins
+    (1, 0, False),  # with this request 2 against 0: more than 1 ahead, and no load to be 1.5 × of
+    (1, 1, True),   # 2 against 1: one ahead
+    (2, 1, False),  # 3 against 1
+    (5, 4, True),   # 6 against 4: two ahead, but within 1.5 × 4
+    (7, 4, False),  # 8 against 4: past both
+])
+def test_the_balance_bound_is_absolute_or_relative_counting_this_request(held, least, follows):
+    router = make_router(("a", "b"), route="cache")
+    a, b = router.order
+    body = chat("a question only a has seen " * 20)
+    assert router.prefixes is not None
+    router.prefixes.record("a", router.prompt_blocks(body) or [])
+    a.metrics.in_flight, b.metrics.in_flight = held, least
+    assert (_cached(router, body)[0] is a) is follows
+    assert router.cache_outcomes == {"prefix": int(follows), "over_load": int(not follows), "no_match": 0}
+
+
+def test_the_balance_bound_is_a_pool_option():
+    router = make_router(("a", "b"), route="cache", cache_balance_abs=4, cache_balance_rel=1.0)
+    a, b = router.order
+    body = chat("a question only a has seen " * 20)
+    assert router.prefixes is not None
+    router.prefixes.record("a", router.prompt_blocks(body) or [])
+    a.metrics.in_flight = 3  # 4 ahead with this request: within 4
+    assert _cached(router, body)[0] is a
+    a.metrics.in_flight = 4
+    assert _cached(router, body)[0] is b
+
+
+def test_among_backends_holding_the_longest_prefix_the_least_loaded_gets_it():
+    router = make_router(route="cache")
+    a, b, c = router.order
+    body = chat("the shared start " * 20)
+    assert router.prefixes is not None
+    for x in (a, b):
+        router.prefixes.record(x.name, router.prompt_blocks(body) or [])
+    a.metrics.in_flight, b.metrics.in_flight, c.metrics.in_flight = 3, 2, 2
+    assert _cached(router, body)[0] is b  # a holds it as well, but b is idler and within the bound of c
+
+
+def test_a_shared_system_prompt_under_concurrency_spreads_while_sessions_keep_their_backend():
+    router = make_router(("a", "b"), route="cache")
+    placed: dict[int, str] = {}
+    for wave in range(4):  # eight conversations over one system prompt, two first turns in flight at a time
+        busy = []
+        for c in (2 * wave, 2 * wave + 1):
+            b, outcome = router.choose(router.hasher.digest(b"conv-%d" % c), prompt=router.prompt_blocks(chat(f"conversation {c} " * 30)))
+            assert outcome == "miss"
+            b.metrics.in_flight += 1
+            busy.append(b)
+            placed[c] = b.name
+        for b in busy:
+            b.metrics.in_flight -= 1
+    assert Counter(placed.values()) == {"a": 4, "b": 4}
+    for c in range(8):  # each conversation's next turn stays where its first went (its pin, its history)
+        later = chat(f"conversation {c} " * 30, "answer " * 30, "and then? " * 30)
+        b, outcome = router.choose(router.hasher.digest(b"conv-%d" % c), prompt=router.prompt_blocks(later))
+        assert (b.name, outcome) == (placed[c], "hit")
 
 
 def test_cache_route_keeps_pins_and_forgets_a_backend_that_leaves():

@@ -16,7 +16,8 @@ from tests.pool.conftest import register
 GIVEN = {
     "--cache-blocks": "4096",
     "--cache-min-match": "0.25",
-    "--cache-load-factor": "3.5",
+    "--cache-balance-abs": "3",
+    "--cache-balance-rel": "2.5",
     "--probe-interval": "0.75",
     "--probe-timeout": "1.5",
     "--drain-timeout": "45",
