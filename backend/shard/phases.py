@@ -8,6 +8,7 @@
     start       each node's part spawned
     rendezvous  Ray's head answers and each worker joins / each rpc-server listens   (rendezvous_s)
     load        every part started, until the head's /models answers (weights loaded) (load_s)
+    first_token one `max_tokens: 1` completion through the head returns a token         (first_token_s)
     serve       serving; a part that ends here ends the shard
 
 A failure is one `PhaseFailure`: `phase <name> failed on node <node>: <reason>`, with the last lines
@@ -35,6 +36,11 @@ class Timing:
     rpc-server accepts connections."""
     load_s: float = 3600
     """From the last part started until the head's /models answers."""
+    first_token_s: float = 300
+    """From /models answering until one completion's token comes back (a CPU build's first request
+    may compile first)."""
+    settle_s: float = 3.0
+    """After an error answer in first_token, how long a part that is ending gets to end (it is then named)."""
     kill_grace_s: float = 15
     """TERM → KILL grace for each part."""
     poll_s: float = 1.0
@@ -43,7 +49,7 @@ class Timing:
     """How often a long phase says it is still waiting."""
 
 
-DEADLINES = {"reach": "reach_s", "link": "link_s", "rendezvous": "rendezvous_s", "load": "load_s"}
+DEADLINES = {"reach": "reach_s", "link": "link_s", "rendezvous": "rendezvous_s", "load": "load_s", "first_token": "first_token_s"}
 """The phases `--deadline PHASE=SECONDS` may set, and their Timing fields."""
 
 
