@@ -66,6 +66,8 @@ class NodeFacts(BaseModel):
     """`sudo -n true` succeeded; None when not asked (no `--stop-services`)."""
     sudo_error: str | None = None
     """What `sudo -n true` said when it failed."""
+    model_present: bool | None = None
+    """The model's local path exists on the node (`test -e`); None when not asked (a hub id, not a path)."""
 
 
 class Route(BaseModel):

