@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from backend.errors import C3Error, PhaseFailure, UsageError
+from backend.remote.node import Node, local_identities, resolved_addresses
 from backend.shard.models import NodeFacts
 
 
@@ -93,3 +94,22 @@ def check_model(model: str, facts: dict[str, NodeFacts], readers: list[str], *, 
     missing = [name for name in readers if facts[name].model_present is False]
     if missing:
         raise PhaseFailure("model", missing[0], f"model path {model} does not exist on {', '.join(missing)}", hint=hint)
+
+
+def check_names(ordered: list[Node]) -> None:
+    """Phase reach, before any connection: a worker registered by a name that resolves, here on the head, to
+    an address of this machine (a stale /etc/hosts line, Debian's `127.0.1.1 NAME`) would be driven as this
+    machine, its part started on the head. Nodes marked local, given by address, or by this machine's own
+    names (localhost, its host name) mean this machine on purpose and pass."""
+    head = ordered[0]
+    for node in ordered[1:]:
+        host = (node.ssh_host if node.ssh else node.address).strip().strip("[]").lower()
+        if node.local_override or not node.local or host in local_identities() or not resolved_addresses(host):
+            continue
+        raise PhaseFailure(
+            "reach", node.name,
+            f"{node.name}'s name {host} resolves to {', '.join(resolved_addresses(host))} here on the head ({head.name}), "
+            f"an address of this machine: {node.name}'s part would run on {head.name}",
+            hint=f"fix {host} in /etc/hosts or DNS on {head.name} (a `127.0.1.1 {host}` line is the usual cause), "
+                 f"or register {node.name} by its address (c3 node add)",
+        )

@@ -119,3 +119,32 @@ def test_the_gguf_is_looked_for_on_the_rpc_head_only():
     failure, shells = refused({"a": RPC_PROBE + "model=missing\nprobe=done\n", "b": RPC_PROBE + "probe=done\n"}, **RPC)
     assert failure.message == "phase model failed on node a: model path /srv/big.gguf does not exist on a"
     assert "[ -e /srv/big.gguf ]" in shells["a"].scripts[0] and "[ -e" not in shells["b"].scripts[0]
+
+
+def test_a_worker_whose_name_resolves_to_this_machine_fails_phase_reach_before_any_connection(monkeypatch):
+    """b's name resolving, on the head, to an address of the head (a `127.0.1.1 spark-b` line) made c3 drive b
+    as this machine: rank 1 started on the head."""
+    from backend.remote import node as node_module
+    from backend.shard import ops, phases
+
+    def resolve(host: str) -> tuple[str, ...]:
+        return ("127.0.1.1",) if host == "spark-b" else ()
+
+    monkeypatch.setattr(node_module, "resolved_addresses", resolve)
+    monkeypatch.setattr(phases, "resolved_addresses", resolve)
+
+    async def no_connection(nodes):
+        raise AssertionError("connected before the names were checked")
+
+    monkeypatch.setattr(ops, "open_shells", no_connection)
+    head = Node(name="a", host="http://127.0.0.1:8000", ssh="u@127.0.0.1")
+    worker = Node(name="b", host="http://spark-b:8000", ssh="u@spark-b")
+    with pytest.raises(PhaseFailure) as failure:
+        asyncio.run(ops.start([head, worker], ShardOptions(backend="mp", model="org/m", gpus_per_node=1), echo=print, dry_run=False))
+    assert failure.value.message == ("phase reach failed on node b: b's name spark-b resolves to 127.0.1.1 here on the head (a), "
+                                     "an address of this machine: b's part would run on a")
+    assert "127.0.1.1 spark-b" in (failure.value.hint or "")
+    # This machine on purpose: marked local, an address, or one of its own names.
+    for meant in (Node(name="b", host="http://x:1", ssh="u@spark-b", local=True), Node(name="b", host="http://x:1", ssh="u@127.0.0.2"),
+                  Node(name="b", host="http://x:1", ssh="u@localhost")):
+        phases.check_names([head, meant])
