@@ -20,6 +20,7 @@ from backend.remote.node import Node
 from backend.remote.shell import Shell
 from backend.shard import cpu_build
 from backend.shard import plan as planning
+from backend.shard.fit_check import check_fit
 from backend.shard.models import NodeFacts, Route, ShardPlan
 from backend.shard.phases import Timing, check_model, in_phase
 from backend.shard.probe import facts_script, parse_facts
@@ -160,6 +161,8 @@ async def prepare(nodes: list[Node], execs: dict[str, Shell], options: planning.
                      "(or on a file system they share), or name it by its hub id")
     if facts[head.name].model_present:
         checks.append(f"model path {options.model} on every node")
+    if (priced := check_fit(ordered, facts, options, counts)) is not None:
+        checks.append(priced)
     try:
         cpu_build.check(options.backend, options.pp, options.args, facts)
     except Refused as error:

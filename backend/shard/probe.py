@@ -43,7 +43,7 @@ def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool, m
         'pp=$(command -v "$PY" 2>/dev/null); echo "python_path=$pp"',
         'if [ -n "$pp" ]; then echo "python_version=$("$pp" -c "import sys; print(\'%d.%d.%d\' % sys.version_info[:3])" 2>/dev/null)"; fi',
         "if command -v nvidia-smi >/dev/null 2>&1; then",
-        "  if out=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); then",
+        "  if out=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null); then",
         '    echo "gpus=$(printf "%s\\n" "$out" | grep -c .)"; printf "%s\\n" "$out" | sed "s/^/gpu_name=/"',
         "  fi",
         "fi",
@@ -65,6 +65,7 @@ def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
     """Read the probe's output; missing keys stay None (the pre-flight says what is missing)."""
     values: dict[str, str] = {}
     names: list[str] = []
+    mibs: list[int] = []
     addrs: list[str] = []
     sudo: str | None = None
     for raw in output.splitlines():
@@ -73,7 +74,11 @@ def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
             continue
         value = value.strip()
         if key == "gpu_name":
-            names.append(value)
+            # `NAME, MiB` (memory.total; `[N/A]` on unified-memory GB10), or a bare name.
+            name, comma, mib = value.rpartition(",")
+            names.append(name.strip() if comma else value)
+            if comma and mib.strip().isdigit():
+                mibs.append(int(mib.strip()))
         elif key == "addr":
             addrs.append(value)
         elif key == "sudo":
@@ -96,6 +101,7 @@ def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
         vllm_version=values.get("vllm_version") or None,
         gpus=gpus,
         gpu_names=names,
+        gpu_mib=mibs if len(mibs) == len(names) else [],
         interfaces=parse_interfaces(addrs),
         sudo_ok=None if sudo is None else sudo == "ok",
         sudo_error=None if sudo is None or sudo == "ok" else (sudo.removeprefix("no").strip() or "sudo asked for a password"),

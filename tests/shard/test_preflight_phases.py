@@ -29,8 +29,8 @@ RPC_PROBE = ("rpc_server_path=/l/ggml-rpc-server\nllama_server_path=/l/llama-ser
 class Shell:
     """A node that answers every script with its fixed probe output (and remembers the scripts)."""
 
-    def __init__(self, name: str, output: str) -> None:
-        self.node = Node(name=name, host="http://127.0.0.1:1", ssh=f"root@{name}")
+    def __init__(self, name: str, output: str, *, local: bool = False) -> None:
+        self.node = Node(name=name, host="http://127.0.0.1:1", ssh=f"root@{name}", local=local)
         self.output = output
         self.scripts: list[str] = []
 
@@ -40,7 +40,7 @@ class Shell:
 
 
 def refused(outputs: dict[str, str], **options: object) -> tuple[PhaseFailure, dict[str, Shell]]:
-    shells = {name: Shell(name, out) for name, out in outputs.items()}
+    shells = {name: Shell(name, out, local=i == 0) for i, (name, out) in enumerate(outputs.items())}  # c3 runs on the head
     values: dict[str, object] = {"backend": "mp", "model": "org/m", "tp": 1, "pp": 2, "gpus_per_node": 1, **options}
     with pytest.raises(PhaseFailure) as failure:
         run = rpc.prepare if values["backend"] == "rpc" else prepare
@@ -148,3 +148,50 @@ def test_a_worker_whose_name_resolves_to_this_machine_fails_phase_reach_before_a
     for meant in (Node(name="b", host="http://x:1", ssh="u@spark-b", local=True), Node(name="b", host="http://x:1", ssh="u@127.0.0.2"),
                   Node(name="b", host="http://x:1", ssh="u@localhost")):
         phases.check_names([head, meant])
+
+
+LLAMA_70B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192, "num_hidden_layers": 80,
+             "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 28672, "vocab_size": 128256,
+             "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+
+
+def test_a_model_too_big_for_a_nodes_gpu_fails_phase_plan_in_the_fits_words(tmp_path: Path):
+    import json
+
+    model = tmp_path / "llama-70b"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(LLAMA_70B))
+    probe = VLLM_PROBE + "model=present\ngpus=1\n"
+    failure, _ = refused({"a": probe + "gpu_name=NVIDIA H100 80GB HBM3, 81559\nprobe=done\n",
+                          "b": probe + "gpu_name=NVIDIA GeForce RTX 3090, 24576\nprobe=done\n"},
+                         model=str(model), gpus_per_node=None, args=["--max-model-len", "4096"])
+    assert failure.message.startswith(f"phase plan failed on node b: {model} does not fit on the ranks' GPUs (a 79.6 GiB, b 24.0 GiB): "
+                                      "24 GiB: no memory left for the KV cache (")  # the fit's own words for the rank that binds
+    assert "c3 fit --config" in (failure.hint or "")
+
+
+def test_the_probe_reads_each_gpus_memory():
+    from backend.shard.probe import parse_facts
+
+    facts = parse_facts("a", "gpus=2\ngpu_name=NVIDIA GeForce RTX 3090, 24576\ngpu_name=NVIDIA GB10, [N/A]\n")
+    assert facts.gpu_names == ["NVIDIA GeForce RTX 3090", "NVIDIA GB10"] and facts.gpu_mib == []  # one without: unknown
+    assert parse_facts("a", "gpus=1\ngpu_name=NVIDIA GB10\n").gpu_names == ["NVIDIA GB10"]
+    facts = parse_facts("a", "gpus=1\ngpu_name=NVIDIA RTX A6000, 49140\n")
+    assert facts.gpu_names == ["NVIDIA RTX A6000"] and facts.gpu_mib == [49140]
+
+
+def test_a_model_that_fits_is_a_line_of_the_checks_and_an_unknown_memory_is_not_priced(tmp_path: Path):
+    import json
+
+    from backend.shard.fit_check import check_fit
+
+    model = tmp_path / "llama-70b"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(LLAMA_70B))
+    nodes = [Node(name=n, host="http://127.0.0.1:1", ssh=f"root@{n}", local=n == "a") for n in ("a", "b")]
+    big = "gpus=2\n" + "gpu_name=NVIDIA H100 80GB HBM3, 81559\n" * 2
+    facts = {n.name: parse_facts(n.name, big, local=n.local) for n in nodes}
+    options = ShardOptions(backend="mp", model=str(model), tp=2, pp=2, args=["--max-model-len", "4096"])
+    assert check_fit(nodes, facts, options, {"a": 2, "b": 2}) == "fit: tight on the ranks' GPUs (a 79.6 GiB, a 79.6 GiB, b 79.6 GiB, b 79.6 GiB)"  # weights estimated: tight, not refused
+    facts["b"] = parse_facts("b", "", local=False)  # no nvidia-smi there (--gpus-per-node): not priced
+    assert check_fit(nodes, facts, options, {"a": 2, "b": 2}) is None
