@@ -212,7 +212,8 @@ class ShardRunner:
         deadline_s = self.timing.first_token_s
         url = f"{self.plan.api_url}/completions"
         model = models[0] if models else self.plan.model
-        self.echo(f"c3: phase first_token: one completion (max_tokens 1, model {model}) to {url} (deadline {deadline_s:.0f}s)")
+        shown = terminal_safe(model, one_line=True)  # the server's own answer: never raw to the terminal
+        self.echo(f"c3: phase first_token: one completion (max_tokens 1, model {shown}) to {url} (deadline {deadline_s:.0f}s)")
         started = time.monotonic()
         last = "nothing asked yet"
         while (left := deadline_s - (time.monotonic() - started)) > 0:
@@ -228,7 +229,7 @@ class ShardRunner:
                 break
             answer = asking.result()
             if answer.token is not None:
-                self.echo(f"c3: serving: first token {terminal_safe(answer.token, one_line=True)!r} from {model} "
+                self.echo(f"c3: serving: first token '{terminal_safe(answer.token, one_line=True)}' from {shown} "
                           f"after {time.monotonic() - started:.1f}s")
                 return
             last = answer.problem

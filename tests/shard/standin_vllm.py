@@ -11,7 +11,8 @@ POST /v1/completions with one token (" world"), the way vLLM's OpenAI server doe
 The test writes this file out with the Ray venv's interpreter in its first line; a test may put
 `STANDIN_LOAD_S = N` before this text: rank 0 then "loads weights" for N s after the rendezvous
 before it serves (every rank says it is loading); `STANDIN_COMPLETION = "fail"` makes every completion
-an HTTP 500 with vLLM's own EngineDeadError message, `"hang"` makes it never answer.
+an HTTP 500 with vLLM's own EngineDeadError message, `"hang"` makes it never answer, `"hostile"` answers
+a token that is a terminal escape.
 """
 
 import json
@@ -122,8 +123,10 @@ def main():
                 # vLLM's answer once its engine core died (EngineDeadError).
                 return self.answer(500, {"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
                                                    "type": "InternalServerError", "code": 500}})
+            # "hostile": a token that is a terminal escape (set the window title) followed by text.
+            text = "\x1b]0;pwned\x07 hi" if completion == "hostile" else " world"
             self.answer(200, {"id": "cmpl-standin", "object": "text_completion", "model": model,
-                              "choices": [{"index": 0, "text": " world", "finish_reason": "length"}],
+                              "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
         def answer(self, status, payload):

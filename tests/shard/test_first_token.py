@@ -100,6 +100,17 @@ def test_a_shard_is_serving_only_once_a_token_came_back(tmp_path):
     wait_until(lambda: not ours(tmp_path), 10, "no stand-in left", interval=0.2)
 
 
+def test_a_token_that_is_a_terminal_escape_is_shown_escaped(tmp_path):
+    proc, log, _ = start(tmp_path, "hostile")
+    try:
+        wait_until(lambda: "c3: serving:" in log.read_text(), 60, "serving", interval=0.2, proc=proc, log=log)
+    finally:
+        stop_c3(proc)
+    text = log.read_text()
+    assert "c3: serving: first token '\\x1b]0;pwned\\x07 hi' from org/m after " in text
+    assert "\x1b" not in text and "\x07" not in text
+
+
 def test_an_error_answer_fails_phase_first_token_with_the_engines_message(tmp_path):
     proc, log, api = start(tmp_path, "fail")
     rc, _, text = ended(proc, log)
