@@ -54,6 +54,8 @@ class NodeFacts(BaseModel):
     """GPUs nvidia-smi lists; None when nvidia-smi is missing or failed."""
     gpu_names: list[str] = Field(default_factory=list)
     """Names nvidia-smi printed, one per GPU."""
+    gpu_mib: list[int] = Field(default_factory=list)
+    """Each GPU's memory.total in MiB, in nvidia-smi's order; empty when it did not say."""
     interfaces: list[Interface] = Field(default_factory=list)
     """Every IPv4 address of the node (loopback excluded)."""
     llama_server_path: str | None = None
@@ -66,6 +68,8 @@ class NodeFacts(BaseModel):
     """`sudo -n true` succeeded; None when not asked (no `--stop-services`)."""
     sudo_error: str | None = None
     """What `sudo -n true` said when it failed."""
+    model_present: bool | None = None
+    """The model's local path exists on the node (`test -e`); None when not asked (a hub id, not a path)."""
 
 
 class Route(BaseModel):

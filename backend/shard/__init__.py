@@ -11,7 +11,7 @@ Decisions (also in the CLI help):
 - **Head**: the first of `--nodes` unless `--head`; `shard start` must run on it (its part runs
   locally, every other node over SSH); `--dry-run` works from anywhere. `--backend mp` refuses a head
   that is not first, because mp ranks follow `--nodes` order.
-- **GPUs**: each node is asked with `nvidia-smi --query-gpu=name` over SSH; a node without nvidia-smi
+- **GPUs**: each node is asked with `nvidia-smi --query-gpu=name,memory.total` over SSH; a node without nvidia-smi
   (or where it fails) counts 0, and the refusal says so. `--gpus-per-node N` declares the count instead
   (CPU-only test hosts); Ray is then started with `--num-gpus N` so Ray's resources match what vLLM
   will ask for. tp × pp must equal the sum; mp also needs the same count on every node.

@@ -22,7 +22,7 @@ from backend.remote.shell import CommandResult, Shell
 from backend.secrets_env import check_env_file
 from backend.settings import current
 from backend.shard import rpc
-from backend.shard.phases import in_phase
+from backend.shard.phases import check_names, in_phase
 from backend.shard.plan import ShardOptions, split_env
 from backend.shard.prepare import Prepared
 from backend.shard.prepare import prepare as prepare_vllm
@@ -79,6 +79,9 @@ async def start(nodes: list[Node], options: ShardOptions, *, echo: Echo, dry_run
     secrets = collect_secrets(options)
     if dry_run:
         return await _dry_run(nodes, options, echo=echo, ssh_key=ssh_key, secret_names=sorted(secrets))
+    from backend.shard.plan import order_nodes
+
+    check_names(order_nodes(nodes, options))
     execs = await _open_every(nodes, ssh_key)
     timing = timing or Timing()
     try:

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 
 from backend.cluster import addresses
 from backend.cluster.netfacts import parse_route, route_script
-from backend.errors import C3Error, PhaseFailure
+from backend.errors import C3Error, PhaseFailure, Refused
 from backend.remote.node import Node
 from backend.remote.shell import Shell
 from backend.shard import cpu_build
 from backend.shard import plan as planning
+from backend.shard.fit_check import check_fit
 from backend.shard.models import NodeFacts, Route, ShardPlan
-from backend.shard.phases import Timing, in_phase
+from backend.shard.phases import Timing, check_model, in_phase
 from backend.shard.probe import facts_script, parse_facts
 from backend.shard.scripts import run_script
 
@@ -41,7 +42,7 @@ class Prepared:
 async def probe_all(ordered: list[Node], execs: dict[str, Shell], options: planning.ShardOptions,
                     timing: Timing | None = None) -> dict[str, NodeFacts]:
     """Run the facts probe on every node at once (phase reach); an unreachable node is an environment problem."""
-    script = facts_script(ray=options.ray, vllm=options.vllm, python=options.python, check_sudo=options.stop_services)
+    script = facts_script(ray=options.ray, vllm=options.vllm, python=options.python, check_sudo=options.stop_services, model=options.model)
     deadline = (timing or Timing()).reach_s
     results = await asyncio.gather(*(run_script(execs[n.name], script, timeout=deadline) for n in ordered), return_exceptions=True)
     facts: dict[str, NodeFacts] = {}
@@ -129,7 +130,12 @@ async def prepare(nodes: list[Node], execs: dict[str, Shell], options: planning.
     head, workers = ordered[0], ordered[1:]
     facts = await probe_all(ordered, execs, options, timing)
     checks: list[str] = []
-    counts = planning.gpu_counts(ordered, facts, options)
+    try:
+        counts = planning.gpu_counts(ordered, facts, options)
+    except Refused as error:
+        # The first node nvidia-smi found no GPU on is the usual cause; else the plan is the head's to make.
+        unknown = [n.name for n in ordered if options.gpus_per_node is None and facts[n.name].gpus is None]
+        raise in_phase("plan", (unknown or [head.name])[0], error) from None
     source = "--gpus-per-node" if options.gpus_per_node is not None else "nvidia-smi"
     checks.append(f"tp {options.tp} × pp {options.pp} = {options.tp * options.pp} = GPUs on the nodes ({source}: "
                   + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")")
@@ -150,16 +156,32 @@ async def prepare(nodes: list[Node], execs: dict[str, Shell], options: planning.
     elif not facts[head.name].vllm_path:
         raise PhaseFailure("versions", head.name, f"`{options.vllm}` not found on the head {head.name}",
                            hint="install vLLM natively there, or name it with --vllm PATH")
-    cpu_build.check(options.backend, options.pp, options.args, facts)
+    check_model(options.model, facts, [n.name for n in ordered],
+                hint="each rank reads its part of the weights from its own disk: put the model at the same path on every node "
+                     "(or on a file system they share), or name it by its hub id")
+    if facts[head.name].model_present:
+        checks.append(f"model path {options.model} on every node")
+    if (priced := check_fit(ordered, facts, options, counts)) is not None:
+        checks.append(priced)
+    try:
+        cpu_build.check(options.backend, options.pp, options.args, facts)
+    except Refused as error:
+        raise in_phase("plan", (cpu_build.cpu_nodes(facts) or [head.name])[0], error) from None
     args, env, notes = cpu_build.adjust(options.backend, options.pp, options.args, options.env, facts)
     if notes:
         added = [name for name in env if name not in options.env]
         options = options.model_copy(update={"args": args, "env": env, "public_env": [*options.public_env, *added]})
         checks.extend(notes)
     if options.stop_services:
-        planning.check_sudo(ordered, facts)
+        try:
+            planning.check_sudo(ordered, facts)
+        except Refused as error:
+            raise in_phase("services", next((n.name for n in ordered if facts[n.name].sudo_ok is not True), head.name), error) from None
         checks.append("passwordless sudo on every node (sudo -n true)")
-    address = addresses.choose_head_address(head, facts, workers, options.head_address)
+    try:
+        address = addresses.choose_head_address(head, facts, workers, options.head_address)
+    except Refused as error:
+        raise in_phase("link", head.name, error) from None
     port = options.ray_port if options.backend == "ray" else options.master_port
     what = "Ray GCS" if options.backend == "ray" else "rendezvous"
     if execs[head.name].node.local and not options.stop_services:

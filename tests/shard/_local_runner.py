@@ -1,6 +1,8 @@
 """Helper for test_runner_local: run a two-node mp plan whose nodes are both this machine.
 
-    python -m tests.shard._local_runner VLLM_PATH MASTER_PORT
+    python -m tests.shard._local_runner VLLM_PATH MASTER_PORT [FIRST_TOKEN_DEADLINE_S]
+
+The head's API port is MASTER_PORT + 1.
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ def main() -> int:
     plan = build_plan(nodes, facts, {"b": Route(node="b", interface="eth9", source="127.0.0.2")}, options, head_address="127.0.0.1")
     secrets = collect_secrets(options)
     runner = ShardRunner(plan=plan, execs={"a": LocalShell(nodes[0]), "b": LocalShell(nodes[1])}, echo=lambda s: print(s, flush=True),
-                         secrets=secrets, timing=Timing(kill_grace_s=5))
+                         secrets=secrets, timing=Timing(kill_grace_s=5, first_token_s=float(sys.argv[3]) if len(sys.argv) > 3 else 300))
     try:
         return asyncio.run(runner.run())
     except C3Error as error:  # as the CLI shows it (c3.cli.fail)
         for line in getattr(error, "tail", ()):
             print(f"  | {line}", flush=True)
         print(f"c3: error: {error.message}", flush=True)
+        if error.hint:
+            print(f"hint: {error.hint}", flush=True)
         return error.exit_code
 
 

@@ -6,10 +6,13 @@ nodes really execute work), the way vLLM's Ray executor places its workers.
 mp backend: rank 0 listens on --master-addr:--master-port; every other rank connects and reports its
 argv and environment; rank 0 waits for all of them, then serves.
 
-Its /v1/models answer carries what it saw under `c3_standin`, for the test to check.
+Its /v1/models answer carries what it saw under `c3_standin`, for the test to check. It answers
+POST /v1/completions with one token (" world"), the way vLLM's OpenAI server does.
 The test writes this file out with the Ray venv's interpreter in its first line; a test may put
 `STANDIN_LOAD_S = N` before this text: rank 0 then "loads weights" for N s after the rendezvous
-before it serves (every rank says it is loading).
+before it serves (every rank says it is loading); `STANDIN_COMPLETION = "fail"` makes every completion
+an HTTP 500 with vLLM's own EngineDeadError message, `"hang"` makes it never answer, `"hostile"` answers
+a token that is a terminal escape.
 """
 
 import json
@@ -105,7 +108,35 @@ def main():
         time.sleep(load_s)
     body = json.dumps({"object": "list", "data": [{"id": model, "object": "model"}], "c3_standin": info}).encode()
 
+    completion = globals().get("STANDIN_COMPLETION", "answer")
+
     class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path != "/v1/completions":
+                return self.answer(404, {"error": {"message": f"no route {self.path}"}})
+            print(f"standin: completion asked ({completion})", flush=True)
+            if completion == "hang":
+                while True:
+                    time.sleep(3600)
+            if completion == "fail":
+                # vLLM's answer once its engine core died (EngineDeadError).
+                return self.answer(500, {"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                                                   "type": "InternalServerError", "code": 500}})
+            # "hostile": a token that is a terminal escape (set the window title) followed by text.
+            text = "\x1b]0;pwned\x07 hi" if completion == "hostile" else " world"
+            self.answer(200, {"id": "cmpl-standin", "object": "text_completion", "model": model,
+                              "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+                              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+        def answer(self, status, payload):
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_GET(self):
             self.send_response(200 if self.path == "/v1/models" else 404)
             self.send_header("Content-Type", "application/json")
@@ -117,7 +148,7 @@ def main():
             pass
 
     httpd = ThreadingHTTPServer(("0.0.0.0", int(opt(args, "--port", 8000))), Handler)
-    print("standin: serving /v1/models", flush=True)
+    print("standin: serving /v1/models and /v1/completions", flush=True)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     while True:
         time.sleep(3600)

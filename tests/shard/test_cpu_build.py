@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.errors import Refused
+from backend.errors import PhaseFailure, Refused
 from backend.shard import cpu_build
 from backend.shard.models import NodeFacts
 from backend.shard.probe import facts_script, parse_facts
@@ -102,6 +102,7 @@ def test_shard_prepare_refuses_ray_on_cpu_nodes_before_anything_starts():
              "python_version=3.11.7\nprobe=done\n")
     shells = {n: _Shell(n, probe) for n in ("a", "b")}
     options = ShardOptions(backend="ray", model="org/m", tp=1, pp=2, gpus_per_node=1)
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(PhaseFailure) as refused:
         asyncio.run(prepare([s.node for s in shells.values()], shells, options, secret_names=[]))  # type: ignore[arg-type]
+    assert refused.value.message.startswith("phase plan failed on node a: vLLM 0.32.0+cpu on a, b is a CPU build")
     assert "current platform cpu does not support ray." in refused.value.message

@@ -26,10 +26,11 @@ pytestmark = [pytest.mark.netns, pytest.mark.sshd]
 STANDIN = Path(__file__).with_name("standin_vllm.py")
 
 
-def standin(shard_rig, *, load_s: float = 0) -> str:
-    """The stand-in `vllm` (mp needs no Ray); with `load_s`, rank 0 "loads weights" that long before it serves."""
-    name = f"vllm-load{int(load_s)}" if load_s else "vllm"
-    prefix = f"STANDIN_LOAD_S = {load_s!r}\n" if load_s else ""
+def standin(shard_rig, *, load_s: float = 0, completion: str = "answer") -> str:
+    """The stand-in `vllm` (mp needs no Ray); with `load_s`, rank 0 "loads weights" that long before it serves;
+    `completion` "fail" or "hang" makes its completions fail or never answer."""
+    name = f"vllm-load{int(load_s)}-{completion}"
+    prefix = f"STANDIN_LOAD_S = {load_s!r}\nSTANDIN_COMPLETION = {completion!r}\n"
     # This test run's own interpreter (on the shared file system, so on both hosts): mp imports no Ray, and the
     # Ray venv (`shard_rig.python`) exists only once a Ray test's fixture has built it.
     return write_script(shard_rig.folder / name, f"#!{sys.executable}\n{prefix}" + STANDIN.read_text())
@@ -173,4 +174,17 @@ def test_a_changed_host_key_fails_phase_reach_with_exit_3(shard_rig, tmp_path):
     line = failed_in(r.stderr, r.returncode, phase="reach", node="b", code=3)
     assert "host key mismatch" in line and "man-in-the-middle" in line
     assert "starting vllm serve" not in r.stdout
+    nothing_left(shard_rig)
+
+
+def test_a_server_whose_first_completion_fails_fails_phase_first_token(shard_rig):
+    """/models answers, the first completion does not (vLLM's EngineDeadError answer): not serving."""
+    shard_rig.register()
+    vllm = standin(shard_rig, completion="fail")
+    r = shard_rig.c3(*mp_args(shard_rig, vllm, 29567), timeout=180)
+    line = failed_in(r.stderr, r.returncode, phase="first_token", node="a")
+    assert line.endswith(f"http://{shard_rig.head_link}:{API_PORT}/v1/completions answered HTTP 500: EngineCore encountered an issue. "
+                         "See stack trace (above) for the root cause."), line
+    assert "c3: ready: " in r.stdout and "c3: serving:" not in r.stdout
+    assert "  | standin: completion asked (fail)" in r.stderr
     nothing_left(shard_rig)

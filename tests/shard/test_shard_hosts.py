@@ -233,6 +233,9 @@ def test_mp_shard_every_rank_gets_its_command_and_shard_stop_cleans_up(shard_rig
         assert rank1["env"]["VLLM_HOST_IP"] == shard_rig.worker_link and rank1["env"]["NCCL_SOCKET_IFNAME"] == b_if
         assert rank1["env"]["MASTER_ADDR"] == shard_rig.head_link and rank1["hf_token_seen"] is True
         assert info["env"]["VLLM_HOST_IP"] == shard_rig.head_link and info["env"]["NCCL_SOCKET_IFNAME"] == a_if
+        # Serving only once the first completion returned a token through the head (phase first_token).
+        wait_until(lambda: "c3: serving: first token ' world' from org/tiny-model" in log.read_text(errors="replace"), 60,
+                   "c3's first token", interval=0.25, proc=proc, log=log)
 
         stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "mp")
         assert stop.returncode == 0, stop.stdout + stop.stderr

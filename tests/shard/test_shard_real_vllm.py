@@ -68,7 +68,7 @@ def test_pp_with_enforce_eager_is_refused_before_anything_starts(shard_rig, real
                      "--gpus-per-node", "1", "--vllm", engine_wrapper(shard_rig, real_engines), timeout=180)
     assert r.returncode == 1, r.stdout + r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("c3: error: ")]
-    assert len(errors) == 1 and errors[0].startswith("c3: error: vLLM 0.32.0+cpu (CPU build) with pipeline parallel and --enforce-eager"), r.stderr
+    assert len(errors) == 1 and errors[0].startswith("c3: error: phase plan failed on node a: vLLM 0.32.0+cpu (CPU build) with pipeline parallel and --enforce-eager"), r.stderr
     assert "drop --enforce-eager" in r.stderr and "Traceback" not in r.stderr
     assert shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}
 
@@ -95,7 +95,11 @@ def test_one_model_split_over_two_hosts_serves_and_stops_clean(shard_rig, real_e
         answers = [get(f"{base}/completions", {"model": "tiny", "prompt": f"one two three {i}", "max_tokens": 8, "temperature": 0}, timeout=120)
                    for i in range(3)]
         assert all(a and a["choices"][0]["finish_reason"] in ("length", "stop") and a["usage"]["completion_tokens"] > 0 for a in answers), answers
+        # c3 itself calls the shard serving only once a real token came back through the head (phase first_token).
+        wait_until(lambda: "c3: serving: first token" in log.read_text(errors="replace"), 300, "c3's first token", interval=1, proc=proc, log=log)
         text = log.read_text(errors="replace")
+        assert re.search(r"c3: serving: first token '.*' from tiny after [\d.]+s", text), text[-4000:]
+        assert text.index("c3: phase first_token: ") < text.index("c3: serving: first token")
         if pp > 1:
             assert "-cc.mode=2 -cc.backend=eager" in text and "VLLM_CPU_OMP_THREADS_BIND=nobind" in text
         # Each rank's own boot log came back through c3, prefixed by its node, with its KV memory.
