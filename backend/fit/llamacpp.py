@@ -112,7 +112,7 @@ def price_llamacpp(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitRepor
     weights_total = knobs.weights_gib * len(ranks) if knobs.weights_gib is not None else (knobs.weights_bytes or 0) / GIB
     totals = [r.total_gib or 0.0 for r in ranks]
     shares = [t / sum(totals) for t in totals]
-    compute = _compute_gib(spec, n_ctx)
+    compute = knobs.measured_compute_gib if knobs.measured_compute_gib is not None else _compute_gib(spec, n_ctx)
 
     def kv_need(ctx: int) -> float:
         return _kv_gib(spec, ctx, n_seq, dtype, unified=unified, swa_full=swa_full)[0]

@@ -42,9 +42,11 @@ class SlugFit(BaseModel):
 
 def fit_slug(
     slug: str, *, gpus: Sequence[int] | None = None, cards: Sequence[str] | None = None, max_model_len: int | None = None, max_context: bool = False,
+    learned: bool = True,
 ) -> SlugFit:
     """Price `slug` on host GPU indices (`gpus`) or on card profile ids (`cards`): exactly one of them. With
-    `max_context`, find the largest context that fits instead of pricing a given one (Refused when c3 cannot)."""
+    `max_context`, find the largest context that fits instead of pricing a given one (Refused when c3 cannot).
+    `learned`: use this rig's recorded boots of the same setup where there are some (`--no-learned`: never)."""
     from backend.catalog import load_catalog
     from backend.fit import fit_on_cards, fit_on_gpus, max_context_on_cards, max_context_on_gpus
     from backend.views.gpus import gpus_at
@@ -61,16 +63,16 @@ def fit_slug(
         if not cards:
             raise UsageError("--card needs at least one card id, e.g. --card rtx-3090")
         if max_context:
-            found, report = max_context_on_cards(entry, list(cards), catalog=catalog)
+            found, report = max_context_on_cards(entry, list(cards), catalog=catalog, learned=learned)
         else:
-            report = fit_on_cards(entry, list(cards), max_model_len=max_model_len, catalog=catalog)
+            report = fit_on_cards(entry, list(cards), max_model_len=max_model_len, catalog=catalog, learned=learned)
         where = "cards " + ", ".join(cards)
     else:
         indices = list(gpus or ())
         if max_context:
-            found, report = max_context_on_gpus(entry, gpus_at(indices), catalog=catalog)
+            found, report = max_context_on_gpus(entry, gpus_at(indices), catalog=catalog, learned=learned)
         else:
-            report = fit_on_gpus(entry, gpus_at(indices), max_model_len=max_model_len, catalog=catalog)
+            report = fit_on_gpus(entry, gpus_at(indices), max_model_len=max_model_len, catalog=catalog, learned=learned)
         where = "GPU " + ",".join(map(str, indices))
     if entry.engine == "llamacpp":
         setup = f"llama.cpp, layers split over {entry.gpu_count} GPU(s), --ctx-size {found.tokens if found else entry.max_model_len or 0:,}"
