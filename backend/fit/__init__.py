@@ -32,6 +32,7 @@ from dataclasses import replace
 from backend.cards import get_card, match_card
 from backend.catalog import Catalog, load_catalog
 from backend.errors import Refused
+from backend.fit.families import known_misses, miss_note
 from backend.fit.learned import BootRecord, apply_learned, learn_from_boot
 from backend.fit.llamacpp import price_llamacpp
 from backend.fit.maxctx import largest_context
@@ -136,6 +137,8 @@ def price(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         report = price_sglang(spec, ranks, knobs)
     else:
         report = price_vllm(spec, ranks, knobs)
+        if (misses := known_misses(spec, knobs, ranks)) and report.verdict in ("fits", "tight", "wont-fit"):
+            report = report.model_copy(update={"notes": [*report.notes, *(miss_note(m) for m in misses)]})
     if report.verdict == "fits" and knobs.weights_gib is None and knobs.weights_how.startswith("estimated"):
         # Config-shape counts can miss what an engine loads besides the counted tensors (before the
         # rotary cache and the vision tower were counted, Llama-4-Scout at TP 4 was 2.8 GiB short of
