@@ -126,7 +126,7 @@ def price_llamacpp(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitRepor
         act = compute if i == len(ranks) - 1 else compute * 0.5
         available = budget - weights - act - CUDA_CONTEXT_GIB
         room.append((available, shares[i]))
-        gpus.append(GpuFit(index=rank.index, card=rank.card, total_gib=round(totals[i], 3), budget_gib=round(budget, 3), weights_gib=round(weights, 3),
+        gpus.append(GpuFit(index=rank.index, card=rank.card, total_gib=round(totals[i], 3), budget_gib=round(budget, 3), weights_gib=round(weights, 6),
                            activation_gib=round(act, 3), non_torch_gib=CUDA_CONTEXT_GIB, cudagraph_gib=0.0, available_kv_gib=round(available, 3)))
     # Largest context whose per-device KV share fits everywhere.
     def fits(ctx: int) -> bool:

@@ -106,13 +106,14 @@ def fit_config_file(
     config: Path, totals_gib: list[float], *, tp: int, pp: int = 1, engine: str = "vllm", engine_version: str | None = None,
     weights_gib: float | None = None, util: float | None = None, max_model_len: int | None = None, max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None, kv_cache_dtype: str = "auto", block_size: int | None = None, enforce_eager: bool = False,
-    gpu_name: str | None = None, max_context: bool = False, kv_cache_memory_bytes: int | None = None,
+    gpu_name: str | None = None, max_context: bool = False, kv_cache_memory_bytes: int | None = None, gguf: Path | None = None,
 ) -> ConfigFit:
     """Price any model from its config.json on CUDA totals (GiB; one value stands for every rank) with
     the engine's own memory rules. None knobs take the engine's defaults for `engine_version` (None:
     current); UsageError for knobs that do not add up. `kv_cache_memory_bytes` is vLLM's flag of that name (KV per rank,
     set outright). With `max_context`, the largest context that fits is
-    searched for instead (Refused when c3 cannot compute it)."""
+    searched for instead (Refused when c3 cannot compute it). `gguf` (llama.cpp): the weights are that file's
+    tensor data, read from its header (backend/fit/gguf.py) — what llama-server reports as its model buffer."""
     from dataclasses import replace
 
     from backend.catalog.configs import load_config_file
@@ -131,6 +132,8 @@ def fit_config_file(
             limits.fraction(util, "--gpu-mem-util")
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if gguf is not None and (engine != "llamacpp" or weights_gib is not None):
+        raise UsageError("--gguf goes with --engine llamacpp and instead of --weights-gib", hint="e.g. c3 fit --config config.json --engine llamacpp --gguf model.gguf ...")
     spec = load_config_file(config)
     version = parse_version(engine_version) if engine_version else None
     if engine_version and version is None:
@@ -143,6 +146,11 @@ def fit_config_file(
     )
     if max_context and max_model_len is not None:
         raise UsageError("--max-context finds the context; --max-model-len fixes one: give one of them")
+    if gguf is not None:
+        from backend.fit.gguf import tensor_data_bytes
+
+        data = tensor_data_bytes(gguf)
+        knobs = replace(knobs, weights_bytes=data, weights_how=f"tensor data of {gguf.name}: {data:,} bytes, read from its header")
     found = None
     if max_context:
         found, report = largest_context(lambda length: fit_config(spec, totals, replace(knobs, max_model_len=length), gpu_name=gpu_name),

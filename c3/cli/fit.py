@@ -171,7 +171,7 @@ def _fit_config(
     config: Path, vram: str | None, tp: int | None, pp: int, weights_gib: float | None, util: float | None, max_model_len: int | None,
     max_num_seqs: int | None, batched: int | None, kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
     *, enforce_eager: bool = False, block_size: int | None = None, gpu_name: str | None = None, max_context: bool = False,
-    kv_bytes: int | None = None,
+    kv_bytes: int | None = None, gguf: Path | None = None,
 ) -> int:
     from backend.views.fit import fit_config_file
 
@@ -181,6 +181,7 @@ def _fit_config(
         config, _float_list(vram, "--vram-gib"), tp=tp, pp=pp, engine=engine, engine_version=engine_version, weights_gib=weights_gib,
         util=util, max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, kv_cache_dtype=kv_dtype,
         block_size=block_size, enforce_eager=enforce_eager, gpu_name=gpu_name, max_context=max_context, kv_cache_memory_bytes=kv_bytes,
+        gguf=gguf,
     )
     _show(found.report, found.max_context, found.title, as_json, config=str(config), tp=tp, pp=pp)
     return _exit_for(found.report, config.name)
@@ -208,6 +209,8 @@ def _fit_config(
 @click.option("--kv-cache-memory-bytes", "kv_bytes", type=click.IntRange(1, 1 << 50),
               help="KV memory per rank in bytes, set outright as vLLM's flag of that name does (--config form; vLLM then ignores --gpu-mem-util).")
 @click.option("--gpu-name", help="NVML name of the GPUs (--config form), e.g. 'NVIDIA A100-SXM4-80GB': vLLM's batch defaults and the interconnect depend on it.")
+@click.option("--gguf", type=click.Path(dir_okay=False, path_type=Path),
+              help="llama.cpp (--config form): the .gguf file; its tensor data (read from its header) is the weights, as llama-server maps them.")
 @click.option("--no-learned", "no_learned", is_flag=True,
               help="Price from c3's rules only, ignoring what earlier boots of the same setup measured on this rig (SLUG form).")
 @json_option
@@ -215,7 +218,7 @@ def fit(
     slug: str | None, gpus: str | None, cards: str | None, config: Path | None, vram: str | None, tp: int | None, pp: int,
     weights_gib: float | None, util: float | None, max_model_len: int | None, max_num_seqs: int | None, batched: int | None,
     kv_dtype: str, engine: str, engine_version: str | None, enforce_eager: bool, block_size: int | None, gpu_name: str | None, as_json: bool,
-    max_context: bool, kv_bytes: int | None, no_learned: bool,
+    max_context: bool, kv_bytes: int | None, no_learned: bool, gguf: Path | None,
 ) -> None:
     if max_context and max_model_len is not None:
         raise UsageError("--max-context finds the context; --max-model-len fixes one: give one of them", hint="drop --max-model-len to search for the largest")
@@ -228,12 +231,12 @@ def fit(
             raise UsageError("--no-learned goes with a SLUG: --config is always priced from c3's rules")
         code = _fit_config(config, vram, tp, pp, weights_gib, util, max_model_len, max_num_seqs, batched, kv_dtype.lower(), engine, engine_version,
                            as_json, enforce_eager=enforce_eager, block_size=block_size, gpu_name=gpu_name, max_context=max_context,
-                           kv_bytes=kv_bytes)
+                           kv_bytes=kv_bytes, gguf=gguf)
     elif slug:
         config_only = [n for n, v in (("--vram-gib", vram), ("--tp", tp), ("--weights-gib", weights_gib), ("--gpu-mem-util", util),
                                       ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", batched), ("--engine-version", engine_version),
                                       ("--block-size", block_size), ("--enforce-eager", enforce_eager or None), ("--gpu-name", gpu_name),
-                                      ("--kv-cache-memory-bytes", kv_bytes)) if v is not None]
+                                      ("--kv-cache-memory-bytes", kv_bytes), ("--gguf", gguf)) if v is not None]
         if config_only:
             raise UsageError(f"{', '.join(config_only)} only go with --config; a slug carries its own settings")
         code = _fit_slug(slug, gpus, cards, max_model_len, as_json, max_context, learned=not no_learned)
