@@ -44,7 +44,7 @@ from backend.fit.weights import variant_bytes
 from backend.models import CardProfile, CatalogEntry, FitReport, Gpu, MaxContext, ModelSpec
 from backend.models.fit import LearnedMark
 
-__all__ = ["fit_config", "fit_on_cards", "fit_on_gpus", "knobs_for", "learn_boot", "max_context_on_cards", "max_context_on_gpus", "price", "rank_for_gpu", "reservation_mib"]
+__all__ = ["fit_config", "fit_on_cards", "fit_on_gpus", "knobs_for", "learn_boot", "learn_boot_on", "max_context_on_cards", "max_context_on_gpus", "price", "rank_for_gpu", "reservation_mib"]
 
 _QUANTISED = ("awq", "gptq", "fp8", "mxfp4", "int4", "int8", "nvfp4")
 
@@ -277,7 +277,12 @@ def reservation_mib(entry: CatalogEntry, gpu: Gpu) -> int | None:
 def learn_boot(entry: CatalogEntry, gpus: list[Gpu], log_text: str, *, pod: str = "", catalog: Catalog | None = None) -> tuple[BootRecord | None, str | None]:
     """Record what a pod's boot log measured next to what c3 predicts for it (learned.py): the record (None when
     the log measured nothing, or the entry cannot be priced) and the warning of a store that had to be replaced."""
-    ranks = [rank_for_gpu(g) for g in gpus]
+    return learn_boot_on(entry, [rank_for_gpu(g) for g in gpus], log_text, pod=pod, catalog=catalog)
+
+
+def learn_boot_on(entry: CatalogEntry, ranks: list[Rank], log_text: str, *, pod: str = "", catalog: Catalog | None = None,
+                  ) -> tuple[BootRecord | None, str | None]:
+    """`learn_boot` on ranks as the pricer sees them (`rank_for_gpu`, `rank_for_card`)."""
     if entry.engine == "custom" or len(ranks) != entry.gpu_count:
         return None, None
     spec = (catalog or load_catalog()).model_for(entry)

@@ -17,6 +17,7 @@ from backend.models.catalog import Engine, SlugStatus
 
 if TYPE_CHECKING:
     from backend.fit.bootlog import BootLogReport
+    from backend.fit.learned import BootRecord
 
 
 class SlugFit(BaseModel):
@@ -219,7 +220,19 @@ def catalog_rows(fits_on: Sequence[int] | None = None) -> list[CatalogRow]:
 def read_boot_log(path: Path | None, stdin: BinaryIO | None = None) -> BootLogReport:
     """What an engine's boot log says it measured (weights, KV memory, tokens, concurrency). `path`
     None reads `stdin` (default: this process's), refusing more than the boot-log size limit."""
+    return read_boot_log_and_text(path, stdin)[0]
+
+
+def read_boot_log_and_text(path: Path | None, stdin: BinaryIO | None = None) -> tuple[BootLogReport, str]:
+    """`read_boot_log`, and the text it read (what `--learn` records)."""
     from backend.fit.bootlog import parse_boot_log
+
+    text = boot_log_text(path, stdin)
+    return parse_boot_log(text), text
+
+
+def boot_log_text(path: Path | None, stdin: BinaryIO | None = None) -> str:
+    """The text of a boot log file, or of `stdin` when `path` is None (bounded either way)."""
     from backend.userfiles import LIMITS, read_text
 
     if path is None:
@@ -227,8 +240,31 @@ def read_boot_log(path: Path | None, stdin: BinaryIO | None = None) -> BootLogRe
         raw = (stdin if stdin is not None else sys.stdin.buffer).read(cap + 1)
         if len(raw) > cap:
             raise UsageError(f"the boot log on stdin is larger than {cap // (1024 * 1024)} MiB", hint="pass the engine's start-up output, e.g. `docker logs c3-chat 2>&1 | head -c 10M`")
-        text = raw.decode("utf-8", errors="replace")
-    else:
-        text = read_text(path, what="boot log", errors="replace") or ""
-    return parse_boot_log(text)
+        return raw.decode("utf-8", errors="replace")
+    return read_text(path, what="boot log", errors="replace") or ""
+
+
+def learn_boot_log(text: str, slug: str, *, gpus: Sequence[int] | None = None, cards: Sequence[str] | None = None) -> tuple[BootRecord, int, str | None]:
+    """`c3 bootlog FILE --learn SLUG`: record what the log measured as a boot of `slug` on these GPUs or cards, for later
+    `c3 fit SLUG` (backend/fit/learned.py). (The record, the boots now on record for its setup, the warning of a store
+    that had to be replaced.) Refused when the log measured nothing or the slug cannot be priced."""
+    from backend.catalog import load_catalog
+    from backend.errors import Refused
+    from backend.fit import learn_boot_on, rank_for_card, rank_for_gpu
+    from backend.fit.learned import read_store
+    from backend.views.gpus import gpus_at
+
+    if (gpus is None) == (cards is None):
+        raise UsageError("--learn needs exactly one of --gpus and --card", hint="e.g. c3 bootlog boot.log --learn vllm/qwen3-8b --card rtx-3090")
+    catalog = load_catalog()
+    entry = catalog.get(slug)
+    ranks = [rank_for_card(c) for c in cards] if cards is not None else [rank_for_gpu(g) for g in gpus_at(list(gpus or ()))]
+    if len(ranks) != entry.gpu_count:
+        raise UsageError(f"{entry.slug} runs on {entry.gpu_count} GPU(s) (tp {entry.tp} × pp {entry.pp}); {len(ranks)} given")
+    rec, warning = learn_boot_on(entry, ranks, text, catalog=catalog)
+    if rec is None:
+        raise Refused(f"nothing recorded for {entry.slug}: the log has no memory lines c3 keeps, or the slug has no model spec",
+                      hint="pass the engine's full start-up output; custom slugs cannot be priced")
+    boots = sum(1 for b in read_store()[0].boots if b.key == rec.key)
+    return rec, boots, warning
 
