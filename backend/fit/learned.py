@@ -42,6 +42,8 @@ KEEP_PER_KEY = 10
 """Boots kept per key: a fit uses the most pessimistic of them."""
 STORE_LIMIT = 1024 * 1024
 """The bounded reader's cap for the store; c3 never writes one this large."""
+OFF_LIMIT_GIB = 0.5
+"""A boot whose KV memory lands further than this from c3's prediction is flagged (in `c3 fit` and the cockpit)."""
 WEIGHTS_FLOOR = 0.9
 """A measured weights figure under this share of the checkpoint's per-rank bytes is not believed."""
 
@@ -284,7 +286,12 @@ def apply_learned(entry: CatalogEntry, spec: ModelSpec, ranks: list[Rank], knobs
     kv = min((b.measured.available_kv_gib for b in believed if b.measured.available_kv_gib is not None), default=None)
     compute = max((b.measured.compute_gib for b in believed if b.measured.compute_gib is not None), default=None)
     last = max(b.recorded_at for b in believed)[:10]
-    mark = LearnedMark(boots=len(believed), last=last, summary=f"learned from {len(believed)} boot{'s' if len(believed) != 1 else ''} on {last}")
+    latest = max(believed, key=lambda b: b.recorded_at)
+    off = None
+    if latest.predicted is not None and latest.predicted.available_kv_gib is not None and latest.measured.available_kv_gib is not None:
+        off = round(latest.measured.available_kv_gib - latest.predicted.available_kv_gib, 2)
+    mark = LearnedMark(boots=len(believed), last=last, summary=f"learned from {len(believed)} boot{'s' if len(believed) != 1 else ''} on {last}",
+                       off_by_gib=off, flagged=off is not None and abs(off) > OFF_LIMIT_GIB)
     learned = replace(knobs, weights_gib=weights if weights is not None else knobs.weights_gib, measured_kv_gib=kv, measured_compute_gib=compute,
                       weights_how=f"measured at boot ({mark.summary})" if weights is not None else knobs.weights_how)
     notes.append(f"{mark.summary}: the engine's own figures on this rig (c3 fit --no-learned for the prediction)")

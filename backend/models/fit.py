@@ -47,6 +47,10 @@ class LearnedMark(BaseModel):
     """Date (UTC, YYYY-MM-DD) of the latest."""
     summary: str
     """`learned from N boots on DATE`."""
+    off_by_gib: float | None = None
+    """The latest boot's KV memory minus what c3 had predicted for it (+: c3 was pessimistic); None when not both known."""
+    flagged: bool = False
+    """That boot landed more than `OFF_LIMIT_GIB` (0.5 GiB) from the prediction."""
 
 
 FitSource = Literal["predicted", "learned"]

@@ -223,7 +223,9 @@ def learn_from_log(ctx: RuntimeContext, pod: Pod, entry: CatalogEntry, gpus: Seq
     lines = [f"warning: {warning}"] if warning else []
     if rec is not None:
         kv = rec.measured.available_kv_gib
-        lines.append(f"fit: recorded this boot's measured memory{f' (KV {kv:.2f} GiB)' if kv is not None else ''} for the next `c3 fit {entry.slug}`")
+        guess = rec.predicted.available_kv_gib if rec.predicted is not None else None
+        off = f", {kv - guess:+.2f} GiB from c3's prediction" if kv is not None and guess is not None else ""
+        lines.append(f"fit: recorded this boot's measured memory{f' (KV {kv:.2f} GiB{off})' if kv is not None else ''} for the next `c3 fit {entry.slug}`")
     return lines
 
 

@@ -75,6 +75,8 @@ def render(report: FitReport, title: str) -> str:
     lines = [title]
     if report.learned is not None:
         lines.append(f"measured on this rig: {report.learned.summary} (--no-learned for c3's prediction)")
+        if report.learned.flagged and report.learned.off_by_gib is not None:
+            lines.append(f"⚠ the last boot's KV memory landed {report.learned.off_by_gib:+.2f} GiB from c3's prediction (more than 0.5 GiB)")
     header = f"{'rank':<5}{'gpu':<5}{'card':<26}{'total':>8}{'budget':>8}{'weights':>9}{'activ':>7}{'other':>7}{'graphs':>8}{'KV':>8}{'blocks':>8}"
     if report.gpus:
         lines += ["", header]

@@ -172,7 +172,8 @@ def test_c3_fit_says_learned_in_text_and_json_and_no_learned_ignores_it():
     assert text.returncode == 0, text.stderr
     assert f"measured on this rig: learned from 1 boot on {TODAY} (--no-learned for c3's prediction)" in text.stdout
     data = json.loads(c3("fit", "vllm/qwen3-8b", "--card", "rtx-3090", "--json").stdout)
-    assert data["source"] == "learned" and data["learned"] == {"boots": 1, "last": TODAY, "summary": f"learned from 1 boot on {TODAY}"}
+    assert data["source"] == "learned" and data["learned"] == {"boots": 1, "last": TODAY, "summary": f"learned from 1 boot on {TODAY}",
+                                                               "off_by_gib": None, "flagged": False}
     assert data["available_kv_gib"] == 5.31
     plain = json.loads(c3("fit", "vllm/qwen3-8b", "--card", "rtx-3090", "--json", "--no-learned").stdout)
     assert plain["source"] == "predicted" and plain["learned"] is None and plain["available_kv_gib"] != 5.31
@@ -188,3 +189,20 @@ def test_the_cockpit_fit_carries_the_mark():
     assert "measured on this rig" not in fit_lines(fit_on_cards(entry, ["rtx-3090"], learned=True)).plain
     learn_from_boot(entry, spec, ranks, knobs, gpu_log(15.2676, 5.31, 38_656))
     assert f"measured on this rig: learned from 1 boot on {TODAY}" in fit_lines(fit_on_cards(entry, ["rtx-3090"], learned=True)).plain
+
+
+@pytest.mark.parametrize(("kv", "flagged"), [(5.31, True), (4.70, False), (3.90, True)])
+def test_a_boot_far_from_the_prediction_is_flagged(capsys, kv, flagged):
+    """More than 0.5 GiB between the boot's KV memory and c3's prediction for it: `c3 fit` and the cockpit say so."""
+    from widgets.fit_breakdown import fit_lines
+
+    entry, spec, ranks, knobs = setup()
+    predicted = fit_on_cards(entry, ["rtx-3090"])
+    learn_from_boot(entry, spec, ranks, knobs, gpu_log(15.2676, kv, 38_656), predicted=predicted)
+    fit = fit_on_cards(entry, ["rtx-3090"], learned=True)
+    assert fit.learned is not None and fit.learned.off_by_gib == round(kv - predicted.available_kv_gib, 2)
+    assert fit.learned.flagged is flagged
+    line = f"the last boot's KV memory landed {kv - predicted.available_kv_gib:+.2f} GiB from c3's prediction"
+    assert (line in fit_lines(fit).plain) is flagged
+    text = c3("fit", "vllm/qwen3-8b", "--card", "rtx-3090").stdout
+    assert (line in text) is flagged, text

@@ -268,7 +268,8 @@ def test_a_boot_teaches_the_next_fit(sim):
     assert boot["pod"] == "learner" and boot["cards"] == ["rtx-3090"] and boot["measured"]["weights_gib"] == 15.3
     kv = boot["measured"]["available_kv_gib"]  # what the stub engine logged: 24 × 0.9 − 15.3 − 0.6
     assert kv == 5.7 and boot["predicted"]["available_kv_gib"] == before["available_kv_gib"]
-    assert "fit: recorded this boot's measured memory (KV 5.70 GiB)" in (Path(os.environ["C3_STATE"]) / "boot" / "learner.log").read_text()
+    recorded = f"fit: recorded this boot's measured memory (KV 5.70 GiB, {5.7 - before['available_kv_gib']:+.2f} GiB from c3's prediction)"
+    assert recorded in (Path(os.environ["C3_STATE"]) / "boot" / "learner.log").read_text()
     after = c3_json("fit", "vllm/stub-qwen", "--gpus", "0")
     assert after["source"] == "learned" and after["learned"]["boots"] == 1 and abs(after["available_kv_gib"] - kv) <= 0.25
     assert c3_json("fit", "vllm/stub-qwen", "--gpus", "0", "--no-learned")["source"] == "predicted"
