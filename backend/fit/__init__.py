@@ -32,7 +32,7 @@ from dataclasses import replace
 from backend.cards import get_card, match_card
 from backend.catalog import Catalog, load_catalog
 from backend.errors import Refused
-from backend.fit.families import known_misses, miss_note
+from backend.fit.families import generation_note, known_misses, miss_note
 from backend.fit.learned import BootRecord, apply_learned, learn_from_boot
 from backend.fit.llamacpp import price_llamacpp
 from backend.fit.maxctx import largest_context
@@ -185,6 +185,9 @@ def _price_entry(entry: CatalogEntry, spec: ModelSpec, ranks: list[Rank], knobs:
                  learned_notes: list[str] | None = None) -> FitReport:
     report = price(spec, ranks, knobs)
     notes = list(learned_notes or []) + list(report.notes) + [f"weights: {knobs.weights_how}"]
+    source = f"engine_version {entry.engine_version}" if entry.engine_version else f"the image tag {entry.image}"
+    if (generation := generation_note(entry.engine, knobs.version, source)) is not None:
+        notes.append(generation)
     notes += [f"rank {i} ({r.card}): total {r.total_gib:.2f} GiB from {r.how}" for i, r in enumerate(ranks) if r.total_gib is not None]
     if entry.status in ("experimental", "deprecated"):
         notes.append(f"status {entry.status}: {entry.status_note or 'boots only with --force'}")

@@ -73,6 +73,22 @@ def known_misses(spec: ModelSpec, knobs: Knobs, ranks: list[Rank]) -> list[Known
     return [miss for miss in KNOWN_MISSES if miss.applies(spec, knobs, ranks)]
 
 
+def generation_note(engine: str, version: tuple[int, int] | None, source: str) -> str | None:
+    """Which vLLM generation's memory rules priced a slug, and where its version came from (None for other engines or
+    an unknown version, which `price` already answers `tight` for)."""
+    from backend.fit.overhead import MRV2_DENSE_FROM, V1_FROM
+
+    if engine != "vllm" or version is None:
+        return None
+    if version < V1_FROM:
+        era = "the V0 engine"
+    elif version < MRV2_DENSE_FROM:
+        era = "the V1 engine"
+    else:
+        era = "the V1 engine with Model Runner V2 for dense models"
+    return f"engine generation assumed: vLLM {version[0]}.{version[1]}, {era} (version from {source})"
+
+
 def miss_note(miss: KnownMiss) -> str:
     """The note a fit carries for one family."""
     return (f"less exact here — {miss.family}: c3 has priced up to {miss.pessimistic_gib:.2f} GiB less KV memory than vLLM logged "

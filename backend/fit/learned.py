@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from backend.fit.plan import GIB, Knobs, Rank
+from backend.fit.plan import GIB, Knobs, Rank, parse_version
 from backend.models.fit import LearnedMark
 
 if TYPE_CHECKING:
@@ -295,4 +295,9 @@ def apply_learned(entry: CatalogEntry, spec: ModelSpec, ranks: list[Rank], knobs
     learned = replace(knobs, weights_gib=weights if weights is not None else knobs.weights_gib, measured_kv_gib=kv, measured_compute_gib=compute,
                       weights_how=f"measured at boot ({mark.summary})" if weights is not None else knobs.weights_how)
     notes.append(f"{mark.summary}: the engine's own figures on this rig (c3 fit --no-learned for the prediction)")
+    logged = latest.measured.engine_version
+    if logged and knobs.version is not None and parse_version(logged) not in (None, knobs.version):
+        # The key holds the image reference, not what runs in it: a rolling tag can move to another release.
+        notes.append(f"warning: the last boot's engine logged version {logged}, but the slug is priced as {knobs.version[0]}.{knobs.version[1]}: "
+                     "pin the image (or its engine_version) so fits and boots agree")
     return learned, mark, notes

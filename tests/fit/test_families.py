@@ -62,3 +62,28 @@ def test_each_figure_is_a_row_of_the_results(miss):
     """The size of each miss is the worst validation or calibration row RESULTS.md prints for the family."""
     assert f"−{miss.pessimistic_gib:.2f}" in RESULTS, miss.family
     assert f"−{miss.pessimistic_gib:.2f}" in miss.rows
+
+
+@pytest.mark.parametrize(("engine", "version", "says"), [
+    ("vllm", (0, 7), "vLLM 0.7, the V0 engine"),
+    ("vllm", (0, 11), "vLLM 0.11, the V1 engine (version"),
+    ("vllm", (0, 26), "vLLM 0.26, the V1 engine (version"),
+    ("vllm", (0, 27), "vLLM 0.27, the V1 engine with Model Runner V2 for dense models"),
+    ("vllm", (0, 32), "vLLM 0.32, the V1 engine with Model Runner V2 for dense models"),
+    ("vllm", None, None),
+    ("llamacpp", (0, 3), None),
+])
+def test_the_fit_says_which_engine_generation_it_assumed(engine, version, says):
+    from backend.fit.families import generation_note
+
+    note = generation_note(engine, version, "the image tag x")
+    assert (note is None) if says is None else (says in note and note.endswith("(version from the image tag x)"))
+
+
+def test_a_slug_names_its_generation_and_where_the_version_came_from():
+    from backend.catalog import load_catalog
+    from backend.fit import fit_on_cards
+
+    report = fit_on_cards(load_catalog().get("vllm/qwen3-8b"), ["rtx-3090"])
+    assert ("engine generation assumed: vLLM 0.27, the V1 engine with Model Runner V2 for dense models "
+            "(version from the image tag vllm/vllm-openai:v0.27.1)") in report.notes

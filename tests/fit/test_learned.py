@@ -58,6 +58,8 @@ def test_a_real_vllm_boot_log_feeds_the_store_and_the_next_fit_uses_it():
     assert fit.learned.summary == f"learned from 1 boot on {TODAY}"
     assert fit.available_kv_gib == 1.0 and fit.gpus[0].available_kv_gib == 1.0
     assert any(n.startswith(f"learned from 1 boot on {TODAY}") for n in fit.notes)
+    # The fixture's engine logged 0.32.0; the slug pins v0.27.1: a rolling or re-tagged image is said, not hidden.
+    assert "warning: the last boot's engine logged version 0.32.0, but the slug is priced as 0.27" in " ".join(fit.notes)
     # Not asked for (internal checks, --no-learned), or another card / parallelism: the prediction.
     assert fit_on_cards(entry, ["rtx-3090"]).source == "predicted"
     assert fit_on_cards(entry, ["rtx-4090"], learned=True).source == "predicted"
