@@ -5,7 +5,7 @@ them), one info record per tensor, then the tensor data from the next multiple o
 default) to the end of the file (ggml/src/gguf.cpp `gguf_init_from_file_impl`). llama-server maps that data region
 and reports it as its model buffer (`CPU_Mapped model buffer size`, `CUDA0 model buffer size` when offloaded), so
 the weights llama.cpp holds are the file minus its header: a published GGUF's size counts the metadata too, which
-is 3 % of the tiny test model (its vocabulary) and well under 0.1 % of a real one.
+is 2.6 % of the tiny test model (its vocabulary) and a few MiB — a fraction of a percent — of a real one.
 
 The header is read through a bounded, non-blocking reader: a FIFO or a device is refused, and counts and lengths
 are capped so a corrupt file is one usage error, not a hang or a huge allocation.
