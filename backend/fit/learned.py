@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from backend.fit.plan import GIB, Knobs, Rank, parse_version
 from backend.models.fit import LearnedMark
@@ -100,7 +100,7 @@ class BootRecord(BaseModel):
     key: str
     """Hash of the fields below that name the setup (`boot_key`)."""
     recorded_at: str
-    """UTC, ISO 8601."""
+    """UTC, ISO 8601 (a store whose dates do not parse is not read: they are shown in every learned fit)."""
     pod: str = ""
     """The pod that booted."""
     slug: str
@@ -125,6 +125,12 @@ class BootRecord(BaseModel):
     """What the engine logged."""
     predicted: Predicted | None = None
     """What c3 predicted before the boot."""
+
+
+    @field_validator("recorded_at")
+    @classmethod
+    def _iso(cls, value: str) -> str:
+        return datetime.fromisoformat(value).isoformat(timespec="seconds")
 
 
 class Store(BaseModel):

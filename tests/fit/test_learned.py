@@ -112,7 +112,11 @@ def test_a_hostile_store_cannot_make_a_fit_optimistic(weights, kv, why):
     assert any(why in n for n in fit.notes), fit.notes
 
 
-@pytest.mark.parametrize("content", [b"{not json", b"\xff\xfe", b'{"version": 7, "boots": []}', b'{"boots": [{"key": 1}]}', b"[]"])
+HOSTILE_DATE = json.dumps({"boots": [{"key": "k", "recorded_at": "\u001b[2Jnot a date", "slug": "s", "engine": "vllm", "build": "b", "model": "m",
+                                     "config_hash": "c", "cards": [], "tp": 1, "pp": 1, "flags": "f", "measured": {}}]}).encode()
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"\xff\xfe", b'{"version": 7, "boots": []}', b'{"boots": [{"key": 1}]}', b"[]", HOSTILE_DATE])
 def test_a_corrupt_store_is_one_warning_and_the_next_boot_replaces_it(content):
     path = store_path()
     path.parent.mkdir(parents=True)
