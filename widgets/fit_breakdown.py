@@ -37,6 +37,10 @@ def fit_lines(report: FitReport | None) -> Content:
     if report.max_model_len_fits is not None:
         summary.append(f"context ≤ {report.max_model_len_fits:,}")
     lines = [" · ".join(summary)]
+    if report.learned is not None:
+        lines.append(f"[$accent]● measured on this rig: {report.learned.summary}[/]")
+        if report.learned.flagged and report.learned.off_by_gib is not None:
+            lines.append(f"[$warning]⚠ the last boot's KV memory landed {report.learned.off_by_gib:+.2f} GiB from c3's prediction[/]")
     if report.gpus:
         lines.append("[$text-muted]GiB    total weights   other     KV[/]")
         for gpu in report.gpus:

@@ -67,7 +67,7 @@ class Workspace:
 
     def fit(self, slug: str, gpus: tuple[int, ...]) -> FitReport:
         """The fit-check of a slug on exactly these host GPUs (`unknown`, saying why, when the rig
-        lacks one of them or the count is not the slug's TP × PP)."""
+        lacks one of them or the count is not the slug's TP × PP), with this rig's recorded boots of the setup."""
         from backend.fit import fit_on_gpus
         from backend.models import FitReport
 
@@ -79,7 +79,7 @@ class Workspace:
             return FitReport(verdict="unknown", reasons=[f"no GPU {','.join(map(str, missing))} on this rig"])
         if len(gpus) != entry.gpu_count:
             return FitReport(verdict="unknown", reasons=[f"{slug} needs {entry.gpu_count} GPU(s) (TP {entry.tp} × PP {entry.pp}); {len(gpus)} chosen"])
-        return fit_on_gpus(entry, [by_index[i] for i in gpus], catalog=catalog)
+        return fit_on_gpus(entry, [by_index[i] for i in gpus], catalog=catalog, learned=True)
 
     def estate(self) -> Any:
         from backend.estate import load_estate

@@ -7,7 +7,9 @@ Public API (other areas call these):
 - `max_context_on_gpus(entry, gpus)` / `max_context_on_cards(entry, card_ids)` — the largest context that
   fits and the rank that binds (`c3 fit SLUG --max-context`, maxctx.py);
 - `reservation_mib(entry, gpu)` — what the engine will claim on that GPU at boot (free-VRAM gate);
-- `bootlog.parse_boot_log(text)` — read the engine's own numbers back after a boot.
+- `bootlog.parse_boot_log(text)` — read the engine's own numbers back after a boot;
+- `learn_boot(entry, gpus, log_text)` — keep them for later fits of the same setup (learned.py; the fits above
+  use them with `learned=True`).
 
 Engines: vllm (vllm.py, the replayed algorithm), llamacpp (llamacpp.py), sglang (sglang.py);
 custom entries cannot be priced (verdict unknown).
@@ -30,6 +32,8 @@ from dataclasses import replace
 from backend.cards import get_card, match_card
 from backend.catalog import Catalog, load_catalog
 from backend.errors import Refused
+from backend.fit.families import generation_note, known_misses, miss_note
+from backend.fit.learned import BootRecord, apply_learned, learn_from_boot
 from backend.fit.llamacpp import price_llamacpp
 from backend.fit.maxctx import largest_context
 from backend.fit.memory import cuda_total_gib
@@ -38,8 +42,9 @@ from backend.fit.sglang import price_sglang
 from backend.fit.vllm import price_vllm
 from backend.fit.weights import variant_bytes
 from backend.models import CardProfile, CatalogEntry, FitReport, Gpu, MaxContext, ModelSpec
+from backend.models.fit import LearnedMark
 
-__all__ = ["fit_config", "fit_on_cards", "fit_on_gpus", "knobs_for", "max_context_on_cards", "max_context_on_gpus", "price", "rank_for_gpu", "reservation_mib"]
+__all__ = ["fit_config", "fit_on_cards", "fit_on_gpus", "knobs_for", "learn_boot", "learn_boot_on", "max_context_on_cards", "max_context_on_gpus", "price", "rank_for_gpu", "reservation_mib"]
 
 _QUANTISED = ("awq", "gptq", "fp8", "mxfp4", "int4", "int8", "nvfp4")
 
@@ -132,6 +137,8 @@ def price(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
         report = price_sglang(spec, ranks, knobs)
     else:
         report = price_vllm(spec, ranks, knobs)
+        if (misses := known_misses(spec, knobs, ranks)) and report.verdict in ("fits", "tight", "wont-fit"):
+            report = report.model_copy(update={"notes": [*report.notes, *(miss_note(m) for m in misses)]})
     if report.verdict == "fits" and knobs.weights_gib is None and knobs.weights_how.startswith("estimated"):
         # Config-shape counts can miss what an engine loads besides the counted tensors (before the
         # rotary cache and the vision tower were counted, Llama-4-Scout at TP 4 was 2.8 GiB short of
@@ -162,49 +169,68 @@ def _entry_spec(entry: CatalogEntry, ranks: list[Rank], catalog: Catalog | None)
     return spec
 
 
-def _fit_entry(entry: CatalogEntry, ranks: list[Rank], *, max_model_len: int | None, catalog: Catalog | None) -> FitReport:
+def _fit_entry(entry: CatalogEntry, ranks: list[Rank], *, max_model_len: int | None, catalog: Catalog | None, learned: bool = False) -> FitReport:
     spec = _entry_spec(entry, ranks, catalog)
     if isinstance(spec, FitReport):
         return spec
-    return _price_entry(entry, spec, ranks, knobs_for(entry, spec, max_model_len=max_model_len))
+    knobs = knobs_for(entry, spec, max_model_len=max_model_len)
+    mark: LearnedMark | None = None
+    extra: list[str] = []
+    if learned:
+        knobs, mark, extra = apply_learned(entry, spec, ranks, knobs)
+    return _price_entry(entry, spec, ranks, knobs, mark=mark, learned_notes=extra)
 
 
-def _price_entry(entry: CatalogEntry, spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
+def _price_entry(entry: CatalogEntry, spec: ModelSpec, ranks: list[Rank], knobs: Knobs, *, mark: LearnedMark | None = None,
+                 learned_notes: list[str] | None = None) -> FitReport:
     report = price(spec, ranks, knobs)
-    notes = list(report.notes) + [f"weights: {knobs.weights_how}"]
+    notes = list(learned_notes or []) + list(report.notes) + [f"weights: {knobs.weights_how}"]
+    source = f"engine_version {entry.engine_version}" if entry.engine_version else f"the image tag {entry.image}"
+    if (generation := generation_note(entry.engine, knobs.version, source)) is not None:
+        notes.append(generation)
     notes += [f"rank {i} ({r.card}): total {r.total_gib:.2f} GiB from {r.how}" for i, r in enumerate(ranks) if r.total_gib is not None]
     if entry.status in ("experimental", "deprecated"):
         notes.append(f"status {entry.status}: {entry.status_note or 'boots only with --force'}")
-    return report.model_copy(update={"notes": notes})
+    update: dict[str, object] = {"notes": notes}
+    if mark is not None:
+        update.update(source="learned", learned=mark)
+    return report.model_copy(update=update)
 
 
-def fit_on_gpus(entry: CatalogEntry, gpus: list[Gpu], *, max_model_len: int | None = None, catalog: Catalog | None = None) -> FitReport:
-    """Price `entry` on measured GPUs (one rank per GPU, in the order given)."""
-    return _fit_entry(entry, [rank_for_gpu(g) for g in gpus], max_model_len=max_model_len, catalog=catalog)
+def fit_on_gpus(entry: CatalogEntry, gpus: list[Gpu], *, max_model_len: int | None = None, catalog: Catalog | None = None,
+                learned: bool = False) -> FitReport:
+    """Price `entry` on measured GPUs (one rank per GPU, in the order given); `learned`: with this rig's recorded
+    boots of the same setup where there are some (learned.py)."""
+    return _fit_entry(entry, [rank_for_gpu(g) for g in gpus], max_model_len=max_model_len, catalog=catalog, learned=learned)
 
 
-def fit_on_cards(entry: CatalogEntry, card_ids: list[str], *, max_model_len: int | None = None, catalog: Catalog | None = None) -> FitReport:
+def fit_on_cards(entry: CatalogEntry, card_ids: list[str], *, max_model_len: int | None = None, catalog: Catalog | None = None,
+                 learned: bool = False) -> FitReport:
     """Price `entry` on card profiles (`--card rtx-3090,rtx-5090`)."""
-    return _fit_entry(entry, [rank_for_card(c) for c in card_ids], max_model_len=max_model_len, catalog=catalog)
+    return _fit_entry(entry, [rank_for_card(c) for c in card_ids], max_model_len=max_model_len, catalog=catalog, learned=learned)
 
 
-def _max_context_entry(entry: CatalogEntry, ranks: list[Rank], catalog: Catalog | None) -> tuple[MaxContext, FitReport]:
+def _max_context_entry(entry: CatalogEntry, ranks: list[Rank], catalog: Catalog | None, learned: bool) -> tuple[MaxContext, FitReport]:
     spec = _entry_spec(entry, ranks, catalog)
     if isinstance(spec, FitReport):
         raise Refused(f"--max-context: {entry.slug}: {spec.reasons[0]}")
     knobs = knobs_for(entry, spec)
-    return largest_context(lambda length: _price_entry(entry, spec, ranks, replace(knobs, max_model_len=length)), model_max=spec.max_position_embeddings,
-                           knobs=knobs)
+    mark: LearnedMark | None = None
+    extra: list[str] = []
+    if learned:
+        knobs, mark, extra = apply_learned(entry, spec, ranks, knobs)
+    return largest_context(lambda length: _price_entry(entry, spec, ranks, replace(knobs, max_model_len=length), mark=mark, learned_notes=extra),
+                           model_max=spec.max_position_embeddings, knobs=knobs)
 
 
-def max_context_on_gpus(entry: CatalogEntry, gpus: list[Gpu], *, catalog: Catalog | None = None) -> tuple[MaxContext, FitReport]:
+def max_context_on_gpus(entry: CatalogEntry, gpus: list[Gpu], *, catalog: Catalog | None = None, learned: bool = False) -> tuple[MaxContext, FitReport]:
     """The largest context `entry` holds on measured GPUs, and the fit priced at it (`c3 fit SLUG --gpus … --max-context`)."""
-    return _max_context_entry(entry, [rank_for_gpu(g) for g in gpus], catalog)
+    return _max_context_entry(entry, [rank_for_gpu(g) for g in gpus], catalog, learned)
 
 
-def max_context_on_cards(entry: CatalogEntry, card_ids: list[str], *, catalog: Catalog | None = None) -> tuple[MaxContext, FitReport]:
+def max_context_on_cards(entry: CatalogEntry, card_ids: list[str], *, catalog: Catalog | None = None, learned: bool = False) -> tuple[MaxContext, FitReport]:
     """The same on card profiles (`--card rtx-3090,rtx-5090`)."""
-    return _max_context_entry(entry, [rank_for_card(c) for c in card_ids], catalog)
+    return _max_context_entry(entry, [rank_for_card(c) for c in card_ids], catalog, learned)
 
 
 def fit_config(spec: ModelSpec, totals_gib: list[float], knobs: Knobs, *, gpu_name: str | None = None, sm: str | None = None) -> FitReport:
@@ -249,3 +275,21 @@ def reservation_mib(entry: CatalogEntry, gpu: Gpu) -> int | None:
     used = g.weights_gib + g.activation_gib + g.non_torch_gib
     kv_share = (report.max_model_len or 0) * report.kv_bytes_per_token / (1024**3) / max(1, entry.gpu_count)
     return math.ceil((used + kv_share) * 1024)
+
+
+def learn_boot(entry: CatalogEntry, gpus: list[Gpu], log_text: str, *, pod: str = "", catalog: Catalog | None = None) -> tuple[BootRecord | None, str | None]:
+    """Record what a pod's boot log measured next to what c3 predicts for it (learned.py): the record (None when
+    the log measured nothing, or the entry cannot be priced) and the warning of a store that had to be replaced."""
+    return learn_boot_on(entry, [rank_for_gpu(g) for g in gpus], log_text, pod=pod, catalog=catalog)
+
+
+def learn_boot_on(entry: CatalogEntry, ranks: list[Rank], log_text: str, *, pod: str = "", catalog: Catalog | None = None,
+                  ) -> tuple[BootRecord | None, str | None]:
+    """`learn_boot` on ranks as the pricer sees them (`rank_for_gpu`, `rank_for_card`)."""
+    if entry.engine == "custom" or len(ranks) != entry.gpu_count:
+        return None, None
+    spec = (catalog or load_catalog()).model_for(entry)
+    if spec is None:
+        return None, None
+    knobs = knobs_for(entry, spec)
+    return learn_from_boot(entry, spec, ranks, knobs, log_text, pod=pod, predicted=_price_entry(entry, spec, ranks, knobs))

@@ -112,7 +112,7 @@ def price_llamacpp(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitRepor
     weights_total = knobs.weights_gib * len(ranks) if knobs.weights_gib is not None else (knobs.weights_bytes or 0) / GIB
     totals = [r.total_gib or 0.0 for r in ranks]
     shares = [t / sum(totals) for t in totals]
-    compute = _compute_gib(spec, n_ctx)
+    compute = knobs.measured_compute_gib if knobs.measured_compute_gib is not None else _compute_gib(spec, n_ctx)
 
     def kv_need(ctx: int) -> float:
         return _kv_gib(spec, ctx, n_seq, dtype, unified=unified, swa_full=swa_full)[0]
@@ -126,7 +126,7 @@ def price_llamacpp(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitRepor
         act = compute if i == len(ranks) - 1 else compute * 0.5
         available = budget - weights - act - CUDA_CONTEXT_GIB
         room.append((available, shares[i]))
-        gpus.append(GpuFit(index=rank.index, card=rank.card, total_gib=round(totals[i], 3), budget_gib=round(budget, 3), weights_gib=round(weights, 3),
+        gpus.append(GpuFit(index=rank.index, card=rank.card, total_gib=round(totals[i], 3), budget_gib=round(budget, 3), weights_gib=round(weights, 6),
                            activation_gib=round(act, 3), non_torch_gib=CUDA_CONTEXT_GIB, cudagraph_gib=0.0, available_kv_gib=round(available, 3)))
     # Largest context whose per-device KV share fits everywhere.
     def fits(ctx: int) -> bool:

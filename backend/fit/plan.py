@@ -63,6 +63,10 @@ class Knobs:
     gpu_memory_utilization). None: from the slug's own args when it passes the flag, else profiled."""
     hybrid_kv_env: bool | None = None
     """VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as set in the slug's env (None: the version's default)."""
+    measured_kv_gib: float | None = None
+    """vLLM: KV memory per rank as this rig's engine measured it at boot (learned.py); replaces the profiled estimate."""
+    measured_compute_gib: float | None = None
+    """llama.cpp: the largest compute buffer this rig's engine allocated at boot (learned.py); replaces the estimate."""
 
 
 def arg_value(args: tuple[str, ...] | list[str], *names: str) -> str | None:

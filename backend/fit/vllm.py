@@ -294,6 +294,8 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
             if budget > rank.total_gib:
                 overflow.append(f"GPU {rank.index if rank.index is not None else position}: --kv-cache-memory-bytes "
                                 f"({available:.2f} GiB) plus weights and overheads exceed its {rank.total_gib:.2f} GiB")
+        elif knobs.measured_kv_gib is not None:
+            available = knobs.measured_kv_gib  # what the engine logged on this rig for this setup (learned.py)
         blocks = layout.num_blocks(explicit if explicit is not None else available * GIB)
         rank_blocks.append(blocks)
         gpus.append(

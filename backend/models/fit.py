@@ -36,6 +36,26 @@ class GpuFit(BaseModel):
     """KV blocks this rank's budget holds, before the min over ranks."""
 
 
+class LearnedMark(BaseModel):
+    """How a fit used this rig's own boots (backend/fit/learned.py); `learned` in `c3 fit --json`."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    boots: int
+    """Boots of this setup on record that were believed."""
+    last: str
+    """Date (UTC, YYYY-MM-DD) of the latest."""
+    summary: str
+    """`learned from N boots on DATE`."""
+    off_by_gib: float | None = None
+    """The latest boot's KV memory minus what c3 had predicted for it (+: c3 was pessimistic); None when not both known."""
+    flagged: bool = False
+    """That boot landed more than `OFF_LIMIT_GIB` (0.5 GiB) from the prediction."""
+
+
+FitSource = Literal["predicted", "learned"]
+
+
 class FitReport(BaseModel):
     """Whether a model fits a GPU set, and why. `c3 fit --json` prints this."""
 
@@ -83,6 +103,10 @@ class FitReport(BaseModel):
     """Tokens per step priced (drives the activation peak)."""
     gpu_memory_utilization: float | None = None
     """The fraction priced (vLLM util / SGLang mem_fraction_static)."""
+    source: FitSource = "predicted"
+    """`learned` when this rig's recorded boots of the same setup supplied the measured terms, else `predicted`."""
+    learned: LearnedMark | None = None
+    """Which boots, when `source` is `learned`."""
 
 
 ContextBound = Literal["memory", "model"]

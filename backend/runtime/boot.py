@@ -191,6 +191,10 @@ def boot_pod(
         ready_at = time.monotonic()
         place, placed_at = _settle_placement(ctx, pod)
         log.line(place.summary())
+        for line in learn_from_log(ctx, pod, entry, gpus):
+            if line.startswith("warning:"):  # the record itself goes to the boot log only: `pod up` output stays as it was
+                say(pod.name, line)
+            log.line(line)
         return BootOutcome(
             pod=pod.name,
             ok=True,
@@ -204,6 +208,25 @@ def boot_pod(
         )
     finally:
         log.close()
+
+
+def learn_from_log(ctx: RuntimeContext, pod: Pod, entry: CatalogEntry, gpus: Sequence[Gpu]) -> list[str]:
+    """Keep what the engine measured at this boot for the next fit of the same setup (backend/fit/learned.py);
+    the lines to show. Never fails the boot that has just served: a store that cannot be written is one warning."""
+    from backend.fit import learn_boot
+
+    try:
+        text = ctx.runtime.logs(pod.name, tail=4000)
+        rec, warning = learn_boot(entry, list(gpus), text, pod=pod.name, catalog=ctx.catalog)
+    except (C3Error, OSError, ValueError) as error:
+        return [f"warning: fit store not updated: {getattr(error, 'message', None) or error}"]
+    lines = [f"warning: {warning}"] if warning else []
+    if rec is not None:
+        kv = rec.measured.available_kv_gib
+        guess = rec.predicted.available_kv_gib if rec.predicted is not None else None
+        off = f", {kv - guess:+.2f} GiB from c3's prediction" if kv is not None and guess is not None else ""
+        lines.append(f"fit: recorded this boot's measured memory{f' (KV {kv:.2f} GiB{off})' if kv is not None else ''} for the next `c3 fit {entry.slug}`")
+    return lines
 
 
 def _settle_placement(ctx: RuntimeContext, pod: Pod, wait_s: float = 10.0) -> tuple[Placement, float | None]:

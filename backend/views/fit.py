@@ -17,6 +17,7 @@ from backend.models.catalog import Engine, SlugStatus
 
 if TYPE_CHECKING:
     from backend.fit.bootlog import BootLogReport
+    from backend.fit.learned import BootRecord
 
 
 class SlugFit(BaseModel):
@@ -42,9 +43,11 @@ class SlugFit(BaseModel):
 
 def fit_slug(
     slug: str, *, gpus: Sequence[int] | None = None, cards: Sequence[str] | None = None, max_model_len: int | None = None, max_context: bool = False,
+    learned: bool = True,
 ) -> SlugFit:
     """Price `slug` on host GPU indices (`gpus`) or on card profile ids (`cards`): exactly one of them. With
-    `max_context`, find the largest context that fits instead of pricing a given one (Refused when c3 cannot)."""
+    `max_context`, find the largest context that fits instead of pricing a given one (Refused when c3 cannot).
+    `learned`: use this rig's recorded boots of the same setup where there are some (`--no-learned`: never)."""
     from backend.catalog import load_catalog
     from backend.fit import fit_on_cards, fit_on_gpus, max_context_on_cards, max_context_on_gpus
     from backend.views.gpus import gpus_at
@@ -61,16 +64,16 @@ def fit_slug(
         if not cards:
             raise UsageError("--card needs at least one card id, e.g. --card rtx-3090")
         if max_context:
-            found, report = max_context_on_cards(entry, list(cards), catalog=catalog)
+            found, report = max_context_on_cards(entry, list(cards), catalog=catalog, learned=learned)
         else:
-            report = fit_on_cards(entry, list(cards), max_model_len=max_model_len, catalog=catalog)
+            report = fit_on_cards(entry, list(cards), max_model_len=max_model_len, catalog=catalog, learned=learned)
         where = "cards " + ", ".join(cards)
     else:
         indices = list(gpus or ())
         if max_context:
-            found, report = max_context_on_gpus(entry, gpus_at(indices), catalog=catalog)
+            found, report = max_context_on_gpus(entry, gpus_at(indices), catalog=catalog, learned=learned)
         else:
-            report = fit_on_gpus(entry, gpus_at(indices), max_model_len=max_model_len, catalog=catalog)
+            report = fit_on_gpus(entry, gpus_at(indices), max_model_len=max_model_len, catalog=catalog, learned=learned)
         where = "GPU " + ",".join(map(str, indices))
     if entry.engine == "llamacpp":
         setup = f"llama.cpp, layers split over {entry.gpu_count} GPU(s), --ctx-size {found.tokens if found else entry.max_model_len or 0:,}"
@@ -104,13 +107,14 @@ def fit_config_file(
     config: Path, totals_gib: list[float], *, tp: int, pp: int = 1, engine: str = "vllm", engine_version: str | None = None,
     weights_gib: float | None = None, util: float | None = None, max_model_len: int | None = None, max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None, kv_cache_dtype: str = "auto", block_size: int | None = None, enforce_eager: bool = False,
-    gpu_name: str | None = None, max_context: bool = False, kv_cache_memory_bytes: int | None = None,
+    gpu_name: str | None = None, max_context: bool = False, kv_cache_memory_bytes: int | None = None, gguf: Path | None = None,
 ) -> ConfigFit:
     """Price any model from its config.json on CUDA totals (GiB; one value stands for every rank) with
     the engine's own memory rules. None knobs take the engine's defaults for `engine_version` (None:
     current); UsageError for knobs that do not add up. `kv_cache_memory_bytes` is vLLM's flag of that name (KV per rank,
     set outright). With `max_context`, the largest context that fits is
-    searched for instead (Refused when c3 cannot compute it)."""
+    searched for instead (Refused when c3 cannot compute it). `gguf` (llama.cpp): the weights are that file's
+    tensor data, read from its header (backend/fit/gguf.py) — what llama-server reports as its model buffer."""
     from dataclasses import replace
 
     from backend.catalog.configs import load_config_file
@@ -129,6 +133,8 @@ def fit_config_file(
             limits.fraction(util, "--gpu-mem-util")
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if gguf is not None and (engine != "llamacpp" or weights_gib is not None):
+        raise UsageError("--gguf goes with --engine llamacpp and instead of --weights-gib", hint="e.g. c3 fit --config config.json --engine llamacpp --gguf model.gguf ...")
     spec = load_config_file(config)
     version = parse_version(engine_version) if engine_version else None
     if engine_version and version is None:
@@ -141,6 +147,11 @@ def fit_config_file(
     )
     if max_context and max_model_len is not None:
         raise UsageError("--max-context finds the context; --max-model-len fixes one: give one of them")
+    if gguf is not None:
+        from backend.fit.gguf import tensor_data_bytes
+
+        data = tensor_data_bytes(gguf)
+        knobs = replace(knobs, weights_bytes=data, weights_how=f"tensor data of {gguf.name}: {data:,} bytes, read from its header")
     found = None
     if max_context:
         found, report = largest_context(lambda length: fit_config(spec, totals, replace(knobs, max_model_len=length), gpu_name=gpu_name),
@@ -209,7 +220,19 @@ def catalog_rows(fits_on: Sequence[int] | None = None) -> list[CatalogRow]:
 def read_boot_log(path: Path | None, stdin: BinaryIO | None = None) -> BootLogReport:
     """What an engine's boot log says it measured (weights, KV memory, tokens, concurrency). `path`
     None reads `stdin` (default: this process's), refusing more than the boot-log size limit."""
+    return read_boot_log_and_text(path, stdin)[0]
+
+
+def read_boot_log_and_text(path: Path | None, stdin: BinaryIO | None = None) -> tuple[BootLogReport, str]:
+    """`read_boot_log`, and the text it read (what `--learn` records)."""
     from backend.fit.bootlog import parse_boot_log
+
+    text = boot_log_text(path, stdin)
+    return parse_boot_log(text), text
+
+
+def boot_log_text(path: Path | None, stdin: BinaryIO | None = None) -> str:
+    """The text of a boot log file, or of `stdin` when `path` is None (bounded either way)."""
     from backend.userfiles import LIMITS, read_text
 
     if path is None:
@@ -217,8 +240,31 @@ def read_boot_log(path: Path | None, stdin: BinaryIO | None = None) -> BootLogRe
         raw = (stdin if stdin is not None else sys.stdin.buffer).read(cap + 1)
         if len(raw) > cap:
             raise UsageError(f"the boot log on stdin is larger than {cap // (1024 * 1024)} MiB", hint="pass the engine's start-up output, e.g. `docker logs c3-chat 2>&1 | head -c 10M`")
-        text = raw.decode("utf-8", errors="replace")
-    else:
-        text = read_text(path, what="boot log", errors="replace") or ""
-    return parse_boot_log(text)
+        return raw.decode("utf-8", errors="replace")
+    return read_text(path, what="boot log", errors="replace") or ""
+
+
+def learn_boot_log(text: str, slug: str, *, gpus: Sequence[int] | None = None, cards: Sequence[str] | None = None) -> tuple[BootRecord, int, str | None]:
+    """`c3 bootlog FILE --learn SLUG`: record what the log measured as a boot of `slug` on these GPUs or cards, for later
+    `c3 fit SLUG` (backend/fit/learned.py). (The record, the boots now on record for its setup, the warning of a store
+    that had to be replaced.) Refused when the log measured nothing or the slug cannot be priced."""
+    from backend.catalog import load_catalog
+    from backend.errors import Refused
+    from backend.fit import learn_boot_on, rank_for_card, rank_for_gpu
+    from backend.fit.learned import read_store
+    from backend.views.gpus import gpus_at
+
+    if (gpus is None) == (cards is None):
+        raise UsageError("--learn needs exactly one of --gpus and --card", hint="e.g. c3 bootlog boot.log --learn vllm/qwen3-8b --card rtx-3090")
+    catalog = load_catalog()
+    entry = catalog.get(slug)
+    ranks = [rank_for_card(c) for c in cards] if cards is not None else [rank_for_gpu(g) for g in gpus_at(list(gpus or ()))]
+    if len(ranks) != entry.gpu_count:
+        raise UsageError(f"{entry.slug} runs on {entry.gpu_count} GPU(s) (tp {entry.tp} × pp {entry.pp}); {len(ranks)} given")
+    rec, warning = learn_boot_on(entry, ranks, text, catalog=catalog)
+    if rec is None:
+        raise Refused(f"nothing recorded for {entry.slug}: the log has no memory lines c3 keeps, or the slug has no model spec",
+                      hint="pass the engine's full start-up output; custom slugs cannot be priced")
+    boots = sum(1 for b in read_store()[0].boots if b.key == rec.key)
+    return rec, boots, warning
 

@@ -24,6 +24,7 @@ HELP = """Price a launch with the engine's own memory rules before anything boot
   c3 fit SLUG --gpus 0,1            price a catalog slug on GPUs of this machine
   c3 fit SLUG --card rtx-3090,rtx-5090   ... on card profiles (no GPU needed)
   c3 fit SLUG --gpus 0,1 --max-context   the largest context that fits there, and which rank binds
+  c3 fit SLUG --gpus 0 --no-learned  c3's prediction only, not what earlier boots measured here
   c3 fit --config config.json --vram-gib 23.58[,31.37] --tp N [...]
                                     price any model from its config.json on CUDA totals (GiB)
 
@@ -34,6 +35,12 @@ are params × dtype from config.json (MXFP4 experts at 4.25 bits) split by TP. -
 defaults to vLLM's 0.90 (0.92 with --engine-version ≥ 0.25), SGLang's 0.85; max_num_seqs and
 max_num_batched_tokens default to vLLM's per-GPU-class values (1024/8192 on ≥ 70 GiB unless the
 --gpu-name is an A100, else 256/2048).
+
+\b
+Every pod that boots to serving leaves what its engine measured (weights, KV memory, compute
+buffers) in $C3_STATE/fit/learned.json; a later SLUG fit of the same engine build, model, cards,
+TP × PP and memory flags prices with those figures and says "learned from N boots on DATE"
+("source": "learned" in --json).
 
 \b
 Exit codes: 0 fits or tight; 1 wont-fit, incompatible-hw, unknown (could not be priced),
@@ -66,6 +73,10 @@ def _gib(value: float | None) -> str:
 def render(report: FitReport, title: str) -> str:
     """The human table: one row per GPU rank, then the KV summary and the verdict."""
     lines = [title]
+    if report.learned is not None:
+        lines.append(f"measured on this rig: {report.learned.summary} (--no-learned for c3's prediction)")
+        if report.learned.flagged and report.learned.off_by_gib is not None:
+            lines.append(f"⚠ the last boot's KV memory landed {report.learned.off_by_gib:+.2f} GiB from c3's prediction (more than 0.5 GiB)")
     header = f"{'rank':<5}{'gpu':<5}{'card':<26}{'total':>8}{'budget':>8}{'weights':>9}{'activ':>7}{'other':>7}{'graphs':>8}{'KV':>8}{'blocks':>8}"
     if report.gpus:
         lines += ["", header]
@@ -143,15 +154,17 @@ def _show(report: FitReport, max_context: MaxContext | None, title: str, as_json
         click.echo(render_max_context(max_context, len(report.gpus)))
 
 
-def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int | None, as_json: bool, max_context: bool = False) -> int:
+def _fit_slug(slug: str, gpus: str | None, cards: str | None, max_model_len: int | None, as_json: bool, max_context: bool = False,
+              learned: bool = True) -> int:
     from backend.views.fit import fit_slug
 
     if bool(gpus) == bool(cards):
         raise UsageError("give exactly one of --gpus and --card", hint="e.g. c3 fit vllm/qwen3-8b --card rtx-3090")
     if cards:
-        found = fit_slug(slug, cards=[c.strip().lower() for c in cards.split(",") if c.strip()], max_model_len=max_model_len, max_context=max_context)
+        found = fit_slug(slug, cards=[c.strip().lower() for c in cards.split(",") if c.strip()], max_model_len=max_model_len, max_context=max_context,
+                         learned=learned)
     else:
-        found = fit_slug(slug, gpus=parse_index_list(gpus or ""), max_model_len=max_model_len, max_context=max_context)
+        found = fit_slug(slug, gpus=parse_index_list(gpus or ""), max_model_len=max_model_len, max_context=max_context, learned=learned)
     _show(found.report, found.max_context, f"{found.slug} ({found.setup}) on {found.where}", as_json, slug=found.slug, tp=found.tp, pp=found.pp)
     return _exit_for(found.report, f"{found.slug} on {found.where}")
 
@@ -160,7 +173,7 @@ def _fit_config(
     config: Path, vram: str | None, tp: int | None, pp: int, weights_gib: float | None, util: float | None, max_model_len: int | None,
     max_num_seqs: int | None, batched: int | None, kv_dtype: str, engine: str, engine_version: str | None, as_json: bool,
     *, enforce_eager: bool = False, block_size: int | None = None, gpu_name: str | None = None, max_context: bool = False,
-    kv_bytes: int | None = None,
+    kv_bytes: int | None = None, gguf: Path | None = None,
 ) -> int:
     from backend.views.fit import fit_config_file
 
@@ -170,6 +183,7 @@ def _fit_config(
         config, _float_list(vram, "--vram-gib"), tp=tp, pp=pp, engine=engine, engine_version=engine_version, weights_gib=weights_gib,
         util=util, max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, kv_cache_dtype=kv_dtype,
         block_size=block_size, enforce_eager=enforce_eager, gpu_name=gpu_name, max_context=max_context, kv_cache_memory_bytes=kv_bytes,
+        gguf=gguf,
     )
     _show(found.report, found.max_context, found.title, as_json, config=str(config), tp=tp, pp=pp)
     return _exit_for(found.report, config.name)
@@ -197,12 +211,16 @@ def _fit_config(
 @click.option("--kv-cache-memory-bytes", "kv_bytes", type=click.IntRange(1, 1 << 50),
               help="KV memory per rank in bytes, set outright as vLLM's flag of that name does (--config form; vLLM then ignores --gpu-mem-util).")
 @click.option("--gpu-name", help="NVML name of the GPUs (--config form), e.g. 'NVIDIA A100-SXM4-80GB': vLLM's batch defaults and the interconnect depend on it.")
+@click.option("--gguf", type=click.Path(dir_okay=False, path_type=Path),
+              help="llama.cpp (--config form): the .gguf file; its tensor data (read from its header) is the weights, as llama-server maps them.")
+@click.option("--no-learned", "no_learned", is_flag=True,
+              help="Price from c3's rules only, ignoring what earlier boots of the same setup measured on this rig (SLUG form).")
 @json_option
 def fit(
     slug: str | None, gpus: str | None, cards: str | None, config: Path | None, vram: str | None, tp: int | None, pp: int,
     weights_gib: float | None, util: float | None, max_model_len: int | None, max_num_seqs: int | None, batched: int | None,
     kv_dtype: str, engine: str, engine_version: str | None, enforce_eager: bool, block_size: int | None, gpu_name: str | None, as_json: bool,
-    max_context: bool, kv_bytes: int | None,
+    max_context: bool, kv_bytes: int | None, no_learned: bool, gguf: Path | None,
 ) -> None:
     if max_context and max_model_len is not None:
         raise UsageError("--max-context finds the context; --max-model-len fixes one: give one of them", hint="drop --max-model-len to search for the largest")
@@ -211,17 +229,19 @@ def fit(
     if config is not None:
         if gpus or cards:
             raise UsageError("--config prices on --vram-gib; --gpus/--card go with a SLUG")
+        if no_learned:
+            raise UsageError("--no-learned goes with a SLUG: --config is always priced from c3's rules")
         code = _fit_config(config, vram, tp, pp, weights_gib, util, max_model_len, max_num_seqs, batched, kv_dtype.lower(), engine, engine_version,
                            as_json, enforce_eager=enforce_eager, block_size=block_size, gpu_name=gpu_name, max_context=max_context,
-                           kv_bytes=kv_bytes)
+                           kv_bytes=kv_bytes, gguf=gguf)
     elif slug:
         config_only = [n for n, v in (("--vram-gib", vram), ("--tp", tp), ("--weights-gib", weights_gib), ("--gpu-mem-util", util),
                                       ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", batched), ("--engine-version", engine_version),
                                       ("--block-size", block_size), ("--enforce-eager", enforce_eager or None), ("--gpu-name", gpu_name),
-                                      ("--kv-cache-memory-bytes", kv_bytes)) if v is not None]
+                                      ("--kv-cache-memory-bytes", kv_bytes), ("--gguf", gguf)) if v is not None]
         if config_only:
             raise UsageError(f"{', '.join(config_only)} only go with --config; a slug carries its own settings")
-        code = _fit_slug(slug, gpus, cards, max_model_len, as_json, max_context)
+        code = _fit_slug(slug, gpus, cards, max_model_len, as_json, max_context, learned=not no_learned)
     else:
         raise UsageError("give a SLUG (with --gpus or --card) or --config", hint="see `c3 fit --help`")
     raise SystemExit(code)

@@ -23,6 +23,15 @@ async def open_form(pilot) -> NewPodModal:
     return modal
 
 
+async def form_with_fit(pilot) -> NewPodModal:
+    """The form opened, a pod `solo` of vllm/qwen3-8b typed in, and its fit priced."""
+    await settle(pilot)
+    modal = await open_form(pilot)
+    await pilot.press(*"solo", "tab", *"vllm/qwen3-8b")
+    await wait_for(pilot, lambda: modal.report is not None and modal.slug == "vllm/qwen3-8b", what="the fit")
+    return modal
+
+
 def rows(modal) -> list[str]:
     slugs = modal.query_one("#slugs")
     return [str(slugs.get_option_at_index(i).prompt) for i in range(slugs.option_count)]
@@ -51,10 +60,7 @@ async def test_two_gpu_slugs_with_one_gpu_free_are_not_fits_and_claimed_gpus_nev
 async def test_list_and_fit_line_agree_and_emptied_field_clears_the_fit(shared_world):
     app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        modal = await open_form(pilot)
-        await pilot.press(*"solo", "tab", *"vllm/qwen3-8b")
-        await wait_for(pilot, lambda: modal.report is not None and modal.slug == "vllm/qwen3-8b", what="the fit")
+        modal = await form_with_fit(pilot)
         await wait_for(pilot, lambda: bool(modal.verdicts), what="verdicts")
         await settle(pilot)
         row = next(r for r in rows(modal) if "vllm/qwen3-8b " in r)
@@ -226,3 +232,19 @@ async def test_down_from_the_filter_field_moves_into_the_slug_list_and_down_it(s
         await settle(pilot)
         assert modal.focused.id == "name" and slugs.highlighted == first + 1
         await pilot.press("escape")
+
+
+async def test_the_fit_in_the_form_says_when_it_learned_from_this_rigs_boots(demo_world):
+    """A boot of the same setup on record (backend/fit/learned.py): the New-pod fit prices with it and says so."""
+    from backend.catalog import load_catalog
+    from backend.fit import learn_boot
+    from backend.views.gpus import gpus_at
+
+    log = "Model loading took 15.2676 GiB and 9.1 seconds\nAvailable KV cache memory: 4.11 GiB\nGPU KV cache size: 29,920 tokens\n"
+    rec, _ = learn_boot(load_catalog().get("vllm/qwen3-8b"), gpus_at([1]), log, pod="solo")
+    assert rec is not None
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        modal = await form_with_fit(pilot)
+        assert modal.report.source == "learned" and modal.report.available_kv_gib == 4.11
+        await wait_for(pilot, lambda: "measured on this rig: learned from 1 boot on" in str(modal.query_one("#fit").render()), what="the mark")

@@ -163,3 +163,26 @@ def test_llamacpp_fit_context_follows_c3s_kv(real_engines, tmp_path, spare_mib):
     assert pick == expected, f"{spare_mib} MiB spare: llama.cpp --fit picked {pick:,} cells; its rule with c3's KV gives {raw:,.0f} → {expected:,}"
     print(f"{spare_mib} MiB spare: llama.cpp --fit {high:,} → {pick:,} cells; its rule with c3's KV "
           f"({kv_low / MIB:.3f}/{kv_high / MIB:.3f} MiB) gives {raw:,.0f} → {expected:,}")
+
+
+MODEL_BUFFER = re.compile(r"\b(CPU_Mapped|CPU|CUDA\d+) model buffer size\s*=\s*([\d.]+) MiB")
+
+
+def test_llamacpp_weights_are_llama_servers_model_buffer(real_engines, llama_engine, capsys):
+    """c3's llama.cpp weights for the tiny GGUF (`c3 fit --config … --engine llamacpp --gguf`: its tensor data, read from
+    its header) are the model buffer llama-server reports, at its printed precision and within 1 %. The file's size, which
+    a published GGUF listing gives, is not: the tiny model's vocabulary makes it 2.6 % more."""
+    server = llama_engine("-lv", "4")  # the verbosity at which llama-server logs its buffers
+    server.wait_healthy(120)
+    buffers = MODEL_BUFFER.findall(server.log())
+    assert buffers, "llama-server printed no model buffer"
+    engine_mib = sum(float(mib) for _, mib in buffers)
+    code, out, err = run(capsys, "fit", "--config", str(real_engines.model("dense") / "config.json"), "--engine", "llamacpp", "--gguf",
+                         str(real_engines.gguf), "--vram-gib", "8", "--tp", "1", "--max-model-len", "4096", "--json")
+    assert code == 0, err
+    c3_mib = json.loads(out)["gpus"][0]["weights_gib"] * 1024
+    assert round(c3_mib, 2) == round(engine_mib, 2), f"c3 {c3_mib:.4f} MiB ≠ llama-server {engine_mib:.2f} MiB"
+    assert abs(c3_mib - engine_mib) <= 0.01 * engine_mib
+    file_mib = real_engines.gguf.stat().st_size / MIB
+    assert abs(file_mib - engine_mib) > 0.01 * engine_mib  # the file size would miss the 1 % bar
+    print(f"tiny.gguf: llama-server {engine_mib:.2f} MiB ({buffers}); c3 {c3_mib:.4f} MiB; file {file_mib:.4f} MiB")

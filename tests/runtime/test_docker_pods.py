@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scripts.rig.fake_nvml import FakeGpu
 from tests.runtime.helpers import ROOT, c3, c3_json, free_port, one_error_line, stub_entry, write_catalog
@@ -53,6 +54,22 @@ def create(rig, name, gpus, slug="custom/stub", extra=()):
     assert result.returncode == 0, result.stdout + result.stderr
     rig["names"].append(name)
     return port
+
+
+def test_a_docker_boot_teaches_the_next_fit(rig, stub_image):
+    """The Docker runtime's boot records what the engine logged (backend/fit/learned.py): `c3 fit` then says so."""
+    entry = stub_entry("vllm/stub-qwen", engine="vllm", image=stub_image, env={"C3_STUB_WEIGHTS_GIB": "15.3"})
+    entry.update(model="Qwen/Qwen3-8B", max_model_len=8192)
+    catalog = Path(os.environ["C3_HOME"]) / "catalog.d" / "learn.yaml"
+    catalog.write_text(yaml.safe_dump({"entries": [entry]}))  # beside the rig's own catalog file
+    assert c3_json("fit", "vllm/stub-qwen", "--gpus", "2")["source"] == "predicted"
+    create(rig, "learner", "2", slug="vllm/stub-qwen")
+    up = c3("pod", "up", "learner")
+    assert up.returncode == 0, up.stdout + up.stderr
+    (boot,) = json.loads((Path(os.environ["C3_STATE"]) / "fit" / "learned.json").read_text())["boots"]
+    assert boot["pod"] == "learner" and boot["cards"] == ["rtx-3090"] and boot["measured"]["available_kv_gib"] == 5.7
+    after = c3_json("fit", "vllm/stub-qwen", "--gpus", "2")
+    assert after["source"] == "learned" and after["available_kv_gib"] == 5.7 and after["learned"]["boots"] == 1
 
 
 def test_create_up_serving_placement_ok_down(rig):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import select
@@ -250,3 +251,25 @@ def test_serve_asks_on_a_terminal(sim):
     text = output.decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, text
     assert "on GPU 3" in text and "placement ok" in text
+
+
+def test_a_boot_teaches_the_next_fit(sim):
+    """The engine's boot log lands in the fit store (backend/fit/learned.py); `c3 fit` of the same setup then uses it."""
+    entry = stub_entry("vllm/stub-qwen", engine="vllm", env={"C3_STUB_WEIGHTS_GIB": "15.3"})
+    entry.update(model="Qwen/Qwen3-8B", max_model_len=8192)
+    write_catalog([entry])
+    before = c3_json("fit", "vllm/stub-qwen", "--gpus", "0")
+    assert before["source"] == "predicted"
+    create(sim, "learner", "0", slug="vllm/stub-qwen")
+    up = c3("pod", "up", "learner")
+    assert up.returncode == 0, up.stdout + up.stderr
+    store = json.loads((Path(os.environ["C3_STATE"]) / "fit" / "learned.json").read_text())
+    (boot,) = store["boots"]
+    assert boot["pod"] == "learner" and boot["cards"] == ["rtx-3090"] and boot["measured"]["weights_gib"] == 15.3
+    kv = boot["measured"]["available_kv_gib"]  # what the stub engine logged: 24 × 0.9 − 15.3 − 0.6
+    assert kv == 5.7 and boot["predicted"]["available_kv_gib"] == before["available_kv_gib"]
+    recorded = f"fit: recorded this boot's measured memory (KV 5.70 GiB, {5.7 - before['available_kv_gib']:+.2f} GiB from c3's prediction)"
+    assert recorded in (Path(os.environ["C3_STATE"]) / "boot" / "learner.log").read_text()
+    after = c3_json("fit", "vllm/stub-qwen", "--gpus", "0")
+    assert after["source"] == "learned" and after["learned"]["boots"] == 1 and abs(after["available_kv_gib"] - kv) <= 0.25
+    assert c3_json("fit", "vllm/stub-qwen", "--gpus", "0", "--no-learned")["source"] == "predicted"
