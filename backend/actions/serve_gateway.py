@@ -121,6 +121,8 @@ class ServeGateway(Action):
     boot_timeout_s: float = 900.0
     min_residency_s: float = 30.0
     """A pod runs at least this long before a swap may stop it."""
+    swap_wait_s: float = 120.0
+    """How long a request is held for a swap that may not happen yet (then 503); 0: 429 at once."""
     api_key_file: Path | None = None
     """A 0600 file holding the gateway's API key; else `C3_GATEWAY_API_KEY`; else no key."""
 
@@ -148,7 +150,8 @@ class ServeGateway(Action):
         key = self._api_key()
         self.ws.pods()  # a broken estate file is one error line now, not a gateway that cannot route
         return GatewayConfig(host=self.host, port=self.port, idle_ttl_s=self.idle_ttl_s, queue_limit=self.queue_limit,
-                             boot_timeout_s=self.boot_timeout_s, min_residency_s=self.min_residency_s, api_key=key, engine_key=current().vllm_api_key, state_dir=gateway_dir())
+                             boot_timeout_s=self.boot_timeout_s, min_residency_s=self.min_residency_s,
+                             swap_wait_s=self.swap_wait_s, api_key=key, engine_key=current().vllm_api_key, state_dir=gateway_dir())
 
     def plan(self) -> Plan:
         title = f"Gateway on {self.target}"
@@ -160,7 +163,8 @@ class ServeGateway(Action):
         lines = [f"listen on {config.host}:{config.port}" + (" (API key required)" if config.api_key is not None else ""),
                  f"route by model to {len(pods)} pod(s) of {self.ws.estate_path}; a stopped pod is booted as `c3 pod up` boots it",
                  f"stop pods it started after {self.idle_ttl_s:g}s unused" if self.idle_ttl_s else "no idle stop (--idle-ttl 0)",
-                 f"on-demand pods sharing GPUs are swapped by fit, each kept at least {self.min_residency_s:g}s"]
+                 f"on-demand pods sharing GPUs are swapped by fit, each kept at least {self.min_residency_s:g}s",
+                 f"a request waits up to {self.swap_wait_s:g}s for its swap" if self.swap_wait_s else "a swap that must wait is 429 (--swap-wait 0)"]
         return Plan(title, tuple(lines))
 
     def problems(self) -> list[Problem]:

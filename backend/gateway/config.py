@@ -37,6 +37,9 @@ class GatewayConfig(BaseModel):
     """Seconds a pod may take to send its response head (then 504)."""
     min_residency_s: float = Field(default=30.0, ge=0)
     """A pod runs at least this long before the gateway stops it to start another on its GPUs (no thrash)."""
+    swap_wait_s: float = Field(default=120.0, ge=0)
+    """How long a request is held while its pod's GPUs are held by pods that may not be stopped yet (in flight,
+    minimum residency); then 503 with Retry-After. 0: answered 429 with Retry-After at once."""
     failure_hold_s: float = Field(default=10.0, ge=0)
     """After a failed start, requests for that pod get the same 503 for this long instead of another boot."""
     api_key: SecretStr | None = None

@@ -28,11 +28,14 @@ def gateway() -> None:
               help="Seconds a pod started on demand may take to serve; then its held requests get 503 with its last log lines.")
 @click.option("--min-residency", "min_residency", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds an on-demand pod runs before the gateway may stop it to start another on its GPUs (no thrash).")
+@click.option("--swap-wait", "swap_wait", type=click.FloatRange(min=0), default=120.0, show_default=True,
+              help="Seconds a request is held while its pod's GPUs are held by pods not yet stoppable (requests in flight, "
+                   "--min-residency); then 503 with Retry-After. 0: answer 429 with Retry-After at once.")
 @click.option("--api-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A 0600 file with the key clients must send as `Authorization: Bearer KEY` (else $C3_GATEWAY_API_KEY; else none).")
 @file_option
-def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, min_residency: float, api_key_file: Path | None,
-          file: Path | None) -> None:
+def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, min_residency: float, swap_wait: float,
+          api_key_file: Path | None, file: Path | None) -> None:
     """Run the gateway in the foreground (SIGTERM/SIGINT stop it; pods keep running).
 
     POST /v1/chat/completions, /v1/completions and /v1/embeddings go to the pod that the body's `model`
@@ -41,8 +44,9 @@ def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, min
     kinds of name with each pod's state.
 
     On-demand pods that share GPUs are swapped: a request for one whose GPUs another holds stops that one
-    first, unless it has requests in flight or ran less than --min-residency (429 with Retry-After) or is
-    not on demand (503).
+    first. When it has requests in flight or ran less than --min-residency, the request is held (up to
+    --swap-wait, at most --queue per pod; past either: 503 with Retry-After) and forwarded once the swap
+    is done; a pod not on demand is never stopped (503).
     """
     from backend.actions import refuse_on
     from backend.actions.serve_gateway import ServeGateway
@@ -51,7 +55,7 @@ def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, min
 
     host, port = parse_bind(bind)
     action = ServeGateway(Workspace(estate_path(file)), host, port, idle_ttl_s=idle_ttl, queue_limit=queue_limit, boot_timeout_s=boot_timeout,
-                          min_residency_s=min_residency, api_key_file=api_key_file)
+                          min_residency_s=min_residency, swap_wait_s=swap_wait, api_key_file=api_key_file)
     action.config()  # a bad key file or estate file keeps its own exit code (2), which a problem would turn into 1
     refuse_on(action.problems())
     action.run(echo_line)
@@ -81,7 +85,7 @@ def status(as_json: bool) -> None:
         raise Refused("no gateway is running", hint="start one: c3 gateway serve")
     for g in found:
         ttl = f"{g.idle_ttl_s:g}s" if g.idle_ttl_s else "off"
-        click.echo(f"gateway {g.bind}  pid {g.pid}  idle ttl {ttl}  min residency {g.min_residency_s:g}s  {'API key required' if g.auth else 'no API key'}")
+        click.echo(f"gateway {g.bind}  pid {g.pid}  idle ttl {ttl}  min residency {g.min_residency_s:g}s  swap wait {g.swap_wait_s:g}s  {'API key required' if g.auth else 'no API key'}")
         if g.last_swap is not None:
             click.echo(f"  last swap: {_swap_line(g.last_swap)}")
         click.echo(f"  {'pod':<20} {'state':<9} {'queue':>5} {'in-flight':>9} {'by gw':>5} {'last start':>10} {'took':>7}  models")
@@ -91,6 +95,8 @@ def status(as_json: bool) -> None:
                        f"{_ago(m.last_start_at):>10} {took:>7}  {', '.join(n for n in m.models if n != m.pod)}")
             if m.last_swap is not None:
                 click.echo(f"    last swap: {_swap_line(m.last_swap)}")
+            if m.held_for:
+                click.echo(f"    held: {m.queue_depth} request(s) wait for a swap: {m.held_for}")
             if m.last_error:
                 click.echo(f"    last error: {m.last_error}")
 
