@@ -72,6 +72,20 @@ class GatewayPod:
     """The fit-check's own words behind that verdict."""
 
 
+def route_names(pods: list[GatewayPod]) -> dict[str, list[str]]:
+    """Every name a request's `model` may say, in the order `GET /v1/models` lists them, with the pods it
+    routes to: each pod's own name first (it is the only pod that name reaches), then each model name a
+    pod serves, with the pods serving it in estate order."""
+    by_name: dict[str, list[str]] = {}
+    for pod in pods:
+        by_name.setdefault(pod.name, []).insert(0, pod.name)
+    for pod in pods:
+        for model in pod.models:
+            if pod.name not in by_name.setdefault(model, []):
+                by_name[model].append(pod.name)
+    return by_name
+
+
 @dataclass(frozen=True)
 class StartResult:
     """How a start through `pod up`'s action ended."""

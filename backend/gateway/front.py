@@ -21,7 +21,7 @@ import json
 import logging
 import time
 
-from backend.gateway.config import GatewayConfig, GatewayPod, PodControl
+from backend.gateway.config import GatewayConfig, GatewayPod, PodControl, route_names
 from backend.gateway.relay import ClientGone, forward
 from backend.gateway.slots import Busy, NotReady, Overloaded, Slot, Slots, SwapTimeout
 from backend.pool.admin import json_error
@@ -92,14 +92,7 @@ class Gateway:
         pods = await asyncio.to_thread(self.control.pods)
         running = await asyncio.to_thread(self.control.running)
         self.slots.load(pods, running)
-        by_name: dict[str, list[str]] = {}
-        for pod in pods:  # a pod's own name first, then the model names, in estate order
-            by_name.setdefault(pod.name, []).insert(0, pod.name)
-        for pod in pods:
-            for model in pod.models:
-                if pod.name not in by_name.setdefault(model, []):
-                    by_name[model].append(pod.name)
-        self.by_name = by_name
+        self.by_name = route_names(pods)
         self._reloaded = time.monotonic()
 
     def resolve(self, model: str) -> Slot | None:

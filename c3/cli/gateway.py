@@ -101,4 +101,15 @@ def status(as_json: bool) -> None:
                 click.echo(f"    last error: {m.last_error}")
 
 
+@gateway.command("litellm-config")
+@click.option("--url", default="http://127.0.0.1:8012", show_default=True, help="The gateway's address, as LiteLLM reaches it.")
+@click.option("--api-key-env", "key_env", default="C3_GATEWAY_API_KEY", show_default=True,
+              help="The variable LiteLLM reads the gateway's key from (written as os.environ/NAME; the key itself never is).")
+@file_option
+def litellm_config(url: str, key_env: str, file: Path | None) -> None:
+    """Print a LiteLLM proxy config (model_list) routing every pod and model name of the estate to the gateway."""
+    from backend.actions.serve_gateway import litellm_config_text
+    from backend.actions.workspace import Workspace
+    from backend.views.estate_file import estate_path
 
+    click.echo(litellm_config_text(Workspace(estate_path(file)), url, key_env), nl=False)
