@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -73,21 +72,11 @@ def serve(bind: str, idle_ttl: float, queue_limit: int, boot_timeout: float, min
     action.run(echo_line)
 
 
-def _swap_line(swap: Any) -> str:
-    took = "running" if swap.took_s is None else f"took {swap.took_s:.1f}s" + ("" if swap.ok else ", start failed")
-    gpus = ",".join(str(i) for i in swap.gpus)
-    return f"{_ago(swap.at)} started {swap.pod}, stopped {', '.join(swap.stopped)} (freed GPU {gpus}), {took}"
-
-
-def _ago(at: float | None) -> str:
-    return "-" if at is None else time.strftime("%H:%M:%S", time.localtime(at))
-
-
 @gateway.command("status")
 @json_option
 def status(as_json: bool) -> None:
     """Per pod of every running gateway: state, queue depth, started by the gateway, last start and how long it took."""
-    from backend.views.gateway import running_gateways
+    from backend.views.gateway import clock_time, running_gateways, swap_line
 
     found = running_gateways()
     if as_json:
@@ -99,14 +88,14 @@ def status(as_json: bool) -> None:
         ttl = f"{g.idle_ttl_s:g}s" if g.idle_ttl_s else "off"
         click.echo(f"gateway {g.bind}  pid {g.pid}  idle ttl {ttl}  min residency {g.min_residency_s:g}s  swap wait {g.swap_wait_s:g}s  {'API key required' if g.auth else 'no API key'}")
         if g.last_swap is not None:
-            click.echo(f"  last swap: {_swap_line(g.last_swap)}")
+            click.echo(f"  last swap: {swap_line(g.last_swap)}")
         click.echo(f"  {'pod':<20} {'state':<9} {'queue':>5} {'in-flight':>9} {'by gw':>5} {'last start':>10} {'took':>7}  models")
         for m in g.models:
             took = "-" if m.last_start_s is None else f"{m.last_start_s:.1f}s"
             click.echo(f"  {m.pod:<20} {m.state:<9} {m.queue_depth:>5} {m.in_flight:>9} {'yes' if m.started_by_gateway else 'no':>5} "
-                       f"{_ago(m.last_start_at):>10} {took:>7}  {', '.join(n for n in m.models if n != m.pod)}")
+                       f"{clock_time(m.last_start_at):>10} {took:>7}  {', '.join(n for n in m.models if n != m.pod)}")
             if m.last_swap is not None:
-                click.echo(f"    last swap: {_swap_line(m.last_swap)}")
+                click.echo(f"    last swap: {swap_line(m.last_swap)}")
             if m.held_for:
                 click.echo(f"    held: {m.queue_depth} request(s) wait for a swap: {m.held_for}")
             if m.last_error:
