@@ -94,6 +94,7 @@ def _warm_imports() -> None:
     import importlib
 
     for name in ("c3.modals.new_pod", "c3.modals.confirm", "c3.modals.logs", "c3.modals.details", "c3.modals.help", "c3.modals.history", "c3.modals.processes", "c3.modals.command_line",
+                 "c3.modals.gateway",
                  "c3.screens.nodes", "c3.screens.recipes"):
         importlib.import_module(name)
 
@@ -114,7 +115,7 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         Binding("2", "switch_mode('nodes')", "Nodes", id="mode_nodes", tooltip="The node registry", show=False),
         Binding("3", "switch_mode('recipes')", "Recipes", id="mode_recipes", tooltip="The recipe catalogue", show=False),
         Binding("colon", "command_line", "Command", id="command", show=False,
-                tooltip=":pods :nodes :recipes :procs :history :problems :help :q (Tab completes)"),
+                tooltip=":pods :nodes :recipes :procs :history :gateway :problems :help :q (Tab completes)"),
         Binding("question_mark", "help", "Help", id="help", tooltip="Every key of this screen"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Leave the cockpit (pods keep running)"),
         Binding("ctrl+c", "quit", "Quit", show=False, id="quit_ctrl_c"),
@@ -358,6 +359,8 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
             self.open_processes()
         elif command == "history":
             self.open_history()
+        elif command == "gateway":
+            self.open_gateway()
         elif command == "problems":
             if self.current_mode != "orchestration":
                 self.switch_mode("orchestration")
@@ -387,6 +390,7 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
                             lambda: self._in_mode("recipes", "action_restart_profile"))
         yield SystemCommand("History", "GPU and engine metrics over the last minutes, with a time axis (h, :history)", self.open_history)
         yield SystemCommand("GPU processes", "Who holds each GPU: pid, pod, memory, foreign processes (p, :procs)", self.open_processes)
+        yield SystemCommand("Gateway", "The running gateway: models, the pod loaded, the last swap, held requests (g, :gateway)", self.open_gateway)
         yield SystemCommand("Refresh", "Poll every source of this mode now (r)", self._refresh_current)
         yield SystemCommand("Help", "Every key of this screen (?)", self.action_help)
         orchestration = self._orchestration()
@@ -456,8 +460,15 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         if self.ready():
             self.push_screen(ProcessesModal())
 
+    def open_gateway(self) -> None:
+        from c3.modals.gateway import GatewayModal
+
+        if self.ready():
+            self.push_screen(GatewayModal())
+
     action_open_history = open_history
     action_open_processes = open_processes
+    action_open_gateway = open_gateway
 
     def open_try(self, pod: str) -> None:
         from c3.modals.try_prompt import TryModal

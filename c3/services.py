@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first
     from backend.live.history import HistoryView
     from backend.models import CatalogEntry, FitReport, GpuSnapshot
     from backend.runtime.gpu_processes import GpuProcessRow
+    from backend.views.gateway import GatewayStatus
     from backend.views.try_pod import TryResult
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
@@ -341,6 +342,10 @@ class Services(Protocol):
 
     def pools(self) -> list[PoolRow]:
         """Running pool routers on this machine with per-backend health and counters."""
+
+    def gateways(self) -> list[GatewayStatus]:
+        """Running `c3 gateway serve` processes on this machine, as each last wrote its status file: per pod
+        its state, queue (held requests and why), requests in flight, model names, the last swap."""
 
     def active_profile(self) -> ProfileRow | None:
         """The active recipe profile, if any."""

@@ -243,6 +243,11 @@ class RealServices:
     def pools(self) -> list[PoolRow]:
         return pool_rows()
 
+    def gateways(self) -> list[Any]:
+        from backend.views.gateway import running_gateways
+
+        return running_gateways()
+
     def active_profile(self) -> ProfileRow | None:
         return active_profile_row()
 

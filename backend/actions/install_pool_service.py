@@ -7,15 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.actions.base import Action, Outcome, Plan, Problem, ProgressSink, problems_of
+from backend.actions.base import Outcome, ProgressSink
 from backend.actions.registry import register
 from backend.actions.serve_pool import sticky_mode
-from backend.errors import C3Error, EnvironmentProblem
+from backend.actions.unit_install import UnitInstall
+from backend.errors import EnvironmentProblem
 
 
 @register
 @dataclass
-class InstallPoolService(Action):
+class InstallPoolService(UnitInstall):
     key = "pool_install_service"
     doing = "install the pool router unit for {target}"
     nodes: str
@@ -52,28 +53,6 @@ class InstallPoolService(Action):
         mode = sticky_mode(self.sticky)
         names = [n.name for n in resolve_nodes(self.nodes)]
         return service.render_unit(names, self.bind, mode, self.port, drain_timeout_s=self.drain_timeout_s, options=self.flags)
-
-    def verify(self, text: str) -> tuple[bool | None, str]:
-        """`systemd-analyze verify` on the text: (ok, output); ok is None when the tool is missing."""
-        from backend.pool import service
-
-        return service.verify_unit(text, self.path.name)
-
-    def plan(self) -> Plan:
-        try:
-            text = self.text()
-        except C3Error as error:
-            return Plan(f"Install {self.path.name}", (f"install {self.path}: {error.message}",))
-        return Plan(f"Install {self.path.name}", (f"# {self.path}", *text.splitlines()))
-
-    def problems(self) -> list[Problem]:
-        found = problems_of(self.text)
-        if found:
-            return found
-        ok, output = self.verify(self.text())
-        if ok is False:
-            return [Problem(f"systemd-analyze verify rejected the unit: {output.splitlines()[0] if output else 'unknown error'}")]
-        return []
 
     def run(self, progress: ProgressSink) -> Outcome:
         from backend.atomic import write_atomic

@@ -34,6 +34,41 @@ def read_key_file(path: Path) -> str:
     return key
 
 
+def gateway_pods(ws: Workspace, pods: list[Any], fits: dict[str, Any] | None = None) -> list[Any]:
+    """The estate's pods as the gateway routes to them: the names each engine serves, its GPUs, on demand,
+    and (when `fits` has it) the fit-check's verdict on its GPUs."""
+    from backend.gateway.config import GatewayPod
+    from backend.runtime.engines import served_names
+
+    catalog = ws.catalog()
+    out = []
+    for pod in pods:
+        try:
+            entry = catalog.get(pod.slug)
+        except C3Error:
+            entry = None
+        names = served_names(entry) if entry is not None else []
+        serves = tuple(names) if entry is not None and entry.engine != "custom" and entry.model else ()
+        fit = (fits or {}).get(pod.name)
+        out.append(GatewayPod(pod.name, pod.port, pod.slug, tuple(dict.fromkeys([*names, pod.slug])), serves, gpus=tuple(pod.gpus),
+                              on_demand=pod.on_demand, fit_verdict=fit.verdict if fit is not None else None,
+                              fit_reasons=tuple(fit.reasons) if fit is not None else ()))
+    return out
+
+
+def litellm_config_text(ws: Workspace, url: str, key_env: str) -> str:
+    """`c3 gateway litellm-config`: the LiteLLM proxy config for every name the gateway routes (no key in it);
+    Refused when the estate plans no pod."""
+    from backend.errors import Refused
+    from backend.gateway.litellm import litellm_config
+
+    pods = ws.pods()
+    if not pods:
+        raise Refused(f"the estate file {ws.estate_path} plans no pod: the gateway would route nothing",
+                      hint="c3 pod create NAME --gpus 0 --slug SLUG [--on-demand]")
+    return litellm_config(gateway_pods(ws, pods), url, key_env)
+
+
 class EstateControl:
     """`PodControl` over a workspace: the gateway's starts and stops are the CLI's own writes."""
 
@@ -57,25 +92,8 @@ class EstateControl:
         return self._fits[1]
 
     def pods(self) -> list[Any]:
-        from backend.gateway.config import GatewayPod
-        from backend.runtime.engines import served_names
-
-        catalog = self.ws.catalog()
         pods = self.ws.pods()
-        fits = self.fits(pods)
-        out = []
-        for pod in pods:
-            try:
-                entry = catalog.get(pod.slug)
-            except C3Error:
-                entry = None
-            names = served_names(entry) if entry is not None else []
-            serves = tuple(names) if entry is not None and entry.engine != "custom" and entry.model else ()
-            fit = fits.get(pod.name)
-            out.append(GatewayPod(pod.name, pod.port, pod.slug, tuple(dict.fromkeys([*names, pod.slug])), serves, gpus=tuple(pod.gpus),
-                                  on_demand=pod.on_demand, fit_verdict=fit.verdict if fit is not None else None,
-                                  fit_reasons=tuple(fit.reasons) if fit is not None else ()))
-        return out
+        return gateway_pods(self.ws, pods, self.fits(pods))
 
     def running(self) -> set[str]:
         label = self.ws.estate_label  # a pod of the same name from another estate file is not this estate's pod
@@ -121,6 +139,8 @@ class ServeGateway(Action):
     boot_timeout_s: float = 900.0
     min_residency_s: float = 30.0
     """A pod runs at least this long before a swap may stop it."""
+    swap_wait_s: float = 120.0
+    """How long a request is held for a swap that may not happen yet (then 503); 0: 429 at once."""
     api_key_file: Path | None = None
     """A 0600 file holding the gateway's API key; else `C3_GATEWAY_API_KEY`; else no key."""
 
@@ -148,7 +168,8 @@ class ServeGateway(Action):
         key = self._api_key()
         self.ws.pods()  # a broken estate file is one error line now, not a gateway that cannot route
         return GatewayConfig(host=self.host, port=self.port, idle_ttl_s=self.idle_ttl_s, queue_limit=self.queue_limit,
-                             boot_timeout_s=self.boot_timeout_s, min_residency_s=self.min_residency_s, api_key=key, engine_key=current().vllm_api_key, state_dir=gateway_dir())
+                             boot_timeout_s=self.boot_timeout_s, min_residency_s=self.min_residency_s,
+                             swap_wait_s=self.swap_wait_s, api_key=key, engine_key=current().vllm_api_key, state_dir=gateway_dir())
 
     def plan(self) -> Plan:
         title = f"Gateway on {self.target}"
@@ -160,7 +181,8 @@ class ServeGateway(Action):
         lines = [f"listen on {config.host}:{config.port}" + (" (API key required)" if config.api_key is not None else ""),
                  f"route by model to {len(pods)} pod(s) of {self.ws.estate_path}; a stopped pod is booted as `c3 pod up` boots it",
                  f"stop pods it started after {self.idle_ttl_s:g}s unused" if self.idle_ttl_s else "no idle stop (--idle-ttl 0)",
-                 f"on-demand pods sharing GPUs are swapped by fit, each kept at least {self.min_residency_s:g}s"]
+                 f"on-demand pods sharing GPUs are swapped by fit, each kept at least {self.min_residency_s:g}s",
+                 f"a request waits up to {self.swap_wait_s:g}s for its swap" if self.swap_wait_s else "a swap that must wait is 429 (--swap-wait 0)"]
         return Plan(title, tuple(lines))
 
     def problems(self) -> list[Problem]:

@@ -37,6 +37,9 @@ class GatewayConfig(BaseModel):
     """Seconds a pod may take to send its response head (then 504)."""
     min_residency_s: float = Field(default=30.0, ge=0)
     """A pod runs at least this long before the gateway stops it to start another on its GPUs (no thrash)."""
+    swap_wait_s: float = Field(default=120.0, ge=0)
+    """How long a request is held while its pod's GPUs are held by pods that may not be stopped yet (in flight,
+    minimum residency); then 503 with Retry-After. 0: answered 429 with Retry-After at once."""
     failure_hold_s: float = Field(default=10.0, ge=0)
     """After a failed start, requests for that pod get the same 503 for this long instead of another boot."""
     api_key: SecretStr | None = None
@@ -67,6 +70,20 @@ class GatewayPod:
     """The fit-check's verdict on its GPUs (None: not priced)."""
     fit_reasons: tuple[str, ...] = ()
     """The fit-check's own words behind that verdict."""
+
+
+def route_names(pods: list[GatewayPod]) -> dict[str, list[str]]:
+    """Every name a request's `model` may say, in the order `GET /v1/models` lists them, with the pods it
+    routes to: each pod's own name first (it is the only pod that name reaches), then each model name a
+    pod serves, with the pods serving it in estate order."""
+    by_name: dict[str, list[str]] = {}
+    for pod in pods:
+        by_name.setdefault(pod.name, []).insert(0, pod.name)
+    for pod in pods:
+        for model in pod.models:
+            if pod.name not in by_name.setdefault(model, []):
+                by_name[model].append(pod.name)
+    return by_name
 
 
 @dataclass(frozen=True)

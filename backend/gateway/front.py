@@ -15,14 +15,15 @@ error JSON like every answer the gateway gives itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
 import time
 
-from backend.gateway.config import GatewayConfig, GatewayPod, PodControl
+from backend.gateway.config import GatewayConfig, GatewayPod, PodControl, route_names
 from backend.gateway.relay import ClientGone, forward
-from backend.gateway.slots import Busy, NotReady, Overloaded, Slot, Slots
+from backend.gateway.slots import Busy, NotReady, Overloaded, Slot, Slots, SwapTimeout
 from backend.pool.admin import json_error
 from backend.pool.heads import ALLOWED, Head, HeadError, parse_request
 from backend.pool.http1 import MAX_HEAD, READ_SIZE, BadMessage, ChunkedBody, read_head, simple_response
@@ -35,6 +36,23 @@ NAMES_SHOWN = 8
 """Messages list at most this many names (DESIGN.md, hostile files: bounds)."""
 RELOAD_EVERY_S = 1.0
 """An unknown model re-reads the estate file at most this often (a pod created since start is found)."""
+
+
+class ClientReader(asyncio.StreamReader):
+    """A client connection's reader that says when the client has gone (EOF or a reset), so a request held
+    for a start or a swap is dropped when nobody waits for its answer any more."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit=limit)
+        self.closed = asyncio.Event()
+
+    def feed_eof(self) -> None:
+        super().feed_eof()
+        self.closed.set()
+
+    def set_exception(self, exc: Exception) -> None:
+        super().set_exception(exc)
+        self.closed.set()
 
 
 class TooLarge(Exception):
@@ -74,14 +92,7 @@ class Gateway:
         pods = await asyncio.to_thread(self.control.pods)
         running = await asyncio.to_thread(self.control.running)
         self.slots.load(pods, running)
-        by_name: dict[str, list[str]] = {}
-        for pod in pods:  # a pod's own name first, then the model names, in estate order
-            by_name.setdefault(pod.name, []).insert(0, pod.name)
-        for pod in pods:
-            for model in pod.models:
-                if pod.name not in by_name.setdefault(model, []):
-                    by_name[model].append(pod.name)
-        self.by_name = by_name
+        self.by_name = route_names(pods)
         self._reloaded = time.monotonic()
 
     def resolve(self, model: str) -> Slot | None:
@@ -105,7 +116,7 @@ class Gateway:
         self.port = self.listener.port
 
     def _protocol(self) -> asyncio.Protocol:
-        return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=MAX_HEAD), self._client)
+        return asyncio.StreamReaderProtocol(ClientReader(limit=MAX_HEAD), self._client)
 
     async def close(self) -> None:
         self.closing = True
@@ -204,10 +215,16 @@ class Gateway:
             known = list(self.by_name)
             return answer(404, f"c3 gateway: no pod serves model `{model[:200]}`; known: {names_line(known)}", "invalid_request_error", read=True)
         try:
-            await self.slots.ready(slot)
-        except Overloaded:
+            if not await self._ready_unless_gone(slot, reader):
+                return False  # the client left while its request was held: nothing to answer
+        except Overloaded as exc:
+            if exc.held:
+                return answer(503, f"c3 gateway: pod {slot.pod.name} waits for its GPUs and {slot.waiting} request(s) are already held for it "
+                                   f"(--queue {self.config.queue_limit})", "c3_queue_full", [b"Retry-After: 5"], read=True)
             return answer(429, f"c3 gateway: pod {slot.pod.name} is starting and {self.config.queue_limit} requests already wait for it",
                           "rate_limit_error", [b"Retry-After: 5"], read=True)
+        except SwapTimeout as exc:
+            return answer(503, f"c3 gateway: {exc.message}", "c3_swap_timeout", [b"Retry-After: %d" % exc.retry_after_s], read=True)
         except Busy as exc:
             return answer(429, f"c3 gateway: {exc.message}", "rate_limit_error", [b"Retry-After: %d" % exc.retry_after_s], read=True)
         except NotReady as exc:
@@ -232,6 +249,30 @@ class Gateway:
         finally:
             slot.in_flight -= 1
             self.slots.used(slot)
+
+    async def _ready_unless_gone(self, slot: Slot, reader: asyncio.StreamReader) -> bool:
+        """`slots.ready(slot)`, given up when the client disconnects meanwhile (its place in the queue is freed,
+        and a swap nobody waits for any more is not started); False when it left. A running pod is not watched:
+        its request is forwarded at once, and a client that only half-closed still gets its answer."""
+        gone = reader.closed if isinstance(reader, ClientReader) else None
+        if gone is None or slot.state == "running":
+            await self.slots.ready(slot)
+            return True
+        ready = asyncio.ensure_future(self.slots.ready(slot))
+        watch = asyncio.ensure_future(gone.wait())
+        try:
+            await asyncio.wait((ready, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not ready.done():
+                ready.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await ready
+        if ready.cancelled():
+            log.info("a client left while its request for pod %s was held", slot.pod.name)
+            return False
+        ready.result()
+        return True
 
     def _authorized(self, req: Head) -> bool:
         assert self._key is not None

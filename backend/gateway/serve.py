@@ -47,7 +47,7 @@ async def _housekeeping(gw: Gateway) -> None:
         if config.state_dir is not None and (gw.slots.changed.is_set() or loop.time() - written >= STATUS_EVERY_S):
             gw.slots.changed.clear()
             snap = status_mod.snapshot(list(gw.slots.slots.values()), f"{config.host}:{gw.port}", config.idle_ttl_s, gw.auth_required,
-                                       config.min_residency_s, gw.slots.last_swap)
+                                       config.min_residency_s, gw.slots.last_swap, config.swap_wait_s)
             try:
                 await asyncio.to_thread(status_mod.write_status, config.state_dir, gw.port, snap)
             except OSError as exc:

@@ -9,6 +9,7 @@ awaits the same task (shielded: a request that gives up never cancels the boot o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,11 @@ RUNNING_FRESH_S = 1.0
 
 
 class Overloaded(Exception):
-    """The pod's queue is full (429)."""
+    """The pod's queue is full: 429 while it starts, 503 while its requests are held for a swap (`held`)."""
+
+    def __init__(self, held: bool = False) -> None:
+        super().__init__("queue full")
+        self.held = held
 
 
 class Busy(Exception):
@@ -33,6 +38,10 @@ class Busy(Exception):
         super().__init__(message)
         self.message = message
         self.retry_after_s = retry_after_s
+
+
+class SwapTimeout(Busy):
+    """A request was held `swap_wait_s` and its pod still may not start (503 with Retry-After)."""
 
 
 class NotReady(Exception):
@@ -69,6 +78,8 @@ class Slot:
     """Monotonic time it was first seen running (or started); the minimum residency counts from here."""
     last_swap: SwapRecord | None = None
     """The last swap that started this pod."""
+    held_for: str | None = None
+    """While requests are held for a swap that may not happen yet: why (the planner's words)."""
     start_task: asyncio.Task[StartResult] | None = None
     stop_task: asyncio.Task[None] | None = None
 
@@ -97,6 +108,8 @@ class Slots:
         self.slots: dict[str, Slot] = {}
         self.changed = asyncio.Event()
         """Set on every state change (the status file is rewritten)."""
+        self._pulse = asyncio.Event()
+        """Replaced on every change: held requests wake on it to plan their swap again."""
         self.swap_lock = asyncio.Lock()
         """One start decision at a time: two requests never plan stops on the same picture."""
         self.last_swap: SwapRecord | None = None
@@ -114,7 +127,7 @@ class Slots:
                 slot.set_state("running" if pod.name in running else ("failed" if slot.state == "failed" else "stopped"))
                 slot.checked_at = now
             self.slots[pod.name] = slot
-        self.changed.set()
+        self.mark()
 
     async def refresh_running(self) -> set[str]:
         running = await asyncio.to_thread(self.control.running)
@@ -126,7 +139,7 @@ class Slots:
                     slot.set_state(new)
                     if new == "stopped":
                         slot.started_by_gateway = False  # stopped by someone else: no longer ours to stop
-                    self.changed.set()
+                    self.mark()
                 slot.checked_at = now
         return running
 
@@ -145,17 +158,17 @@ class Slots:
             elif slot.pod.name in running and slot.start_task is None:
                 if slot.state != "running":
                     slot.set_state("running")
-                    self.changed.set()
+                    self.mark()
                 return
         if slot.start_task is None and slot.state == "failed" and time.monotonic() < slot.failed_until:
             raise NotReady(slot.last_error or f"pod {slot.pod.name} failed to start")
         if slot.waiting >= self.config.queue_limit:
-            raise Overloaded
-        if slot.start_task is None and not await self._begin(slot):
-            return  # it turned out to be running
+            raise Overloaded(held=slot.held_for is not None)
         slot.waiting += 1
-        self.changed.set()
+        self.mark()
         try:
+            if slot.start_task is None and not await self._hold_and_begin(slot):
+                return  # it turned out to be running
             assert slot.start_task is not None
             try:
                 # The boot itself is bounded by boot_timeout_s; the margin covers gates and the stop of a timed-out boot.
@@ -164,9 +177,34 @@ class Slots:
                 raise NotReady(f"pod {slot.pod.name} did not become ready within {self.config.boot_timeout_s:g}s") from None
         finally:
             slot.waiting -= 1
-            self.changed.set()
+            if slot.waiting == 0:
+                slot.held_for = None
+            self.mark()
         if not result.ok:
             raise NotReady(not_ready_message(slot.pod.name, result))
+
+    async def _hold_and_begin(self, slot: Slot) -> bool:
+        """`_begin`, retried on every change while only waiting helps (Busy), until `swap_wait_s` has passed:
+        the request is held through the swap instead of being told to come back. False: it runs already."""
+        wait = self.config.swap_wait_s
+        deadline = time.monotonic() + wait
+        while slot.start_task is None:
+            try:
+                return await self._begin(slot)
+            except Busy as exc:
+                left = deadline - time.monotonic()
+                if wait <= 0:
+                    raise
+                if left <= 0:
+                    raise SwapTimeout(f"held {wait:g}s (--swap-wait) for pod {slot.pod.name}, and it still cannot start: {exc.message}",
+                                      exc.retry_after_s) from None
+                if slot.held_for != exc.message:
+                    slot.held_for = exc.message
+                    self.mark()
+                # Wake on any change (a request ended, a pod stopped) and, at the latest, when residency runs out.
+                await self._next_change(min(float(exc.retry_after_s), left))
+        slot.held_for = None
+        return True
 
     async def _begin(self, slot: Slot) -> bool:
         """Plan the start of `slot` (the swap it needs) and launch it; False when it runs already.
@@ -194,7 +232,7 @@ class Slots:
                 victim.stop_task = loop.create_task(self._stop(victim, f"swapped out for pod {slot.pod.name}"))
             slot.state = "starting"
             slot.start_task = loop.create_task(self._start(slot, plan))
-            self.changed.set()
+            self.mark()
             return True
 
     async def _swap_out(self, slot: Slot, plan: SwapPlan) -> StartResult | None:
@@ -216,7 +254,7 @@ class Slots:
         slot.state = "starting"
         slot.last_start_at = time.time()
         began = time.monotonic()
-        self.changed.set()
+        self.mark()
         swapped = plan is not None and bool(plan.stop)
         try:
             refused = await self._swap_out(slot, plan) if plan is not None and plan.stop else None
@@ -247,11 +285,26 @@ class Slots:
             slot.last_error = not_ready_message(name, result)
             slot.failed_until = time.monotonic() + self.config.failure_hold_s
             log.warning("%s", slot.last_error)
-        self.changed.set()
+        self.mark()
         return result
 
+    def mark(self) -> None:
+        """Something changed: the status file is rewritten and every held request plans again."""
+        self.changed.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        self._pulse.set()
+        self._pulse = asyncio.Event()
+
+    async def _next_change(self, timeout_s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._pulse.wait(), timeout_s)
+
     def used(self, slot: Slot) -> None:
+        """A request for it began or ended: an end may let a held swap go ahead (no status rewrite per request)."""
         slot.last_used = time.monotonic()
+        self._wake()
 
     async def reap_idle(self) -> None:
         """Stop the pods this gateway started that nobody used for `idle_ttl_s` (never any other pod)."""
@@ -267,7 +320,7 @@ class Slots:
     async def _stop(self, slot: Slot, why: str) -> None:
         name = slot.pod.name
         slot.state = "stopping"
-        self.changed.set()
+        self.mark()
         log.info("stopping pod %s: %s", name, why)
         try:
             await asyncio.to_thread(self.control.stop, name)
@@ -280,4 +333,4 @@ class Slots:
         finally:
             slot.stop_task = None
             slot.checked_at = time.monotonic()
-            self.changed.set()
+            self.mark()

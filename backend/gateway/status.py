@@ -55,6 +55,8 @@ class ModelStatus(BaseModel):
     """Marked on demand: the gateway may stop it to start another pod on its GPUs."""
     last_swap: SwapRecord | None = None
     """The last swap that started it: the pods stopped, the GPUs freed, why, how long it took."""
+    held_for: str | None = None
+    """While its queued requests are held for a swap that may not happen yet: why (in the planner's words)."""
 
 
 class GatewayStatus(BaseModel):
@@ -74,6 +76,8 @@ class GatewayStatus(BaseModel):
     """Whether it needs an API key (never the key)."""
     min_residency_s: float = 30.0
     """Its `--min-residency`: a pod runs this long before a swap may stop it."""
+    swap_wait_s: float = 120.0
+    """Its `--swap-wait`: how long a request is held for a swap before it is 503 (0: 429 at once)."""
     last_swap: SwapRecord | None = None
     """The last swap of any pod."""
     models: list[ModelStatus] = Field(default_factory=list)
@@ -90,13 +94,15 @@ def status_file(folder: Path, port: int) -> Path:
 
 
 def snapshot(slots: list[Slot], bind: str, idle_ttl_s: float, auth: bool, min_residency_s: float = 30.0,
-             last_swap: SwapRecord | None = None) -> GatewayStatus:
+             last_swap: SwapRecord | None = None, swap_wait_s: float = 120.0) -> GatewayStatus:
     return GatewayStatus(
-        pid=os.getpid(), bind=bind, updated_at=time.time(), idle_ttl_s=idle_ttl_s, auth=auth, min_residency_s=min_residency_s, last_swap=last_swap,
+        pid=os.getpid(), bind=bind, updated_at=time.time(), idle_ttl_s=idle_ttl_s, auth=auth, min_residency_s=min_residency_s,
+        swap_wait_s=swap_wait_s, last_swap=last_swap,
         models=[ModelStatus(pod=s.pod.name, slug=s.pod.slug, models=list(s.pod.models), state=s.state, queue_depth=s.waiting,
                             in_flight=s.in_flight, started_by_gateway=s.started_by_gateway, starts=s.starts,
                             last_start_at=s.last_start_at, last_start_s=s.last_start_s, last_error=s.last_error, gpus=list(s.pod.gpus),
-                            on_demand=s.pod.on_demand, last_swap=s.last_swap) for s in slots],
+                            on_demand=s.pod.on_demand, last_swap=s.last_swap,
+                            held_for=s.held_for) for s in slots],
     )
 
 

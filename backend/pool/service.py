@@ -46,7 +46,7 @@ def c3_executable() -> list[str]:
     return [sys.executable, "-m", "c3"]
 
 
-def _flag_value(value: float | str) -> str:
+def flag_value(value: float | str) -> str:
     # Exact, so the unit runs the very number the user gave (`:g` would round 1234567.5 to 1.23457e+06).
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
@@ -75,7 +75,7 @@ def render_unit(
     for flag, value in flags.items():
         if not flag.startswith("--"):
             raise ValueError(f"not a long flag: {flag!r}")
-        argv += [flag, _flag_value(value)]
+        argv += [flag, flag_value(value)]
     env = {"C3_HOME": str(paths.config_home()), "C3_STATE": str(paths.state_home()), "PYTHONUNBUFFERED": "1"}
     unit = Unit(header="Written by `c3 pool install-service`; edit the flags with that command, not by hand.")
     unit.add("Unit", "Description", plain_value(f"c3 pool router on {bind} ({', '.join(nodes)})"))

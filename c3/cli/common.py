@@ -52,3 +52,28 @@ def echo_line(step: Any) -> None:
     """Print a running write's own lines (`backend.actions.Progress.line`), nothing else."""
     if step.line is not None:
         click.echo(step.line)
+
+
+def install_unit(action: Any, dry_run: bool, dry_note: str | None = None) -> None:
+    """`… install-service`: show the unit and where it goes, refuse what `systemd-analyze verify` rejects,
+    then write it (or, with --dry-run, say that nothing was written)."""
+    from backend.errors import Refused
+
+    text = action.text()
+    click.echo(f"# {action.path}")
+    click.echo(text, nl=False)
+    ok, output = action.verify(text)
+    if ok is None:
+        click.echo(f"# {output}")
+    elif not ok:
+        raise Refused(f"systemd-analyze verify rejected the unit: {output.splitlines()[0] if output else 'unknown error'}")
+    else:
+        click.echo("# systemd-analyze verify: ok")
+    if dry_run:
+        if dry_note:
+            click.echo(f"# {dry_note}")
+        click.echo("# dry run: nothing written")
+        return
+    done = action.run(echo_line)
+    click.echo(done.message)
+    click.echo(done.hint)

@@ -203,7 +203,7 @@ def list_pods(as_json: bool, file: Path | None) -> None:
             {
                 "file": listing.file,
                 "exists": listing.exists,
-                "pods": [{"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port} for p in listing.pods],
+                "pods": [{"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "on_demand": p.on_demand} for p in listing.pods],
                 "claimed_gpus": listing.claimed_gpus,
                 "free_gpus": listing.free_gpus,
             }
@@ -215,8 +215,12 @@ def list_pods(as_json: bool, file: Path | None) -> None:
         click.echo(f"{len(listing.pods)} pod(s) in {path}:")
         width = max((len(p.name) for p in listing.pods), default=0)
         swidth = max((len(p.slug) for p in listing.pods), default=0)
+        gwidth = max((len(str(list(p.gpus))) for p in listing.pods), default=0)
+        pwidth = max((len(str(p.port)) for p in listing.pods), default=0)
         for p in listing.pods:
-            click.echo(f"  {p.name.ljust(width)}  {p.slug.ljust(swidth)}  GPU {list(p.gpus)}  port {p.port}")
+            # `on demand`: the gateway may stop it to start another pod on its GPUs (issue 28).
+            tail = f"  port {str(p.port).ljust(pwidth)}  on demand" if p.on_demand else f"  port {p.port}"
+            click.echo(f"  {p.name.ljust(width)}  {p.slug.ljust(swidth)}  GPU {str(list(p.gpus)).ljust(gwidth)}{tail}")
     if listing.free_gpus is None:
         click.echo(f"free GPU(s): unknown ({listing.free_problem})")
     else:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from backend.errors import Refused, UsageError
-from c3.cli.common import echo_line, emit_json, json_option
+from c3.cli.common import echo_line, emit_json, install_unit, json_option
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -233,19 +233,4 @@ def install_service(nodes: str, bind: str, sticky: str, unit_dir: Path | None, d
 
     _host, port = parse_bind(bind)
     action = InstallPoolService(nodes, bind, port, sticky, float(tuning["drain_timeout"]), _given_tuning_flags(tuning), unit_dir)
-    text = action.text()
-    click.echo(f"# {action.path}")
-    click.echo(text, nl=False)
-    ok, output = action.verify(text)
-    if ok is None:
-        click.echo(f"# {output}")
-    elif not ok:
-        raise Refused(f"systemd-analyze verify rejected the unit: {output.splitlines()[0] if output else 'unknown error'}")
-    else:
-        click.echo("# systemd-analyze verify: ok")
-    if dry_run:
-        click.echo("# dry run: nothing written")
-        return
-    done = action.run(echo_line)
-    click.echo(done.message)
-    click.echo(done.hint)
+    install_unit(action, dry_run)

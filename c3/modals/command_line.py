@@ -1,4 +1,4 @@
-"""`:` command entry, k9s-style: `:pods`, `:nodes`, `:recipes`, `:procs`, `:history`, `:problems`,
+"""`:` command entry, k9s-style: `:pods`, `:nodes`, `:recipes`, `:procs`, `:history`, `:gateway`, `:problems`,
 `:help`, `:q`. Tab completes (a unique match or the common prefix; on a complete word it cycles); the ghost text
 shows the first match; Enter runs; Esc leaves. An unknown command is one line, never a traceback.
 """
@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "recipes": "the recipe catalogue",
     "procs": "GPU processes: pid, pod, memory, foreign ones",
     "history": "GPU and engine metrics over the last minutes",
+    "gateway": "the running gateway: models, loaded pod, last swap, held requests",
     "problems": "only the pods in trouble (again: all pods)",
     "help": "every key of this screen",
     "quit": "leave the cockpit (pods keep running)",

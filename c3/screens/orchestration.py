@@ -76,6 +76,8 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         Binding("o", "app.stop_all", "Stop all", id="stop_all", tooltip="Stop the whole estate, after listing what will stop"),
         Binding("h", "app.open_history", "History", id="history", tooltip="GPU and engine metrics over the last minutes, with a time axis"),
         Binding("p", "app.open_processes", "Procs", id="processes", tooltip="GPU processes: pid, pod, memory; foreign ones highlighted"),
+        Binding("g", "app.open_gateway", "Gateway", show=False, id="gateway",
+                tooltip="The running gateway: models, the pod loaded, last swap, held requests"),
         Binding("r", "refresh_now", "Refresh", show=False, id="refresh", tooltip="Poll GPUs and pods now"),
         *FILTER_BINDINGS,
         Binding("exclamation_mark", "problems", "Problems", show=False, id="problems",

@@ -14,7 +14,7 @@ from backend.actions.base import Action
 from backend.actions.registry import ACTIONS, build, load_all
 
 ROOT = Path(__file__).resolve().parents[2]
-SUPPORT = {"base", "registry", "workspace", "inputs", "views", "session"}
+SUPPORT = {"base", "registry", "workspace", "inputs", "views", "session", "unit_install"}
 FRONT_ENDS = [ROOT / "c3" / "app.py", *sorted((ROOT / "c3").glob("services*.py")), *sorted((ROOT / "c3" / "screens").glob("*.py")),
               *sorted((ROOT / "c3" / "modals").glob("*.py"))]
 

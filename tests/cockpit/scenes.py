@@ -147,6 +147,11 @@ async def served(pilot) -> None:
     await settle(pilot)
 
 
+async def gateway_serving(pilot) -> None:
+    """A running gateway's status file (chat loaded, summarizer's requests held for a swap)."""
+    pilot.app.services.world.write_gateway_status()
+
+
 async def stranger(pilot) -> None:
     """Someone else's job on GPU 3 (no pod's): the process view must flag it. It starts once the pod
     view's one GPU reading has landed: that reading raced the stranger's start, so the GPU lines behind
@@ -222,6 +227,8 @@ SCENES: tuple[Scene, ...] = (
     Scene("problems", "The problems filter (!): only the pods in trouble", "mismatch", steps=(press("exclamation_mark"),)),
     Scene("problems-80x24", "The problems filter at 80×24", "mismatch", (80, 24), steps=(press("exclamation_mark"),)),
     # A stranger joins GPU 3 here and stays: these stay last of the `mismatch` scenes.
+    Scene("gateway", "Gateway (g): models, the pod loaded, the last swap, requests held for a swap", "placed", (140, 40),
+          steps=(gateway_serving, press("g"))),
     Scene("processes", "GPU processes (p): a misplaced pod on the GPU it really uses, a foreign process", "mismatch", steps=(stranger, press("p"))),
     Scene("processes-80x24", "GPU processes at 80×24", "mismatch", (80, 24), steps=(stranger, press("p"))),
     Scene("signal-foreign", "K on a foreign process: the gate shows whose it is and confirms only with f", "mismatch",

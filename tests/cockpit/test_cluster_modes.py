@@ -281,14 +281,9 @@ async def test_recipe_writes_refused_read_only(shared_world):
 
 @CLUSTER
 async def test_node_and_recipe_flows_never_call_the_facade_on_the_loop(demo_world):
-    from c3.app import C3App
-    from tests.cockpit.scenes import converged
-    from tests.cockpit.test_nonblocking import SlowServices
+    from tests.cockpit.test_nonblocking import slow_app
 
-    real = demo_world.services()
-    converged(real)
-    slow = SlowServices(real)
-    app = C3App(slow, clock=real.clock)
+    app, slow = slow_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, rounds=4)
         await _mode(pilot, "2")

@@ -61,11 +61,16 @@ class SlowServices:
         return slow
 
 
-async def test_slow_backend_never_blocks_the_event_loop(caplog, demo_world):
-    real = demo_world.services()
+def slow_app(world) -> tuple[C3App, SlowServices]:
+    """The cockpit over the real facade on `world`, every facade call slowed and checked for the loop thread."""
+    real = world.services()
     converged(real)
     slow = SlowServices(real)
-    app = C3App(slow, clock=real.clock)
+    return C3App(slow, clock=real.clock), slow
+
+
+async def test_slow_backend_never_blocks_the_event_loop(caplog, demo_world):
+    app, slow = slow_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         loop = asyncio.get_running_loop()
         loop.set_debug(True)

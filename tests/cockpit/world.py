@@ -52,6 +52,7 @@ PLACED = [("chat", "vllm/qwen3-8b", [0], 8020, True), ("coder", "vllm/qwen3-32b-
 MISPLACED = ("odd", "custom/demo-misplaced", [1], 8900, True)
 BENCH_SLUGS = ["vllm/qwen3-8b", "vllm/llama-3.1-8b", "vllm/qwen3-8b-awq", "vllm/gpt-oss-20b"]
 POOL_BIND = "127.0.0.1:8011"
+GATEWAY_HELD_FOR = "pod summarizer needs GPU 0, held by pod chat with 1 request(s) in flight"
 LOCK_FILE = Path(tempfile.gettempdir()) / "c3-cockpit-world.lock"
 """Machine-wide: the worlds bind fixed ports (the pictures show them), so two test runs on one machine take turns."""
 _lock_state: dict[str, Any] = {"fd": None, "holders": 0}
@@ -301,6 +302,25 @@ class World:
             self.holds_lock = False
             _release_lock()
 
+    def write_gateway_status(self) -> Path:
+        """A running gateway's status file, as `c3 gateway serve` writes it (this process's pid, so it reads
+        as alive): chat loaded on GPU 0 with a request in flight, summarizer's two requests held for a swap."""
+        from backend.gateway.status import GatewayStatus, ModelStatus, status_file, write_status
+        from backend.gateway.swap import SwapRecord
+
+        swap = SwapRecord(pod="chat", stopped=["summarizer"], gpus=[0], why="stop summarizer (idle, resident 41s) to free GPU 0 for pod chat",
+                          at=FIXED_NOW.timestamp() - 60, took_s=4.1, ok=True)
+        models = [ModelStatus(pod="chat", slug="vllm/qwen3-8b", models=["chat", "Qwen/Qwen3-8B", "qwen3-8b", "vllm/qwen3-8b"], state="running",
+                              in_flight=1, started_by_gateway=True, starts=1, gpus=[0], on_demand=True, last_swap=swap),
+                  ModelStatus(pod="coder", slug="vllm/qwen3-32b-awq-tp2", models=["coder", "Qwen/Qwen3-32B-AWQ", "qwen3-32b-awq-tp2"], state="running",
+                              gpus=[2, 3]),
+                  ModelStatus(pod="summarizer", slug="vllm/llama-3.1-8b", models=["summarizer", "meta-llama/Llama-3.1-8B-Instruct"], state="stopped",
+                              queue_depth=2, gpus=[0], on_demand=True, held_for=GATEWAY_HELD_FOR)]
+        status = GatewayStatus(pid=os.getpid(), bind="127.0.0.1:8012", updated_at=time.time(), auth=True, swap_wait_s=120, last_swap=swap, models=models)
+        folder = Path(self.env["C3_STATE"]) / "gateway"
+        write_status(folder, 8012, status)
+        return status_file(folder, 8012)
+
     # -- the facade over it ------------------------------------------------------------------------
     def services(self, *, readonly: bool = False) -> StableFacade:
         """The real facade over this world (call inside `active()`)."""
@@ -438,6 +458,9 @@ class StableFacade:
 
     def pools(self) -> list[Any]:
         return [replace(p, pid=self.world.pids.get(p.pid, 4999), uptime_s=7260.0) for p in self.real.pools()]
+
+    def gateways(self) -> list[Any]:
+        return [g.model_copy(update={"pid": 4999, "updated_at": FIXED_NOW.timestamp()}) for g in self.real.gateways()]
 
     def close(self) -> None:
         """Stop the facade's live hub; the world's pods keep running for the next scene."""

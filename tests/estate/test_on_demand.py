@@ -62,3 +62,16 @@ def test_on_demand_is_parsed_strictly_and_round_trips(tmp_path):
     loaded.pods[0] = loaded.pods[0].model_copy(update={"on_demand": False})
     save_estate(path, loaded)
     assert "on_demand" not in path.read_text()
+
+
+def test_pod_list_shows_which_pods_are_on_demand(rig, tmp_path):
+    estate = tmp_path / "estate.yml"
+    assert create(estate, "chat", "1", "--on-demand").code == 0
+    assert create(estate, "coder", "1", "--on-demand").code == 0
+    assert create(estate, "fixed", "2").code == 0
+    data = json.loads(run_inproc("pod", "list", "--json", "--file", str(estate)).out)
+    assert [(p["name"], p["on_demand"]) for p in data["pods"]] == [("chat", True), ("coder", True), ("fixed", False)]
+    lines = run_inproc("pod", "list", "--file", str(estate)).out.splitlines()
+    rows = {line.split()[0]: line for line in lines[1:4]}
+    assert rows["chat"].endswith("  on demand") and rows["coder"].endswith("  on demand") and "on demand" not in rows["fixed"]
+    assert rows["chat"].index("on demand") == rows["coder"].index("on demand")  # a column, aligned

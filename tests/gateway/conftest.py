@@ -121,7 +121,9 @@ class Running:
 
     def chat(self, model: str, **extra: Any) -> tuple[int, dict[str, str], bytes]:
         headers = extra.pop("headers", None)
-        return self.request("POST", "/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": "hi"}], **extra}, headers)
+        timeout = extra.pop("timeout", 60)
+        return self.request("POST", "/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": "hi"}], **extra}, headers,
+                            timeout=timeout)
 
 
 @pytest.fixture

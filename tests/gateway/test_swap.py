@@ -74,7 +74,7 @@ def test_a_request_for_the_stopped_pod_swaps_the_other_out_and_status_shows_it(w
 
 def test_a_pod_with_a_request_in_flight_is_not_stopped(ws, gateway):
     chat_port, _ = _gpu0_pair(ws)
-    gw = gateway(min_residency_s=0)
+    gw = gateway(min_residency_s=0, swap_wait_s=0)  # not held (test_swap_hold.py): told to come back
     assert gw.chat("chat")[0] == 200
     with ThreadPoolExecutor(1) as pool:
         held = pool.submit(gw.chat, "chat", headers={"X-Stub-Hold": "h"})
@@ -106,7 +106,7 @@ def test_a_pod_not_on_demand_is_never_stopped(ws, gateway):
 
 def test_minimum_residency_prevents_thrash(ws, gateway):
     _gpu0_pair(ws)
-    gw = gateway(min_residency_s=4)
+    gw = gateway(min_residency_s=4, swap_wait_s=0)  # not held (test_swap_hold.py): told to come back
     assert gw.chat("chat")[0] == 200
     for _ in range(2):  # alternating requests inside the window: chat keeps the GPU, coder is told when to retry
         status, headers, body = gw.chat("coder")
