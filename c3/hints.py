@@ -14,6 +14,7 @@ RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     for pattern, replacement in (
         (rf"`c3 pod down {_NAME}`", r"select pod \1 and press d"),
         (rf"`c3 pod rm {_NAME}`", r"select pod \1 and press x"),
+        (rf"e\.g\. `c3 pod edit {_NAME} --port \d+`", r"change a field of pod \1's edit form (e)"),
         (rf"`c3 pod up {_NAME}`", r"select pod \1 and press u"),
         (r"`c3 pod create` makes one", "press N to create a pod"),
         (r"`c3 pod list` lists the pods", "the pod list (1) shows them"),
