@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first
     from backend.live.history import HistoryView
     from backend.models import CatalogEntry, FitReport, GpuSnapshot
     from backend.runtime.gpu_processes import GpuProcessRow
+    from backend.views.cache import NodeCache
     from backend.views.try_pod import TryResult
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
@@ -322,6 +323,10 @@ class Services(Protocol):
 
     def nodes(self) -> list[NodeRow]:
         """The node registry, with reachability where probed."""
+
+    def node_caches(self) -> list[NodeCache]:
+        """Every registered node's model-weight cache (`c3 cache ls`): models and sizes, or why a node
+        could not be read; bounded (the scan stops itself, the SSH run has a timeout)."""
 
     def recipes(self) -> list[RecipeRow] | None:
         """The recipe catalogue; None when this build has no recipes backend."""
