@@ -41,6 +41,7 @@ from c3.services_plans import recipes_rows
 
 if TYPE_CHECKING:
     from backend.views.cache import NodeCache
+    from backend.views.node_pods import NodePods
 
 HISTORY_SAMPLES = 180
 TRY_TIMEOUT_S = 60.0
@@ -242,6 +243,11 @@ class RealServices:
         from backend.views.cache import registered_caches
 
         return registered_caches()
+
+    def node_pods(self) -> list[NodePods]:
+        from backend.views.node_pods import other_node_pods
+
+        return other_node_pods()
 
     def registered_nodes(self) -> list[NodeRow]:
         from backend.views.registry import registered_nodes

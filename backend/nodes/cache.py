@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.nodes import cache_scan
-from backend.remote.fleet import Fleet
+from backend.remote.fleet import read_each
 from backend.remote.node import Node
 from backend.remote.shell import NodeFailure, Shell
 from backend.remote.ssh import SshOptions
@@ -77,22 +77,11 @@ async def read_caches(nodes: Sequence[Node], roots: Sequence[str], limits: dict[
                       options: SshOptions | None = None) -> list[CacheReading]:
     """Every node's cache, concurrently; a node that cannot be reached is its own reading, never raised."""
     options = options or CACHE_SSH
+    timeout = options.command_timeout
 
-    async def one(fleet: Fleet, node: Node) -> CacheReading:
-        reading = CacheReading(node.name, node.local)
-        if node.local:
-            reading.scan = await asyncio.to_thread(scan_here, roots, limits)
-            return reading
-        try:
-            shell = await fleet.shell(node)
-        except NodeFailure as failure:
-            reading.reachable, reading.error = False, failure.detail
-            return reading
-        try:
-            reading.scan = await scan_over(shell, roots, limits, options.command_timeout)
-        except NodeFailure as failure:
-            reading.error = failure.detail
-        return reading
+    async def read(node: Node, shell: Shell) -> dict[str, Any]:
+        if node.local:  # this machine: the scanner runs here, without a shell
+            return await asyncio.to_thread(scan_here, roots, limits)
+        return await scan_over(shell, roots, limits, timeout)
 
-    async with Fleet(nodes, options) as fleet:
-        return list(await asyncio.gather(*(one(fleet, n) for n in nodes)))
+    return [CacheReading(r.node.name, r.node.local, r.reachable, r.error, r.value or {}) for r in await read_each(nodes, read, options)]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from c3.cli.common import emit_json, json_option
+from c3.cli.common import emit_json, exit_if_unreachable, json_option, node_trouble
 from c3.cli.terminal import error_line
 
 if TYPE_CHECKING:
@@ -48,11 +48,7 @@ def ls(names: str | None, paths: tuple[str, ...], show_all: bool, as_json: bool)
     else:
         for row in rows:
             _print_node(row, show_all)
-    # An unreachable node is the environment refusing (DESIGN.md exit codes), as for `c3 node status`.
-    if unreachable:
-        error_line(f"{len(unreachable)} of {len(rows)} node(s) unreachable: {', '.join(unreachable)}",
-                   hint="check the node's SSH target with `c3 node status NAME`")
-        sys.exit(3)
+    exit_if_unreachable(unreachable, len(rows))
     if failed:
         error_line(f"node `{failed[0].node}`: {failed[0].error}")
         sys.exit(1)
@@ -60,11 +56,7 @@ def ls(names: str | None, paths: tuple[str, ...], show_all: bool, as_json: bool)
 
 def _print_node(row: NodeCache, show_all: bool) -> None:
     who = row.node or "this machine"
-    if not row.reachable:
-        click.echo(f"{who}: unreachable: {row.error}")
-        return
-    if row.error:
-        click.echo(f"{who}: {row.error}")
+    if node_trouble(who, row.reachable, row.error):
         return
     cut = f"; cut at the {row.cut} bound, sizes are lower bounds" if row.cut else ""
     click.echo(f"{who}: {len(row.models)} model(s), {_gib(row.total_bytes)} (read in {row.elapsed_s:.2f} s{cut})")
