@@ -31,7 +31,9 @@ if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first
     from backend.live.history import HistoryView
     from backend.models import CatalogEntry, FitReport, GpuSnapshot
     from backend.runtime.gpu_processes import GpuProcessRow
+    from backend.views.cache import NodeCache
     from backend.views.gateway import GatewayStatus
+    from backend.views.node_pods import NodePods
     from backend.views.try_pod import TryResult
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
@@ -329,6 +331,14 @@ class Services(Protocol):
 
     def nodes(self) -> list[NodeRow]:
         """The node registry, with reachability where probed."""
+
+    def node_caches(self) -> list[NodeCache]:
+        """Every registered node's model-weight cache (`c3 cache ls`): models and sizes, or why a node
+        could not be read; bounded (the scan stops itself, the SSH run has a timeout)."""
+
+    def node_pods(self) -> list[NodePods]:
+        """The c3 pods of every registered node that is not this machine, read over their SSH targets
+        (`c3 pod status --all-nodes`); a node that cannot be reached is its own row, never raised."""
 
     def recipes(self) -> list[RecipeRow] | None:
         """The recipe catalogue; None when this build has no recipes backend."""

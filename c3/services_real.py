@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.actions import Action, Problem
 from backend.actions.session import DemoLease
@@ -38,6 +38,10 @@ from c3.services import (
 )
 from c3.services_cluster import active_profile_row, node_rows, override_problems, pool_rows, profile_rows
 from c3.services_plans import recipes_rows
+
+if TYPE_CHECKING:
+    from backend.views.cache import NodeCache
+    from backend.views.node_pods import NodePods
 
 HISTORY_SAMPLES = 180
 TRY_TIMEOUT_S = 60.0
@@ -234,6 +238,16 @@ class RealServices:
 
     def nodes(self) -> list[NodeRow]:
         return node_rows(self)
+
+    def node_caches(self) -> list[NodeCache]:
+        from backend.views.cache import registered_caches
+
+        return registered_caches()
+
+    def node_pods(self) -> list[NodePods]:
+        from backend.views.node_pods import other_node_pods
+
+        return other_node_pods()
 
     def registered_nodes(self) -> list[NodeRow]:
         from backend.views.registry import registered_nodes

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from backend.remote.local import LocalShell
 from backend.remote.shell import CommandResult, NodeFailure, Shell
@@ -107,6 +108,36 @@ class Fleet:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+@dataclass
+class NodeRead(Generic[T]):
+    """What `read_each` got from one node: its value, or why not."""
+
+    node: Node
+    value: T | None = None
+    reachable: bool = True
+    """False: the node did not answer (SSH); True with `error`: what ran there failed."""
+    error: str | None = None
+    """The failure's one-line detail."""
+
+
+async def read_each(nodes: Sequence[Node], read: Callable[[Node, Shell], Awaitable[T]], options: SshOptions | None = None) -> list[NodeRead[T]]:
+    """`read(node, shell)` on every node concurrently; a node that cannot be reached, or whose read
+    raises NodeFailure, is its own NodeRead — the reads of the others go on."""
+
+    async def one(fleet: Fleet, node: Node) -> NodeRead[T]:
+        try:
+            shell = await fleet.shell(node)
+        except NodeFailure as failure:
+            return NodeRead(node, reachable=False, error=failure.detail)
+        try:
+            return NodeRead(node, await read(node, shell))
+        except NodeFailure as failure:
+            return NodeRead(node, error=failure.detail)
+
+    async with Fleet(nodes, options) as fleet:
+        return list(await asyncio.gather(*(one(fleet, n) for n in nodes)))
 
 
 def run_sync(coro: Awaitable[T]) -> T:

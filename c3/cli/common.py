@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,22 @@ def install_unit(action: Any, dry_run: bool, dry_note: str | None = None) -> Non
     done = action.run(echo_line)
     click.echo(done.message)
     click.echo(done.hint)
+
+
+def node_trouble(label: str, reachable: bool, error: str | None) -> bool:
+    """Print `LABEL: unreachable: …` or `LABEL: <error>` for a node that could not be read; True if it was one."""
+    if not reachable or error:
+        click.echo(f"{label}: {'unreachable: ' if not reachable else ''}{error}")
+        return True
+    return False
+
+
+def exit_if_unreachable(unreachable: list[str], total: int) -> None:
+    """After every row is printed: an unreachable node is the environment refusing (DESIGN.md exit
+    codes, as for `c3 node status`), one error line and exit 3."""
+    if unreachable:
+        from c3.cli.terminal import error_line
+
+        error_line(f"{len(unreachable)} of {total} node(s) unreachable: {', '.join(unreachable)}",
+                   hint="check the node's SSH target with `c3 node status NAME`")
+        sys.exit(3)

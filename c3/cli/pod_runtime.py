@@ -16,10 +16,11 @@ from backend.errors import Refused, UsageError
 from backend.models import Pod
 from backend.views.estate_file import estate_path as resolve_file
 from backend.views.estate_file import planned_pods as load_pods
-from c3.cli.common import emit_json, file_option, json_option
+from c3.cli.common import emit_json, exit_if_unreachable, file_option, json_option, node_trouble
 
 if TYPE_CHECKING:
     from backend.views import PodStatus
+    from backend.views.node_pods import NodePods
 
 
 def find_pod(pods: list[Pod], name: str, path: Path) -> Pod:
@@ -122,20 +123,30 @@ def register(pod_group: click.Group) -> None:
     @pod_group.command("status")
     @json_option
     @file_option
-    def status(as_json: bool, file: Path | None) -> None:
+    @click.option("--all-nodes", "all_nodes", is_flag=True,
+                  help="Also the c3 pods of every other registered node, read over its SSH target (exit 3 if one is unreachable).")
+    def status(as_json: bool, file: Path | None, all_nodes: bool) -> None:
         """Each planned pod: running, serving, placement verdict."""
         from backend.views.estate_status import estate_status
 
         path = resolve_file(file)
         found = estate_status(path)
         rows = found.pods
+        others = None
+        if all_nodes:
+            from backend.views.node_pods import other_node_pods
+
+            others = other_node_pods()
         if as_json:
-            emit_json(found.model_dump(mode="json"))
-            return
-        print_status(path, rows)
-        for w in found.unplanned:
-            where = f" from {w.estate}" if w.estate else ""
-            click.echo(f"also on this host (not in this file): {w.name} {w.slug} port {w.port} {'running' if w.running else 'stopped'}{where}")
+            emit_json(found.model_dump(mode="json") | ({"nodes": [n.model_dump(mode="json") for n in others]} if others is not None else {}))
+        else:
+            print_status(path, rows)
+            for w in found.unplanned:
+                where = f" from {w.estate}" if w.estate else ""
+                click.echo(f"also on this host (not in this file): {w.name} {w.slug} port {w.port} {'running' if w.running else 'stopped'}{where}")
+            for node in others or []:
+                print_node_pods(node)
+        exit_if_unreachable([n.node for n in others or [] if not n.reachable], len(others or []))
 
     @pod_group.command("logs")
     @click.argument("name")
@@ -203,6 +214,17 @@ def register(pod_group: click.Group) -> None:
             return
         click.echo(result.answer.strip())
         click.echo(f"[{result.pod}] {try_numbers(result)} ({result.api}, model {result.model})")
+
+
+def print_node_pods(node: NodePods) -> None:
+    """One other node's pods under `pod status --all-nodes`, marked by the node's name."""
+    if node_trouble(f"node {node.node}", node.reachable, node.error):
+        return
+    click.echo(f"node {node.node}: {len(node.pods)} pod(s){' (more not listed)' if node.cut else ''}")
+    width = max((len(p.name) for p in node.pods), default=0)
+    for p in node.pods:
+        port = f"port {p.port}" if p.port is not None else "no port"
+        click.echo(f"  {node.node}/{p.name.ljust(width)}  {p.slug}  {port}  {p.state} ({p.status})")
 
 
 def print_status(path: Path, rows: list[PodStatus]) -> None:

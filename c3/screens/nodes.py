@@ -1,11 +1,12 @@
 """Nodes mode: the node registry with live reachability, endpoint health and GPUs; a running pool with
 per-backend health and counters; add (`a`) and remove (`x`) nodes, and drain or undrain (`D`) the highlighted
-node in the running pool, through the confirm gate."""
+node in the running pool, through the confirm gate. The highlighted node's model cache (what `c3 cache ls`
+reads: models on disk and their size) is in the side pane, read in a worker every minute."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
 from textual.app import ComposeResult
@@ -14,9 +15,13 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import DataTable, Static
 
+from backend.errors import terminal_safe
 from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import gib, mode_bar, result_line
 from c3.services import NewNode, NodeRow, PoolRouter, PoolRow, WriteResult
+
+if TYPE_CHECKING:
+    from backend.views.cache import NodeCache
 from widgets.key_bar import KeyBar
 from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, QueryLine
 from widgets.nav_table import NavTable
@@ -24,6 +29,10 @@ from widgets.source_badge import source_badge
 
 NODES_PERIOD_S = 10.0
 POOLS_PERIOD_S = 2.0
+CACHE_PERIOD_S = 60.0
+"""Model caches change when a download ends: a bounded scan a minute is plenty."""
+CACHE_LINES = 5
+"""Models listed per node in the side pane (largest first; `c3 cache ls --node N` has them all)."""
 COMPACT_BELOW = 110
 """Terminal widths under this get the compact table (name, reach, endpoint without its scheme): the
 SSH target and the GPUs are in the side pane, so nothing is lost and nothing scrolls sideways."""
@@ -96,6 +105,10 @@ class NodesScreen(Filterable, CockpitScreen):
         """The rows the table shows, in its order (filtered and sorted)."""
         self.poller = self.add_poller(NODES_PERIOD_S, self._poll)
         self.pool_poller = self.add_poller(POOLS_PERIOD_S, self._poll_pools)
+        self.caches: dict[str, NodeCache] | None = None
+        """Each registered node's model cache by name (None before the first reading)."""
+        self.cache_error: str | None = None
+        self.cache_poller = self.add_poller(CACHE_PERIOD_S, self._poll_caches)
 
     def compose(self) -> ComposeResult:
         yield Static(id="modebar")
@@ -180,6 +193,19 @@ class NodesScreen(Filterable, CockpitScreen):
         self.pool_poller.landed()
         self.pools_error = describe_error(error)
         self.render_pools()
+
+    def _poll_caches(self) -> None:
+        self.call(self.services.node_caches, done=self._caches_landed, failed=self._caches_failed, group="caches")
+
+    def _caches_landed(self, caches: list[NodeCache]) -> None:
+        self.cache_poller.landed()
+        self.caches, self.cache_error = {c.node or "": c for c in caches}, None
+        self.show_detail(self.highlighted())
+
+    def _caches_failed(self, error: BaseException) -> None:
+        self.cache_poller.landed()
+        self.cache_error = describe_error(error)
+        self.show_detail(self.highlighted())
 
     def action_refresh_now(self) -> None:
         self.poll_now()
@@ -314,6 +340,8 @@ class NodesScreen(Filterable, CockpitScreen):
                 lines.append(Content(f" {gpu.index} {name:<9}{gib(gpu.used_mib):>5}/{gib(gpu.total_mib)}G"))
         elif row.gpu_error:
             lines.append(Content.from_markup("[$text-muted]GPUs[/] $e", e=row.gpu_error))
+        width = self.query_one("#node-detail", Static).content_size.width
+        lines.extend(cache_lines(None if self.caches is None else self.caches.get(row.name), self.cache_error, self.caches is None, width))
         self.query_one("#node-detail", Static).update(Content("\n").join(lines))
 
     def render_pools(self) -> None:
@@ -355,6 +383,35 @@ class NodesScreen(Filterable, CockpitScreen):
                 name = b.node if len(pools) == 1 else f"{b.node} (:{pool.bind.rsplit(':', 1)[-1]})"
                 table.add_row(name, health, str(b.in_flight), str(b.requests), str(b.errors), _ms(b.p50_ms), _ms(b.p99_ms), drain)
         title.update(Content("\n").join(heads))
+
+
+def cache_lines(cache: NodeCache | None, error: str | None, pending: bool, width: int = 0) -> list[Content]:
+    """The side pane's model-cache part: models on the node's disk, largest first, or why none are shown;
+    a model per line, its name cut to the pane's `width` (0 before the first layout: 18 columns)."""
+    name_width = max(10, width - 8) if width else 18
+    head = "[$text-muted]cache[/]"
+    if error is not None:
+        return [Content.from_markup(f"{head} [$error]$e[/]", e=error)]
+    if cache is None:
+        return [Content.from_markup(f"{head} [$text-muted]$e[/]", e="… reading" if pending else "not read")]
+    if not cache.reachable:
+        return [Content.from_markup(f"{head} [$text-muted]node not reachable[/]")]
+    if cache.error:
+        return [Content.from_markup(f"{head} [$error]$e[/]", e=cache.error)]
+    if not cache.models:
+        return [Content.from_markup(f"{head} no model weights found")]
+    cut = " (scan cut)" if cache.cut else ""
+    lines = [Content.from_markup(f"{head} $n model$s · $g GiB$c", n=str(len(cache.models)), s="s" if len(cache.models) != 1 else "",
+                                 g=f"{cache.total_bytes / 1024**3:.1f}", c=cut)]
+    for model in cache.models[:CACHE_LINES]:
+        name = terminal_safe(model.name, one_line=True)  # a folder's name on the node: shown, never obeyed
+        if len(name) > name_width:  # a narrow pane (80×24): the repo's own name says more than its org
+            name = name.rsplit("/", 1)[-1]
+        name = name if len(name) <= name_width else name[: name_width - 1] + "…"
+        lines.append(Content(f" {name:<{name_width}}{model.bytes / 1024**3:>6.1f}G"))
+    if len(cache.models) > CACHE_LINES:
+        lines.append(Content.from_markup(" [$text-muted]+$m more · c3 cache ls --node $n[/]", m=str(len(cache.models) - CACHE_LINES), n=cache.node or ""))
+    return lines
 
 
 def _endpoint(row: NodeRow, shown: str) -> Content:

@@ -23,9 +23,11 @@ from textual.widgets import OptionList, Static
 
 if TYPE_CHECKING:
     from backend.models import GpuSnapshot
+    from backend.views.node_pods import NodePods
 from c3.screens.base import CockpitScreen, describe_error, show_if_changed
 from c3.screens.boot_panel import boot_text
 from c3.screens.chrome import mode_bar
+from c3.screens.node_pods import NODE_PODS_PERIOD_S, node_pods_content
 from c3.screens.pod_view import PodList, free_line
 from c3.services import GpuReading, History, PodsReading, PodState
 from widgets.gpu_panel import GpuPanel
@@ -113,6 +115,10 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         """A pod to highlight as soon as it is listed (the one just created)."""
         self.gpu_poller = self.add_poller(GPU_PERIOD_S, self._poll_gpus, pushed=True)
         self.pods_poller = self.add_poller(PODS_PERIOD_S, self._poll_pods, pushed=True)
+        self.node_pods: list[NodePods] | None = None
+        """The other registered nodes' pods (None before the first reading)."""
+        self.node_pods_error: str | None = None
+        self.node_pods_poller = self.add_poller(NODE_PODS_PERIOD_S, self._poll_node_pods)
 
     def compose(self) -> ComposeResult:
         yield Static(id="modebar")
@@ -126,6 +132,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
                 yield QueryLine(id="query-line")
                 yield FilterBar(placeholder="filter pods: text or regex · Enter keeps · Esc clears", id="filter-bar")
                 yield Static("", id="free")
+                yield Static("", id="node-pods")
         yield Static("", id="boot")
         yield Static("", id="result")
         yield KeyBar()
@@ -138,6 +145,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     def on_mount(self) -> None:
         self.refresh_chrome()
         self.query_one("#boot").display = False
+        self.query_one("#node-pods").display = False
         self.render_pods()
         self.render_sources()
         self.show_result()
@@ -209,6 +217,27 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         self.pods_error = describe_error(error)
         self.cockpit.pods_read(self.pods, stale=True)
         self.render_sources()
+
+    def _poll_node_pods(self) -> None:
+        self.call(self.services.node_pods, done=self._node_pods_landed, failed=self._node_pods_failed, group="node-pods")
+
+    def _node_pods_landed(self, readings: list[NodePods]) -> None:
+        self.node_pods_poller.landed()
+        self.node_pods, self.node_pods_error = readings, None
+        self.render_node_pods()
+
+    def _node_pods_failed(self, error: BaseException) -> None:
+        self.node_pods_poller.landed()
+        self.node_pods_error = describe_error(error)
+        self.render_node_pods()
+
+    def render_node_pods(self) -> None:
+        """The other nodes' pods under this host's, marked by node; hidden when no other node is registered."""
+        part = self.query_one("#node-pods", Static)
+        content = node_pods_content(self.node_pods, self.node_pods_error, self.query_one("#pods-pane").content_size.width)
+        part.display = content is not None
+        if content is not None:
+            show_if_changed(part, content)
 
     def action_refresh_now(self) -> None:
         self.poll_now()

@@ -236,6 +236,7 @@ SCENES: tuple[Scene, ...] = (
     Scene("orchestration-8gpus", "Eight GPUs, sixteen pods", "bench"),
     Scene("filter", "Filter and sort (/, s): sixteen pods narrowed to one model, by state", "bench", steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),
     Scene("filter-80x24", "Filter and sort at 80×24", "bench", (80, 24), steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),
+    Scene("orchestration-nodes", "Pods of every registered node under this host's: here the other node is off", "cluster"),
     Scene("nodes-pool", "Nodes with a running pool: per-backend health, load, latency", "cluster", steps=(press("2"),)),
     Scene("nodes-pool-80x24", "Nodes and pool at 80×24", "cluster", (80, 24), steps=(press("2"),)),
     Scene("recipe-launch", "Launch a recipe: nodes in rank order", "cluster", steps=(press("3"), highlight("recipes", "spark2-vllm-qwen3-235b-a22b-gptq-int4"), press("u"), nodes_picked)),

@@ -84,6 +84,22 @@ verified: true
 """
 
 
+def _model_cache(home: Path) -> None:
+    """This machine's model weights for the Nodes screen's cache pane: two hub repos laid out as
+    huggingface_hub writes them and a GGUF in `~/models` (a recipe's mount), as sparse files of their
+    sizes in weights.csv, so nothing is written."""
+    for repo, size in (("Qwen/Qwen3-8B", 16_381_470_720), ("Qwen/Qwen3-32B-AWQ", 19_325_298_688)):
+        folder = home / ".cache/huggingface/hub" / ("models--" + repo.replace("/", "--"))
+        (folder / "blobs").mkdir(parents=True)
+        (folder / "snapshots/9c925d6").mkdir(parents=True)
+        with open(folder / "blobs/a1", "wb") as blob:
+            blob.truncate(size)
+        os.symlink("../../blobs/a1", folder / "snapshots/9c925d6/model.safetensors")
+    (home / "models").mkdir()
+    with open(home / "models/Qwen3-30B-A3B-Q4_K_M.gguf", "wb") as gguf:
+        gguf.truncate(18_550_716_416)
+
+
 def _bench_rig() -> str:
     cards = [("NVIDIA GeForce RTX 3090", 24576, "8.6", 422, 350), ("NVIDIA GeForce RTX 5090", 32607, "12.0", 487, 575)]
     gpus = [{"name": n, "total_mib": t, "sm": s, "reserved_mib": r, "used_mib": 14, "power_limit_w": p} for n, t, s, r, p in (cards[i // 4] for i in range(8))]
@@ -203,6 +219,7 @@ class World:
         from backend.nodes.registry import add_node
 
         add_node("box", "http://127.0.0.1:8020", f"{os.environ.get('USER') or 'me'}@127.0.0.1")
+        _model_cache(Path(os.environ["HOME"]))
         recipes = paths.user_recipes_dir()
         recipes.mkdir(parents=True, exist_ok=True)
         (recipes / "qwen3-32b-awq-2x5090.yaml").write_text(USER_RECIPE, encoding="utf-8")
