@@ -46,7 +46,18 @@ async def boot(cfg: dict[str, Any]) -> int:
     log("INFO", "kv_cache_utils.py:1091", f"Maximum concurrency for {cfg['max_model_len']:,} tokens per "
         f"request: {kv_tokens / cfg['max_model_len']:.2f}x", core)
     await asyncio.sleep(delay * 0.2)
+    await _gate(os.environ.get("C3_STUB_BOOT_GATE", ""))
     log("INFO", "core.py:210", f"init engine (profile, create kv cache, warmup model) took {delay * 0.5:.2f} seconds",
         core)
     cfg["kv_tokens"] = kv_tokens
     return 0
+
+
+async def _gate(path: str, limit_s: float = 300.0) -> None:
+    """`C3_STUB_BOOT_GATE=PATH`: stay booting until a test creates PATH (bounded), so that a test can look at the
+    booting state for as long as it needs on a machine of any speed instead of racing a start-up delay."""
+    if not path:
+        return
+    deadline = time.monotonic() + limit_s
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)

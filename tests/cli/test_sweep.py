@@ -42,7 +42,7 @@ def test_the_sweep_reaches_every_command():
     from tests.cli.harness import leaf_commands
 
     paths = {" ".join(path) for path, _ in leaf_commands()}
-    assert {"gpus", "catalog", "fit", "pod create", "pod list", "pod rm", "pod validate"} <= paths
+    assert {"gpus kill", "catalog", "fit", "pod create", "pod list", "pod rm", "pod validate"} <= paths
     swept = {case.id.split(" :: ")[0] for case in CASES}
     assert paths <= swept, paths - swept
     real = {case.id.split(" :: ")[0] for case in CASES if case.real}

@@ -116,11 +116,11 @@ def test_groups_run_together_and_worker_summary_lines_reach_the_terminal(pyteste
     groups = {name: r["nodeid"].rpartition("@")[2] if "@" in r["nodeid"] else None for name, r in ran.items()}
     assert groups == {
         "test_docker_a": "docker", "test_docker_b": "docker", "test_docker_by_marker": "docker",
-        "test_hosts_and_docker": "netns", "test_netns_by_marker": "netns", "test_engine_by_marker": "engines", "test_engine": "engines", "test_world": "world",
+        "test_hosts_and_docker": "netns", "test_netns_by_marker": "netns", "test_engine_by_marker": None, "test_engine": None, "test_world": "world",
         "test_shared_a": "test_inner.py", "test_shared_b": "test_inner.py", "test_own_group": "mine",
         "test_plain_a": None, "test_plain_b": None,
     }
-    for group in ("docker", "netns", "engines", "test_inner.py"):
+    for group in ("docker", "netns", "test_inner.py"):
         assert len({ran[name]["worker"] for name, g in groups.items() if g == group}) == 1, group
     assert {r["worker"] for r in ran.values()} <= {"gw0", "gw1"}
     # Said in a worker (the engines stand-in's set-up), printed once by the controller, with the worker's name.
