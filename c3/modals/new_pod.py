@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from backend.models import CatalogEntry, FitReport
 
+from c3.look import shown
 from c3.screens.base import CockpitModal, describe_error
 from c3.services import NewPod, PodState
 from widgets.fit_breakdown import fit_lines, verdict_markup
@@ -215,14 +216,14 @@ class NewPodModal(CockpitModal):
     def _render_slugs(self) -> None:
         needle = self.query_one("#filter", Input).value.strip().lower()
         slugs = self.query_one("#slugs", OptionList)
-        shown = [e for e in self.entries.values() if needle in e.slug.lower() or needle in e.model.lower()]
-        shown.sort(key=lambda e: (VERDICT_RANK.get(self.verdicts.get(e.slug, "unknown"), 9), e.slug))
+        listed = [e for e in self.entries.values() if needle in e.slug.lower() or needle in e.model.lower()]
+        listed.sort(key=lambda e: (VERDICT_RANK.get(self.verdicts.get(e.slug, "unknown"), 9), e.slug))
         keep = self.slug
         slugs.clear_options()
-        if not shown:
+        if not listed:
             slugs.add_option(Option("[dim]no slug matches the filter[/]", id="", disabled=True))
             return
-        for entry in shown:
+        for entry in listed:
             verdict = self.verdicts.get(entry.slug)
             on = self.verdict_gpus.get(entry.slug, ())
             if verdict == "too-few":
@@ -232,9 +233,9 @@ class NewPodModal(CockpitModal):
                 mark = verdict_markup(verdict) if verdict else "[$text-muted]…[/]"
                 where = f"on GPU{'s' if len(on) > 1 else ''} {gpu_list(on)}" if on else f"{entry.gpu_count} GPU"
             pad = " " * max(1, 18 - len(Content.from_markup(mark).plain))
-            prompt = Content.from_markup(f"{mark}{pad}$s [$text-muted]· $w[/]", s=entry.slug, w=where)
+            prompt = Content.from_markup(f"{mark}{pad}$s [$text-muted]· $w[/]", s=shown(entry.slug), w=where)
             slugs.add_option(Option(prompt, id=entry.slug))
-        ids = [e.slug for e in shown]
+        ids = [e.slug for e in listed]
         # Until the user picks a slug, the best-ranked one is the proposal.
         slugs.highlighted = ids.index(keep) if keep in ids and self.slug_picked else 0
 

@@ -15,6 +15,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
+from c3.look import shown
 from c3.screens.base import LiveModal, describe_error
 from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, ListQuery, QueryLine
 from widgets.nav_table import NavTable
@@ -151,7 +152,7 @@ class ProcessesModal(Filterable, LiveModal):
         if self.rows is None and self.error is None:
             head.append(Content.from_markup("[$text-muted]reading…[/]"))
         if self.error:
-            head.append(Content.from_markup("[$error]✗ $e[/]", e=self.error))
+            head.append(Content.from_markup("[$error]✗ $e[/]", e=shown(self.error)))
         self.query_one("#processes-head", Static).update(Content(" · ").join(head))
         self.shown = self.filtered(rows, process_text)
         table = self.query_one("#processes", NavTable)
