@@ -71,7 +71,8 @@ def os_failure(error: OSError, path: Path | str, doing: str, hint: str | None = 
 # Tab and newline stay: output is lines of text; `one_line` escapes newline too.
 _UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff"
 _UNSAFE_TEXT = re.compile(f"[{_UNSAFE}]")
-_UNSAFE_LINE = re.compile(f"[\t\n{_UNSAFE}]")
+UNSAFE_LINE = re.compile(f"[\t\n{_UNSAFE}]")
+"""What `terminal_safe(text, one_line=True)` escapes (the cockpit's line filter searches with it first)."""
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -82,5 +83,5 @@ def terminal_safe(text: str, *, one_line: bool = False) -> str:
     """`text` with every control character and escape shown as its Python escape (`\\x1b`), so a
     name or value from a file, a user or a remote system can neither drive the terminal (titles,
     clearing, cursor moves) nor, with `one_line`, split a one-line message."""
-    pattern = _UNSAFE_LINE if one_line else _UNSAFE_TEXT
+    pattern = UNSAFE_LINE if one_line else _UNSAFE_TEXT
     return pattern.sub(_visible, text) if pattern.search(text) else text

@@ -24,8 +24,9 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 
+from backend.errors import terminal_safe
 from c3.cockpit import Cockpit
-from c3.look import ANSI_THEME, AsciiFilter, no_color, wants_ansi_theme, wants_ascii
+from c3.look import ANSI_THEME, AsciiFilter, SafeTextFilter, no_color, shown, wants_ansi_theme, wants_ascii
 from c3.screens.base import CockpitScreen, LiveModal, ServiceCalls
 from c3.screens.orchestration import OrchestrationScreen
 from c3.services import (
@@ -134,6 +135,8 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         self.register_theme(ANSI_THEME)
         self.ascii = wants_ascii() if ascii is None else ascii
         self._ascii_filter = AsciiFilter()
+        self._safe_filter = SafeTextFilter()
+        """Every line drawn passes the one output sanitizer (c3/look.py)."""
         self.trouble = TroubleWatch()
         self.toasts = ToastDesk(self, covered=lambda: isinstance(self.top_screen(), ModalScreen))
         """Every toast c3 posts; none lands on a modal (c3/toasts.py)."""
@@ -161,8 +164,13 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         """The last step of the running (or last) recipe launch."""
 
     def get_line_filters(self) -> list[Any]:
-        filters = list(super().get_line_filters())
+        filters = [*super().get_line_filters(), self._safe_filter]
         return [*filters, self._ascii_filter] if self.ascii else filters
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast through the one output sanitizer: its lines are c3's, what they quote may not be
+        (a name from a file, an engine's error); BEL and CR, which Textual would drop, are shown."""
+        super().notify(terminal_safe(message), title=shown(title), severity=severity, timeout=timeout, markup=markup)
 
     def on_mount(self) -> None:
         from textual import constants

@@ -25,6 +25,9 @@ from textual.color import Color
 from textual.filter import LineFilter
 from textual.theme import BUILTIN_THEMES
 
+from backend.errors import UNSAFE_LINE as _UNSAFE
+from backend.errors import terminal_safe
+
 ANSI_THEME = dataclasses.replace(BUILTIN_THEMES["ansi-dark"], name="c3-ansi", accent="ansi_cyan")
 """Textual's ANSI theme with a cyan accent (its own accent is green, which reads as "ok")."""
 
@@ -105,3 +108,28 @@ class AsciiFilter(LineFilter):
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
         return [segment if segment.text.isascii() else Segment(to_ascii(segment.text), segment.style, segment.control) for segment in segments]
+
+
+def shown(text: str) -> str:
+    """A name, value or message from a file, a user or a remote system, as one line for the cockpit:
+    control characters, CR, LF and BEL shown as escapes (`backend.errors.terminal_safe`). Textual
+    drops CR and BEL and breaks lines at LF before the line filter below sees them; values shown
+    in a cell, a list entry, a plan line or a toast go through this first."""
+    return terminal_safe(text, one_line=True)
+
+
+class SafeTextFilter(LineFilter):
+    """The cockpit's half of the one output sanitizer (`backend.errors.terminal_safe`, the CLI's
+    too): every segment drawn has its control characters shown as escapes (`\\x1b`) before Textual
+    writes it, so a name or value from a file, a user or a remote system can neither set the
+    window title nor clear the screen, whichever widget shows it. Textual itself passes ESC and C1
+    through (Rich strips only BEL, BS, VT, FF and CR). A shown escape is wider than the
+    zero cells the layout gave the raw character, so the line is cut back to its width: what
+    follows on that line may be cut, the layout never moves."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if not any(not segment.control and _UNSAFE.search(segment.text) for segment in segments):
+            return segments
+        width = Segment.get_line_length(segments)
+        shown = [segment if segment.control else Segment(terminal_safe(segment.text, one_line=True), segment.style) for segment in segments]
+        return list(Segment.adjust_line_length(shown, width))

@@ -329,6 +329,10 @@ class Services(Protocol):
         """One streaming test prompt to a running pod (`c3 pod try`): the answer, TTFT, tokens and
         tokens/s (raises `backend.errors.C3Error` when the pod does not run or its engine does not answer)."""
 
+    def shell_command(self, name: str) -> list[str]:
+        """The command that opens a shell in a running pod's container (`docker exec -it …`); raises
+        `backend.errors.C3Error` where there is none to enter (the simulated runtime, a stopped pod)."""
+
     def nodes(self) -> list[NodeRow]:
         """The node registry, with reachability where probed."""
 

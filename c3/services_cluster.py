@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.errors import C3Error
 from c3.services import NodeGpuRow, NodeRow, PoolBackendRow, PoolRow, ProfileRow
 
 
@@ -18,27 +17,15 @@ def node_rows(svc: Any) -> list[NodeRow]:
     """The registry with live reachability, endpoint health and GPUs (all nodes concurrently)."""
     from backend.views.node_health import probe_registered_nodes
 
-    readings = probe_registered_nodes()
-    if not readings:
-        return []
-    rig_gpus = _demo_rig_gpus(svc) if getattr(svc, "demo", False) else None
+    # This machine's GPUs: the facade's own reading, the one the Orchestration mode shows (NVML, or
+    # the simulated rig in the demo), never a second source that may disagree with it.
+    readings = probe_registered_nodes(svc.gpu_snapshots)
     rows = []
     for reading in readings:
         st = reading.status
         gpus = tuple(NodeGpuRow(g.index, g.name, g.total_mib, g.used_mib) for g in st.gpus)
-        gpu_error = st.gpu_error
-        if rig_gpus is not None and st.local:
-            # The demo's pods run on the simulated rig, so that is this machine's GPUs in the demo.
-            gpus, gpu_error = rig_gpus, None
-        rows.append(NodeRow(st.name, st.host, st.ssh, st.local, st.reachable, reading.detail, st.endpoint_ok, st.endpoint, gpus, gpu_error, reading.ssh_key))
+        rows.append(NodeRow(st.name, st.host, st.ssh, st.local, st.reachable, reading.detail, st.endpoint_ok, st.endpoint, gpus, st.gpu_error, reading.ssh_key))
     return rows
-
-
-def _demo_rig_gpus(svc: Any) -> tuple[NodeGpuRow, ...] | None:
-    try:
-        return tuple(NodeGpuRow(s.gpu.index, s.gpu.name, s.gpu.total_mib, s.used_mib) for s in svc.gpu_snapshots())
-    except C3Error:
-        return None
 
 
 def pool_rows() -> list[PoolRow]:

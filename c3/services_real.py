@@ -175,6 +175,12 @@ class RealServices:
             return [f"(no container; last boot log {log.boot_log})", *log.lines]
         return log.lines
 
+    def shell_command(self, name: str) -> list[str]:
+        from backend.views.workloads import pod_shell
+
+        self._pod(name)  # a pod of this estate, or Refused
+        return pod_shell(name)
+
     def pod_details(self, name: str) -> PodDetails:
         pod = self._pod(name)
         row, workload = self.live.pod_reading(pod)

@@ -187,12 +187,13 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
         """Every write's outcome reaches the user: a toast, the result line, and a fresh poll. Its hint
         is said in the cockpit's keys and fields, not the CLI's flags (c3/hints.py)."""
         from c3.hints import cockpit_hint
+        from c3.look import shown
 
         result = replace(result, hint=cockpit_hint(result.hint))
         self.last_result = result
         self.results.append(result)
         del self.results[:-50]
-        text = result.message + (f"\nhint: {result.hint}" if result.hint else "")
+        text = shown(result.message) + (f"\nhint: {shown(result.hint)}" if result.hint else "")
         if toast:  # under a modal it waits (c3/toasts.py): a result is news about the estate, not the form
             self.toasts.post(Toast(text, "Done" if result.ok else "Refused", "information" if result.ok else "error", 6 if result.ok else 10))
         orch = self._orchestration()
@@ -205,7 +206,7 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
                 said(result)
         for mode in ("nodes", "recipes"):
             for screen in self._mode_screens(mode):
-                shown = getattr(screen, "show_result", None)
-                if shown is not None and screen.is_mounted:
-                    shown(result)
+                show = getattr(screen, "show_result", None)
+                if show is not None and screen.is_mounted:
+                    show(result)
                     screen.poll_now()

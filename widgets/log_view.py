@@ -18,14 +18,13 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from backend.errors import terminal_safe
+
 MAX_LINES = 5000
 """Lines kept in memory; the oldest go first."""
 
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 """The RFC 3339 prefix `docker logs -t` (and the facade's `timestamps=True`) puts before a line."""
-
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
-
 
 @dataclass(frozen=True, slots=True)
 class LogLine:
@@ -34,14 +33,15 @@ class LogLine:
     stamp: str | None
     """Short form `MM-DD HH:MM:SS.mmm` (UTC) of the runtime's receive time; None when there is none."""
     text: str
-    """The line as the engine wrote it, tabs expanded and control characters shown as `?`."""
+    """The line as the engine wrote it, tabs expanded and control characters shown as escapes (`\\x1b`)."""
 
     @classmethod
     def parse(cls, raw: str) -> LogLine:
         match = STAMP.match(raw)
         text = raw[match.end():] if match else raw
-        # Control characters (colour codes, carriage returns) would move the terminal's cursor.
-        text = _CONTROL.sub("?", text.expandtabs())
+        # Control characters (colour codes, carriage returns, titles) would drive the terminal: the one
+        # output sanitizer shows them, and search, save and copy see what is shown.
+        text = terminal_safe(text.expandtabs(), one_line=True)
         return cls(short_stamp(match.group(1)) if match else None, text)
 
 

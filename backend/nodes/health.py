@@ -1,5 +1,7 @@
 """Live facts about registered nodes, for `c3 node status` and the cockpit's Nodes mode: is SSH
-reachable (or is it this machine), does the endpoint answer, which GPUs does `nvidia-smi` list.
+reachable (or is it this machine), does the endpoint answer, which GPUs does `nvidia-smi` list — or,
+for this machine, what its own GPU probe reads (`local_gpus`: the NVML adapter, or the simulated rig),
+so that the Nodes mode and the Orchestration mode show the same GPUs from the same source.
 
 All nodes are probed concurrently with short timeouts; one node's failure is its own row.
 """
@@ -8,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from backend.errors import C3Error
 from backend.http_probe import probe
 from backend.remote.fleet import Fleet
 from backend.remote.node import Node
@@ -59,6 +63,10 @@ class NodeHealth:
     """Why no GPU list (no nvidia-smi, node unreachable)."""
 
 
+LocalGpus = Callable[[], list[NodeGpu]]
+"""This machine's GPUs as its GPU probe reads them (blocking; raises C3Error when the probe cannot)."""
+
+
 def _mib(field: str) -> int | None:
     return int(float(field)) if field.replace(".", "", 1).isdigit() else None
 
@@ -92,6 +100,13 @@ async def read_gpus(shell: Shell, timeout: float) -> tuple[list[NodeGpu] | None,
     return None, "nvidia-smi not found" if result.exit_status == 127 else f"nvidia-smi: {result.last_line()}"
 
 
+def _read_local(local_gpus: LocalGpus) -> tuple[list[NodeGpu] | None, str | None]:
+    try:
+        return local_gpus(), None
+    except C3Error as error:
+        return None, error.message
+
+
 def _endpoint(host: str) -> tuple[bool, str]:
     ok, detail = _answers(host, "/health")
     if ok:
@@ -100,8 +115,9 @@ def _endpoint(host: str) -> tuple[bool, str]:
     return (True, detail2) if ok2 else (False, detail)
 
 
-async def probe_nodes(nodes: list[Node], options: SshOptions | None = None) -> list[NodeHealth]:
-    """Reachability, endpoint health and GPUs of every node, concurrently."""
+async def probe_nodes(nodes: list[Node], options: SshOptions | None = None, local_gpus: LocalGpus | None = None) -> list[NodeHealth]:
+    """Reachability, endpoint health and GPUs of every node, concurrently; a local node's GPUs from
+    `local_gpus` when given (nvidia-smi otherwise)."""
     options = options or QUICK
 
     async def one(fleet: Fleet, node: Node) -> NodeHealth:
@@ -110,7 +126,10 @@ async def probe_nodes(nodes: list[Node], options: SshOptions | None = None) -> l
         try:
             shell = await fleet.shell(node)
             row.reachable = True
-            gpus, row.gpu_error = await read_gpus(shell, options.command_timeout)
+            if node.local and local_gpus is not None:
+                gpus, row.gpu_error = await asyncio.to_thread(_read_local, local_gpus)
+            else:
+                gpus, row.gpu_error = await read_gpus(shell, options.command_timeout)
             row.gpus = gpus or []
         except NodeFailure as failure:
             if not row.reachable:

@@ -139,7 +139,28 @@ class SimulatedProbe:
         return list(self._gpus)
 
     def processes(self) -> list[ComputeProcess]:
-        return self.registry.processes(self._gpus)
+        return self._within_cards(self.registry.processes(self._gpus))
+
+    def _within_cards(self, procs: list[ComputeProcess]) -> list[ComputeProcess]:
+        """A card holds no more than it has. A registration asks for what the engine would take of an
+        empty card (vLLM: 0.9 × total), so two engines on one card (the demo's misplaced pod lands on
+        a GPU another pod holds) asked for 2 × 22,119 MiB of a 24 GiB card. On a card asked for more
+        than it has beside the rig's base use, each process gets its share of that room in proportion
+        to what it asked (not by start order: the pictures must not depend on which pid came first),
+        so per card the processes never add up to more than the card's used memory."""
+        room = {gpu.uuid: None if gpu.total_mib is None else max(0, gpu.total_mib - (gpu.reserved_mib or 0) - spec.used_mib)
+                for gpu, spec in zip(self._gpus, self.rig.gpus, strict=True)}
+        asked: dict[str, int] = {}
+        for proc in procs:
+            asked[proc.gpu_uuid] = asked.get(proc.gpu_uuid, 0) + (proc.used_mib or 0)
+        out = []
+        for proc in procs:
+            left, total = room.get(proc.gpu_uuid), asked[proc.gpu_uuid]
+            if left is None or proc.used_mib is None or total <= left:
+                out.append(proc)
+            else:
+                out.append(proc.model_copy(update={"used_mib": proc.used_mib * left // total}))
+        return out
 
     def snapshots(self, *, processes_max_age_s: float = 0.0) -> list[GpuSnapshot]:
         # The simulated registry is a folder listing: always read now (the age is an allowance, not a rule).

@@ -163,6 +163,20 @@ def fit_config_file(
     return ConfigFit(report=report, title=title, max_context=found)
 
 
+RANK_GROUP = {"fits": 0, "tight": 0, "unknown": 1, "wont-fit": 2, "too-few": 3, "incompatible-hw": 4}
+
+
+def fit_rank(verdict: str, available_kv_gib: float | None) -> tuple[int, float]:
+    """Where a slug goes in a list ranked by fit (smaller first): what fits, by the KV memory it
+    leaves per rank (the room for context and concurrent requests), most first; then unknown,
+    won't fit, too few free GPUs, incompatible hardware. `tight` ranks with `fits`: its reasons
+    are the estimate's uncertainty (an AWQ/GPTQ checkpoint's unpriced Marlin padding, weights
+    estimated from shapes, an unknown vLLM version) or a thin margin, and a thin margin already
+    shows as little KV left — an AWQ slug with 13.9 GiB left ranked below a BF16 one with 4.6 GiB
+    when `tight` counted as "fits worse". The verdict stays on the row as a note."""
+    return RANK_GROUP.get(verdict, len(RANK_GROUP)), -(available_kv_gib or 0.0)
+
+
 class CatalogRow(BaseModel):
     """One slug as `c3 catalog --json` lists it; with `--fits-on`, its verdict there too."""
 

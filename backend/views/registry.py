@@ -34,10 +34,12 @@ def registered_nodes() -> list[RegisteredNode]:
 
 def node_statuses(names: str | None = None) -> list[NodeStatus]:
     """Probe every registered node (or the comma-separated `names`, Refused for one not registered):
-    SSH reachability, endpoint health, GPUs; the probes run concurrently."""
+    SSH reachability, endpoint health, GPUs (this machine's from its GPU probe, as `c3 gpus`); the
+    probes run concurrently."""
     from backend.nodes.health import probe_nodes
     from backend.nodes.registry import load_registry, resolve_nodes
     from backend.remote.fleet import run_sync
+    from backend.views.node_health import local_gpus, machine_gpus
 
     nodes = resolve_nodes(names) if names else load_registry().nodes
-    return [NodeStatus.from_health(h) for h in run_sync(probe_nodes(nodes))] if nodes else []
+    return [NodeStatus.from_health(h) for h in run_sync(probe_nodes(nodes, local_gpus=local_gpus(machine_gpus)))] if nodes else []

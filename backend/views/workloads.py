@@ -97,6 +97,39 @@ def pod_exec(name: str, argv: list[str], *, timeout_s: float) -> ExecResult:
     return found.model_copy(update={"output": output})
 
 
+SHELL = "command -v bash >/dev/null 2>&1 && exec bash || exec sh"
+"""What runs in the container: bash where the image has it (vLLM's and SGLang's do), else sh."""
+
+
+def shell_argv(name: str) -> list[str]:
+    """The command that opens an interactive shell in pod `name`'s container: the docker CLI (which
+    honours DOCKER_HOST as c3 does) with a terminal, bash where the image has one."""
+    from backend.runtime.docker_adapter import container_name
+
+    return ["docker", "exec", "-it", container_name(name), "sh", "-c", SHELL]
+
+
+def pod_shell(name: str) -> list[str]:
+    """The cockpit's shell key: `shell_argv(name)` once the pod's container is known to run. Refused
+    on the simulated runtime (its pods are local processes: nothing to enter, as `c3 pod exec`) and
+    for a pod that does not run; EnvironmentProblem when the docker CLI is not installed."""
+    import shutil
+
+    from backend.errors import EnvironmentProblem
+    from backend.wiring import open_context
+
+    ctx = open_context()
+    if ctx.runtime.kind == "sim":
+        raise Refused(f"no shell in pod {name}: the simulated runtime runs it as a local process, not a container",
+                      hint="run pods with Docker (C3_RUNTIME=docker, or a machine without C3_RIG) to enter them")
+    workload = ctx.runtime.workload(name)
+    if not workload.running:
+        raise Refused(f"pod {name} is not running ({'stopped' if workload.status == 'absent' else workload.status})", hint="press u to boot it first")
+    if shutil.which("docker") is None:
+        raise EnvironmentProblem("the docker CLI is not installed here: it opens the shell in the container", hint="install docker's client (apt-get install docker.io)")
+    return shell_argv(name)
+
+
 def pod_running(name: str) -> bool | None:
     """Does the pod's workload run? Raises EnvironmentProblem when the runtime cannot tell (daemon down)."""
     from backend.wiring import open_context

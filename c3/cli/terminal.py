@@ -7,8 +7,9 @@ Names and values come from files (the estate, catalog.d, recipes.d, profiles, co
 file), from the user and from remote systems (engine logs, routers, SSH); any of them may hold an
 escape sequence that sets the window title, clears the screen or hides text. Rather than trusting
 each of the CLI's many `click.echo` calls to remember, `sanitized_output()` puts a filter in front of
-`sys.stdout` and `sys.stderr` for the command's lifetime. The cockpit is not affected: Textual drives
-the terminal through `sys.__stderr__`. `error_line` keeps the one-line error contract (a newline in a
+`sys.stdout` and `sys.stderr` for the command's lifetime. The cockpit is not affected by that filter
+(Textual drives the terminal through `sys.__stderr__`); it passes every line it draws through the same
+function (c3/look.py `SafeTextFilter`, `shown`). `error_line` keeps the one-line error contract (a newline in a
 name is shown as `\\n`).
 """
 

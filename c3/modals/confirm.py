@@ -18,6 +18,7 @@ from textual.css.scalar import Scalar
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from c3.look import shown
 from c3.services import WritePlan
 
 
@@ -51,15 +52,15 @@ class ConfirmModal(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         # A recipe launch's plan is its dry-run (long docker run lines): a wider dialog that scrolls.
         with Vertical(id="dialog", classes="confirm wide" if self.plan.wide else "confirm"):
-            yield Static(Content.from_markup("[b]$t[/]", t=self.plan.title), id="confirm-title")
+            yield Static(Content.from_markup("[b]$t[/]", t=shown(self.plan.title)), id="confirm-title")
             with VerticalScroll(id="confirm-scroll"):
-                yield Static(Content("\n").join(Content(line) for line in self.plan.lines), id="confirm-plan")
+                yield Static(Content("\n").join(Content(shown(line)) for line in self.plan.lines), id="confirm-plan")
             if self.plan.problems:
-                text = Content("\n").join(Content.from_markup("[$error]✗ $p[/]", p=p) for p in self.plan.problems)
+                text = Content("\n").join(Content.from_markup("[$error]✗ $p[/]", p=shown(p)) for p in self.plan.problems)
                 yield Static(text, id="confirm-problems")
             if self.plan.warnings:
                 # Warnings do not block: amber, each with its hint, above the still-enabled Confirm.
-                text = Content("\n").join(Content.from_markup("[$warning]⚠ $w[/]", w=w) for w in self.plan.warnings)
+                text = Content("\n").join(Content.from_markup("[$warning]⚠ $w[/]", w=shown(w)) for w in self.plan.warnings)
                 yield Static(text, id="confirm-warnings")
             if self.readonly:
                 yield Static(Content.from_markup("[$warning b]READ-ONLY[/] — restart c3 without --readonly to write"), id="confirm-readonly")

@@ -8,6 +8,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from c3.look import shown
 from c3.screens.base import CockpitModal, describe_error
 from c3.screens.pod_view import STATE_GLYPH, badge
 from c3.services import PodDetails
@@ -45,13 +46,13 @@ class DetailsModal(CockpitModal):
         details = self.details
         [pod] = self.cockpit.as_shown([details.pod])
         glyph, style = STATE_GLYPH.get(pod.state, ("?", "$text-muted"))
-        lines = [Content.from_markup(f"[b]pod[/] $p  [$text-muted]$s:$port[/]  [{style}]{glyph} $st[/]  {badge(pod)}", p=pod.name, s=pod.slug, port=str(pod.port), st=pod.state)]
+        lines = [Content.from_markup(f"[b]pod[/] $p  [$text-muted]$s:$port[/]  [{style}]{glyph} $st[/]  {badge(pod)}", p=pod.name, s=shown(pod.slug), port=str(pod.port), st=pod.state)]
         if pod.placement_detail:
-            lines.append(Content.from_markup("  [$text-muted]$d[/]", d=pod.placement_detail))
+            lines.append(Content.from_markup("  [$text-muted]$d[/]", d=shown(pod.placement_detail)))
         if pod.actual_gpus is not None:
             lines.append(Content(f"  requested GPU {', '.join(map(str, pod.gpus))} · running on GPU {', '.join(map(str, pod.actual_gpus))}"))
         width = max((len(k) for k, _ in details.facts), default=0)
-        lines += [Content.from_markup("  [$text-muted]$k[/]  $v", k=k.ljust(width), v=v) for k, v in details.facts]
+        lines += [Content.from_markup("  [$text-muted]$k[/]  $v", k=k.ljust(width), v=shown(v)) for k, v in details.facts]
         self.query_one("#details-body", Static).update(Content("\n").join(lines))
         self.query_one("#details-fit", Static).update(fit_lines(details.fit))
 

@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Button, Checkbox, Input, SelectionList, Static
 
+from c3.look import shown
 from c3.screens.base import CockpitModal, describe_error
 from c3.services import NodeRow, RecipeLaunch, RecipeRow
 
@@ -85,7 +86,7 @@ class LaunchModal(CockpitModal):
         self.order = [n.name for n in nodes[: self.recipe.nodes]]
         for node in nodes:
             where = "this machine" if node.local else f"ssh {node.ssh}"
-            picker.add_option((Content.from_markup("$n  [$text-muted]$w · $h[/]", n=node.name, w=where, h=node.host), node.name, node.name in self.order))
+            picker.add_option((Content.from_markup("$n  [$text-muted]$w · $h[/]", n=node.name, w=where, h=shown(node.host)), node.name, node.name in self.order))
         picker.display = bool(nodes)
         self._render_order()
 
@@ -134,7 +135,7 @@ class LaunchModal(CockpitModal):
         if not self._checked:
             status.update("")
         elif self.override_problems:
-            status.update(Content("\n").join(Content.from_markup("[$error]✗ $p[/]", p=p) for p in self.override_problems))
+            status.update(Content("\n").join(Content.from_markup("[$error]✗ $p[/]", p=shown(p)) for p in self.override_problems))
         else:
             status.update(Content.from_markup(
                 "[$warning]profile: recipe + local overrides[/] [$text-muted]($o) — the recipe's measured numbers no longer apply[/]", o=" ".join(self._checked),

@@ -22,11 +22,12 @@ if TYPE_CHECKING:
 
     from backend.models import CatalogEntry, FitReport
 
+from backend.views.fit import fit_rank
+from c3.look import shown
 from c3.screens.base import CockpitModal, describe_error
 from c3.services import NewPod, PodState
 from widgets.fit_breakdown import fit_lines, verdict_markup
 
-VERDICT_RANK = {"fits": 0, "tight": 1, "unknown": 2, "wont-fit": 3, "too-few": 4, "incompatible-hw": 5}
 REFIT_DELAY_S = 0.25
 
 
@@ -106,6 +107,8 @@ class NewPodModal(CockpitModal):
         self.free = [i for i in self.gpu_indices if i not in claimed]
         self.entries: dict[str, CatalogEntry] = {}
         self.verdicts: dict[str, str] = {}
+        self.kv_left: dict[str, float | None] = {}
+        """KV GiB per rank each slug leaves on its GPUs (what the list ranks by, with the verdict)."""
         self.verdict_gpus: dict[str, tuple[int, ...]] = {}
         """The GPUs each slug's verdict was computed on (shown on its row, so the list and the fit line agree)."""
         self.slug: str | None = None
@@ -137,7 +140,7 @@ class NewPodModal(CockpitModal):
             with Horizontal(classes="row"):
                 yield Static("Slug", classes="label")
                 yield Input(placeholder="type to filter slugs", id="filter", compact=True)
-                yield Static("[$text-muted]ranked by fit, on the GPUs shown[/]", classes="check")
+                yield Static("[$text-muted]ranked by KV left, on the GPUs shown[/]", classes="check")
             yield OptionList(id="slugs", compact=True)
             with Horizontal(classes="row"):
                 yield Static("GPUs", classes="label")
@@ -200,42 +203,45 @@ class NewPodModal(CockpitModal):
         gpus_text = self.query_one("#gpus", Input).value
         targets = [(slug, self.gpus_for(entry)) for slug, entry in self.entries.items()]
 
-        def work() -> dict[str, str]:
-            out = {}
+        def work() -> dict[str, tuple[str, float | None]]:
+            out: dict[str, tuple[str, float | None]] = {}
             for slug, gpus in targets:
                 if self._verdicts_for != gpus_text:
                     break  # the GPU set changed: a newer pass is coming
                 if len(gpus) < self.entries[slug].gpu_count:
-                    out[slug] = "too-few"  # not "fits on GPUs someone else holds"
+                    out[slug] = ("too-few", None)  # not "fits on GPUs someone else holds"
                     continue
                 try:
-                    out[slug] = self.services.fit(slug, gpus).verdict
+                    report = self.services.fit(slug, gpus)
+                    out[slug] = (report.verdict, report.available_kv_gib)
                 except Exception:  # noqa: BLE001 - one bad entry must not hide the others
-                    out[slug] = "unknown"
+                    out[slug] = ("unknown", None)
             return out
 
         self._verdicts_for = gpus_text
         on = dict(targets)
         self.call(work, done=lambda v: self._verdicts_landed(v, gpus_text, on), group="verdicts")
 
-    def _verdicts_landed(self, verdicts: dict[str, str], gpus_text: str, on: dict[str, tuple[int, ...]]) -> None:
+    def _verdicts_landed(self, priced: dict[str, tuple[str, float | None]], gpus_text: str, on: dict[str, tuple[int, ...]]) -> None:
         # Verdicts depend only on the GPU field: keep them unless it changed meanwhile.
-        if gpus_text != self.query_one("#gpus", Input).value or len(verdicts) < len(self.entries):
+        if gpus_text != self.query_one("#gpus", Input).value or len(priced) < len(self.entries):
             return
-        self.verdicts, self.verdict_gpus = verdicts, on
+        self.verdicts = {slug: verdict for slug, (verdict, _) in priced.items()}
+        self.kv_left = {slug: kv for slug, (_, kv) in priced.items()}
+        self.verdict_gpus = on
         self._render_slugs()
 
     def _render_slugs(self) -> None:
         needle = self.query_one("#filter", Input).value.strip().lower()
         slugs = self.query_one("#slugs", OptionList)
-        shown = [e for e in self.entries.values() if needle in e.slug.lower() or needle in e.model.lower()]
-        shown.sort(key=lambda e: (VERDICT_RANK.get(self.verdicts.get(e.slug, "unknown"), 9), e.slug))
+        listed = [e for e in self.entries.values() if needle in e.slug.lower() or needle in e.model.lower()]
+        listed.sort(key=lambda e: (*fit_rank(self.verdicts.get(e.slug, "unknown"), self.kv_left.get(e.slug)), e.slug))
         keep = self.slug
         slugs.clear_options()
-        if not shown:
+        if not listed:
             slugs.add_option(Option("[dim]no slug matches the filter[/]", id="", disabled=True))
             return
-        for entry in shown:
+        for entry in listed:
             verdict = self.verdicts.get(entry.slug)
             on = self.verdict_gpus.get(entry.slug, ())
             if verdict == "too-few":
@@ -243,13 +249,17 @@ class NewPodModal(CockpitModal):
                 where = f"needs {entry.gpu_count} GPUs"
             else:
                 mark = verdict_markup(verdict) if verdict else "[$text-muted]…[/]"
+                kv = self.kv_left.get(entry.slug)
+                if verdict in ("fits", "tight") and kv is not None:
+                    mark += f" {kv:.1f} GiB"  # the KV memory left: what the list ranks by (in the mark's column: no row wraps at 80×24)
                 where = f"on GPU{'s' if len(on) > 1 else ''} {gpu_list(on)}" if on else f"{entry.gpu_count} GPU"
             pad = " " * max(1, 18 - len(Content.from_markup(mark).plain))
-            prompt = Content.from_markup(f"{mark}{pad}$s [$text-muted]· $w[/]", s=entry.slug, w=where)
+            prompt = Content.from_markup(f"{mark}{pad}$s [$text-muted]· $w[/]", s=shown(entry.slug), w=where)
             slugs.add_option(Option(prompt, id=entry.slug))
-        ids = [e.slug for e in shown]
-        # Until the user picks a slug, the best-ranked one is the proposal.
-        slugs.highlighted = ids.index(keep) if keep in ids and self.slug_picked else 0
+        ids = [e.slug for e in listed]
+        typed = [i.lower() for i in ids]
+        # Until the user picks a slug, a slug typed in full, else the best-ranked one, is the proposal.
+        slugs.highlighted = ids.index(keep) if keep in ids and self.slug_picked else typed.index(needle) if needle in typed else 0
 
     # -- events ----------------------------------------------------------------------------------
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:

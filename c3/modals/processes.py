@@ -20,6 +20,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
+from c3.look import shown
 from c3.screens.base import LiveModal, describe_error
 from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, ListQuery, QueryLine
 from widgets.nav_table import NavTable
@@ -163,10 +164,10 @@ class ProcessesModal(Filterable, LiveModal):
         if self.rows is None and self.error is None:
             head.append(Content.from_markup("[$text-muted]reading…[/]"))
         if self.error:
-            head.append(Content.from_markup("[$error]✗ $e[/]", e=self.error))
+            head.append(Content.from_markup("[$error]✗ $e[/]", e=shown(self.error)))
         if self.result is not None:
             mark = "[$success]✓" if self.result.ok else "[$error]✗"
-            head.append(Content.from_markup(f"{mark} $m[/]", m=self.result.message))
+            head.append(Content.from_markup(f"{mark} $m[/]", m=shown(self.result.message)))
         self.query_one("#processes-head", Static).update(Content(" · ").join(head))
         self.shown = self.filtered(rows, process_text)
         table = self.query_one("#processes", NavTable)

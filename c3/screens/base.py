@@ -24,6 +24,7 @@ from textual.timer import Timer
 
 from backend.errors import C3Error
 from c3.cockpit import Cockpit
+from c3.look import shown
 from c3.services import Services
 from widgets.key_bar import KeyBar
 
@@ -43,8 +44,10 @@ def describe_error(error: BaseException) -> str:
     if isinstance(error, C3Error):
         from c3.hints import cockpit_hint
 
-        return error.message + (f" — hint: {cockpit_hint(error.hint)}" if error.hint else "")
-    return f"{type(error).__name__}: {error}"
+        text = error.message + (f" — hint: {cockpit_hint(error.hint)}" if error.hint else "")
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return shown(text)  # one line, whatever the message quotes
 
 
 def built_facade(cockpit: Cockpit) -> Services:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from textual.content import Content
 
+from c3.look import shown
 from c3.services import BootProgress, PodState
 
 
@@ -25,7 +26,7 @@ def boot_text(boots: list[BootProgress]) -> Content:
             head = Content.from_markup("[$error b]✗ boot failed[/] [b]$p[/] at $e", p=boot.pod, e=_elapsed(boot.elapsed_s))
         else:
             head = Content.from_markup("[$warning]◐ booting[/] [b]$p[/]  $ph  [$text-muted]$e[/]", p=boot.pod, ph=boot.phase, e=_elapsed(boot.elapsed_s))
-        lines = [head] + [Content.from_markup("  [$text-muted]│ $l[/]", l=line[-200:]) for line in boot.log_tail[-3:]]
+        lines = [head] + [Content.from_markup("  [$text-muted]│ $l[/]", l=shown(line[-200:])) for line in boot.log_tail[-3:]]
         blocks.append(Content("\n").join(lines))
     return Content("\n").join(blocks)
 

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from textual.content import Content
 
+from c3.look import shown
+
 if TYPE_CHECKING:
     from c3.services import WriteResult
 
@@ -21,8 +23,8 @@ def mode_bar(active: str, label: str, readonly: bool, trouble: str = "") -> Cont
         else:
             parts.append(Content.from_markup(f"[$text-muted] {key} {title} [/] "))
     if trouble:  # before the rig's label: at 80 columns the label is what gets cut, not the alarm
-        parts.append(Content.from_markup(" [$error b]⚠ $t[/]", t=trouble))
-    parts.append(Content.from_markup("  [$text-muted]$l[/]", l=label))
+        parts.append(Content.from_markup(" [$error b]⚠ $t[/]", t=shown(trouble)))
+    parts.append(Content.from_markup("  [$text-muted]$l[/]", l=shown(label)))
     if readonly:
         parts.append(Content.from_markup("  [$warning b]READ-ONLY[/]"))
     return Content.assemble(*parts)
@@ -33,8 +35,8 @@ def result_line(result: WriteResult | None, idle: str) -> Content:
     if result is None:
         return Content.from_markup("[$text-muted]$i[/]", i=idle)
     if result.ok:
-        return Content.from_markup("[$success]✓[/] $m", m=result.message + (f" — {result.hint}" if result.hint else ""))
-    return Content.from_markup("[$error b]✗ refused:[/] $m", m=result.message + (f" — hint: {result.hint}" if result.hint else ""))
+        return Content.from_markup("[$success]✓[/] $m", m=shown(result.message + (f" — {result.hint}" if result.hint else "")))
+    return Content.from_markup("[$error b]✗ refused:[/] $m", m=shown(result.message + (f" — hint: {result.hint}" if result.hint else "")))
 
 
 def gib(mib: int | None) -> str:

@@ -16,6 +16,7 @@ from textual.content import Content
 from textual.widgets import DataTable, Static
 
 from backend.errors import terminal_safe
+from c3.look import shown
 from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import gib, mode_bar, result_line
 from c3.services import NewNode, NodeRow, PoolRouter, PoolRow, WriteResult
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from backend.views.cache import NodeCache
 from widgets.key_bar import KeyBar
 from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, QueryLine
-from widgets.nav_table import NavTable
+from widgets.nav_table import NavTable, SafeTable
 from widgets.source_badge import source_badge
 
 NODES_PERIOD_S = 10.0
@@ -60,7 +61,7 @@ def gpu_summary(row: NodeRow) -> Content:
     if not row.gpus:
         if row.reachable is None:
             return Content.from_markup("[$text-muted]…[/]")
-        return Content.from_markup("[$text-muted]$e[/]", e=row.gpu_error or "no GPUs")
+        return Content.from_markup("[$text-muted]$e[/]", e=shown(row.gpu_error or "no GPUs"))
     used = sum(g.used_mib or 0 for g in row.gpus)
     total = sum(g.total_mib or 0 for g in row.gpus)
     return Content(f"{len(row.gpus)} GPU{'s' if len(row.gpus) != 1 else ''} {gib(used)}/{gib(total)} GiB")
@@ -121,7 +122,7 @@ class NodesScreen(Filterable, CockpitScreen):
         yield QueryLine(id="query-line")
         yield FilterBar(placeholder="filter nodes: text or regex · Enter keeps · Esc clears", id="filter-bar")
         yield Static("", id="pools-title")
-        yield DataTable(id="pool-backends", cursor_type="none", zebra_stripes=True)
+        yield SafeTable(id="pool-backends", cursor_type="none", zebra_stripes=True)
         yield KeyBar()
 
     def refresh_chrome(self) -> None:
@@ -324,22 +325,22 @@ class NodesScreen(Filterable, CockpitScreen):
     def show_detail(self, row: NodeRow | None) -> None:
         if row is None:
             return
-        lines = [Content.from_markup("[b]$n[/]  [$text-muted]$w[/]", n=row.name, w="this machine" if row.local else row.ssh)]
+        lines = [Content.from_markup("[b]$n[/]  [$text-muted]$w[/]", n=row.name, w="this machine" if row.local else shown(row.ssh))]
         if row.reachable is False:
-            lines.append(Content.from_markup("[$error]✗ ssh[/] $d", d=row.detail))
+            lines.append(Content.from_markup("[$error]✗ ssh[/] $d", d=shown(row.detail)))
         endpoint = "answers" if row.endpoint_ok else ("not probed" if row.endpoint_ok is None else "does not answer")
-        lines.append(Content.from_markup("[$text-muted]endpoint[/] $e\n $h", h=row.host, e=endpoint))
+        lines.append(Content.from_markup("[$text-muted]endpoint[/] $e\n $h", h=shown(row.host), e=endpoint))
         if row.endpoint_detail and not row.endpoint_ok:
-            lines.append(Content.from_markup("  [$text-muted]$d[/]", d=row.endpoint_detail))
+            lines.append(Content.from_markup("  [$text-muted]$d[/]", d=shown(row.endpoint_detail)))
         if row.ssh_key:
-            lines.append(Content.from_markup("[$text-muted]ssh key[/] $k", k=row.ssh_key))
+            lines.append(Content.from_markup("[$text-muted]ssh key[/] $k", k=shown(row.ssh_key)))
         if row.gpus:
             lines.append(Content.from_markup("[$text-muted]GPUs[/]"))
             for gpu in row.gpus:
-                name = gpu.name.replace("NVIDIA ", "").replace("GeForce ", "")
+                name = shown(gpu.name.replace("NVIDIA ", "").replace("GeForce ", ""))
                 lines.append(Content(f" {gpu.index} {name:<9}{gib(gpu.used_mib):>5}/{gib(gpu.total_mib)}G"))
         elif row.gpu_error:
-            lines.append(Content.from_markup("[$text-muted]GPUs[/] $e", e=row.gpu_error))
+            lines.append(Content.from_markup("[$text-muted]GPUs[/] $e", e=shown(row.gpu_error)))
         width = self.query_one("#node-detail", Static).content_size.width
         lines.extend(cache_lines(None if self.caches is None else self.caches.get(row.name), self.cache_error, self.caches is None, width))
         self.query_one("#node-detail", Static).update(Content("\n").join(lines))

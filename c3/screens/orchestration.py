@@ -75,6 +75,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         Binding("l", "pod('logs')", "Logs", id="pod_logs", tooltip="Engine log of the selected pod (bounded, follows)"),
         Binding("i", "pod('details')", "Details", show=False, id="pod_details", tooltip="Everything about the selected pod (also Enter)"),
         Binding("t", "pod('try')", "Try", show=False, id="pod_try", tooltip="Send the selected pod a test prompt: its answer, TTFT, tokens/s"),
+        Binding("E", "pod('shell')", "Shell", show=False, id="pod_shell", tooltip="A shell in the selected pod's container (back here on exit)"),
         Binding("o", "app.stop_all", "Stop all", id="stop_all", tooltip="Stop the whole estate, after listing what will stop"),
         Binding("h", "app.open_history", "History", id="history", tooltip="GPU and engine metrics over the last minutes, with a time axis"),
         Binding("p", "app.open_processes", "Procs", id="processes", tooltip="GPU processes: pid, pod, memory; foreign ones highlighted"),
@@ -415,6 +416,27 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         if event.option.id:
             self.cockpit.open_details(event.option.id)
 
+    def enter_shell(self, name: str) -> None:
+        """`e`: the facade says which command enters the pod's container (in a worker: it asks the
+        runtime) and refuses where there is none to enter — the simulated rig, a stopped pod — with a
+        toast; then the cockpit hands the terminal to that shell (`App.suspend`) until it exits."""
+        if self.cockpit.readonly:
+            self.app.notify(f"read-only cockpit: no shell in pod {name}", title="Refused", severity="error")
+            return
+        self.call(self.services.shell_command, name, done=self._run_shell)
+
+    def _run_shell(self, argv: list[str]) -> None:
+        import subprocess
+
+        from textual.app import SuspendNotSupported
+
+        try:
+            with self.app.suspend():
+                subprocess.run(argv, check=False)  # interactive: the terminal is the shell's until it exits
+        except SuspendNotSupported:
+            self.app.notify("this terminal cannot be handed to a shell — run: " + " ".join(argv[:4]), title="Refused", severity="error")
+        self.poll_now()
+
     def action_pod(self, what: str) -> None:
         pod_list = self.query_one(PodList)
         name = pod_list.selected_pod if pod_list.display and pod_list.option_count else None
@@ -429,5 +451,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
             self.cockpit.open_try(name)
         elif what == "edit":
             self.cockpit.open_edit(name)
+        elif what == "shell":
+            self.enter_shell(name)
         else:
             self.cockpit.request_write(what, pod=name)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from textual.strip import Strip
 
     from backend.models import GpuSnapshot
+from c3.look import shown
 from c3.metrics_text import Form, metrics_line
 from c3.services import PodState
 from widgets.gpu_panel import short_name
@@ -52,12 +53,12 @@ def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot], *, form: Form = "med
     glyph, style = STATE_GLYPH.get(pod.state, ("?", "$text-muted"))
     head = Content.from_markup(
         f"[b]$name[/]  [$text-muted]$slug:$port[/]  [{style}]{glyph} {pod.state}[/]  {badge(pod)}",
-        name=pod.name, slug=pod.slug, port=str(pod.port),
+        name=pod.name, slug=shown(pod.slug), port=str(pod.port),
     )
     lines = [head]
     if pod.placement != "ok" and pod.placement_detail:
         tone = "$error" if pod.placement == "mismatch" else "$text-muted"
-        lines.append(Content.from_markup(f"  [{tone}]$d[/]", d=pod.placement_detail))
+        lines.append(Content.from_markup(f"  [{tone}]$d[/]", d=shown(pod.placement_detail)))
     if pod.metrics is not None and pod.metrics_error:
         # The last scrape failed (a busy engine past the timeout): the last numbers, with when they were read.
         at = pod.metrics.taken_at.astimezone().strftime("%H:%M:%S")
@@ -65,12 +66,12 @@ def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot], *, form: Form = "med
     elif pod.metrics is not None:
         lines.append(Content.from_markup("  [$text-muted]$m[/]", m=metrics_line(pod.metrics, form=form)))
     elif pod.metrics_error:
-        lines.append(Content.from_markup("  [$warning]metrics: $e[/]", e=pod.metrics_error))
+        lines.append(Content.from_markup("  [$warning]metrics: $e[/]", e=shown(pod.metrics_error)))
     # The GPUs it claims, and — when its processes were seen elsewhere — the ones it really runs on.
     actual = pod.actual_gpus if pod.placement == "mismatch" and pod.actual_gpus is not None else None
-    shown = list(pod.gpus) + [i for i in actual or () if i not in pod.gpus]
-    for n, index in enumerate(shown):
-        branch = "└─" if n == len(shown) - 1 else "├─"
+    listed = list(pod.gpus) + [i for i in actual or () if i not in pod.gpus]
+    for n, index in enumerate(listed):
+        branch = "└─" if n == len(listed) - 1 else "├─"
         note = ""
         if actual is not None and index not in actual:
             note = "  [$text-muted](claimed, unused)[/]"
@@ -87,7 +88,7 @@ def pod_prompt(pod: PodState, gpus: dict[int, GpuSnapshot], *, form: Form = "med
             # make each pod taller than it looks and push its GPUs out of view as the list scrolls.
             lines.append(Content.from_markup(f"  {branch} GPU{index} [$text-muted]$m $u[/]{note}", m=mem, u=util))
             continue
-        lines.append(Content.from_markup(f"  {branch} GPU{index} $n  [$text-muted]$m · util $u[/]{note}", n=short_name(snap.gpu.name), m=mem, u=util))
+        lines.append(Content.from_markup(f"  {branch} GPU{index} $n  [$text-muted]$m · util $u[/]{note}", n=shown(short_name(snap.gpu.name)), m=mem, u=util))
     return Content("\n").join(lines)
 
 

@@ -13,6 +13,7 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import DataTable, Static
 
+from c3.look import shown
 from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import mode_bar, result_line
 from c3.services import BootProgress, ProfileRow, RecipeLaunch, RecipeRow, WriteResult
@@ -144,7 +145,7 @@ class RecipesScreen(Filterable, CockpitScreen):
         recipe = "" if p.recipe == p.name else f" · recipe {p.recipe}"
         line.update(Content.assemble(
             Content.from_markup("Profile [b]$n[/] ", n=p.name), state,
-            Content.from_markup("$r · $o · $u", r=recipe, o=" → ".join(p.nodes), u=p.base_url),
+            Content.from_markup("$r · $o · $u", r=shown(recipe), o=" → ".join(p.nodes), u=shown(p.base_url)),
         ))
 
     def action_refresh_now(self) -> None:
@@ -212,7 +213,7 @@ class RecipesScreen(Filterable, CockpitScreen):
             head = Content.from_markup("[$success]✓ launched $p[/]" if progress.ok else "[$error b]✗ launch of $p failed[/]", p=progress.pod)
         else:
             head = Content.from_markup("[$warning]◐ launching $p[/] · $s · $t s", p=progress.pod, s=progress.phase, t=f"{progress.elapsed_s:.0f}")
-        box.update(Content("\n").join([head, *(Content.from_markup("  [$text-muted]$l[/]", l=line) for line in progress.log_tail)]))
+        box.update(Content("\n").join([head, *(Content.from_markup("  [$text-muted]$l[/]", l=shown(line)) for line in progress.log_tail)]))
         if progress.done:
             self.poll_now()
 
@@ -250,13 +251,13 @@ class RecipesScreen(Filterable, CockpitScreen):
     def show_detail(self, row: RecipeRow) -> None:
         lines = [
             Content.from_markup("[b]$i[/]", i=row.id),
-            Content(row.summary),
-            Content.from_markup("[$text-muted]hardware[/]  $v", v=row.hardware),
-            Content.from_markup("[$text-muted]image[/]  $v", v=row.image),
+            Content(shown(row.summary)),
+            Content.from_markup("[$text-muted]hardware[/]  $v", v=shown(row.hardware)),
+            Content.from_markup("[$text-muted]image[/]  $v", v=shown(row.image)),
             Content.from_markup("[$text-muted]nodes[/]  $v", v=str(row.nodes)),
-            Content.from_markup("[$text-muted]provenance[/]  $v", v=row.provenance or "—"),
+            Content.from_markup("[$text-muted]provenance[/]  $v", v=shown(row.provenance or "—")),
         ]
         if row.measured:
             lines.append(Content.from_markup("[$text-muted]measured[/]"))
-            lines += [Content(f"  {m}") for m in row.measured]
+            lines += [Content(f"  {shown(m)}") for m in row.measured]
         self.query_one("#recipe-detail", Static).update(Content("\n").join(lines))

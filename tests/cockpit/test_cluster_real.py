@@ -42,28 +42,34 @@ def _add(name: str, host: str, ssh: str) -> None:
     assert result.ok and f"added node {name}" in result.message
 
 
+def no_nvml() -> list:
+    from backend.errors import EnvironmentProblem
+
+    raise EnvironmentProblem("NVML is not available")
+
+
 def test_add_probe_and_remove_a_local_node():
     plan = cluster_plan("node_add", None, NewNode("Bad Name", "ftp://x", "nobody"))
     assert any("node name" in p for p in plan.problems) and any("http(s) URL" in p for p in plan.problems) and any("USER@HOST" in p for p in plan.problems)
     # A loopback endpoint nobody listens on: reachable (this machine, no SSH), endpoint down.
     _add("here", "http://127.0.0.1:9", "me@127.0.0.1")
     assert cluster_problems("node_add", None, NewNode("here", "http://127.0.0.1:9", "me@127.0.0.1")) == ["node `here` is already registered — hint: `c3 node rm here` first"]
-    [row] = node_rows(SimpleNamespace(demo=False))
+    [row] = node_rows(SimpleNamespace(gpu_snapshots=no_nvml))
     assert row.name == "here" and row.local and row.reachable is True
     assert row.endpoint_ok is False
-    assert row.gpus or row.gpu_error  # GPUs, or why none (no nvidia-smi here)
-    # In the demo this machine's GPUs are the simulated rig's.
+    assert row.gpus == () and row.gpu_error == "NVML is not available"  # the facade's own GPU probe said why
+    # This machine's GPUs are the facade's reading (the simulated rig's in the demo, NVML's on a real host).
     from datetime import UTC, datetime
 
     from backend.models import Gpu, GpuSnapshot
 
     snap = GpuSnapshot(gpu=Gpu(index=0, uuid="GPU-x", name="NVIDIA GeForce RTX 3090", total_mib=24576), taken_at=datetime.now(UTC), used_mib=512)
-    [demo_row] = node_rows(SimpleNamespace(demo=True, gpu_snapshots=lambda: [snap]))
+    [demo_row] = node_rows(SimpleNamespace(gpu_snapshots=lambda: [snap]))
     assert [g.name for g in demo_row.gpus] == ["NVIDIA GeForce RTX 3090"] and demo_row.gpu_error is None
     plan = cluster_plan("node_rm", "here", None)
     assert plan.title == "Remove node here" and "nodes.json" in plan.lines[0]
     assert cluster_execute(plan, lambda _p: None).ok
-    assert node_rows(SimpleNamespace(demo=False)) == []
+    assert node_rows(SimpleNamespace(gpu_snapshots=no_nvml)) == []
     assert cluster_problems("node_rm", "here", None) == ["node `here` is not registered — hint: `c3 node ls` lists the registered nodes"]
 
 

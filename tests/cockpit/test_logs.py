@@ -65,7 +65,7 @@ def rows(view: LogView) -> list[str]:
 def test_stamp_parsed_and_shortened():
     line = LogLine.parse("2026-12-01T13:51:15.123456789Z hello\tworld\x1b[31m")
     assert line.stamp == "12-01 13:51:15.123"
-    assert line.text == "hello   world?[31m"  # tab expanded, ESC shown, never sent to the terminal
+    assert line.text == "hello   world\\x1b[31m"  # tab expanded, ESC shown as the one sanitizer shows it, never sent to the terminal
     assert LogLine.parse("no stamp here").stamp is None
     assert short_stamp("2026-12-01T13:51:15+02:00") == "12-01 13:51:15"
 

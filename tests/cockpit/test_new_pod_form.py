@@ -61,7 +61,7 @@ async def test_list_and_fit_line_agree_and_emptied_field_clears_the_fit(shared_w
     app, _ = real_app(shared_world)
     async with app.run_test(size=(120, 40)) as pilot:
         modal = await form_with_fit(pilot)
-        await wait_for(pilot, lambda: bool(modal.verdicts), what="verdicts")
+        await wait_for(pilot, lambda: modal.settled, what="the fit settled")
         await settle(pilot)
         row = next(r for r in rows(modal) if "vllm/qwen3-8b " in r)
         assert modal.report.verdict in row and "on GPU 1" in row  # the same verdict, on the GPUs shown
@@ -248,3 +248,18 @@ async def test_the_fit_in_the_form_says_when_it_learned_from_this_rigs_boots(dem
         modal = await form_with_fit(pilot)
         assert modal.report.source == "learned" and modal.report.available_kv_gib == 4.11
         await wait_for(pilot, lambda: "measured on this rig: learned from 1 boot on" in str(modal.query_one("#fit").render()), what="the mark")
+
+
+async def test_the_list_ranks_by_kv_left_and_tight_does_not_demote(shared_world):
+    """GPU 1 (an RTX 3090) is the free one: the AWQ Qwen3-8B leaves 13.9 GiB of KV there (`tight`, an
+    uncertainty note), the BF16 one 4.6 GiB (`fits`); the AWQ one ranks first, each row says its KV."""
+    app, _ = real_app(shared_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        modal = await open_form(pilot)
+        await pilot.press(*"solo", "tab", *"vllm/qwen3-8b")
+        await wait_for(pilot, lambda: modal.settled, what="verdicts")
+        await settle(pilot)
+        listed = [r for r in rows(modal) if "vllm/qwen3-8b" in r]
+        assert len(listed) == 2 and "vllm/qwen3-8b-awq" in listed[0], listed
+        assert "tight 13.9 GiB" in listed[0] and "fits 4.6 GiB" in listed[1], listed

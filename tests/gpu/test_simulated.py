@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,27 @@ def test_derived_uuids_match_the_fake_nvml_rule():
 
     assert derive_uuid(3, "NVIDIA GeForce RTX 5090") == derived_uuid(3, "NVIDIA GeForce RTX 5090")
     assert derive_uuid(0, "NVIDIA GeForce RTX 3090") != derive_uuid(1, "NVIDIA GeForce RTX 3090")
+
+
+def test_two_engines_on_one_card_never_hold_more_than_it_has(tmp_path: Path):
+    """The demo's misplaced pod lands on a GPU another pod holds: both engines register 0.9 × total.
+    They share what the card has beside its base use in proportion to what they asked (here half
+    each), and per card the processes add up to no more than the card's used memory (it showed
+    2 × 22,119 MiB on 24 GiB). A card asked for less than it has is untouched."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        me = os.getpid()
+        _register(tmp_path, "a.gpu", me, "0 0 0.9000", "1 0 0.4000")
+        _register(tmp_path, "b.gpu", sleeper.pid, "0 0 0.9000", "1 0 0.4000")
+        probe = SimulatedProbe(DEMO_RIG, registry=GpuRegistry(tmp_path))
+        snaps = probe.snapshots()
+        room = 24576 - 422 - 14
+        held = {p.pid: p.used_mib for p in snaps[0].processes}
+        assert held == {me: room // 2, sleeper.pid: room // 2}
+        assert sum(held.values()) + 14 == snaps[0].used_mib <= 24576 - 422
+        assert {p.pid: p.used_mib for p in snaps[1].processes} == {me: math.ceil(24576 * 0.4), sleeper.pid: math.ceil(24576 * 0.4)}
+        rows = sorted((p.gpu_uuid, p.pid, p.used_mib) for p in probe.processes())  # `c3 gpus --processes`
+        assert rows == sorted((p.gpu_uuid, p.pid, p.used_mib) for s in snaps for p in s.processes)
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -113,7 +113,7 @@ def test_cockpit_nodes_rows_by_name_with_one_bad_node(ssh_hosts, monkeypatch, tm
     add_node("spark1", f"http://{h1.dns_name}:8001", h1.ssh_target_by_name, str(ssh_hosts.client_key))
     add_node("spark2", f"http://{h2.dns_name6}:8001", f"root@{h2.dns_name6}", str(ssh_hosts.client_key))
     add_node("ghost", "http://ghost.invalid:8001", "coder@ghost.invalid")
-    rows = {r.name: r for r in node_rows(SimpleNamespace(demo=False))}
+    rows = {r.name: r for r in node_rows(SimpleNamespace(gpu_snapshots=list))}
     assert set(rows) == {"spark1", "spark2", "ghost"}
     assert rows["spark1"].reachable and rows["spark2"].reachable
     assert rows["ghost"].reachable is False and "unreachable" in rows["ghost"].detail
