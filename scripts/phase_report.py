@@ -19,7 +19,10 @@ _BY_WORKER: dict[str, float] = {}
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     seconds = float(getattr(report, "duration", 0.0) or 0.0)
-    group = report.nodeid.rsplit("@", 1)[1] if "@" in report.nodeid.rsplit("::", 1)[-1] else "ungrouped"
+    tail = report.nodeid.rsplit("::", 1)[-1]
+    suffix = tail.rsplit("@", 1)[1] if "@" in tail else ""
+    # xdist appends `@group` after the test's parameters; an `@` inside them (`[user@host]`) is not one.
+    group = suffix if suffix and "]" not in suffix else "ungrouped"
     _BY_GROUP[group] = _BY_GROUP.get(group, 0.0) + seconds
     node = getattr(report, "node", None)  # set by pytest-xdist on a worker's reports, in the controller
     worker = getattr(getattr(node, "gateway", None), "id", None) or "main"
