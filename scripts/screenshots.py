@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +24,13 @@ sys.path.insert(0, str(ROOT))
 os.environ["TZ"] = "UTC"
 time.tzset()
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+# The suite's network guard in this process and its children (the venv's .pth): the pictures' node that is down
+# (TEST-NET-2) answers "no route to host" as it does under the snapshot tests, and no packet leaves the machine.
+from tests.plugins import netguard_socket  # noqa: E402
+
+os.environ.setdefault(netguard_socket.ENV, tempfile.mkdtemp(prefix="c3-netguard-shots-"))
+netguard_socket.install()
 
 from textual.widgets import Input  # noqa: E402 - after the environment above
 
