@@ -2,7 +2,7 @@
 front of their clients. One entry per name the gateway routes (`route_names`: each pod, then each model
 name), each sent through LiteLLM's OpenAI-compatible provider to the gateway, which does the routing,
 the on-demand start and the swap. The key is never written: LiteLLM reads it from the environment
-(`os.environ/NAME`), so the file can be shared and checked in.
+(LiteLLM's own `os.environ/` reference form), so the file can be shared and checked in.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ async def test_the_shell_key_is_refused_on_the_simulated_rig(shared_world, monke
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await wait_for(pilot, lambda: [p.name for p in orchestration(app).pods][:1] == ["chat"], what="the pods")
-        await pilot.press("e")
+        await pilot.press("E")
         await wait_for(pilot, lambda: any("no shell in pod chat" in n.message for n in app._notifications), what="the refusal")
         [note] = [n for n in app._notifications if "no shell in pod chat" in n.message]
         assert "simulated runtime" in note.message and "local process, not a container" in note.message and note.severity == "error"

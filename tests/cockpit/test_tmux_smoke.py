@@ -88,7 +88,7 @@ def test_demo_in_tmux(size, tmp_path, require_service):
         term.type("chat")
         term.keys("Tab")
         term.type("vllm/llama-3.1-8b")
-        term.wait_for(r"✓ fits\s+vllm/llama-3\.1-8b ")
+        term.wait_for(r"✓ fits\s+(?:[\d.]+ GiB\s+)?vllm/llama-3\.1-8b ")
         term.keys("Tab", "Tab", "Tab", "C-u")
         term.type(str(free_port()))
         term.keys("C-s")
