@@ -246,6 +246,7 @@ async def test_the_fit_in_the_form_says_when_it_learned_from_this_rigs_boots(dem
     app, _ = real_app(demo_world)
     async with app.run_test(size=(120, 40)) as pilot:
         modal = await form_with_fit(pilot)
+        await wait_for(pilot, lambda: modal.settled and modal.report is not None, what="the fit settled")
         assert modal.report.source == "learned" and modal.report.available_kv_gib == 4.11
         await wait_for(pilot, lambda: "measured on this rig: learned from 1 boot on" in str(modal.query_one("#fit").render()), what="the mark")
 
