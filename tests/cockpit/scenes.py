@@ -117,6 +117,18 @@ PROMPT = " ".join(["the operator watches the serving box"] * 8)
 """A prompt long enough for whole prefix-cache blocks; repeated, so the second request hits the cache."""
 
 
+async def caches_read(pilot) -> None:
+    """The Nodes screen's model-cache read (a worker) has landed, so the side pane shows it, not "reading"."""
+    from c3.screens.nodes import NodesScreen
+
+    def landed() -> bool:
+        screen = pilot.app.screen
+        return isinstance(screen, NodesScreen) and (screen.caches is not None or screen.cache_error is not None)
+
+    await wait_until(pilot, landed, what="the model caches read")
+    await pilot.pause(0.2)
+
+
 async def served(pilot) -> None:
     """Real requests to the world's engines (chat three times, coder once), then wait until the engines'
     /metrics show them and a scrape interval with none has passed: counters and the since-start hit
@@ -209,7 +221,7 @@ SCENES: tuple[Scene, ...] = (
     Scene("confirm-edit", "Saving an edit: the gate says what changes and that the running pod restarts", "placed",
           steps=(focus_pod("chat"), press("e"), fit_ready, press("tab", "tab", "tab", *["backspace"] * 4), typed("8044"), fit_ready, press("ctrl+s"))),
     Scene("help", "Help, generated from the bindings", "placed", steps=(press("question_mark"),)),
-    Scene("nodes", "Nodes: this machine, probed without SSH", "placed", steps=(press("2"),)),
+    Scene("nodes", "Nodes: this machine, probed without SSH", "placed", steps=(press("2"), caches_read)),
     Scene("add-node", "Add node: validated as typed", "placed", steps=(press("2", "a"), typed("spark-3"), press("tab"), typed("http://10.213.0.13:8000"), press("tab"), typed("ubuntu@"))),
     Scene("recipes", "Recipes", "placed", steps=(press("3"),)),
     Scene("readonly-refused", "Read-only: a write refused, and why", "placed", steps=(press("d"),), readonly=True),
@@ -237,8 +249,8 @@ SCENES: tuple[Scene, ...] = (
     Scene("filter", "Filter and sort (/, s): sixteen pods narrowed to one model, by state", "bench", steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),
     Scene("filter-80x24", "Filter and sort at 80×24", "bench", (80, 24), steps=(press("slash"), typed("qwen3-8b[^-]"), press("enter", "s", "s"))),
     Scene("orchestration-nodes", "Pods of every registered node under this host's: here the other node is off", "cluster"),
-    Scene("nodes-pool", "Nodes with a running pool: per-backend health, load, latency", "cluster", steps=(press("2"),)),
-    Scene("nodes-pool-80x24", "Nodes and pool at 80×24", "cluster", (80, 24), steps=(press("2"),)),
+    Scene("nodes-pool", "Nodes with a running pool: per-backend health, load, latency", "cluster", steps=(press("2"), caches_read)),
+    Scene("nodes-pool-80x24", "Nodes and pool at 80×24", "cluster", (80, 24), steps=(press("2"), caches_read)),
     Scene("recipe-launch", "Launch a recipe: nodes in rank order", "cluster", steps=(press("3"), highlight("recipes", "spark2-vllm-qwen3-235b-a22b-gptq-int4"), press("u"), nodes_picked)),
     Scene("recipe-launch-preview", "Launch preview: the dry-run in the confirm gate", "cluster", steps=(press("3"), highlight("recipes", "spark2-vllm-qwen3-235b-a22b-gptq-int4"), press("u"), nodes_picked, press("ctrl+s"))),
     Scene("recipe-launch-preview-80x24", "Launch preview at 80×24: the plan scrolls, problems and buttons stay on screen", "cluster", (80, 24), steps=(press("3"), highlight("recipes", "spark2-vllm-qwen3-235b-a22b-gptq-int4"), press("u"), nodes_picked, press("ctrl+s"))),
