@@ -52,6 +52,17 @@ NO_POOL = (
 )
 
 
+class DetailPane(Static):
+    """The side pane. Its lines are cut to its width, which is known only once it is laid out: a resize
+    (the first layout included) redraws them, so what it shows never depends on whether the data or the
+    layout came first."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        screen = self.screen
+        if isinstance(screen, NodesScreen):
+            screen.show_detail(screen.highlighted())
+
+
 def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f}"
 
@@ -118,7 +129,7 @@ class NodesScreen(Filterable, CockpitScreen):
         yield Static("", id="nodes-empty", classes="empty")
         with Horizontal(id="nodes-pane"):
             yield NavTable(id="nodes", cursor_type="row", zebra_stripes=True)
-            yield Static("", id="node-detail")
+            yield DetailPane("", id="node-detail")
         yield QueryLine(id="query-line")
         yield FilterBar(placeholder="filter nodes: text or regex · Enter keeps · Esc clears", id="filter-bar")
         yield Static("", id="pools-title")

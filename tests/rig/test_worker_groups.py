@@ -29,14 +29,20 @@ def fixtures_building_worlds() -> set[str]:
     return found
 
 
+# Read once, at collection, before any test has started a thread: CPython 3.11's C-to-Python AST conversion keeps
+# its recursion depth in interpreter-wide state, and a worker that had run cockpit tests raised "SystemError: AST
+# constructor recursion depth mismatch" from this very parse in a CI run.
+WORLD_FIXTURES = fixtures_building_worlds()
+
+
 def item_with(fixture: str):
     return SimpleNamespace(fixturenames=[fixture], iter_markers=lambda: iter(()), nodeid=f"tests/cockpit/x.py::t[{fixture}]")
 
 
 def test_the_world_fixtures_are_found():
-    assert {"demo_world", "worlds", "shared_world"} <= fixtures_building_worlds()
+    assert {"demo_world", "worlds", "shared_world"} <= WORLD_FIXTURES
 
 
-@pytest.mark.parametrize("fixture", sorted(fixtures_building_worlds()))
+@pytest.mark.parametrize("fixture", sorted(WORLD_FIXTURES))
 def test_a_world_fixture_puts_its_test_in_the_world_group(fixture):
     assert group_of(item_with(fixture)) == "world"
