@@ -310,6 +310,8 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         self.services = services
         self._subscribe(services)
         self.readonly = self.readonly or services.readonly
+        if services.startup_notice:
+            self.notify(services.startup_notice, timeout=10)
         for screen in self._mode_screens():
             if isinstance(screen, CockpitScreen) and screen.is_mounted:
                 screen.services_ready()

@@ -283,6 +283,8 @@ class Services(Protocol):
     """Refuse every write (`c3 --readonly`)."""
     label: str
     """Where the data comes from, for the title bar (e.g. `local`, `demo rig`)."""
+    startup_notice: str | None
+    """A line the cockpit shows once, when the facade is ready (where the demo's gateway answers), or None."""
 
     def gpu_snapshots(self) -> list[GpuSnapshot]:
         """A fresh reading of every GPU, index order."""

@@ -69,6 +69,7 @@ class RealServices:
             from backend.actions.session import join_demo
 
             self._demo_lease = join_demo()  # the demo's pods stop when the last demo leaves
+        self.startup_notice: str | None = None
         where = "demo rig" if demo else socket.gethostname()
         self.label = f"{where} · {self.live.gpu_source} · runtime {self.live.runtime_kind}"
 
@@ -315,11 +316,17 @@ class RealServices:
             self._demo_lease.release()
 
 
-def build_services(readonly: bool = False, demo: bool = False, estate_path: Path | None = None) -> RealServices:
-    """The facade `c3` and `c3 demo` run on (`c3 --file P` shows and edits that estate file)."""
+def build_services(readonly: bool = False, demo: bool = False, estate_path: Path | None = None, demo_gateway_port: int | None = None) -> RealServices:
+    """The facade `c3` and `c3 demo` run on (`c3 --file P` shows and edits that estate file); `c3 demo`
+    also starts the demo's gateway on `demo_gateway_port` (None: no gateway)."""
     if demo:
         from backend.actions.session import enter_demo
 
         enter_demo()
-    return RealServices(readonly=readonly, demo=demo, estate_path=estate_path)
+    services = RealServices(readonly=readonly, demo=demo, estate_path=estate_path)
+    if demo and demo_gateway_port is not None:
+        from backend.actions.session import start_demo_gateway
+
+        services.startup_notice = start_demo_gateway(demo_gateway_port)
+    return services
 

@@ -60,12 +60,21 @@ class DemoLease:
     def release(self) -> list[str]:
         """Give the lease back; when no other live demo holds one, stop the demo's pods (their names
         are returned). Releasing twice does nothing the second time."""
-        from backend.sim.demo import leave_demo, stop_demo_pods
+        from backend.sim.demo import leave_demo, stop_demo_pods, stop_gateway
 
         lease, self.path = self.path, None
-        if lease is None:
+        if lease is None or not leave_demo(lease):
             return []
-        return stop_demo_pods() if leave_demo(lease) else []
+        stop_gateway()  # first, so it boots nothing more while the pods stop
+        return stop_demo_pods()
+
+
+def start_demo_gateway(port: int) -> str:
+    """Start the demo's gateway (`c3 gateway serve` over the demo's estate, 127.0.0.1:`port`) unless a demo's
+    already runs; one line for the user: where it answers, or why there is none."""
+    from backend.sim.demo import start_gateway
+
+    return start_gateway(port)
 
 
 def join_demo() -> DemoLease:

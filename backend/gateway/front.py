@@ -22,7 +22,7 @@ import logging
 import time
 
 from backend.gateway.config import GatewayConfig, GatewayPod, PodControl, route_names
-from backend.gateway.relay import ClientGone, forward
+from backend.gateway.relay import ClientGone, Unreachable, forward
 from backend.gateway.slots import Busy, NotReady, Overloaded, Slot, Slots, SwapTimeout
 from backend.pool.admin import json_error
 from backend.pool.heads import ALLOWED, Head, HeadError, parse_request
@@ -214,26 +214,34 @@ class Gateway:
         if slot is None:
             known = list(self.by_name)
             return answer(404, f"c3 gateway: no pod serves model `{model[:200]}`; known: {names_line(known)}", "invalid_request_error", read=True)
-        try:
-            if not await self._ready_unless_gone(slot, reader):
-                return False  # the client left while its request was held: nothing to answer
-        except Overloaded as exc:
-            if exc.held:
-                return answer(503, f"c3 gateway: pod {slot.pod.name} waits for its GPUs and {slot.waiting} request(s) are already held for it "
-                                   f"(--queue {self.config.queue_limit})", "c3_queue_full", [b"Retry-After: 5"], read=True)
-            return answer(429, f"c3 gateway: pod {slot.pod.name} is starting and {self.config.queue_limit} requests already wait for it",
-                          "rate_limit_error", [b"Retry-After: 5"], read=True)
-        except SwapTimeout as exc:
-            return answer(503, f"c3 gateway: {exc.message}", "c3_swap_timeout", [b"Retry-After: %d" % exc.retry_after_s], read=True)
-        except Busy as exc:
-            return answer(429, f"c3 gateway: {exc.message}", "rate_limit_error", [b"Retry-After: %d" % exc.retry_after_s], read=True)
-        except NotReady as exc:
-            return answer(503, f"c3 gateway: {exc.message}", "c3_not_ready", [b"Retry-After: 10"], read=True)
         if slot.pod.serves and model not in slot.pod.serves:
             body = _renamed(body, slot.pod.serves[0])  # named by pod or slug: the engine knows its own name only
-        return await self._forward(slot, req, body, writer, client_close)
+        for last in (False, True):
+            try:
+                if not await self._ready_unless_gone(slot, reader):
+                    return False  # the client left while its request was held: nothing to answer
+            except Overloaded as exc:
+                if exc.held:
+                    return answer(503, f"c3 gateway: pod {slot.pod.name} waits for its GPUs and {slot.waiting} request(s) are already held for it "
+                                       f"(--queue {self.config.queue_limit})", "c3_queue_full", [b"Retry-After: 5"], read=True)
+                return answer(429, f"c3 gateway: pod {slot.pod.name} is starting and {self.config.queue_limit} requests already wait for it",
+                              "rate_limit_error", [b"Retry-After: 5"], read=True)
+            except SwapTimeout as exc:
+                return answer(503, f"c3 gateway: {exc.message}", "c3_swap_timeout", [b"Retry-After: %d" % exc.retry_after_s], read=True)
+            except Busy as exc:
+                return answer(429, f"c3 gateway: {exc.message}", "rate_limit_error", [b"Retry-After: %d" % exc.retry_after_s], read=True)
+            except NotReady as exc:
+                return answer(503, f"c3 gateway: {exc.message}", "c3_not_ready", [b"Retry-After: 10"], read=True)
+            try:
+                return await self._forward(slot, req, body, writer, client_close, raise_unreachable=not last)
+            except Unreachable:
+                # Refused before a byte was sent: the pod stopped since it was last seen running (`c3 pod down`
+                # from a shell, or it died). Ask the runtime again, boot it if it is stopped, and send once more.
+                log.info("pod %s refused a connection while thought running: asking the runtime again", slot.pod.name)
+                self.slots.forget_running(slot)
+        raise AssertionError("unreachable: the last attempt answers 502 itself")
 
-    async def _forward(self, slot: Slot, req: Head, body: bytes, writer: asyncio.StreamWriter, client_close: bool) -> bool:
+    async def _forward(self, slot: Slot, req: Head, body: bytes, writer: asyncio.StreamWriter, client_close: bool, *, raise_unreachable: bool = False) -> bool:
         drop = {b"host", b"expect"}
         extra = b""
         if self._key is not None:  # the client's credential is the gateway's; the engine gets its own, if c3 has one
@@ -245,7 +253,7 @@ class Gateway:
         self.slots.used(slot)
         try:
             return await forward(req, body, slot.pod.name, slot.pod.port, writer, timeout_s=self.config.upstream_timeout_s,
-                                 client_close=client_close, drop=frozenset(drop), extra=extra)
+                                 client_close=client_close, drop=frozenset(drop), extra=extra, raise_unreachable=raise_unreachable)
         finally:
             slot.in_flight -= 1
             self.slots.used(slot)

@@ -25,6 +25,10 @@ class ClientGone(Exception):
     """The client went away mid-answer."""
 
 
+class Unreachable(Exception):
+    """The pod refused the connection (or did not accept it in time): nothing was sent, so asking again is safe."""
+
+
 def _sse_error(pod: str, chunked: bool) -> bytes:
     payload = json.dumps({"error": {"message": f"pod {pod} failed mid-stream; the response is incomplete", "type": "c3_backend_failed", "code": 502}})
     event = f"event: error\ndata: {payload}\n\n".encode()
@@ -32,11 +36,14 @@ def _sse_error(pod: str, chunked: bool) -> bytes:
 
 
 async def forward(req: Head, body: bytes, pod: str, port: int, writer: asyncio.StreamWriter, *, timeout_s: float, client_close: bool,
-                  drop: frozenset[bytes] = UPSTREAM_DROP, extra: bytes = b"") -> bool:
-    """Send `req` with `body` to 127.0.0.1:`port` and relay the answer; True when the client connection may carry another."""
+                  drop: frozenset[bytes] = UPSTREAM_DROP, extra: bytes = b"", raise_unreachable: bool = False) -> bool:
+    """Send `req` with `body` to 127.0.0.1:`port` and relay the answer; True when the client connection may carry another.
+    With `raise_unreachable`, a connection that fails raises `Unreachable` instead of answering 502."""
     try:
         up_r, up_w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout=10.0)
     except (OSError, TimeoutError) as exc:
+        if raise_unreachable:
+            raise Unreachable(type(exc).__name__) from exc
         writer.write(json_error(502, f"c3 gateway: cannot reach pod {pod} on port {port}: {type(exc).__name__}", "c3_backend_failed", close=client_close))
         return not client_close
     try:

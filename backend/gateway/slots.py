@@ -143,6 +143,10 @@ class Slots:
                 slot.checked_at = now
         return running
 
+    def forget_running(self, slot: Slot) -> None:
+        """The pod refused a connection: the next `ready` asks the runtime instead of trusting the last answer."""
+        slot.checked_at = 0.0
+
     async def ready(self, slot: Slot) -> None:
         """Return once the pod serves; start it (once) when it does not. Raises Overloaded or NotReady."""
         if slot.stop_task is not None:

@@ -6,6 +6,10 @@ mismatch explained. Demo pods are local stub-engine processes; they are stopped 
 exits. Two `c3 demo` share one estate (the same user's demo folder), so each running demo holds a
 lease (`demo/leases/`); quitting one leaves the pods to the others.
 
+The first demo also starts the demo's gateway: a real `c3 gateway serve` over the demo's estate on
+127.0.0.1:8012 (`demo/gateway.json` names its pid), so a request for a demo pod by name boots it on demand
+as it would on a rig. It stops with the pods, when the last demo leaves.
+
 Front ends reach this through `backend.actions.session` (`enter_demo`, `join_demo`), never directly.
 """
 
@@ -13,6 +17,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -114,3 +123,71 @@ def leave_demo(lease: Path | None) -> bool:
             else:
                 other.unlink(missing_ok=True)
         return not others
+
+
+GATEWAY_PORT = 8012
+"""The demo gateway's port on loopback: `c3 gateway serve`'s own default."""
+GATEWAY_IDLE_TTL_S = 600
+"""A pod the demo's gateway booted and nobody used for ten minutes is stopped again."""
+_spawned: dict[int, subprocess.Popen[bytes]] = {}
+"""Gateways this process started, by pid: waited for when stopped, so none is left a zombie that looks alive."""
+
+
+def _gateway_record() -> Path:
+    return _leases().parent / "gateway.json"
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def start_gateway(port: int = GATEWAY_PORT) -> str:
+    """Start the demo's gateway on 127.0.0.1:`port` unless another demo's already runs; one line saying
+    where it answers, or why the demo runs without one (the port is taken)."""
+    from backend.runtime import cgroup
+
+    record = _gateway_record()
+    record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _leases().mkdir(parents=True, exist_ok=True, mode=0o700)
+    with locked(_leases() / "all"):
+        if _alive(record):
+            running = json.loads(record.read_text(encoding="utf-8")).get("port")
+            return f"The demo's gateway answers on http://127.0.0.1:{running} (one model name per pod; a stopped pod boots on demand)"
+        if not _port_free(port):
+            return f"Port {port} is taken: this demo runs without its gateway (c3 demo --gateway-port N picks another)"
+        env = {**os.environ, **settings.current().child_env()}
+        argv = [sys.executable, "-m", "c3", "gateway", "serve", "--bind", f"127.0.0.1:{port}", "--idle-ttl", str(GATEWAY_IDLE_TTL_S)]
+        with (record.parent / "gateway.log").open("ab") as log:
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        _spawned[proc.pid] = proc
+        record.write_text(json.dumps({"pid": proc.pid, "start_time": cgroup.start_time(proc.pid), "port": port}), encoding="utf-8")
+    return f"The demo's gateway answers on http://127.0.0.1:{port} (one model name per pod; a stopped pod boots on demand)"
+
+
+def stop_gateway(timeout_s: float = 5.0) -> bool:
+    """Stop the demo's gateway (SIGTERM, then SIGKILL past `timeout_s`), only the process its record names
+    (same pid and start time); True when one was stopped."""
+    record = _gateway_record()
+    if not _alive(record):
+        record.unlink(missing_ok=True)
+        return False
+    pid = int(json.loads(record.read_text(encoding="utf-8"))["pid"])
+    proc = _spawned.pop(pid, None)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None or proc is None and not _alive(record):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        if proc is not None:
+            proc.wait(timeout=timeout_s)
+    record.unlink(missing_ok=True)
+    return True

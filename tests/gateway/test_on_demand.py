@@ -92,3 +92,16 @@ def _home():
     from pathlib import Path
 
     return Path(os.environ["C3_HOME"])
+
+
+def test_a_pod_stopped_behind_the_gateways_back_is_booted_again_not_502(ws, gateway):
+    """`c3 pod down` from a shell (or a crash) right after the gateway saw the pod running: the connection is
+    refused before a byte is sent, so the gateway asks the runtime again, boots the pod and sends once more."""
+    create(ws, "chat", 0)
+    gw = gateway()
+    assert gw.chat("chat")[0] == 200  # the gateway started it and saw it running
+    ws.ctx.runtime.stop("chat", timeout=5.0)  # within the second the gateway trusts that answer
+    status, _, body = gw.chat("chat")
+    assert status == 200, body
+    assert gw.control.starts == ["chat", "chat"]
+    assert ws.ctx.runtime.workload("chat").running
