@@ -18,7 +18,8 @@ What it builds (REAL-ENGINE-NOTES.md has the measured recipe), each under the ca
    run on any x86-64 (also in an image), `-DGGML_RPC=ON`; the converter and `gguf-py` copied beside them.
    `<flags>` hashes the cmake flags and targets, so a cache built with others is never taken for this one.
 4. `models-<hash>/<family>/`: tiny random-weight models (scripts/rig/tiny_models.py, run in the vLLM venv)
-   and `tiny.gguf`; deterministic, no download.
+   and `tiny.gguf`; deterministic, no download. `big-<hash>/`: `big.gguf` (~245 MB, scripts/rig/big_gguf.py)
+   and its config.json, a model whose memory is measurable; made on first use (`ensure_big_model`), ~30 s.
 5. Docker images (scripts/rig/real_images.py) `c3-real-vllm:<key>` and `c3-real-llamacpp:<key>` (mmdebstrap minbase + the venv or the
    binary + the models, `docker import`; no pulls).
 
@@ -266,6 +267,27 @@ def install_llama(src: Path, build: Path) -> Path:
 
 # ---------------------------------------------------------------- tiny models
 
+def _generate(target: Path, what: str, lock: str, script: Path, args: list[str], pythonpath: str, log) -> Path:
+    """Write `target` with a generator script run in the vLLM venv (beside llama.cpp's converter), once,
+    machine-wide: into a `.partial` folder, stamped, then moved into place."""
+    src = ensure_llama_source(log)
+    with build_lock(lock):
+        if complete(target):
+            return target
+        done = _timed(log, what.replace("-", " "))
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        env = {**OFFLINE_ENV, "PYTHONPATH": os.pathsep.join([str(src / "gguf-py"), *([pythonpath] if pythonpath else [])]),
+               "C3_CONVERTER": str(src / "convert_hf_to_gguf.py")}
+        _run([str(vllm_python()), str(script), *args, str(partial)], log, env=env, what=what)
+        (partial / STAMP).write_text(target.name.split("-", 1)[-1] + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(partial, target)
+        done()
+    return target
+
+
 def ensure_models(log=print) -> Path:
     """Tiny random-weight models of each family c3 prices, a shared tokenizer, and `tiny.gguf` (written by
     the converter in llama.cpp's source: the models never wait for the compile)."""
@@ -273,21 +295,26 @@ def ensure_models(log=print) -> Path:
     if complete(target):
         return target
     ensure_vllm(log)
-    src = ensure_llama_source(log)
-    with build_lock("models"):
-        if complete(target):
-            return target
-        done = _timed(log, "tiny models")
-        partial = target.with_name(target.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        env = {**OFFLINE_ENV, "PYTHONPATH": str(src / "gguf-py"), "C3_CONVERTER": str(src / "convert_hf_to_gguf.py")}
-        _run([str(vllm_python()), str(TINY_MODELS), str(partial)], log, env=env, what="tiny-models")
-        (partial / STAMP).write_text(models_key() + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(partial, target)
-        done()
-    return target
+    return _generate(target, "tiny-models", "models", TINY_MODELS, [], "", log)
+
+
+BIG_GGUF = ROOT / "scripts" / "rig" / "big_gguf.py"
+
+
+def big_model_dir() -> Path:
+    h = hashlib.sha256(BIG_GGUF.read_bytes())
+    h.update(models_key().encode())
+    return cache_root() / f"big-{h.hexdigest()[:12]}"
+
+
+def ensure_big_model(log=print) -> Path:
+    """`config.json` and `big.gguf` (~245 MB, scripts/rig/big_gguf.py): a random-weight model whose memory is
+    measurable (issue 28's budget test), from the tiny models' tokenizer; a few seconds, cached like them."""
+    target = big_model_dir()
+    if complete(target):
+        return target
+    tiny = ensure_models(log)
+    return _generate(target, "big-model", "big-model", BIG_GGUF, [str(tiny / "tokenizer")], str(TINY_MODELS.parent), log)
 
 
 def build_all(log=print) -> dict[str, Path]:
