@@ -24,7 +24,7 @@ def shard_status(nodes: str, *, ray: str = "ray", ssh_key: str | None = None, rp
     return asyncio.run(status(resolve_nodes(nodes), ray=ray, ssh_key=ssh_key, rpc_port=rpc_port, mp=mp))
 
 
-RankState = Literal["running", "dead", "unreachable", "stopped"]
+RankState = Literal["running", "starting", "dead", "unreachable", "stopped"]
 Headline = Literal["starting", "serving", "degraded", "stopped"]
 
 
@@ -40,7 +40,8 @@ class LiveRank(BaseModel):
     pid: str | None = None
     """Its process id when running."""
     state: RankState
-    """`running`; `dead` (not running while the shard should be: it died); `unreachable`; `stopped` (the shard ended)."""
+    """`running`; `starting` (not running yet, before the first token); `dead` (not running while the shard serves: it
+    died); `unreachable`; `stopped` (the shard ended)."""
 
 
 class LiveShard(BaseModel):
@@ -106,9 +107,10 @@ def judge(record: ShardRecord, polled: ShardStatus | None) -> LiveShard:
     ranks = []
     for i, (node, part, pid, state) in enumerate(found):
         shown: RankState = "running" if state == "running" else "unreachable" if state == "unreachable" else \
-            "stopped" if record.runner_gone else "dead"
+            "stopped" if record.runner_gone else "starting" if record.state == "starting" else "dead"
         ranks.append(LiveRank(node=node, rank=i, part=_label(record, part, i), pid=pid, state=shown))
-    down = [r for r in ranks if r.state != "running"]
+    # A rank not started yet is not down: one that dies while loading ends the runner, whose record then names it.
+    down = [r for r in ranks if r.state not in ("running", "starting")]
     said = "; ".join(f"rank {r.rank} on {r.node} is {'dead' if r.state == 'stopped' else r.state}" for r in down)
     if record.runner_gone:
         running = len(ranks) - len(down)

@@ -28,6 +28,7 @@ _HEADLINE = {
 }
 _STATE = {
     "running": "[$success]● running[/]",
+    "starting": "[$warning]◐ starting[/]",
     "dead": "[$error]✗ dead[/]",
     "unreachable": "[$error]✗ unreachable[/]",
     "stopped": "[$text-muted]■ stopped[/]",

@@ -1,6 +1,7 @@
 """The Nodes mode's Shards section over a real running shard (issue 24): the two-node mp runner of
 tests/shard (both nodes this machine, the stand-in vLLM), announced by the runner itself, read by the
-real facade in a worker. A rank SIGKILLed while serving is shown dead, naming its node, within 5 s."""
+real facade in a worker. A rank SIGKILLed while serving is shown dead, naming its node, within 5 s, and
+stays so (with the runner's reason) once the runner has stopped the rest."""
 
 from __future__ import annotations
 
@@ -50,6 +51,11 @@ async def test_a_rank_killed_while_serving_is_shown_dead_naming_its_node_within_
             text = screen_text(app)
             assert "● serving" not in text, text
             assert "shards" in svc.calls
+            # Once the runner stopped the rest, the report stays: stopped, why, and the rank that died still dead on b.
+            await wait_for(pilot, lambda: "■ stopped" in screen_text(app), timeout=30, what="the shard shown stopped")
+            text = screen_text(app)
+            assert "phase serve failed on node b: vllm serve (rank 1, headless) exited with status" in text, text
+            assert "✗ dead" in _rank_line(text, "b") and "■ stopped" in _rank_line(text, "a"), text
         print(f"cockpit: rank 1 killed while serving shown dead on b after {shown_s:.2f}s", file=sys.stderr)
         assert shown_s < 5, shown_s
         proc.wait(timeout=60)

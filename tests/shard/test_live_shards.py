@@ -74,3 +74,9 @@ def test_a_runner_killed_with_parts_left_says_how_to_stop_them():
     assert live.headline == "degraded"
     assert live.detail.endswith("1 part(s) still running: c3 shard stop --nodes a,b --backend mp")
     assert judge(record(state="ended", runner_gone=True, reason="gone"), polled("not running", "not running")).headline == "stopped"
+
+
+def test_a_rank_not_started_yet_is_starting_not_dead():
+    live = judge(record(state="starting"), polled("running", "not running"))
+    assert live.headline == "starting" and [r.state for r in live.ranks] == ["running", "starting"] and live.detail == ""
+    assert judge(record(state="starting"), polled("running", "unreachable")).headline == "degraded"
