@@ -428,7 +428,6 @@ class NodesScreen(Filterable, CockpitScreen):
                 table.add_row(name, health, str(b.in_flight), str(b.requests), str(b.errors), _ms(b.p50_ms), _ms(b.p99_ms), drain)
         title.update(Content("\n").join(heads))
 
-
     def render_shards(self) -> None:
         self.render_sources()
         title = self.query_one("#shards-title", Static)
