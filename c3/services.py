@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first
     from backend.views.cache import NodeCache
     from backend.views.gateway import GatewayStatus
     from backend.views.node_pods import NodePods
+    from backend.views.shard import LiveShard
     from backend.views.try_pod import TryResult
 
 PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
@@ -358,6 +359,10 @@ class Services(Protocol):
 
     def pools(self) -> list[PoolRow]:
         """Running pool routers on this machine with per-backend health and counters."""
+
+    def shards(self) -> list[LiveShard]:
+        """Shards this machine's `c3 shard start` runs (or ran in the last hour), each rank's state read
+        from its node now over SSH (a killed rank shows as dead, naming its node), with a headline."""
 
     def gateways(self) -> list[GatewayStatus]:
         """Running `c3 gateway serve` processes on this machine, as each last wrote its status file: per pod

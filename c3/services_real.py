@@ -264,6 +264,11 @@ class RealServices:
     def pools(self) -> list[PoolRow]:
         return pool_rows()
 
+    def shards(self) -> list[Any]:
+        from backend.views.shard import live_shards
+
+        return live_shards()
+
     def gateways(self) -> list[Any]:
         from backend.views.gateway import running_gateways
 

@@ -197,14 +197,15 @@ _RAY_NODES = (
 
 
 async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None, rpc_port: int | None = None,
-                 mp: bool = False) -> ShardStatus:
+                 mp: bool = False, tag: str | None = None) -> ShardStatus:
     """Per node: c3's processes there and its Ray membership; the cluster as the first node's Ray sees it.
     With `rpc_port` (`--backend rpc`): each part's state instead of Ray's view (the first node is the head).
-    With `mp` (`--backend mp`): each rank's `vllm serve` and its state, node i being rank i."""
+    With `mp` (`--backend mp`): each rank's `vllm serve` and its state, node i being rank i.
+    With `tag`: only that shard's processes (the cockpit knows each shard's tag; two shards may share a node)."""
     execs, failures = await open_shells(_keyed(nodes, ssh_key))
     try:
         head = nodes[0]
-        tag = f"{head.name}-{rpc_port}" if rpc_port is not None else None
+        tag = f"{head.name}-{rpc_port}" if rpc_port is not None else tag
         script = tagged_script("list", tag=tag) + "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
 
         async def listing_of(node: Node) -> CommandResult:

@@ -5,8 +5,9 @@ It runs the phases services, start, rendezvous, load and serve (backend.shard.ph
 deadline; a failure is a PhaseFailure naming the phase, the node and that node's last output lines,
 raised after every part was stopped.
 
-Nothing is written to disk: each process c3 starts carries `C3_SHARD=<tag>` in its environment, so a
-later `c3 shard stop` finds what a crashed foreground left behind without a state file.
+Each process c3 starts carries `C3_SHARD=<tag>` in its environment, so a later `c3 shard stop` finds
+what a crashed foreground left behind without a state file. The one file written is the cockpit's record
+(backend.shard.announce): which nodes the shard spans, its state, and why it ended.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shlex
 import signal
 import time
@@ -25,8 +27,9 @@ from typing import Any
 from backend.errors import C3Error, PhaseFailure, terminal_safe
 from backend.http_probe import probe
 from backend.remote.fleet import close_all
+from backend.remote.local import LocalShell
 from backend.remote.shell import Shell, Spawned
-from backend.shard import first_token, ray_cmds
+from backend.shard import announce, first_token, ray_cmds
 from backend.shard.models import NodePart, ShardPlan, Step
 from backend.shard.phases import Timing, in_phase
 from backend.shard.render import start_order
@@ -69,6 +72,8 @@ class ShardRunner:
     stop_reason: str = ""
     tails: dict[str, deque[str]] = field(default_factory=dict)
     """Each node's last output lines, for a phase failure."""
+    record: announce.ShardRecord | None = None
+    """What the cockpit reads about this shard (None until run() starts)."""
 
     async def run(self) -> int:
         """Start, supervise, always clean up; the exit code (130/143 after a signal)."""
@@ -82,6 +87,7 @@ class ShardRunner:
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, on_signal, signum)
+        self._announce(None)
         supervise = asyncio.create_task(self._start_and_watch())
         stopper = asyncio.create_task(stop.wait())
         code = 1
@@ -96,7 +102,8 @@ class ShardRunner:
                 stopped_by = await self._stop_requested()
                 if stopped_by:
                     # `c3 shard stop` ended the parts on purpose: that is not a failure.
-                    self.echo(f"c3: stopped by request (`c3 shard stop` on {', '.join(stopped_by)})")
+                    self.stop_reason = f"stopped by request (`c3 shard stop` on {', '.join(stopped_by)})"
+                    self.echo(f"c3: {self.stop_reason}")
                     code, error = 0, None
                 elif error is not None:
                     self.echo(f"c3: {error.message}; stopping every node's part")
@@ -107,6 +114,7 @@ class ShardRunner:
                 name = signal.Signals(received[0]).name if received else "signal"
                 self.echo(f"c3: {name}: stopping every node's part")
                 code = 128 + (received[0] if received else signal.SIGINT)
+                self.stop_reason = f"{name}: stopped"
         finally:
             stopper.cancel()
             # A second Ctrl+C during cleanup must not abandon remote processes half-stopped.
@@ -117,9 +125,30 @@ class ShardRunner:
             finally:
                 for signum in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(signum)
+                self._announce("ended", error.message if error is not None else self.stop_reason or f"ended with exit {code}",
+                               failed_node=error.node if isinstance(error, PhaseFailure) else None)
         if error is not None:
             raise error
         return code
+
+    def _announce(self, state: announce.ShardState | None, reason: str | None = None, failed_node: str | None = None) -> None:
+        """Write the cockpit's record: created with `None`, then `serving` or `ended` (with why). A record
+        that cannot be written is said once and never stops the shard."""
+        try:
+            if self.record is None:
+                nodes = [self.execs[p.node].node for p in self.plan.parts]
+                # A node this runner drives without SSH (the head, or a test's stand-in) is local to the cockpit too.
+                nodes = [n if n.local or not isinstance(self.execs[n.name], LocalShell) else n.model_copy(update={"local_override": True})
+                         for n in nodes]
+                self.record = announce.ShardRecord(tag=self.plan.tag, backend=self.plan.backend, model=self.plan.model, api_url=self.plan.api_url,
+                                                   head_port=self.plan.head_port, pid=os.getpid(), nodes=nodes, started_at=time.time())
+            if state is not None:
+                self.record = self.record.model_copy(update={"state": state, "reason": reason, "failed_node": failed_node,
+                                                             "ended_at": time.time() if state == "ended" else None})
+            announce.write(self.record)
+        except (OSError, C3Error, ValueError) as exc:
+            if state is None:
+                self.echo(f"c3: the cockpit will not show this shard: its record could not be written ({exc})")
 
     # --- start ------------------------------------------------------------------------------
 
@@ -192,6 +221,7 @@ class ShardRunner:
                               f"of {self.timing.load_s:.0f}s)")
             self.echo(f"c3: ready: {self.plan.api_url}/models serves {', '.join(ready.result()) or '(no models listed)'}")
             await self._first_token(head, ready.result(), waits)
+            self._announce("serving")
             finished, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             ended = waits[next(iter(finished))]
             rc = await self._ended(ended)

@@ -1,7 +1,8 @@
 """Nodes mode: the node registry with live reachability, endpoint health and GPUs; a running pool with
 per-backend health and counters; add (`a`) and remove (`x`) nodes, and drain or undrain (`D`) the highlighted
 node in the running pool, through the confirm gate. The highlighted node's model cache (what `c3 cache ls`
-reads: models on disk and their size) is in the side pane, read in a worker every minute."""
+reads: models on disk and their size) is in the side pane, read in a worker every minute. Below the pool, a
+shard this machine's `c3 shard start` runs: one line per rank (c3/screens/shards.py), read every second."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from backend.errors import terminal_safe
 from c3.look import shown
 from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import gib, mode_bar, result_line
+from c3.screens.shards import SHARDS_PERIOD_S, rank_cells, shard_heads
 from c3.services import NewNode, NodeRow, PoolRouter, PoolRow, WriteResult
 
 if TYPE_CHECKING:
     from backend.views.cache import NodeCache
+    from backend.views.shard import LiveShard
 from widgets.key_bar import KeyBar
 from widgets.list_query import FILTER_BINDINGS, Filterable, FilterBar, QueryLine
 from widgets.nav_table import NavTable, SafeTable
@@ -121,6 +124,10 @@ class NodesScreen(Filterable, CockpitScreen):
         """Each registered node's model cache by name (None before the first reading)."""
         self.cache_error: str | None = None
         self.cache_poller = self.add_poller(CACHE_PERIOD_S, self._poll_caches)
+        self.shards: list[LiveShard] | None = None
+        self.shards_at: datetime | None = None
+        self.shards_error: str | None = None
+        self.shard_poller = self.add_poller(SHARDS_PERIOD_S, self._poll_shards)
 
     def compose(self) -> ComposeResult:
         yield Static(id="modebar")
@@ -134,6 +141,8 @@ class NodesScreen(Filterable, CockpitScreen):
         yield FilterBar(placeholder="filter nodes: text or regex · Enter keeps · Esc clears", id="filter-bar")
         yield Static("", id="pools-title")
         yield SafeTable(id="pool-backends", cursor_type="none", zebra_stripes=True)
+        yield Static("", id="shards-title")
+        yield SafeTable(id="shard-ranks", cursor_type="none", zebra_stripes=True)
         yield KeyBar()
 
     def refresh_chrome(self) -> None:
@@ -149,9 +158,15 @@ class NodesScreen(Filterable, CockpitScreen):
         backends.add_column("health", width=10)
         backends.add_columns("in-flight", "requests", "errors", "p50 ms", "p99 ms")
         backends.add_column("draining", width=8)
+        ranks = self.query_one("#shard-ranks", DataTable)
+        ranks.add_column("node")
+        ranks.add_columns("rank", "pid")
+        ranks.add_column("state", width=13)
+        ranks.add_column("part")
         self.show_result(self.cockpit.last_result)
         self.render_rows()
         self.render_pools()
+        self.render_shards()
         self.add_ticker(1.0, self.render_sources, name="as-of")
         super().on_mount()
 
@@ -218,6 +233,19 @@ class NodesScreen(Filterable, CockpitScreen):
         self.cache_poller.landed()
         self.cache_error = describe_error(error)
         self.show_detail(self.highlighted())
+
+    def _poll_shards(self) -> None:
+        self.call(self.services.shards, done=self._shards_landed, failed=self._shards_failed, group="shards")
+
+    def _shards_landed(self, shards: list[LiveShard]) -> None:
+        self.shard_poller.landed()
+        self.shards, self.shards_at, self.shards_error = shards, self.cockpit.clock(), None
+        self.render_shards()
+
+    def _shards_failed(self, error: BaseException) -> None:
+        self.shard_poller.landed()
+        self.shards_error = describe_error(error)
+        self.render_shards()
 
     def action_refresh_now(self) -> None:
         self.poll_now()
@@ -286,7 +314,11 @@ class NodesScreen(Filterable, CockpitScreen):
         now = self.cockpit.clock()
         nodes = source_badge("Nodes", self.taken_at, now, stale_after_s=NODES_PERIOD_S * 3, error=self.error, paused=not self.is_active)
         pools = source_badge("Pools", self.pools_at, now, stale_after_s=POOLS_PERIOD_S * 5, error=self.pools_error, paused=not self.is_active)
-        self.query_one("#sources", Static).update(Content("   ").join([nodes, pools]))
+        badges = [nodes, pools]
+        if self.shards or self.shards_error:  # no badge on a rig that runs no shard
+            badges.append(source_badge("Shards", self.shards_at, now, stale_after_s=SHARDS_PERIOD_S * 5, error=self.shards_error,
+                                       paused=not self.is_active))
+        self.query_one("#sources", Static).update(Content("   ").join(badges))
 
     def render_rows(self) -> None:
         self.render_sources()
@@ -395,6 +427,19 @@ class NodesScreen(Filterable, CockpitScreen):
                 name = b.node if len(pools) == 1 else f"{b.node} (:{pool.bind.rsplit(':', 1)[-1]})"
                 table.add_row(name, health, str(b.in_flight), str(b.requests), str(b.errors), _ms(b.p50_ms), _ms(b.p99_ms), drain)
         title.update(Content("\n").join(heads))
+
+    def render_shards(self) -> None:
+        self.render_sources()
+        title = self.query_one("#shards-title", Static)
+        table = self.query_one("#shard-ranks", DataTable)
+        shards = self.shards or []
+        title.display = bool(shards) or self.shards_error is not None
+        table.display = bool(shards)
+        title.update(shard_heads(shards, self.shards_error))
+        table.clear()
+        for shard in shards:
+            for rank in shard.ranks:
+                table.add_row(*rank_cells(shard, rank, len(shards) > 1))
 
 
 def cache_lines(cache: NodeCache | None, error: str | None, pending: bool, width: int = 0) -> list[Content]:

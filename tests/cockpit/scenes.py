@@ -164,6 +164,18 @@ async def gateway_serving(pilot) -> None:
     pilot.app.services.world.write_gateway_status()
 
 
+async def shard_degraded(pilot) -> None:
+    """An mp shard over spark-1 and spark-2 whose rank 1 was killed while serving (`World.start_shard`)."""
+    pilot.app.services.world.start_shard()
+
+
+async def shards_read(pilot) -> None:
+    """The Nodes mode's shard reading has landed."""
+    from c3.screens.nodes import NodesScreen
+
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, NodesScreen) and bool(pilot.app.screen.shards), what="the shard reading")
+
+
 async def stranger(pilot) -> None:
     """Someone else's job on GPU 3 (no pod's): the process view must flag it. It starts once the pod
     view's one GPU reading has landed: that reading raced the stranger's start, so the GPU lines behind
@@ -241,6 +253,9 @@ SCENES: tuple[Scene, ...] = (
     # A stranger joins GPU 3 here and stays: these stay last of the `mismatch` scenes.
     Scene("gateway", "Gateway (g): models, the pod loaded, the last swap, requests held for a swap", "placed", (140, 40),
           steps=(gateway_serving, press("g"))),
+    # The shard's rank 0 runs on in this world: this scene stays after every other `placed` scene of it.
+    Scene("nodes-shard", "Nodes with a shard: rank 1 killed while serving, shown dead on its node", "placed",
+          steps=(shard_degraded, press("2"), caches_read, shards_read)),
     Scene("processes", "GPU processes (p): a misplaced pod on the GPU it really uses, a foreign process", "mismatch", steps=(stranger, press("p"))),
     Scene("processes-80x24", "GPU processes at 80×24", "mismatch", (80, 24), steps=(stranger, press("p"))),
     Scene("signal-foreign", "K on a foreign process: the gate shows whose it is and confirms only with f", "mismatch",

@@ -150,6 +150,8 @@ class World:
     router: subprocess.Popen | None = None
     strangers: list[subprocess.Popen] = field(default_factory=list)
     """Processes on a GPU that belong to no pod (`add_stranger`)."""
+    shard_ranks: list[subprocess.Popen] = field(default_factory=list)
+    """A shard's rank processes (`start_shard`)."""
     facades: list[StableFacade] = field(default_factory=list)
     holds_lock: bool = False
     """Whether this world still holds its share of the machine-wide lock (released once, by `stop`)."""
@@ -292,12 +294,33 @@ class World:
         (directory / f"stranger-{proc.pid}.gpu").write_text(f"pid {proc.pid}\nname stranger\npidns {own_pidns()}\ngpu {gpu} {mib} 0\n", encoding="utf-8")
         return proc.pid
 
+    def start_shard(self) -> None:
+        """An mp shard that `c3 shard start` runs over spark-1 and spark-2 (both driven from here), whose rank 1
+        was SIGKILLed while serving and whose runner has not stopped the rest yet: rank 0 is a real process
+        carrying the shard's C3_SHARD and `vllm serve … --node-rank 0` in its argv (it stands for the runner
+        too), and the runner's record says `serving`. The Nodes mode reads both ranks from /proc, as for real."""
+        from backend.remote.node import Node
+        from backend.shard import announce
+
+        if self.shard_ranks:
+            return
+        tag, model = "spark-1-29500", "Qwen/Qwen3-235B-A22B-GPTQ-Int4"
+        argv = [sys.executable, "-c", "import time; time.sleep(3600)", "serve", model, "--pipeline-parallel-size", "2",
+                "--distributed-executor-backend", "mp", "--nnodes", "2", "--node-rank", "0"]
+        proc = subprocess.Popen(argv, env={**os.environ, "C3_SHARD": tag}, start_new_session=True)
+        self.shard_ranks.append(proc)
+        self.pids[proc.pid] = 4242
+        nodes = [Node(name=f"spark-{i}", host=f"http://10.0.0.1{i}:8000", ssh=f"ubuntu@10.0.0.1{i}", local=True) for i in (1, 2)]
+        with self.active():
+            announce.write(announce.ShardRecord(tag=tag, backend="mp", model=model, api_url="http://10.0.0.11:8000/v1", head_port=29500,
+                                                pid=proc.pid, nodes=nodes, state="serving", started_at=FIXED_NOW.timestamp()))
+
     # -- teardown ----------------------------------------------------------------------------------
     def stop(self) -> None:
         """Stop the facades' live hubs, the router and every stub process of this world, then delete its files."""
         for facade in self.facades:
             facade.close()
-        for proc in self.strangers:
+        for proc in [*self.strangers, *self.shard_ranks]:
             proc.kill()
             proc.wait(timeout=5)
         if self.router is not None and self.router.poll() is None:
@@ -396,6 +419,15 @@ class StableFacade:
 
     def clock(self) -> datetime:
         return FIXED_NOW + timedelta(seconds=1)
+
+    def shards(self) -> list[Any]:
+        pinned = []
+        for shard in self.real.shards():
+            # Only the world's own ranks are pinned: a test's real shard keeps its real pids.
+            ranks = [r.model_copy(update={"pid": str(self.world.pids[int(r.pid)])}) if r.pid and int(r.pid) in self.world.pids else r
+                     for r in shard.ranks]
+            pinned.append(shard.model_copy(update={"ranks": ranks}))
+        return pinned
 
     @property
     def label(self) -> str:
