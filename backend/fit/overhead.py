@@ -49,8 +49,11 @@ the initial memory profiling, the sampler may skip top_k, top_p, and logprobs"):
 `S × V × 2 B`. Its `profile_cudagraph_memory` returns 0, so the graph pool is not taken out of the KV
 budget (it comes out of the headroom outside it). A v0.27.1 RTX 4090 boot logs GPUModelRunnerV2 in its
 traceback, 0.08 GiB of activation and KV = budget − consumed − activation (bench/data v1-4090-wsl-*).
-MoE, hybrid (Mamba/GDN) and multimodal models keep the V1-runner terms: MRv2 became the default for
-dense models only (vllm#44443), and the costlier terms are the safe side where c3 cannot tell.
+Dense multimodal checkpoints take it too (v0.27/v0.28 `_is_default_v2_model_runner_model` has no multimodal test;
+MRv2's profile_run profiles the encoder, keeps its outputs in the encoder cache, then runs the dummy forward and
+the lean sampler), so the encoder terms below stay and the full-vocabulary sort goes. MoE and hybrid (Mamba/GDN)
+models keep the V1-runner terms: MRv2 became the default for dense models first (vllm#44443), and the costlier
+terms are the safe side where c3 has not re-derived the MRv2 profile.
 
 Non-torch memory (`non-torch forward increase`): cuBLAS/attention workspaces and, with TP > 1, NCCL
 and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced per version and fabric:
@@ -216,8 +219,14 @@ def model_runner_v2(spec: ModelSpec, version: tuple[int, int] | None, *, quantiz
     if version is None or version < MRV2_DENSE_FROM:
         return False
     hybrid = bool(spec.mamba_version) or bool(spec.layer_types and any(t not in ("full_attention", "sliding_attention", "chunked_attention") for t in spec.layer_types))
-    if spec.num_experts or hybrid or spec.has_vision:
+    # vllm/config/vllm.py `_is_default_v2_model_runner_model` (v0.27.0, v0.28.0): `is_default_v2_architecture or not
+    # model_config.is_moe`, hybrids and attention-free models excepted — no multimodal test, so a dense vision checkpoint
+    # runs MRv2 too (its profile_run runs the encoder profile, then the lean sampler). From v0.29 every model class
+    # defaults to MRv2; MoE and hybrids keep the V1-runner terms here all the same (the costlier side, not re-derived).
+    if spec.num_experts or hybrid:
         return False
+    if spec.has_vision and quantized:
+        return False  # as before this rule: no quantized vision boot seen, so its V1-runner pricing is not moved
     # MRv2's oracle went model class by model class (its first cut keyed on `is_quantized`, vllm#42665), and the
     # RTX 5090 boots of Qwen3-14B/32B-AWQ on v0.28.0 log 1.46 GiB of activation for both: a full-vocabulary sampler,
     # not MRv2's logits-only profile (bench/data v1-5090-*).

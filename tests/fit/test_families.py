@@ -27,8 +27,10 @@ CASES = [
     ("PP 2 on vLLM 0.10", "Qwen__Qwen3-8B", 79.19, dict(version=(0, 10), pp=2), []),
     ("TP 2 on vLLM 0.27", "Qwen__Qwen3-8B", 79.19, dict(version=(0, 27), tp=2), []),
     ("TP 1 on vLLM 0.11", "Qwen__Qwen3-8B", 79.19, dict(version=(0, 11)), []),
-    ("gemma-3-12b (vision)", "google__gemma-3-12b-it", 79.19, dict(version=(0, 27)), ["multimodal"]),
-    ("gemma-3-27b (vision) TP 2 on 0.11", "google__gemma-3-27b-it", 79.19, dict(version=(0, 11), tp=2), ["multimodal"]),
+    ("gemma-3-12b (vision, dense: MRv2 from 0.27)", "google__gemma-3-12b-it", 79.19, dict(version=(0, 27)), []),
+    ("Llama-4-Scout (vision, MoE) on 0.29", "meta-llama__Llama-4-Scout-17B-16E-Instruct", 79.19, dict(version=(0, 29), tp=4), ["multimodal"]),
+    ("Llama-4-Scout (vision, MoE) on 0.19", "meta-llama__Llama-4-Scout-17B-16E-Instruct", 79.19, dict(version=(0, 19), tp=4), []),
+    ("gemma-3-27b (vision) TP 2 on 0.11", "google__gemma-3-27b-it", 79.19, dict(version=(0, 11), tp=2), []),
     ("gpt-oss-20b on llama.cpp", "openai__gpt-oss-20b", 23.56, dict(engine="llamacpp", weights_bytes=13_000_000_000), []),
     ("gpt-oss-20b measured on the rig", "openai__gpt-oss-20b", 79.19, dict(version=(0, 11), measured_kv_gib=50.0), []),
 ]
