@@ -78,8 +78,13 @@ def test_validation_rows_meet_the_bar_and_were_not_fitted():
             assert errors[p["id"]] <= 0.5, (p["id"], errors[p["id"]])
         else:
             assert report.verdict != "fits", p["id"]
-    within = sum(1 for e in errors.values() if abs(e) <= 1.0)
-    assert within >= 0.9 * len(errors), errors
+        if not p.get("version"):
+            # No vLLM version logged (an image tagged `latest`): c3 prices the costliest terms of every generation
+            # by rule and never says `fits`; such a row is held to "never optimistic", not to the 1 GiB bar.
+            assert report.verdict != "fits" and errors[p["id"]] <= 0.5, (p["id"], report.verdict, errors[p["id"]])
+    versioned = {k: e for k, e in errors.items() if next(q for q in full if q["id"] == k).get("version")}
+    within = sum(1 for e in versioned.values() if abs(e) <= 1.0)
+    assert within >= 0.9 * len(versioned), versioned
 
 
 def test_available_kv_is_close_and_never_optimistic_by_more_than_1_gib():
