@@ -92,7 +92,8 @@ def card_class(point) -> str:
     if point.get("unified"):
         return "unified"
     total = point["total_gib"]
-    for bound, name in ((26, "24 GB"), (36, "32 GB"), (50, "40-48 GB"), (100, "80-96 GB")):
+    # 94-96 GB cards (RTX PRO 6000 Blackwell 94.97-95.01 GiB, H100 NVL) report apart from the 80 GB class
+    for bound, name in ((26, "24 GB"), (36, "32 GB"), (50, "40-48 GB"), (90, "80 GB"), (100, "94-96 GB")):
         if total < bound:
             return name
     return "141 GB+"

@@ -4,7 +4,8 @@
 Every miss listed here is pessimistic (c3 prices less KV memory than vLLM logged), so the estimate itself is the
 margin: c3 does not add the known miss back, because the same rows show it varies from boot to boot of one family
 (gpt-oss's MXFP4 load runs from 1.005 to 1.09 of the checkpoint with the MoE backend vLLM picks at run time).
-What replaces it is a measurement — a boot of the same setup on the rig (learned.py) — and a fit priced from
+(TP > 1 non-torch memory on vLLM 0.11-0.16 was one of them until it was read from the engine's source: see
+backend/fit/overhead.py `non_torch_gib`.) What replaces it is a measurement — a boot of the same setup on the rig (learned.py) — and a fit priced from
 one carries no such note. A family with an optimistic miss does not belong here: it is fixed in the pricer, or
 answers `tight`/`unknown` there (AWQ, unified memory).
 """
@@ -43,12 +44,14 @@ def _v0_long_context(spec: ModelSpec, knobs: Knobs, ranks: list[Rank]) -> bool:
     return knobs.version is not None and knobs.version < (0, 8) and (knobs.max_model_len or spec.max_position_embeddings) > V0_LONG_CONTEXT
 
 
-def _tp_v011(spec: ModelSpec, knobs: Knobs, ranks: list[Rank]) -> bool:
-    return knobs.tp * knobs.pp > 1 and knobs.version is not None and (0, 10) <= knobs.version < (0, 12)
-
-
 def _vision(spec: ModelSpec, knobs: Knobs, ranks: list[Rank]) -> bool:
-    return spec.has_vision
+    """A vision checkpoint that c3 still prices with the V1 runner where vLLM may run Model Runner V2 (MoE ones from
+    v0.29, when MRv2 became every model's default); dense ones are priced with MRv2 from v0.27 (overhead.py)."""
+    from backend.fit.overhead import model_runner_v2
+
+    if not spec.has_vision or knobs.version is None or knobs.version < (0, 27):
+        return False
+    return model_runner_v2(spec, knobs.version, quantized=knobs.quantized or spec.quant_method is not None) is False
 
 
 KNOWN_MISSES: tuple[KnownMiss, ...] = (
@@ -57,12 +60,10 @@ KNOWN_MISSES: tuple[KnownMiss, ...] = (
               "vLLM 0.7.2: activation 1.53 priced, 0.19–0.22 logged", _v0_long_context),
     KnownMiss("MXFP4 MoE weights (gpt-oss): the load over the checkpoint depends on the MoE kernel vLLM picks", 1.71,
               "gpt-oss-120b on H100 (−1.71 GiB, 66.01 priced vs 64.38 logged), gpt-oss-20b TP 2 (−0.58)", _mxfp4),
-    KnownMiss("vLLM 0.10–0.11 with TP/PP > 1: non-torch memory per rank", 2.02,
-              "Llama-3.3-70B-FP8 TP 2 on H100, vLLM 0.11.0 (−2.02 GiB: 0.55 non-torch logged vs 2.2 priced); issue 27's TP 2 rows (~1.7)",
-              _tp_v011),
-    KnownMiss("multimodal checkpoints: the encoder's activation", 3.0,
-              "issue 27's multimodal row (activation ~5 GiB priced, ~2 used); the public vision rows (gemma-3, Mistral-Small-3.1, "
-              "Llama-4-Scout) are within 0.2", _vision),
+    KnownMiss("MoE multimodal checkpoints on vLLM 0.27+: the profile's activation (priced with the V1 runner's sampler)", 3.0,
+              "issue 27's multimodal row (activation ~5 GiB priced, ~2 used), the size of the V1 runner's full-vocabulary sort that "
+              "Model Runner V2 skips; dense vision checkpoints are priced with MRv2 from v0.27, and the public V1-runner vision rows "
+              "(gemma-3, Mistral-Small-3.1, Llama-4-Scout on v0.19) are within 0.2", _vision),
 )
 
 

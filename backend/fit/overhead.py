@@ -49,8 +49,11 @@ the initial memory profiling, the sampler may skip top_k, top_p, and logprobs"):
 `S × V × 2 B`. Its `profile_cudagraph_memory` returns 0, so the graph pool is not taken out of the KV
 budget (it comes out of the headroom outside it). A v0.27.1 RTX 4090 boot logs GPUModelRunnerV2 in its
 traceback, 0.08 GiB of activation and KV = budget − consumed − activation (bench/data v1-4090-wsl-*).
-MoE, hybrid (Mamba/GDN) and multimodal models keep the V1-runner terms: MRv2 became the default for
-dense models only (vllm#44443), and the costlier terms are the safe side where c3 cannot tell.
+Dense multimodal checkpoints take it too (v0.27/v0.28 `_is_default_v2_model_runner_model` has no multimodal test;
+MRv2's profile_run profiles the encoder, keeps its outputs in the encoder cache, then runs the dummy forward and
+the lean sampler), so the encoder terms below stay and the full-vocabulary sort goes. MoE and hybrid (Mamba/GDN)
+models keep the V1-runner terms: MRv2 became the default for dense models first (vllm#44443), and the costlier
+terms are the safe side where c3 has not re-derived the MRv2 profile.
 
 Non-torch memory (`non-torch forward increase`): cuBLAS/attention workspaces and, with TP > 1, NCCL
 and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced per version and fabric:
@@ -58,10 +61,21 @@ and custom all-reduce buffers. It moved with vLLM's profiler, so it is priced pe
   0.15 GiB up to v0.17 (0.13 logged on H100 up to v0.17, llm-d-planner version sweep), 0.25 from
   v0.18 (0.24–0.27 logged on v0.18/v0.19); on V0 0.35 on consumer cards (vllm#10517) but 1.8 on
   HGX boards (1.79 for Llama-3-8B on H100, vllm#10511).
-- TP > 1 on NVSwitch boards (HGX A100/H100/H200/B200), where NCCL maps NVLS buffers: 2.2 GiB on V1
-  (2.04 at TP 4 on H200 v0.9.2, vllm#21429; 2.07/2.13 for Llama-3.1-8B at TP 2/4 on H100 v0.19,
-  llm-d-planner; one llm-d-benchmark H100 TP 2 log shows 0.55, so this errs high there); 3.6 GiB on
-  V0 (3.58 at TP 2 on H100, vllm#10511).
+- TP > 1 on NVSwitch boards (HGX A100/H100/H200/B200): what lands in the increase depends on when vLLM takes
+  its baseline snapshot and on one compilation pass (read from each release's source, PyPI wheels 0.9.2-0.19.0):
+  - v0.8-v0.10: `Worker.init_device` (vllm/v1/worker/gpu_worker.py) takes `MemorySnapshot()` before
+    `init_worker_distributed_environment`, so every communicator's NCCL (NVLS) and custom all-reduce buffers
+    are in the increase: 2.2 GiB (2.04 at TP 4 on H200 v0.9.2, vllm#21429) — for pipeline stages too.
+  - from v0.11 the snapshot follows it ("Initialize the distributed environment BEFORE taking memory
+    snapshot"), so those buffers sit outside the budget: 0.6 GiB (0.55 at TP 2 on H100, llm-d-benchmark;
+    that log's free memory at start-up is 77.64 GiB against 78.57 at TP 1 — the buffers, taken before).
+  - from v0.17 optimization level O2, the default, turns on `fuse_allreduce_rms` for TP > 1 on compute
+    capability 9.0 / 10.x with FlashInfer (vllm/config/vllm.py `enable_allreduce_rms_fusion`); the pass
+    creates FlashInfer's all-reduce workspace while the profile run compiles
+    (vllm/compilation/passes/fusion/allreduce_rms_fusion.py), after the snapshot: 2.2 GiB again (2.06-2.21
+    at TP 2/4 on H100 v0.19, llm-d-planner). `--enforce-eager` sets the compilation mode to NONE (no pass).
+  An unknown version or compute capability takes the costlier branch. 3.6 GiB on V0 (3.58 at TP 2 on H100,
+  vllm#10511).
 - TP > 1 on PCIe cards: 0.75 GiB (2× RTX 5090, TP 2, v0.26: "15.03 GiB for consumed memory (weights +
   non-torch)" in club-3090#1087 with 14.28 GiB of weights per GPU for the same checkpoint in
   vllm-project/recipes#810 leaves 0.75; V0 on 2× RTX 4090 logged 0.25, vllm#13061).
@@ -123,6 +137,11 @@ NON_TORCH_V0_TP1_GIB = 0.35
 NON_TORCH_V0_HGX_TP1_GIB = 1.8
 NON_TORCH_PCIE_TP_GIB = 0.75
 NON_TORCH_NVSWITCH_TP_GIB = 2.2
+NON_TORCH_NVSWITCH_AFTER_NCCL_GIB = 0.6
+# vllm/v1/worker/gpu_worker.py `init_device`: the baseline snapshot follows the distributed init from v0.11
+NCCL_BEFORE_SNAPSHOT_FROM = (0, 11)
+# vllm/config/vllm.py OPTIMIZATION_LEVEL_02 `"fuse_allreduce_rms": enable_allreduce_rms_fusion` from v0.17
+AR_FUSION_DEFAULT_FROM = (0, 17)
 NON_TORCH_NVSWITCH_V0_GIB = 3.6
 NVSWITCH_ASSUMED_FROM_GIB = 38.0
 PCIE_ONLY_GIB = (42.0, 48.0)
@@ -200,8 +219,14 @@ def model_runner_v2(spec: ModelSpec, version: tuple[int, int] | None, *, quantiz
     if version is None or version < MRV2_DENSE_FROM:
         return False
     hybrid = bool(spec.mamba_version) or bool(spec.layer_types and any(t not in ("full_attention", "sliding_attention", "chunked_attention") for t in spec.layer_types))
-    if spec.num_experts or hybrid or spec.has_vision:
+    # vllm/config/vllm.py `_is_default_v2_model_runner_model` (v0.27.0, v0.28.0): `is_default_v2_architecture or not
+    # model_config.is_moe`, hybrids and attention-free models excepted — no multimodal test, so a dense vision checkpoint
+    # runs MRv2 too (its profile_run runs the encoder profile, then the lean sampler). From v0.29 every model class
+    # defaults to MRv2; MoE and hybrids keep the V1-runner terms here all the same (the costlier side, not re-derived).
+    if spec.num_experts or hybrid:
         return False
+    if spec.has_vision and quantized:
+        return False  # as before this rule: no quantized vision boot seen, so its V1-runner pricing is not moved
     # MRv2's oracle went model class by model class (its first cut keyed on `is_quantized`, vllm#42665), and the
     # RTX 5090 boots of Qwen3-14B/32B-AWQ on v0.28.0 log 1.46 GiB of activation for both: a full-vocabulary sampler,
     # not MRv2's logits-only profile (bench/data v1-5090-*).
@@ -265,19 +290,43 @@ def assumed_nvswitch(total_gib: float) -> bool:
     return total_gib >= NVSWITCH_ASSUMED_FROM_GIB and not (PCIE_ONLY_GIB[0] <= total_gib < PCIE_ONLY_GIB[1])
 
 
-def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: float = 0.0, version: tuple[int, int] | None = None) -> float:
+def allreduce_fusion_workspace(*, tp: int, version: tuple[int, int] | None, sms: list[tuple[int, int] | None] | None = None,
+                                enforce_eager: bool = False) -> bool:
+    """Whether vLLM's default `fuse_allreduce_rms` pass builds FlashInfer's all-reduce workspace during the profile run
+    (vllm/config/vllm.py `enable_allreduce_rms_fusion`: TP > 1 on compute capability 9.0 or 10.x, from v0.17; an
+    unknown version or capability counts as yes, the costlier side)."""
+    if tp <= 1 or enforce_eager:
+        return False
+    if version is not None and version < AR_FUSION_DEFAULT_FROM:
+        return False
+    known = [sm for sm in (sms or [None]) if sm is not None]
+    return len(known) < len(sms or [None]) or any(sm == (9, 0) or sm[0] == 10 for sm in known)
+
+
+def non_torch_gib(*, tp: int, pp: int, nvswitch: bool | None = None, total_gib: float = 0.0, version: tuple[int, int] | None = None,
+                  sms: list[tuple[int, int] | None] | None = None, enforce_eager: bool = False) -> float:
     """Non-torch memory growth (NCCL, custom all-reduce, workspaces) on one rank, without the pinned profile
     transient (`overheads` adds that where the version can count it twice)."""
     if nvswitch is None:
         nvswitch = assumed_nvswitch(total_gib)
     v0 = version is not None and version < V1_FROM
+    # v0.8-v0.10 snapshot before any communicator exists, so a pipeline group's NCCL buffers count as well
+    nccl_counted = not v0 and (version is None or version < NCCL_BEFORE_SNAPSHOT_FROM)
     if tp == 1:
         if v0:
             return NON_TORCH_V0_HGX_TP1_GIB if nvswitch else NON_TORCH_V0_TP1_GIB
+        if pp > 1 and nvswitch and nccl_counted:
+            return NON_TORCH_NVSWITCH_TP_GIB
         return NON_TORCH_TP1_OLD_GIB if version is not None and version < NON_TORCH_TP1_GREW_FROM else NON_TORCH_TP1_GIB
-    if not nvswitch:
-        return NON_TORCH_PCIE_TP_GIB
-    return NON_TORCH_NVSWITCH_V0_GIB if v0 else NON_TORCH_NVSWITCH_TP_GIB
+    if v0:
+        return NON_TORCH_NVSWITCH_V0_GIB if nvswitch else NON_TORCH_PCIE_TP_GIB
+    fusion = allreduce_fusion_workspace(tp=tp, version=version, sms=sms, enforce_eager=enforce_eager)
+    if nvswitch:
+        return NON_TORCH_NVSWITCH_TP_GIB if nccl_counted or fusion else NON_TORCH_NVSWITCH_AFTER_NCCL_GIB
+    # A PCIe board: consumer and workstation cards (8.x, 12.x) never take the pass; a PCIe H100/B200 pair may build the
+    # workspace over P2P (FlashInfer only gives up without multicast on some backends), so a known 9.0/10.x prices it.
+    hopper_or_blackwell = any(sm is not None and (sm == (9, 0) or sm[0] == 10) for sm in (sms or []))
+    return NON_TORCH_NVSWITCH_TP_GIB if fusion and hopper_or_blackwell else NON_TORCH_PCIE_TP_GIB
 
 
 def cudagraph_gib(
@@ -314,6 +363,7 @@ def overheads(
     mrv2: bool | None = None,
     quantized: bool = False,
     awq_gemm: bool = False,
+    sms: list[tuple[int, int] | None] | None = None,
 ) -> Overheads:
     """All three terms for one rank; on versions that can count the profile transient twice the non-torch term
     carries it once more (`mrv2` forced for margin, e.g. on unified memory, does not inflate that second copy:
@@ -325,7 +375,7 @@ def overheads(
         )
 
     peak = activation(mrv2)
-    non_torch = non_torch_gib(tp=tp, pp=pp, nvswitch=nvswitch, total_gib=total_gib, version=version)
+    non_torch = non_torch_gib(tp=tp, pp=pp, nvswitch=nvswitch, total_gib=total_gib, version=version, sms=sms, enforce_eager=enforce_eager)
     if profile_counted_twice(version):
         non_torch += peak if mrv2 is None else activation(None)
     return Overheads(

@@ -252,18 +252,20 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     # the costlier V1-runner terms are kept there as margin even where Model Runner V2 profiles leaner.
     unified = any(r.unified for r in ranks)
     quantized = knobs.quantized or spec.quant_method is not None
-    awq_gemm = awq_gemm_kernel(spec, knobs, [sm_tuple(r.sm) for r in ranks])
+    sms = [sm_tuple(r.sm) for r in ranks]
+    awq_gemm = awq_gemm_kernel(spec, knobs, sms)
     if awq_gemm:
         notes.append(AWQ_GEMM_NOTE)
     over = overheads(spec, tp=knobs.tp, pp=knobs.pp, max_num_batched_tokens=batched, max_num_seqs=seqs, enforce_eager=knobs.enforce_eager,
                      version=priced_version, max_model_len=length, nvswitch=nvswitch, total_gib=smallest, mrv2=False if unified else None,
-                     quantized=quantized, awq_gemm=awq_gemm)
+                     quantized=quantized, awq_gemm=awq_gemm, sms=sms)
     if marlin_repacked(spec, knobs) and knobs.weights_gib is None:
         notes.append(MARLIN_NOTE)
     pinned = 0.0
     if profile_counted_twice(priced_version):
         v = "(version unknown)" if priced_version is None else f"{priced_version[0]}.{priced_version[1]}"
-        pinned = over.non_torch_gib - non_torch_gib(tp=knobs.tp, pp=knobs.pp, nvswitch=nvswitch, total_gib=smallest, version=priced_version)
+        pinned = over.non_torch_gib - non_torch_gib(tp=knobs.tp, pp=knobs.pp, nvswitch=nvswitch, total_gib=smallest, version=priced_version,
+                                                    sms=sms, enforce_eager=knobs.enforce_eager)
         notes.append(COUNTED_TWICE_NOTE.format(v=v, gib=pinned))
     unpriced_awq = None
     fmt = (knobs.quant_format or spec.quant_method or "").lower()

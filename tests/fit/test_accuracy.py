@@ -78,8 +78,13 @@ def test_validation_rows_meet_the_bar_and_were_not_fitted():
             assert errors[p["id"]] <= 0.5, (p["id"], errors[p["id"]])
         else:
             assert report.verdict != "fits", p["id"]
-    within = sum(1 for e in errors.values() if abs(e) <= 1.0)
-    assert within >= 0.9 * len(errors), errors
+        if not p.get("version"):
+            # No vLLM version logged (an image tagged `latest`): c3 prices the costliest terms of every generation
+            # by rule and never says `fits`; such a row is held to "never optimistic", not to the 1 GiB bar.
+            assert report.verdict != "fits" and errors[p["id"]] <= 0.5, (p["id"], report.verdict, errors[p["id"]])
+    versioned = {k: e for k, e in errors.items() if next(q for q in full if q["id"] == k).get("version")}
+    within = sum(1 for e in versioned.values() if abs(e) <= 1.0)
+    assert within >= 0.9 * len(versioned), versioned
 
 
 def test_available_kv_is_close_and_never_optimistic_by_more_than_1_gib():
@@ -87,8 +92,8 @@ def test_available_kv_is_close_and_never_optimistic_by_more_than_1_gib():
     assert len(full) >= 5
     for p in full:
         error = predict(p).available_kv_gib - p["logged"]["available_kv_gib"]
-        # Outliers are logs whose non-torch term sits far below c3's (llama33-70b-fp8-h100-tp2: 0.55 vs
-        # 2.2 GiB); since the rotary cache is priced (+0.03 GiB a rank) that row reads −2.02.
+        # An `outlier:` row may miss by up to 2.1 GiB. None is left: llama33-70b-fp8-h100-tp2 (0.55 GiB non-torch
+        # against 2.2 priced, −2.02) reads −0.41 since the v0.11 snapshot order is priced (tests/fit/test_tp_non_torch.py).
         floor = -2.1 if p.get("outlier") else -1.1
         assert floor <= error <= 0.25, (p["id"], error)
 

@@ -52,8 +52,9 @@ def test_activation_and_non_torch_match_the_logged_breakdowns():
         assert logged <= predicted <= logged + 0.2, (version, predicted)
     assert non_torch_gib(tp=1, pp=1, version=(0, 17)) >= 0.13
     assert non_torch_gib(tp=1, pp=1, version=(0, 18)) >= 0.25
-    # Pipeline-only sets send activations, not all-reduces (0.07 logged at PP 2 and 4).
-    assert non_torch_gib(tp=1, pp=4, nvswitch=True) == non_torch_gib(tp=1, pp=1)
+    # Pipeline-only sets send activations, not all-reduces (0.07 logged at PP 2 and 4 on v0.19; before v0.11 the
+    # pipeline group's NCCL buffers were inside the snapshot, and an unknown version is priced that way).
+    assert non_torch_gib(tp=1, pp=4, nvswitch=True, version=(0, 19)) == non_torch_gib(tp=1, pp=1, version=(0, 19))
     # NVSwitch TP 2/4 on v0.19: 2.07/2.13 logged (Llama-3.1-8B, H100).
     assert non_torch_gib(tp=4, pp=1, nvswitch=True, version=(0, 19)) >= 2.13
 
