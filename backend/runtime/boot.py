@@ -69,7 +69,7 @@ def pod_gpus(ctx: RuntimeContext, pod: Pod) -> list[Gpu]:
 
 def launch_spec(pod: Pod, entry: CatalogEntry, gpus: Sequence[Gpu], *, mode: str, estate: str) -> LaunchSpec:
     """The launch plan of a pod (pure)."""
-    command = engines.render(entry)
+    command = engines.with_sleep_mode(engines.render(entry)) if pod.sleep_mode and entry.engine == "vllm" else engines.render(entry)
     image = f"{entry.image}@{entry.image_digest}" if entry.image_digest and "@" not in entry.image else entry.image
     return LaunchSpec(
         pod=pod.name,
