@@ -143,6 +143,8 @@ class Engine(EngineState):
             return self.send(writer, 200, json.dumps({"is_sleeping": self.sleep_level > 0}).encode(), keep, rec=rec)
         if path == "/wake_up":
             self.sleep_level = 0
+            if self.on_sleep is not None:
+                self.on_sleep(False)
             self.awake.set()
             log("INFO", "api_server.py:1040", "wake up the engine with tags: None")
             return self.send(writer, 200, b"", keep, rec=rec)
@@ -151,6 +153,8 @@ class Engine(EngineState):
             return self.error(writer, 400, f"invalid sleep level {level!r}", "BadRequestError", keep, rec)
         self.sleep_level = max(1, int(level))
         self.awake.clear()
+        if self.on_sleep is not None:
+            self.on_sleep(True)
         log("INFO", "api_server.py:1030", f"sleep the engine with level {level}")
         return self.send(writer, 200, b"", keep, rec=rec)
 

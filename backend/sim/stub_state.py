@@ -10,6 +10,7 @@ import asyncio
 import collections
 import hashlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -67,6 +68,8 @@ class EngineState:
         self.awake = asyncio.Event()
         """Set while awake: a request that arrives while the engine sleeps waits here, as vLLM's does."""
         self.awake.set()
+        self.on_sleep: Callable[[bool], None] | None = None
+        """Called with True on sleep and False on wake when the engine runs with `--enable-sleep-mode`."""
 
     async def hold(self, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Wait at gate `name` until a test releases it (a gate released first lets requests straight
