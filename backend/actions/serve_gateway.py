@@ -150,6 +150,14 @@ class EstateControl:
             return StartResult(ok=False, started=False, elapsed_s=time.monotonic() - began, detail=self.redact(exc.message))
         return StartResult(ok=True, started=False, elapsed_s=time.monotonic() - began, detail="woken")
 
+    def sleeping(self, name: str) -> bool:
+        from backend.gateway import sleepctl
+
+        try:
+            return sleepctl.is_sleeping("127.0.0.1", self._port(name), api_key=self._engine_key())
+        except C3Error:
+            return False
+
     @staticmethod
     def _engine_key() -> str | None:
         from backend.settings import current

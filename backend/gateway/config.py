@@ -127,3 +127,6 @@ class PodControl(Protocol):
 
     def wake(self, name: str) -> StartResult:
         """Wake the pod's engine; ok when it says it no longer sleeps."""
+
+    def sleeping(self, name: str) -> bool:
+        """Whether the pod's engine says it sleeps (False when it cannot say: no sleep routes, no answer)."""

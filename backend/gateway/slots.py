@@ -130,8 +130,9 @@ class Slots:
         self.last_swap: SwapRecord | None = None
         """The last swap of any pod (`c3 gateway status`)."""
 
-    def load(self, pods: list[GatewayPod], running: set[str]) -> None:
-        """Adopt the estate's pods (a reload keeps the state of the pods that stay)."""
+    def load(self, pods: list[GatewayPod], running: set[str], asleep: set[str] | None = None) -> None:
+        """Adopt the estate's pods (a reload keeps the state of the pods that stay); `asleep`: running pods whose
+        engine says it sleeps."""
         old = self.slots
         self.slots = {}
         now = time.monotonic()
@@ -139,7 +140,7 @@ class Slots:
             slot = old.get(pod.name) or Slot(pod)
             slot.pod = pod
             if slot.start_task is None and slot.stop_task is None:
-                slot.set_state(_seen(slot, running))
+                slot.set_state("sleeping" if pod.name in (asleep or set()) else _seen(slot, running))
                 slot.checked_at = now
             self.slots[pod.name] = slot
         self.mark()

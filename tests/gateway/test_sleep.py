@@ -83,3 +83,17 @@ def test_a_swap_sleeps_the_sleep_mode_pod_and_the_next_request_wakes_it(ws, gate
                      "the wake")
     assert {m.pod: m.state for m in g.models} == {"chat": "running", "coder": "stopped"}
     assert "woke chat, stopped coder (freed GPU 0)" in c3("gateway", "status").stdout
+
+
+def test_a_gateway_started_while_a_pod_sleeps_sees_it_asleep_and_wakes_it_for_a_request(ws, gateway):
+    from backend.actions.base import ignore_progress
+    from backend.actions.boot_pods import BootPods
+
+    chat_port = create(ws, "chat", 0, on_demand=True, sleep_mode=True)
+    assert BootPods(ws, ("chat",)).run(ignore_progress).ok
+    sleepctl.sleep("127.0.0.1", chat_port)  # left asleep (by a gateway that has since stopped)
+    gw = gateway(min_residency_s=0)
+    assert gw.gw.slots.slots["chat"].state == "sleeping"  # a request is not forwarded into an engine that would hold it
+    status, headers, _ = gw.chat("chat")
+    assert status == 200 and headers["x-c3-pod"] == "chat"
+    assert gw.control.wakes == ["chat"] and gw.control.starts == [] and sleepctl.is_sleeping("127.0.0.1", chat_port) is False
