@@ -176,7 +176,7 @@ class Slots:
                     slot.set_state("running")
                     self.mark()
                 return
-        if slot.start_task is None and slot.state == "failed" and time.monotonic() < slot.failed_until:
+        if slot.start_task is None and slot.state in ("failed", "sleeping") and time.monotonic() < slot.failed_until:
             raise NotReady(slot.last_error or f"pod {slot.pod.name} failed to start")
         if slot.waiting >= self.config.queue_limit:
             raise Overloaded(held=slot.held_for is not None)
@@ -310,7 +310,9 @@ class Slots:
                 slot.starts += 1
             log.info("pod %s serving after %.1fs%s", name, slot.last_start_s, " (woken)" if waking else "" if result.started else " (already running)")
         else:
-            slot.set_state("failed")
+            # A wake that failed (or whose swap-out did) leaves the engine asleep: never `failed`, which the next
+            # look at the runtime would turn into `running` and a request forwarded into an engine that holds it.
+            slot.set_state("sleeping" if waking else "failed")
             slot.last_error = not_ready_message(name, result)
             slot.failed_until = time.monotonic() + self.config.failure_hold_s
             log.warning("%s", slot.last_error)

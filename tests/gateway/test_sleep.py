@@ -97,3 +97,21 @@ def test_a_gateway_started_while_a_pod_sleeps_sees_it_asleep_and_wakes_it_for_a_
     status, headers, _ = gw.chat("chat")
     assert status == 200 and headers["x-c3-pod"] == "chat"
     assert gw.control.wakes == ["chat"] and gw.control.starts == [] and sleepctl.is_sleeping("127.0.0.1", chat_port) is False
+
+
+def test_a_failed_wake_is_503_and_the_pod_stays_asleep_not_running(ws, gateway):
+    from backend.actions.base import ignore_progress
+    from backend.actions.boot_pods import BootPods
+    from backend.gateway.config import StartResult
+
+    chat_port = create(ws, "chat", 0, on_demand=True, sleep_mode=True)
+    assert BootPods(ws, ("chat",)).run(ignore_progress).ok
+    sleepctl.sleep("127.0.0.1", chat_port)
+    gw = gateway(min_residency_s=0, failure_hold_s=0)
+    gw.control.wake = lambda name: StartResult(ok=False, started=False, detail=f"pod {name} still sleeps after /wake_up")
+    status, _, body = gw.chat("chat")
+    assert status == 503 and b"pod chat did not become ready: pod chat still sleeps after /wake_up" in body
+    # Still asleep as far as the gateway knows (it runs): never forwarded into an engine that would hold the request.
+    assert gw.gw.slots.slots["chat"].state == "sleeping"
+    wait_until(lambda: gw.chat("chat", timeout=10)[0] == 503, 10, "the next request tries to wake it again")
+    assert gw.gw.slots.slots["chat"].state == "sleeping"
