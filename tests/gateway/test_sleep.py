@@ -115,3 +115,14 @@ def test_a_failed_wake_is_503_and_the_pod_stays_asleep_not_running(ws, gateway):
     assert gw.gw.slots.slots["chat"].state == "sleeping"
     wait_until(lambda: gw.chat("chat", timeout=10)[0] == 503, 10, "the next request tries to wake it again")
     assert gw.gw.slots.slots["chat"].state == "sleeping"
+
+
+def test_a_pod_it_put_to_sleep_is_stopped_after_the_idle_ttl(ws, gateway):
+    create(ws, "chat", 0, on_demand=True, sleep_mode=True)
+    create(ws, "coder", 0, on_demand=True)
+    gw = gateway(min_residency_s=0, idle_ttl_s=1.5)
+    assert gw.chat("chat")[0] == 200 and gw.chat("coder")[0] == 200
+    assert gw.control.sleeps == ["chat"]
+    wait_until(lambda: "chat" in gw.control.stops, 15, "the sleeping pod stopped after the idle ttl")
+    wait_until(lambda: gw.gw.slots.slots["chat"].state == "stopped", 15, "chat stopped")
+    assert not ws.ctx.runtime.workload("chat").running
