@@ -35,6 +35,8 @@ class BootPods(Action):
     """A refusal of one pod is that pod's failed outcome (the estate-wide `c3 up`), not the end of the write."""
     follow_logs: bool = False
     """While a pod boots, read its engine's last lines about once a second (the cockpit's boot panel)."""
+    asleep: tuple[str, ...] = ()
+    """Pods the gateway put to sleep on these GPUs: the GPU gate lets them be (the VRAM gate judges what they hold)."""
 
     @classmethod
     def from_request(cls, ws: Any, target: str | None, request: Any) -> BootPods:
@@ -125,7 +127,8 @@ class BootPods(Action):
         if ticker is not None:
             ticker.start()
         try:
-            outcome = boot_pod(self.ws.ctx, pod, estate=self.ws.estate_label, force=self.force, timeout_s=self.timeout_s, progress=report)
+            outcome = boot_pod(self.ws.ctx, pod, estate=self.ws.estate_label, force=self.force, timeout_s=self.timeout_s, progress=report,
+                               asleep=self.asleep)
         finally:
             finished.set()
             if ticker is not None:

@@ -38,6 +38,8 @@ class CreatePod(Action):
         lines.append(f"    port: {r.port}" if r.port is not None else "    port: (the slug's default, first free)")
         if r.on_demand:
             lines.append("    on_demand: true")
+        if r.sleep_mode:
+            lines.append("    sleep_mode: true")
         try:
             report = self.ws.fit(r.slug, r.gpus)
             lines.append(f"fit on GPU {_gpu_list(r.gpus)}: {report.verdict}" + (f" ({report.reasons[0]})" if report.reasons else ""))
@@ -53,7 +55,7 @@ class CreatePod(Action):
         try:
             planned = plan_pod(self.ws.estate() if self.ws.estate_path.exists() else _empty(), r.name, r.gpus, r.slug,
                                gpus=self.ws.gpus(), catalog=self.ws.catalog(), port=r.port, force=self.force, path=self.ws.estate_path,
-                               on_demand=r.on_demand)
+                               on_demand=r.on_demand, sleep_mode=r.sleep_mode)
         except C3Error as error:
             return [Problem(error.message, hint=error.hint)]
         except ValueError as error:  # a field the model refuses (pydantic's own message, first line)
@@ -65,7 +67,7 @@ class CreatePod(Action):
 
         r = self.request
         result = create_pod(self.ws.estate_path, r.name, list(r.gpus), r.slug, gpus=self.ws.gpus(), catalog=self.ws.catalog(), port=r.port, force=self.force,
-                            on_demand=r.on_demand)
+                            on_demand=r.on_demand, sleep_mode=r.sleep_mode)
         verdict = f", fit {result.fit.verdict}" if result.fit else ""
         notes = "; ".join(w.message for w in result.warnings)
         message = f"created pod {result.pod.name}: {result.pod.slug} on GPU {_gpu_list(result.pod.gpus)}, port {result.pod.port}{verdict}"

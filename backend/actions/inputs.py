@@ -19,6 +19,8 @@ class NewPod:
     """None: the slug's default port + 20 × pods, first free."""
     on_demand: bool = False
     """`--on-demand`: the gateway starts and stops it; it may share GPUs with other on-demand pods."""
+    sleep_mode: bool = False
+    """`--sleep-mode`: a vLLM pod launched with sleep mode; the gateway sleeps and wakes it instead of stop/boot."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ def read_key_file(path: Path) -> str:
 def gateway_pods(ws: Workspace, pods: list[Any], fits: dict[str, Any] | None = None) -> list[Any]:
     """The estate's pods as the gateway routes to them: the names each engine serves, its GPUs, on demand,
     and (when `fits` has it) the fit-check's verdict on its GPUs."""
+    from backend.fit.vllm import sleeping_gib
     from backend.gateway.config import GatewayPod
     from backend.runtime.engines import served_names
 
@@ -50,9 +51,13 @@ def gateway_pods(ws: Workspace, pods: list[Any], fits: dict[str, Any] | None = N
         names = served_names(entry) if entry is not None else []
         serves = tuple(names) if entry is not None and entry.engine != "custom" and entry.model else ()
         fit = (fits or {}).get(pod.name)
+        sleeps = pod.sleep_mode and entry is not None and entry.engine == "vllm"
+        ranks = list(fit.gpus) if fit is not None and len(fit.gpus) == len(pod.gpus) else []
         out.append(GatewayPod(pod.name, pod.port, pod.slug, tuple(dict.fromkeys([*names, pod.slug])), serves, gpus=tuple(pod.gpus),
                               on_demand=pod.on_demand, fit_verdict=fit.verdict if fit is not None else None,
-                              fit_reasons=tuple(fit.reasons) if fit is not None else ()))
+                              fit_reasons=tuple(fit.reasons) if fit is not None else (), sleep_mode=sleeps,
+                              total_gib=tuple(r.total_gib for r in ranks), need_gib=tuple(r.budget_gib for r in ranks),
+                              sleeping_gib=tuple(sleeping_gib(r) for r in ranks) if sleeps else ()))
     return out
 
 
@@ -99,11 +104,11 @@ class EstateControl:
         label = self.ws.estate_label  # a pod of the same name from another estate file is not this estate's pod
         return {w.pod for w in self.ws.ctx.runtime.workloads().values() if w.running and w.estate == label}
 
-    def start(self, name: str, timeout_s: float) -> Any:
+    def start(self, name: str, timeout_s: float, asleep: tuple[str, ...] = ()) -> Any:
         from backend.actions.boot_pods import BootPods
         from backend.gateway.config import StartResult
 
-        action = BootPods(self.ws, (name,), timeout_s=timeout_s)
+        action = BootPods(self.ws, (name,), timeout_s=timeout_s, asleep=asleep)
         blocking = [p for p in action.problems() if p.blocking]
         if blocking:
             return StartResult(ok=False, started=False, detail=self.redact(blocking[0].message))
@@ -116,6 +121,49 @@ class EstateControl:
         from backend.actions.stop_pod import StopPod
 
         StopPod(self.ws, name, only_from=self.ws.estate_path).run(ignore_progress)
+
+    def _port(self, name: str) -> int:
+        return int(self.ws.pod(name).port)
+
+    def sleep(self, name: str) -> None:
+        from backend.gateway import sleepctl
+
+        port, key = self._port(name), self._engine_key()
+        sleepctl.sleep("127.0.0.1", port, level=1, api_key=key)
+        if not sleepctl.is_sleeping("127.0.0.1", port, api_key=key):
+            raise sleepctl.SleepError(f"pod {name} answered /sleep but /is_sleeping says it is awake")
+
+    def wake(self, name: str) -> Any:
+        import time
+
+        from backend.errors import C3Error
+        from backend.gateway import sleepctl
+        from backend.gateway.config import StartResult
+
+        began = time.monotonic()
+        port, key = self._port(name), self._engine_key()
+        try:
+            sleepctl.wake("127.0.0.1", port, api_key=key)
+            if sleepctl.is_sleeping("127.0.0.1", port, api_key=key):
+                return StartResult(ok=False, started=False, elapsed_s=time.monotonic() - began, detail=f"pod {name} still sleeps after /wake_up")
+        except C3Error as exc:
+            return StartResult(ok=False, started=False, elapsed_s=time.monotonic() - began, detail=self.redact(exc.message))
+        return StartResult(ok=True, started=False, elapsed_s=time.monotonic() - began, detail="woken")
+
+    def sleeping(self, name: str) -> bool:
+        from backend.gateway import sleepctl
+
+        try:
+            return sleepctl.is_sleeping("127.0.0.1", self._port(name), api_key=self._engine_key())
+        except C3Error:
+            return False
+
+    @staticmethod
+    def _engine_key() -> str | None:
+        from backend.settings import current
+
+        key = current().vllm_api_key
+        return key.get_secret_value() if key is not None and key.get_secret_value() else None
 
     def redact(self, text: str) -> str:
         """An engine's line as a client may see it: known secrets and anything that looks like a token are `***`."""

@@ -33,7 +33,7 @@ MAX_NODES = 1_200_000
 TOLERATED_TOP_KEYS = ("rig", "created", "updated")
 _TOP_KEYS = {"schema_version", "estate", *TOLERATED_TOP_KEYS}
 _SLUG_KEYS = ("slug", "compose", "compose_name")
-_POD_KEYS = {"name", "gpus", "port", "uuids", "on_demand", *_SLUG_KEYS}
+_POD_KEYS = {"name", "gpus", "port", "uuids", "on_demand", "sleep_mode", *_SLUG_KEYS}
 _NAME_RE = re.compile(POD_NAME_PATTERN)
 NAME_RULE = "lower-case letters, digits and '-', starting with a letter or digit, at most 63 characters"
 
@@ -110,7 +110,7 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
         ok = valid_pod_name(name)
         for key in entry:
             if key not in _POD_KEYS:
-                bad(f"{label}: unknown key `{_show(key)}` (expected name, slug, gpus, port, on_demand)", pod=name)
+                bad(f"{label}: unknown key `{_show(key)}` (expected name, slug, gpus, port, on_demand, sleep_mode)", pod=name)
                 ok = False
         slugs = [entry[k] for k in _SLUG_KEYS if k in entry]
         slug = slugs[0] if slugs else None
@@ -156,10 +156,14 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
         if not isinstance(on_demand, bool):
             bad(f"{label}: on_demand must be true or false, not `{_show(on_demand)}`", pod=name)
             ok = False
+        sleep_mode = entry.get("sleep_mode", False)
+        if not isinstance(sleep_mode, bool):
+            bad(f"{label}: sleep_mode must be true or false, not `{_show(sleep_mode)}`", pod=name)
+            ok = False
         if ok and isinstance(slug, str) and isinstance(gpus, list) and _is_int(port):  # `ok` implies these; the checks tell mypy
             pods.append(
                 Pod(name=name, slug=slug.strip(), gpus=tuple(gpus), port=port, uuids=tuple(uuids) if uuids is not None else None,
-                    on_demand=on_demand is True)
+                    on_demand=on_demand is True, sleep_mode=sleep_mode is True)
             )
     extra = {k: data[k] for k in TOLERATED_TOP_KEYS if k in data}
     return Estate(schema_version=version, pods=pods, extra=extra), problems
@@ -219,6 +223,8 @@ def dump_estate(estate: Estate) -> str:
             item["uuids"] = list(pod.uuids)
         if pod.on_demand:
             item["on_demand"] = True
+        if pod.sleep_mode:
+            item["sleep_mode"] = True
         items.append(item)
     body = yaml.safe_dump({"estate": items}, sort_keys=False, default_flow_style=None, allow_unicode=True, width=200)
     return text + body

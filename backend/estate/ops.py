@@ -125,6 +125,7 @@ def plan_pod(
     is_bound: Callable[[int], bool] | None | str = "host",
     path: Path | None = None,
     on_demand: bool = False,
+    sleep_mode: bool = False,
     at: int | None = None,
     doing: str = "create pod",
 ) -> PlannedPod:
@@ -150,7 +151,8 @@ def plan_pod(
     uuids = None
     if all(0 <= i < len(gpus) for i in gpu_indices):
         uuids = tuple(gpus[i].uuid for i in gpu_indices)
-    pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids, on_demand=on_demand)
+    pod = Pod(name=name, slug=entry.slug, gpus=tuple(gpu_indices), port=chosen_port, uuids=uuids, on_demand=on_demand,
+              sleep_mode=sleep_mode)
     placed = list(estate.pods)
     placed.insert(len(placed) if at is None else at, pod)
     candidate = Estate(schema_version=estate.schema_version, pods=placed, extra=_touched(estate))
@@ -180,6 +182,7 @@ def create_pod(
     fit: FitFunction | None | str = "default",
     is_bound: Callable[[int], bool] | None | str = "host",
     on_demand: bool = False,
+    sleep_mode: bool = False,
 ) -> CreateResult:
     """Plan a pod: validate it with the whole estate and append it, or raise and write nothing.
 
@@ -193,7 +196,7 @@ def create_pod(
     with _file_errors(path), locked(path):
         estate = load_estate(path)
         planned = plan_pod(estate, name, gpu_indices, slug, gpus=gpus, catalog=catalog, port=port, force=force, fit=fit, is_bound=is_bound, path=path,
-                            on_demand=on_demand)
+                            on_demand=on_demand, sleep_mode=sleep_mode)
         pod, candidate, check, warnings = planned.pod, planned.estate, planned.check, planned.warnings
         entry = planned.entry
         save_estate(path, candidate)
@@ -232,7 +235,7 @@ def plan_edit(
     others = Estate(schema_version=estate.schema_version, pods=[p for p in estate.pods if p is not old], extra=estate.extra)
     planned = plan_pod(others, old.name, tuple(gpu_indices) if gpu_indices is not None else old.gpus, slug if slug is not None else old.slug,
                        gpus=gpus, catalog=catalog, port=port if port is not None else old.port, force=force, fit=fit, is_bound=bound, path=path,
-                       on_demand=old.on_demand, at=estate.pods.index(old), doing="edit pod")
+                       on_demand=old.on_demand, sleep_mode=old.sleep_mode, at=estate.pods.index(old), doing="edit pod")
     return PlannedPod(planned.pod, planned.entry, planned.estate.model_copy(update={"extra": estate.extra}), planned.check, planned.warnings)
 
 

@@ -165,6 +165,9 @@ def _check_pod(
         )
     if len(set(pod.gpus)) != len(pod.gpus):
         out.append(_problem("E1", f"E1: pod `{name}` lists a GPU twice: {list(pod.gpus)}", name))
+    if pod.sleep_mode and entry.engine != "vllm":
+        out.append(_problem("sleep", f"pod `{name}`: sleep_mode is for vLLM pods, and slug `{entry.slug}` runs {entry.engine}: the gateway stops "
+                                     "and boots it instead", name, severity="warning"))
 
     if entry.status in GATED_STATUSES:
         why = f": {entry.status_note}" if entry.status_note else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from backend.fit.compat import hardware_problems
 from backend.fit.kvspec import STATE_KINDS, KvLayout, kv_layout
+from backend.fit.llamacpp import CUDA_CONTEXT_GIB
 from backend.fit.overhead import assumed_nvswitch, non_torch_gib, overheads, priced_engine_version, profile_counted_twice
 from backend.fit.plan import GIB, Knobs, Rank, arg_value, sm_tuple
 from backend.fit.weights import stage_weights_gib
@@ -380,3 +381,16 @@ def price_vllm(spec: ModelSpec, ranks: list[Rank], knobs: Knobs) -> FitReport:
     if tight:
         return FitReport(verdict="tight", reasons=tight, notes=[n for n in notes if n not in tight], **report)
     return FitReport(verdict="fits", notes=notes, **report)
+
+
+def sleeping_gib(rank: GpuFit) -> float:
+    """What a vLLM rank still holds on its GPU at sleep level 1 (the gateway's "sleep instead of stop").
+
+    Level 1 moves the weights to CPU RAM and drops the KV cache (both live in vLLM's sleep-mode memory pool,
+    tags `weights` and `kv_cache`) and empties torch's cache, so the activation peak goes too. What stays, in
+    this fit's own terms: the CUDA context (`CUDA_CONTEXT_GIB`, the term the llama.cpp fit prices it with: vLLM's
+    profiler never logs it), the non-torch memory (`non_torch_gib`: cuBLAS/NCCL workspaces, allocated outside
+    the pool) and the CUDA-graph pool (`cudagraph_gib`: graphs are captured outside the pool and kept, so they
+    can be replayed after waking). Priced, never measured: the CPU build that runs here frees nothing.
+    """
+    return CUDA_CONTEXT_GIB + rank.non_torch_gib + rank.cudagraph_gib

@@ -70,6 +70,14 @@ class GatewayPod:
     """The fit-check's verdict on its GPUs (None: not priced)."""
     fit_reasons: tuple[str, ...] = ()
     """The fit-check's own words behind that verdict."""
+    sleep_mode: bool = False
+    """A vLLM pod launched with sleep mode (`sleep_mode: true`): the gateway may put it to sleep instead of stopping it."""
+    total_gib: tuple[float, ...] = ()
+    """Per GPU of `gpus`, the fit's CUDA-visible total (empty: not priced; then nothing sleeps for it or beside it)."""
+    need_gib: tuple[float, ...] = ()
+    """Per GPU, what it takes awake: the fit's budget (vLLM reserves total × utilization at boot)."""
+    sleeping_gib: tuple[float, ...] = ()
+    """Per GPU, what it still holds asleep (level 1): `backend.fit.vllm.sleeping_gib`; empty unless `sleep_mode`."""
 
 
 def route_names(pods: list[GatewayPod]) -> dict[str, list[str]]:
@@ -107,8 +115,18 @@ class PodControl(Protocol):
     def running(self) -> set[str]:
         """Names of the pods whose engine runs now."""
 
-    def start(self, name: str, timeout_s: float) -> StartResult:
-        """Boot the pod through `c3 pod up`'s action (every gate, pinning, the readiness wait)."""
+    def start(self, name: str, timeout_s: float, asleep: tuple[str, ...] = ()) -> StartResult:
+        """Boot the pod through `c3 pod up`'s action (every gate, pinning, the readiness wait). `asleep`: pods on
+        its GPUs this gateway put to sleep, whose claim does not block (their footprint is the VRAM gate's)."""
 
     def stop(self, name: str) -> None:
         """Stop the pod through `c3 pod down`'s action."""
+
+    def sleep(self, name: str) -> None:
+        """Put the pod's engine to sleep (level 1); raises C3Error when it is not asleep afterwards."""
+
+    def wake(self, name: str) -> StartResult:
+        """Wake the pod's engine; ok when it says it no longer sleeps."""
+
+    def sleeping(self, name: str) -> bool:
+        """Whether the pod's engine says it sleeps (False when it cannot say: no sleep routes, no answer)."""

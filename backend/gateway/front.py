@@ -91,7 +91,12 @@ class Gateway:
         """Read the estate's pods and which of them run (in a thread: both block)."""
         pods = await asyncio.to_thread(self.control.pods)
         running = await asyncio.to_thread(self.control.running)
-        self.slots.load(pods, running)
+        # A sleep-mode pod may have been left asleep (by a gateway since stopped): a request forwarded to it would
+        # wait inside the engine, so its state is asked instead of assumed (only where this gateway does not know it).
+        unknown = [p.name for p in pods if p.sleep_mode and p.name in running
+                   and (p.name not in self.slots.slots or self.slots.slots[p.name].state == "stopped")]
+        asleep = {n for n in unknown if await asyncio.to_thread(self.control.sleeping, n)}
+        self.slots.load(pods, running, asleep)
         self.by_name = route_names(pods)
         self._reloaded = time.monotonic()
 

@@ -1,5 +1,6 @@
 """Per-pod on-demand state: a request for a stopped pod starts it once, waits in a bounded queue, and a
-pod the gateway started is stopped after `idle_ttl_s` without use.
+pod the gateway started is stopped after `idle_ttl_s` without use. A pod launched with vLLM's sleep mode may
+be put to sleep instead of stopped by a swap (`sleeping`), and is then woken, not booted, by the next request.
 
 Every blocking call on the estate (`PodControl`) runs in a worker thread, so the event loop keeps
 answering other pods while one boots. One start task per pod: every request that arrives while it runs
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backend.gateway.config import GatewayConfig, GatewayPod, PodControl, StartResult
@@ -58,7 +60,8 @@ class Slot:
 
     pod: GatewayPod
     state: str = "stopped"
-    """`stopped`, `starting`, `running`, `failed` or `stopping`."""
+    """`stopped`, `starting`, `running`, `failed`, `stopping`, `falling-asleep`, `sleeping` (the engine runs,
+    asleep: a swap put it to sleep) or `waking`."""
     waiting: int = 0
     """Requests held until the pod is ready."""
     in_flight: int = 0
@@ -87,9 +90,21 @@ class Slot:
         """Change the state, keeping `running_since` (set on becoming running, cleared on stopping)."""
         if state == "running" and self.running_since is None:
             self.running_since = time.monotonic()
-        elif state in ("stopped", "failed"):
+        elif state in ("stopped", "failed", "sleeping"):
             self.running_since = None
         self.state = state
+
+
+HOLDING = ("running", "starting", "stopping", "falling-asleep", "sleeping", "waking")
+"""Slot states in which the pod's engine holds (or is about to hold) memory on its GPUs."""
+
+
+def _seen(slot: Slot, running: set[str]) -> str:
+    """The state of a slot without a task in flight, from whether its engine runs: a pod this gateway put to
+    sleep still runs (asleep); one no longer running is stopped (or stays failed)."""
+    if slot.pod.name in running:
+        return "sleeping" if slot.state == "sleeping" else "running"
+    return "failed" if slot.state == "failed" else "stopped"
 
 
 def not_ready_message(name: str, result: StartResult) -> str:
@@ -115,8 +130,9 @@ class Slots:
         self.last_swap: SwapRecord | None = None
         """The last swap of any pod (`c3 gateway status`)."""
 
-    def load(self, pods: list[GatewayPod], running: set[str]) -> None:
-        """Adopt the estate's pods (a reload keeps the state of the pods that stay)."""
+    def load(self, pods: list[GatewayPod], running: set[str], asleep: set[str] | None = None) -> None:
+        """Adopt the estate's pods (a reload keeps the state of the pods that stay); `asleep`: running pods whose
+        engine says it sleeps."""
         old = self.slots
         self.slots = {}
         now = time.monotonic()
@@ -124,7 +140,7 @@ class Slots:
             slot = old.get(pod.name) or Slot(pod)
             slot.pod = pod
             if slot.start_task is None and slot.stop_task is None:
-                slot.set_state("running" if pod.name in running else ("failed" if slot.state == "failed" else "stopped"))
+                slot.set_state("sleeping" if pod.name in (asleep or set()) else _seen(slot, running))
                 slot.checked_at = now
             self.slots[pod.name] = slot
         self.mark()
@@ -134,7 +150,7 @@ class Slots:
         now = time.monotonic()
         for slot in self.slots.values():
             if slot.start_task is None and slot.stop_task is None:
-                new = "running" if slot.pod.name in running else ("failed" if slot.state == "failed" else "stopped")
+                new = _seen(slot, running)
                 if new != slot.state:
                     slot.set_state(new)
                     if new == "stopped":
@@ -159,12 +175,12 @@ class Slots:
             slot.checked_at = time.monotonic()
             if slot.stop_task is not None:  # a swap chose it meanwhile: wait for the stop, then start it again
                 await asyncio.shield(slot.stop_task)
-            elif slot.pod.name in running and slot.start_task is None:
+            elif slot.pod.name in running and slot.start_task is None and slot.state != "sleeping":
                 if slot.state != "running":
                     slot.set_state("running")
                     self.mark()
                 return
-        if slot.start_task is None and slot.state == "failed" and time.monotonic() < slot.failed_until:
+        if slot.start_task is None and slot.state in ("failed", "sleeping") and time.monotonic() < slot.failed_until:
             raise NotReady(slot.last_error or f"pod {slot.pod.name} failed to start")
         if slot.waiting >= self.config.queue_limit:
             raise Overloaded(held=slot.held_for is not None)
@@ -217,12 +233,13 @@ class Slots:
             if slot.start_task is not None:
                 return True
             running = await self.refresh_running()
-            if slot.pod.name in running and slot.stop_task is None:
+            waking = slot.state == "sleeping"
+            if slot.pod.name in running and slot.stop_task is None and not waking:
                 return False
             now = time.monotonic()
             holders = [Holder(s.pod, s.state, s.in_flight, s.waiting, now - (s.running_since if s.running_since is not None else now))
-                       for s in self.slots.values() if s is not slot and s.state in ("running", "starting", "stopping")]
-            plan = plan_swap(slot.pod, holders, self.config.min_residency_s)
+                       for s in self.slots.values() if s is not slot and s.state in HOLDING]
+            plan = plan_swap(slot.pod, holders, self.config.min_residency_s, waking=waking)
             if not plan.ok:
                 log.info("no swap for pod %s: %s", slot.pod.name, plan.why)
                 if plan.retry_after_s is not None:
@@ -234,37 +251,49 @@ class Slots:
                 victim = self.slots[name]
                 victim.state = "stopping"
                 victim.stop_task = loop.create_task(self._stop(victim, f"swapped out for pod {slot.pod.name}"))
-            slot.state = "starting"
-            slot.start_task = loop.create_task(self._start(slot, plan))
+            for name in plan.sleep:
+                victim = self.slots[name]
+                victim.state = "falling-asleep"
+                victim.stop_task = loop.create_task(self._sleep(victim, f"swapped out for pod {slot.pod.name}"))
+            slot.state = "waking" if waking else "starting"
+            slot.start_task = loop.create_task(self._start(slot, plan, waking))
             self.mark()
             return True
 
     async def _swap_out(self, slot: Slot, plan: SwapPlan) -> StartResult | None:
-        """Wait for the plan's stops; a failed one is the start's failure (the GPUs are still held)."""
-        record = SwapRecord(pod=slot.pod.name, stopped=list(plan.stop), gpus=list(plan.freed), why=plan.why, at=time.time())
+        """Wait for the plan's stops and sleeps; a failed one is the start's failure (the GPUs are still held)."""
+        record = SwapRecord(pod=slot.pod.name, stopped=list(plan.stop), slept=list(plan.sleep), woke=slot.state == "waking",
+                            gpus=list(plan.freed), why=plan.why, at=time.time())
         slot.last_swap = self.last_swap = record
         log.info("swap: %s", plan.why)
-        for name in plan.stop:
-            victim = self.slots.get(name)
-            if victim is not None and victim.stop_task is not None:
-                await asyncio.shield(victim.stop_task)
-            if victim is not None and victim.state != "stopped":
-                return StartResult(ok=False, started=False, detail=f"could not stop pod {name} to free GPU {','.join(map(str, plan.freed))}: "
-                                                                  f"{victim.last_error or 'it still runs'}")
+        for names, want, verb in ((plan.stop, "stopped", "stop"), (plan.sleep, "sleeping", "put to sleep")):
+            for name in names:
+                victim = self.slots.get(name)
+                if victim is not None and victim.stop_task is not None:
+                    await asyncio.shield(victim.stop_task)
+                if victim is not None and victim.state != want:
+                    return StartResult(ok=False, started=False, detail=f"could not {verb} pod {name} to free GPU "
+                                                                      f"{','.join(map(str, plan.freed))}: {victim.last_error or 'it still runs'}")
         return None
 
-    async def _start(self, slot: Slot, plan: SwapPlan | None = None) -> StartResult:
+    async def _start(self, slot: Slot, plan: SwapPlan | None = None, waking: bool = False) -> StartResult:
         name = slot.pod.name
-        slot.state = "starting"
+        slot.state = "waking" if waking else "starting"
         slot.last_start_at = time.time()
         began = time.monotonic()
         self.mark()
-        swapped = plan is not None and bool(plan.stop)
+        swapped = plan is not None and bool(plan.stop or plan.sleep or waking)
         try:
-            refused = await self._swap_out(slot, plan) if plan is not None and plan.stop else None
+            refused = await self._swap_out(slot, plan) if plan is not None and swapped else None
             if refused is None:
-                log.info("starting pod %s for a request", name)
-            result = refused if refused is not None else await asyncio.to_thread(self.control.start, name, self.config.boot_timeout_s)
+                log.info("%s pod %s for a request", "waking" if waking else "starting", name)
+            if refused is not None:
+                result = refused
+            elif waking:
+                result = await asyncio.to_thread(self.control.wake, name)
+            else:
+                asleep = (plan.sleep + plan.asleep) if plan is not None else ()
+                result = await asyncio.to_thread(self.control.start, name, self.config.boot_timeout_s, asleep)
         except Exception as exc:  # a refusal (a gate) or a runtime failure: the held requests get 503
             result = StartResult(ok=False, started=False, detail=str(getattr(exc, "message", exc)) or type(exc).__name__)
         finally:
@@ -283,9 +312,11 @@ class Slots:
             if result.started:
                 slot.started_by_gateway = True
                 slot.starts += 1
-            log.info("pod %s serving after %.1fs%s", name, slot.last_start_s, "" if result.started else " (already running)")
+            log.info("pod %s serving after %.1fs%s", name, slot.last_start_s, " (woken)" if waking else "" if result.started else " (already running)")
         else:
-            slot.set_state("failed")
+            # A wake that failed (or whose swap-out did) leaves the engine asleep: never `failed`, which the next
+            # look at the runtime would turn into `running` and a request forwarded into an engine that holds it.
+            slot.set_state("sleeping" if waking else "failed")
             slot.last_error = not_ready_message(name, result)
             slot.failed_until = time.monotonic() + self.config.failure_hold_s
             log.warning("%s", slot.last_error)
@@ -317,22 +348,31 @@ class Slots:
             return
         now = time.monotonic()
         for slot in list(self.slots.values()):
-            if (slot.started_by_gateway and slot.state == "running" and slot.in_flight == 0 and slot.waiting == 0
+            if (slot.started_by_gateway and slot.state in ("running", "sleeping") and slot.in_flight == 0 and slot.waiting == 0
                     and slot.start_task is None and slot.stop_task is None and now - slot.last_used >= ttl):
                 slot.stop_task = asyncio.get_running_loop().create_task(self._stop(slot, f"unused for {ttl:g}s"))
 
+    async def _sleep(self, slot: Slot, why: str) -> None:
+        """Put the pod to sleep (level 1) for a swap; a refusal keeps it running and says why (the swap then fails)."""
+        await self._change(slot, why, ("falling-asleep", "putting pod {} to sleep", "sleep"), self.control.sleep, "sleeping")
+
     async def _stop(self, slot: Slot, why: str) -> None:
+        await self._change(slot, why, ("stopping", "stopping pod {}", "stop"), self.control.stop, "stopped")
+
+    async def _change(self, slot: Slot, why: str, words: tuple[str, str, str], call: Callable[[str], None], done: str) -> None:
+        """Run a stop or a sleep in a thread: `words` are the state meanwhile, the log line and the verb of a failure."""
         name = slot.pod.name
-        slot.state = "stopping"
+        slot.state = words[0]
         self.mark()
-        log.info("stopping pod %s: %s", name, why)
+        log.info("%s: %s", words[1].format(name), why)
         try:
-            await asyncio.to_thread(self.control.stop, name)
-            slot.set_state("stopped")
-            slot.started_by_gateway = False
-        except Exception as exc:  # the runtime refused: keep it as running, say why
+            await asyncio.to_thread(call, name)
+            slot.set_state(done)
+            if done == "stopped":
+                slot.started_by_gateway = False
+        except Exception as exc:  # the runtime or the engine refused: it still runs (and holds its memory); say why
             slot.state = "running"
-            slot.last_error = f"stop of pod {name} ({why}) failed: {getattr(exc, 'message', exc)}"
+            slot.last_error = f"{words[2]} of pod {name} ({why}) failed: {getattr(exc, 'message', exc)}"
             log.warning("%s", slot.last_error)
         finally:
             slot.stop_task = None

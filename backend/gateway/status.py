@@ -34,7 +34,8 @@ class ModelStatus(BaseModel):
     models: list[str] = Field(default_factory=list)
     """The model names that also route to it."""
     state: str = "stopped"
-    """`stopped`, `starting`, `running`, `failed` or `stopping`."""
+    """`stopped`, `starting`, `running`, `failed`, `stopping`, `falling-asleep`, `sleeping` (the engine runs, asleep at
+    level 1: a swap put it to sleep; a request wakes it) or `waking`."""
     queue_depth: int = 0
     """Requests held until it is ready."""
     in_flight: int = 0
@@ -53,6 +54,8 @@ class ModelStatus(BaseModel):
     """The GPU indices it is pinned to."""
     on_demand: bool = False
     """Marked on demand: the gateway may stop it to start another pod on its GPUs."""
+    sleep_mode: bool = False
+    """A vLLM pod launched with sleep mode: a swap puts it to sleep instead of stopping it, where the fit leaves room."""
     last_swap: SwapRecord | None = None
     """The last swap that started it: the pods stopped, the GPUs freed, why, how long it took."""
     held_for: str | None = None
@@ -101,7 +104,7 @@ def snapshot(slots: list[Slot], bind: str, idle_ttl_s: float, auth: bool, min_re
         models=[ModelStatus(pod=s.pod.name, slug=s.pod.slug, models=list(s.pod.models), state=s.state, queue_depth=s.waiting,
                             in_flight=s.in_flight, started_by_gateway=s.started_by_gateway, starts=s.starts,
                             last_start_at=s.last_start_at, last_start_s=s.last_start_s, last_error=s.last_error, gpus=list(s.pod.gpus),
-                            on_demand=s.pod.on_demand, last_swap=s.last_swap,
+                            on_demand=s.pod.on_demand, sleep_mode=s.pod.sleep_mode, last_swap=s.last_swap,
                             held_for=s.held_for) for s in slots],
     )
 

@@ -29,6 +29,10 @@ class Pod(BaseModel):
     on_demand: bool = False
     """Started by the gateway when a request names it, and stopped by it to make room: only such pods may
     share GPUs (`on_demand: true`; `c3 up` never starts two that collide)."""
+    sleep_mode: bool = False
+    """A vLLM pod launched with sleep mode (`--enable-sleep-mode`, `VLLM_SERVER_DEV_MODE=1` for the routes): the
+    gateway puts it to sleep (level 1) and wakes it instead of stopping and booting it, where the fit says its
+    sleeping footprint leaves room. Ignored for other engines (a `sleep` warning)."""
 
 
 class Estate(BaseModel):
@@ -52,7 +56,7 @@ class Problem(BaseModel):
 
     code: str
     """Rule id: `schema`, `name`, `slug`, `C1` (GPU count = TP × PP), `E1` (GPU index/collision),
-    `E4` (port collision), `shared` (GPUs shared by on-demand pods: a note), `sm` (compute capability), `arch` (homogeneous architecture),
+    `E4` (port collision), `sleep` (sleep_mode on a non-vLLM pod: a warning), `shared` (GPUs shared by on-demand pods: a note), `sm` (compute capability), `arch` (homogeneous architecture),
     `status` (experimental/deprecated slug), `fit` (fit verdict), `port` (host port in use)."""
     severity: Literal["error", "warning", "note"] = "error"
     """`error` blocks; `warning` is shown and allowed; `note` is information."""

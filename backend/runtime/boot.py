@@ -69,7 +69,7 @@ def pod_gpus(ctx: RuntimeContext, pod: Pod) -> list[Gpu]:
 
 def launch_spec(pod: Pod, entry: CatalogEntry, gpus: Sequence[Gpu], *, mode: str, estate: str) -> LaunchSpec:
     """The launch plan of a pod (pure)."""
-    command = engines.render(entry)
+    command = engines.with_sleep_mode(engines.render(entry)) if pod.sleep_mode and entry.engine == "vllm" else engines.render(entry)
     image = f"{entry.image}@{entry.image_digest}" if entry.image_digest and "@" not in entry.image else entry.image
     return LaunchSpec(
         pod=pod.name,
@@ -97,13 +97,18 @@ def run_gates(
     force: bool,
     vram_attempts: int = gates.VRAM_ATTEMPTS,
     vram_interval_s: float = gates.VRAM_INTERVAL_S,
+    asleep: Sequence[str] = (),
 ) -> list[GateResult]:
-    """All gates for one pod; Refused on failure unless forced (then the failures come back as warnings)."""
+    """All gates for one pod; Refused on failure unless forced (then the failures come back as warnings).
+    `asleep`: pods the gateway put to sleep on these GPUs: their claim and processes do not block the GPU gate;
+    what they still hold is free memory the VRAM gate does not see, so it judges them."""
     workloads = list(ctx.runtime.workloads().values())
     procs = ctx.processes()
     owners = ctx.runtime.owners(p.pid for p in procs) if procs else {}
+    awake = [w for w in workloads if w.pod not in asleep]
+    theirs = [p for p in procs if owners.get(p.pid) not in asleep] if procs is not None and asleep else procs
     results = [
-        gates.gpus_gate(pod=pod.name, gpus=gpus, workloads=workloads, processes=procs, owners=owners),
+        gates.gpus_gate(pod=pod.name, gpus=gpus, workloads=awake, processes=theirs, owners=owners),
         gates.port_gate(port=pod.port, workloads=[w for w in workloads if w.pod != pod.name]),
     ]
     if procs is None:  # no NVML, or it stopped answering: nobody can say who holds the GPUs
@@ -123,6 +128,7 @@ def boot_pod(
     progress: Progress | None = None,
     vram_attempts: int = gates.VRAM_ATTEMPTS,
     vram_interval_s: float = gates.VRAM_INTERVAL_S,
+    asleep: Sequence[str] = (),
 ) -> BootOutcome:
     """Boot one pod to serving and judge its placement. Raises C3Error for refusals before launch."""
     say = progress or (lambda _pod, _line: None)
@@ -140,7 +146,7 @@ def boot_pod(
     entry = ctx.entry(pod.slug)
     gpus = pod_gpus(ctx, pod)
     try:
-        warnings = run_gates(ctx, pod, entry, gpus, force=force, vram_attempts=vram_attempts, vram_interval_s=vram_interval_s)
+        warnings = run_gates(ctx, pod, entry, gpus, force=force, vram_attempts=vram_attempts, vram_interval_s=vram_interval_s, asleep=asleep)
     except Refused:
         # Another `up` of this very pod may have started it meanwhile: its port and GPUs are then "taken".
         current = ctx.runtime.workload(pod.name)

@@ -48,6 +48,17 @@ def render(entry: CatalogEntry) -> EngineCommand:
     return renderers[entry.engine](entry)
 
 
+def with_sleep_mode(command: EngineCommand) -> EngineCommand:
+    """A vLLM launch with sleep mode (a pod's `sleep_mode: true`): `--enable-sleep-mode` makes level 1 free the
+    weights' and KV memory (c3 pods run on GPUs; vLLM's CPU build refuses the flag: "Sleep mode is not supported on
+    current platform"), and `VLLM_SERVER_DEV_MODE=1` mounts the `/sleep`, `/wake_up`, `/is_sleeping` routes the
+    gateway drives (vLLM has no other way to reach them over HTTP). A catalog entry's own env wins."""
+    argv = list(command.argv)
+    if "--enable-sleep-mode" not in argv:
+        argv.append("--enable-sleep-mode")
+    return EngineCommand(argv, command.container_port, command.health_path, {"VLLM_SERVER_DEV_MODE": "1", **command.env})
+
+
 def _port(entry: CatalogEntry) -> int:
     return entry.container_port or DEFAULT_CONTAINER_PORT[entry.engine]
 

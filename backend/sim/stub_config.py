@@ -21,7 +21,8 @@ VALUE_FLAGS = {
     "--pipeline-parallel-size": "pp", "-pp": "pp", "--api-key": "api_key",
     "--weights-gib": "weights_gib", "--kv-bytes-per-token": "kv_bytes_per_token",
 }
-BOOL_FLAGS = {"--crash-during-boot": "crash_during_boot", "--hang": "hang", "--access-log": "access_log"}
+BOOL_FLAGS = {"--crash-during-boot": "crash_during_boot", "--hang": "hang", "--access-log": "access_log",
+              "--enable-sleep-mode": "sleep_mode"}
 LAUNCHER_WORDS = {"vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server",
                   "sglang.launch_server", "llama-server", "/app/llama-server"}
 DEFAULTS = {
@@ -29,7 +30,7 @@ DEFAULTS = {
     "startup_delay": 0.0, "crash_after": 0, "tokens": 16, "token_delay": 0.0, "abort_after_chunks": 0,
     "abort_mode": "close", "max_model_len": 4096, "util": 0.9, "tp": 1, "pp": 1, "api_key": None,
     "weights_gib": 1.0, "kv_bytes_per_token": 131072, "crash_during_boot": False, "hang": False,
-    "access_log": False,
+    "access_log": False, "sleep_mode": False,
 }
 NUMERIC = {"port": int, "startup_delay": float, "crash_after": int, "tokens": int, "token_delay": float,
            "abort_after_chunks": int, "max_model_len": int, "util": float, "tp": int, "pp": int,
@@ -45,6 +46,8 @@ def parse_config(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
         if raw is not None:
             cfg[key] = raw.lower() in TRUE if isinstance(DEFAULTS[key], bool) else raw
     cfg["api_key"] = cfg["api_key"] or env.get("VLLM_API_KEY")
+    # vLLM mounts /sleep, /wake_up and /is_sleeping only in dev mode (vllm/entrypoints/openai/api_server.py).
+    cfg["dev_mode"] = env.get("VLLM_SERVER_DEV_MODE", "").lower() in TRUE
     served: list[str] = []
     positional: list[str] = []
     i = 0

@@ -46,6 +46,8 @@ async def serve(cfg: dict[str, Any], env: dict[str, str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, engine.stop.set)
     registration = Registration(cfg, env)
+    if cfg["sleep_mode"]:  # without --enable-sleep-mode the routes still work, and free nothing (as on vLLM's CPU build)
+        engine.on_sleep = registration.sleep
     try:
         booting = asyncio.create_task(boot(cfg))
         stopping = asyncio.create_task(engine.stop.wait())

@@ -49,20 +49,27 @@ class Registration:
     """One file in `$C3_GPU_REGISTRY` saying which GPUs this process holds and how much memory."""
 
     def __init__(self, cfg: dict[str, Any], env: dict[str, str]):
-        self.path = None
+        self.path: str | None = None
         directory = env.get("C3_GPU_REGISTRY")
         if not directory:
             return
         cid, pid = container_id(), os.getpid()
-        mib = int(env.get("C3_STUB_MEM_MIB", "0") or 0)
+        self.cfg, self.env = cfg, env
         try:
             pidns = os.readlink("/proc/self/ns/pid")  # a reader in the same namespace can trust `pid`
         except OSError:
             pidns = "unknown"
-        lines = ["# c3 gpu registration v1", f"pid {pid}", f"pidns {pidns}", f"name {cfg['name']}",
-                 f"port {cfg['port']}", f"hostname {socket.gethostname()}"] + ([f"container {cid}"] if cid else [])
-        lines += [f"gpu {t} {mib} {0 if mib else cfg['util']:.4f}" for t in gpu_tokens(env, cfg["tp"] * cfg["pp"])]
-        path = os.path.join(directory, f"{(cid or 'host')[:12]}-{pid}.gpu")
+        self.head = ["# c3 gpu registration v1", f"pid {pid}", f"pidns {pidns}", f"name {cfg['name']}",
+                     f"port {cfg['port']}", f"hostname {socket.gethostname()}"] + ([f"container {cid}"] if cid else [])
+        self.write(os.path.join(directory, f"{(cid or 'host')[:12]}-{pid}.gpu"), asleep=False)
+
+    def write(self, path: str, asleep: bool) -> None:
+        """(Re)write the file: awake it holds `C3_STUB_MEM_MIB` (or its utilization share), asleep at level 1 only
+        `C3_STUB_SLEEP_MIB` (default 1024: the CUDA context and workspaces a sleeping vLLM keeps)."""
+        mib = int(self.env.get("C3_STUB_SLEEP_MIB", "1024") or 0) if asleep else int(self.env.get("C3_STUB_MEM_MIB", "0") or 0)
+        lines = self.head + [f"gpu {t} {mib} {0 if mib or asleep else self.cfg['util']:.4f}"
+                             for t in gpu_tokens(self.env, self.cfg["tp"] * self.cfg["pp"])]
+        directory = os.path.dirname(path)
         try:
             os.makedirs(directory, exist_ok=True)
             with open(path + ".tmp", "w") as fh:
@@ -71,6 +78,11 @@ class Registration:
             self.path = path
         except OSError as exc:  # the engine still boots; only the simulated GPU view misses it
             print(f"WARNING: cannot write GPU registration {path}: {exc}", flush=True)
+
+    def sleep(self, asleep: bool) -> None:
+        """Sleep mode (`--enable-sleep-mode`) level 1 frees the weights and KV on the GPU; waking takes them back."""
+        if self.path:
+            self.write(self.path, asleep)
 
     def remove(self) -> None:
         if self.path:

@@ -77,7 +77,7 @@ class Engine(EngineState):
             body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
         conn = headers.get("connection", "").lower()
         keep = conn != "close" if version == "HTTP/1.1" else conn == "keep-alive"
-        path = target.split("?", 1)[0]
+        path, _, query = target.partition("?")
         if path.startswith("/debug/"):
             return await self.debug(writer, method, path, keep)
         self.seq += 1
@@ -87,7 +87,7 @@ class Engine(EngineState):
                "peer": str(writer.get_extra_info("peername")), "t": time.time(), "status": 200}
         self.records.append(rec)
         self.counts["requests"] += 1
-        keep = await self.route(reader, writer, method, path, headers, body, rec, keep)
+        keep = await self.route(reader, writer, method, path, headers, body, rec, keep, query)
         if self.cfg["access_log"]:
             print(f'INFO:     {rec["peer"]} - "{method} {target} {version}" {rec["status"]}', flush=True)
         return keep
@@ -107,9 +107,11 @@ class Engine(EngineState):
         return self.send(writer, status, json.dumps(body).encode(), keep, rec=rec)
 
     async def route(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, path: str, headers: dict[str, str], body: bytes,
-                    rec: dict[str, Any], keep: bool) -> bool:
+                    rec: dict[str, Any], keep: bool, query: str = "") -> bool:
         routes = {"/health": "GET", "/v1/models": "GET", "/metrics": "GET", "/version": "GET",
                   "/v1/chat/completions": "POST", "/v1/completions": "POST"}
+        if self.cfg.get("dev_mode") and self.cfg.get("engine") == "vllm":
+            routes.update({"/sleep": "POST", "/wake_up": "POST", "/is_sleeping": "GET"})
         if path not in routes:
             keep = self.send(writer, 404, b'{"detail":"Not Found"}', keep, rec=rec)
         elif method != routes[path]:
@@ -123,6 +125,8 @@ class Engine(EngineState):
             keep = self.send(writer, 200, b'{"version":"0.11.0+c3stub"}', keep, rec=rec)
         elif path == "/metrics":
             keep = self.send(writer, 200, self.metrics().encode(), keep, "text/plain; version=0.0.4", rec)
+        elif path in ("/sleep", "/wake_up", "/is_sleeping"):
+            keep = self.sleep_route(writer, path, query, keep, rec)
         elif path == "/v1/models":
             data = [{"id": s, "object": "model", "created": self.started, "owned_by": "vllm",
                      "root": self.cfg["model"], "parent": None, "max_model_len": self.cfg["max_model_len"]}
@@ -133,6 +137,27 @@ class Engine(EngineState):
         await writer.drain()
         return keep
 
+    def sleep_route(self, writer: asyncio.StreamWriter, path: str, query: str, keep: bool, rec: dict[str, Any]) -> bool:
+        """vLLM's dev-mode sleep routes as a state machine (what the CPU build does: it frees nothing either)."""
+        if path == "/is_sleeping":
+            return self.send(writer, 200, json.dumps({"is_sleeping": self.sleep_level > 0}).encode(), keep, rec=rec)
+        if path == "/wake_up":
+            self.sleep_level = 0
+            if self.on_sleep is not None:
+                self.on_sleep(False)
+            self.awake.set()
+            log("INFO", "api_server.py:1040", "wake up the engine with tags: None")
+            return self.send(writer, 200, b"", keep, rec=rec)
+        level = dict(p.partition("=")[::2] for p in query.split("&") if p).get("level", "1")
+        if level not in ("0", "1", "2"):
+            return self.error(writer, 400, f"invalid sleep level {level!r}", "BadRequestError", keep, rec)
+        self.sleep_level = max(1, int(level))
+        self.awake.clear()
+        if self.on_sleep is not None:
+            self.on_sleep(True)
+        log("INFO", "api_server.py:1030", f"sleep the engine with level {level}")
+        return self.send(writer, 200, b"", keep, rec=rec)
+
     async def complete(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, body: bytes, rec: dict[str, Any], keep: bool) -> bool:
         try:
             req = json.loads(body or b"{}")
@@ -142,6 +167,7 @@ class Engine(EngineState):
         model = req.get("model") or self.cfg["served"][0]
         if model not in self.cfg["served"]:
             return self.error(writer, 404, f"The model `{model}` does not exist.", "NotFoundError", keep, rec)
+        await self.awake.wait()  # asleep: held until `POST /wake_up`, as vLLM holds it
         chat = path.endswith("chat/completions")
         prompt = json.dumps(req.get("messages") if chat else req.get("prompt", ""))
         limit = req.get("max_completion_tokens") or req.get("max_tokens")

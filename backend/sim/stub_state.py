@@ -10,6 +10,7 @@ import asyncio
 import collections
 import hashlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -62,6 +63,13 @@ class EngineState:
         """Hold gates by name (`X-Stub-Hold`), opened by `POST /debug/release/<name>`."""
         self.held: collections.Counter[str] = collections.Counter()
         """Requests waiting at each closed gate now."""
+        self.sleep_level = 0
+        """vLLM's sleep mode: 0 awake, 1 weights offloaded, 2 all discarded (`POST /sleep?level=N`)."""
+        self.awake = asyncio.Event()
+        """Set while awake: a request that arrives while the engine sleeps waits here, as vLLM's does."""
+        self.awake.set()
+        self.on_sleep: Callable[[bool], None] | None = None
+        """Called with True on sleep and False on wake when the engine runs with `--enable-sleep-mode`."""
 
     async def hold(self, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Wait at gate `name` until a test releases it (a gate released first lets requests straight
@@ -110,6 +118,12 @@ class EngineState:
         for name, kind, help_text, value in rows:
             out += [f"# HELP vllm:{name} {help_text}", f"# TYPE vllm:{name} {kind}",
                     f"vllm:{name}{label} {float(value)}"]
+        out += ["# HELP vllm:engine_sleep_state Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine "
+                "is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+                "# TYPE vllm:engine_sleep_state gauge"]
+        for level, state in enumerate(("awake", "weights_offloaded", "discard_all")):
+            value = (self.sleep_level == 0) if level == 0 else (self.sleep_level == level)
+            out.append(f'vllm:engine_sleep_state{{engine="0",model_name="{self.cfg["served"][0]}",sleep_state="{state}"}} {float(value)}')
         out += ["# HELP vllm:request_success_total Count of successfully processed requests.",
                 "# TYPE vllm:request_success_total counter"]
         for reason in ("stop", "length", "abort"):

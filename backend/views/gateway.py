@@ -23,7 +23,11 @@ def clock_time(at: float | None) -> str:
 
 
 def swap_line(swap: SwapRecord) -> str:
-    """`12:00:03 started coder, stopped chat (freed GPU 0), took 3.2s` (or `running`, `, start failed`)."""
+    """`12:00:03 started coder, stopped chat (freed GPU 0), took 3.2s` (or `running`, `, start failed`); a sleep-mode
+    swap says `put chat to sleep` and `woke chat` instead."""
     took = "running" if swap.took_s is None else f"took {swap.took_s:.1f}s" + ("" if swap.ok else ", start failed")
     gpus = ",".join(str(i) for i in swap.gpus)
-    return f"{clock_time(swap.at)} started {swap.pod}, stopped {', '.join(swap.stopped)} (freed GPU {gpus}), {took}"
+    done = [f"stopped {', '.join(swap.stopped)}"] if swap.stopped else []
+    done += [f"put {', '.join(swap.slept)} to sleep"] if swap.slept else []
+    freed = f" (freed GPU {gpus})" if done else ""
+    return f"{clock_time(swap.at)} {'woke' if swap.woke else 'started'} {swap.pod}{''.join(', ' + d for d in done)}{freed}, {took}"

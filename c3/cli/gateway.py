@@ -89,10 +89,10 @@ def status(as_json: bool) -> None:
         click.echo(f"gateway {g.bind}  pid {g.pid}  idle ttl {ttl}  min residency {g.min_residency_s:g}s  swap wait {g.swap_wait_s:g}s  {'API key required' if g.auth else 'no API key'}")
         if g.last_swap is not None:
             click.echo(f"  last swap: {swap_line(g.last_swap)}")
-        click.echo(f"  {'pod':<20} {'state':<9} {'queue':>5} {'in-flight':>9} {'by gw':>5} {'last start':>10} {'took':>7}  models")
+        click.echo(f"  {'pod':<20} {'state':<14} {'queue':>5} {'in-flight':>9} {'by gw':>5} {'last start':>10} {'took':>7}  models")
         for m in g.models:
             took = "-" if m.last_start_s is None else f"{m.last_start_s:.1f}s"
-            click.echo(f"  {m.pod:<20} {m.state:<9} {m.queue_depth:>5} {m.in_flight:>9} {'yes' if m.started_by_gateway else 'no':>5} "
+            click.echo(f"  {m.pod:<20} {m.state:<14} {m.queue_depth:>5} {m.in_flight:>9} {'yes' if m.started_by_gateway else 'no':>5} "
                        f"{clock_time(m.last_start_at):>10} {took:>7}  {', '.join(n for n in m.models if n != m.pod)}")
             if m.last_swap is not None:
                 click.echo(f"    last swap: {swap_line(m.last_swap)}")

@@ -62,7 +62,8 @@ def pod() -> None:
 
 def _pod_json(p: Pod) -> dict[str, Any]:
     """A pod as `pod create --json` and `pod edit --json` print it."""
-    return {"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "uuids": list(p.uuids or ()), "on_demand": p.on_demand}
+    return {"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "uuids": list(p.uuids or ()), "on_demand": p.on_demand,
+            "sleep_mode": p.sleep_mode}
 
 
 def _pod_options(*, edit: bool) -> Callable[[F], F]:
@@ -91,16 +92,19 @@ def _pod_options(*, edit: bool) -> Callable[[F], F]:
 @_pod_options(edit=False)
 @click.option("--on-demand", "on_demand", is_flag=True,
               help="Started and stopped by `c3 gateway serve` as requests need it; may share GPUs with other on-demand pods.")
+@click.option("--sleep-mode", "sleep_mode", is_flag=True,
+              help="vLLM only: launch with sleep mode, so the gateway puts it to sleep (level 1) and wakes it instead of stopping it.")
 @json_option
 @file_option
-def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, on_demand: bool, as_json: bool, file: Path | None) -> None:
+def create(name: str, gpus_text: str, slug: str, port: int | None, force: bool, on_demand: bool, sleep_mode: bool, as_json: bool,
+           file: Path | None) -> None:
     """Plan pod NAME on --gpus with --slug: fit-checked and validated, then written to the estate file."""
     from backend.actions import NewPod
     from backend.actions.create_pod import CreatePod
 
     path = resolve_file(file)
     indices = parse_index_list(gpus_text)
-    result = CreatePod(Workspace(path), NewPod(name, slug, tuple(indices), port, on_demand), force=force).run(echo_line).data
+    result = CreatePod(Workspace(path), NewPod(name, slug, tuple(indices), port, on_demand, sleep_mode), force=force).run(echo_line).data
     p = result.pod
     if as_json:
         emit_json(
@@ -203,7 +207,8 @@ def list_pods(as_json: bool, file: Path | None) -> None:
             {
                 "file": listing.file,
                 "exists": listing.exists,
-                "pods": [{"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "on_demand": p.on_demand} for p in listing.pods],
+                "pods": [{"name": p.name, "slug": p.slug, "gpus": list(p.gpus), "port": p.port, "on_demand": p.on_demand,
+                          "sleep_mode": p.sleep_mode} for p in listing.pods],
                 "claimed_gpus": listing.claimed_gpus,
                 "free_gpus": listing.free_gpus,
             }
@@ -220,6 +225,7 @@ def list_pods(as_json: bool, file: Path | None) -> None:
         for p in listing.pods:
             # `on demand`: the gateway may stop it to start another pod on its GPUs (issue 28).
             tail = f"  port {str(p.port).ljust(pwidth)}  on demand" if p.on_demand else f"  port {p.port}"
+            tail += "  sleep mode" if p.sleep_mode else ""
             click.echo(f"  {p.name.ljust(width)}  {p.slug.ljust(swidth)}  GPU {str(list(p.gpus)).ljust(gwidth)}{tail}")
     if listing.free_gpus is None:
         click.echo(f"free GPU(s): unknown ({listing.free_problem})")

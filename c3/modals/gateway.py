@@ -35,8 +35,10 @@ def state_cell(state: str) -> Content:
     """The pod's state as the gateway sees it, marked like the pod list's."""
     if state == "running":
         return Content.from_markup("[$success]● running[/]")
-    if state in ("starting", "stopping"):
+    if state in ("starting", "stopping", "falling-asleep", "waking"):
         return Content.from_markup("[$warning]◐ $s[/]", s=state)
+    if state == "sleeping":  # its engine runs, asleep (vLLM sleep mode): a request wakes it
+        return Content.from_markup("[$accent]◑ sleeping[/]")
     if state == "failed":
         return Content.from_markup("[$error]✗ failed[/]")
     return Content.from_markup("[$text-muted]○ $s[/]", s=state)

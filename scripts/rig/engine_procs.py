@@ -157,10 +157,12 @@ def vllm_argv(model: Path | str, port: int, *extra: str, name: str = "tiny", max
 
 
 def start_vllm(model: Path, scratch: Path, *extra: str, kv_space_gib: int | None = 1, name: str = "tiny",
-               max_model_len: int | str = 2048, log_name: str | None = None, in_process: bool = False) -> EngineProcess:
+               max_model_len: int | str = 2048, log_name: str | None = None, in_process: bool = False,
+               env: dict[str, str] | None = None) -> EngineProcess:
+    """`env`: more variables for the engine (e.g. `VLLM_SERVER_DEV_MODE=1`, which mounts the sleep routes)."""
     port = free_port()
     argv = vllm_argv(model, port, *extra, name=name, max_model_len=max_model_len)
-    env = vllm_env(scratch, kv_space_gib, in_process=in_process)
+    env = {**vllm_env(scratch, kv_space_gib, in_process=in_process), **(env or {})}
     return _spawn(argv, env, scratch / (log_name or f"vllm-{port}.log"), port, name)
 
 

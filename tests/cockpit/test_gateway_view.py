@@ -36,3 +36,10 @@ async def test_the_gateway_view_shows_routes_the_loaded_pod_the_last_swap_and_he
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "GatewayModal", what=":gateway")
         await settle(pilot)
     assert "gateways" in slow.names and slow.on_loop == [], slow.on_loop
+
+
+def test_the_gateway_view_marks_a_sleeping_pod_and_its_transitions():
+    from c3.modals.gateway import state_cell
+
+    assert state_cell("sleeping").plain == "◑ sleeping"
+    assert state_cell("falling-asleep").plain == "◐ falling-asleep" and state_cell("waking").plain == "◐ waking"

@@ -130,7 +130,7 @@ def test_list_json_and_human(rig, estate, priced):
     assert "no estate file at" in run_inproc("pod", "list", "--file", str(estate)).out
     run_inproc("pod", "create", "chat", "--gpus", "1", "--slug", "vllm/qwen3-8b", "--file", str(estate))
     data = json.loads(run_inproc("pod", "list", "--json", "--file", str(estate)).out)
-    assert data["pods"] == [{"name": "chat", "slug": "vllm/qwen3-8b", "gpus": [1], "port": 8020, "on_demand": False}]
+    assert data["pods"] == [{"name": "chat", "slug": "vllm/qwen3-8b", "gpus": [1], "port": 8020, "on_demand": False, "sleep_mode": False}]
     assert data["claimed_gpus"] == [1] and data["free_gpus"] == [0, 2, 3]
     human = run_inproc("pod", "list", "--file", str(estate)).out
     assert "1 pod(s) in" in human and "chat  vllm/qwen3-8b  GPU [1]  port 8020" in human and "free GPU(s): [0, 2, 3]" in human

@@ -28,9 +28,9 @@ from tests.support import free_port
 SLUG = "vllm/qwen3-8b"
 
 
-def create(ws: Workspace, name: str, gpu: int, slug: str = SLUG, on_demand: bool = False) -> int:
+def create(ws: Workspace, name: str, gpu: int, slug: str = SLUG, on_demand: bool = False, sleep_mode: bool = False) -> int:
     port = free_port()
-    action = CreatePod(ws, NewPod(name, slug, (gpu,), port, on_demand), force=True)
+    action = CreatePod(ws, NewPod(name, slug, (gpu,), port, on_demand, sleep_mode), force=True)
     assert [p for p in action.problems() if p.blocking] == []
     assert action.run(ignore_progress).ok
     return port
@@ -53,18 +53,31 @@ class Counting(EstateControl):
         super().__init__(ws, secrets)
         self.starts: list[str] = []
         self.stops: list[str] = []
+        self.sleeps: list[str] = []
+        self.wakes: list[str] = []
+        self.asleep: list[tuple[str, ...]] = []
+        """What each start was told sleeps on its GPUs."""
         self.hold = threading.Event()
         """Cleared: a start waits here before it boots (a test fills the queue meanwhile)."""
         self.hold.set()
 
-    def start(self, name: str, timeout_s: float) -> Any:
+    def start(self, name: str, timeout_s: float, asleep: tuple[str, ...] = ()) -> Any:
         self.starts.append(name)
+        self.asleep.append(asleep)
         assert self.hold.wait(60)
-        return super().start(name, timeout_s)
+        return super().start(name, timeout_s, asleep)
 
     def stop(self, name: str) -> None:
         self.stops.append(name)
         super().stop(name)
+
+    def sleep(self, name: str) -> None:
+        self.sleeps.append(name)
+        super().sleep(name)
+
+    def wake(self, name: str) -> Any:
+        self.wakes.append(name)
+        return super().wake(name)
 
 
 class Running:
