@@ -52,7 +52,7 @@ class ClientProtocol(asyncio.Protocol):
     """A client connection: parked (no streams, no task) while idle, streams and a task while serving."""
 
     __slots__ = ("server", "transport", "reader", "writer", "task", "lost", "busy", "on_lost", "idle_since", "watch",
-                 "body_deadline", "body_cap", "_paused", "_drain_waiters", "_closed")
+                 "body_deadline", "body_cap", "_paused", "_drain_waiters", "_closed", "loop")
 
     def __init__(self, server: Host) -> None:
         self.server = server
@@ -70,11 +70,13 @@ class ClientProtocol(asyncio.Protocol):
         self._paused = False  # the transport's write buffer is over its high-water mark
         self._drain_waiters: list[asyncio.Future[None]] | None = None
         self._closed: asyncio.Future[None] | None = None  # made only if someone waits for the close
+        self.loop: asyncio.AbstractEventLoop | None = None  # kept: `get_running_loop()` is a getpid() syscall each call
 
     # -- transport callbacks ------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream server's transports read and write
+        self.loop = asyncio.get_running_loop()
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -83,7 +85,7 @@ class ClientProtocol(asyncio.Protocol):
             reader.feed_data(data)
             return
         # The first bytes after an idle spell: streams and a task for as long as requests keep coming.
-        loop = asyncio.get_running_loop()
+        loop = self.loop or asyncio.get_running_loop()
         reader = self.reader = asyncio.StreamReader(limit=MAX_HEAD, loop=loop)
         transport = self.transport
         assert transport is not None

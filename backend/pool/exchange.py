@@ -26,6 +26,8 @@ from backend.pool.upstream import Backend
 log = logging.getLogger("c3.pool")
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+ONE_WRITE = 64 * 1024
+"""A held body up to this size leaves in the same write as the head (copying it costs less than a send)."""
 
 Choice = tuple[Backend, str] | None
 """A routing decision: the backend and its sticky outcome ("hit", "miss", "repin", "none"), or None."""
@@ -179,11 +181,15 @@ class Exchange:
         instead (a streamed body the backend stopped taking: it cannot be resent)."""
         body = self.body
         head = b"%s %s%s HTTP/1.1\r\nHost: %s\r\n%s" % (self.req.a, b.prefix, self.req.b, b.host_header, self.tail)
-        up_w.write(head)  # not `head + data`: that would copy a held body of up to 8 MiB once more
         if not body.streamed:
-            if body.data:
-                up_w.write(body.data)
+            data = body.data
+            if len(data) <= ONE_WRITE:
+                up_w.write(head + data if data else head)  # one send, not two (a syscall is ~10 % of a request's CPU)
+            else:
+                up_w.write(head)  # not `head + data`: that would copy a held body of up to 8 MiB once more
+                up_w.write(data)
             return None
+        up_w.write(head)
         try:
             await send_rest(self.proto, body, self.reader, up_w, self.config.body_timeout_s)
         except BadMessage:

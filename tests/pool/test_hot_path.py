@@ -1,0 +1,67 @@
+"""The router's per-request path stays cheap: what issue 26's CPU-per-request profile found, kept found.
+
+Each test pins one cost the profile showed (bench/RESULTS.md, "Router CPU per request"): reference cycles
+left per head (the garbage collector's gen-0 passes took ~5 % of the router's CPU) and a second send for
+a small held body (a syscall is ~10 % of a request).
+"""
+
+from __future__ import annotations
+
+import gc
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from backend.pool.exchange import ONE_WRITE, Exchange
+from backend.pool.heads import parse_request, parse_response
+from backend.pool.intake import Body
+
+REQUEST = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8011\r\nContent-Type: application/json\r\n"
+           b"X-Session-ID: abc\r\nContent-Length: 2\r\n\r\n")
+RESPONSE = (b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+            b"Connection: keep-alive\r\nX-Stub-Backend: s0\r\n\r\n")
+
+
+def test_parsing_a_head_leaves_nothing_for_the_garbage_collector() -> None:
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(50):
+            parse_request(REQUEST)
+            parse_response(RESPONSE)
+        assert gc.collect() == 0  # every object went with its last reference: no cycle per head
+    finally:
+        if was:
+            gc.enable()
+
+
+class _Writes:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+
+def _exchange(data: bytes) -> Exchange:
+    exchange = Exchange.__new__(Exchange)  # _send reads only the request, the forwarded tail and the body
+    exchange.req = parse_request(REQUEST)
+    exchange.tail = b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(data)
+    body = Body("length", len(data))
+    body.data, body.done = data, True
+    exchange.body = body
+    return exchange
+
+
+@pytest.mark.parametrize(("size", "sends"), [(0, 1), (2, 1), (ONE_WRITE, 1), (ONE_WRITE + 1, 2)])
+async def test_a_held_body_leaves_with_its_head_in_one_send_unless_it_is_large(size: int, sends: int) -> None:
+    data = b"x" * size
+    up = _Writes()
+    backend = SimpleNamespace(prefix=b"", host_header=b"10.0.0.1:8000")
+    assert await _exchange(data)._send(cast(Any, backend), cast(Any, up)) is None
+    assert len(up.writes) == sends
+    sent = b"".join(up.writes)
+    assert sent.startswith(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 10.0.0.1:8000\r\n")
+    assert sent.endswith(b"\r\n\r\n" + data)
