@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from textual.content import Content
 
+from backend.errors import terminal_safe
+
 if TYPE_CHECKING:
     from backend.models import FitReport
 
@@ -36,17 +38,17 @@ def fit_lines(report: FitReport | None) -> Content:
         summary.append(f"{report.kv_cache_tokens:,} KV tokens{conc}")
     if report.max_model_len_fits is not None:
         summary.append(f"context ≤ {report.max_model_len_fits:,}")
-    lines = [" · ".join(summary)]
+    lines = [Content.from_markup(" · ".join(summary))]
+    # A record or a reason may quote a slug or a file: substituted (markup in it means only itself), one line.
     if report.learned is not None:
-        lines.append(f"[$accent]● measured on this rig: {report.learned.summary}[/]")
+        lines.append(Content.from_markup("[$accent]● measured on this rig: $s[/]", s=terminal_safe(report.learned.summary, one_line=True)))
         if report.learned.flagged and report.learned.off_by_gib is not None:
-            lines.append(f"[$warning]⚠ the last boot's KV memory landed {report.learned.off_by_gib:+.2f} GiB from c3's prediction[/]")
+            lines.append(Content.from_markup(f"[$warning]⚠ the last boot's KV memory landed {report.learned.off_by_gib:+.2f} GiB from c3's prediction[/]"))
     if report.gpus:
-        lines.append("[$text-muted]GiB    total weights   other     KV[/]")
+        lines.append(Content.from_markup("[$text-muted]GiB    total weights   other     KV[/]"))
         for gpu in report.gpus:
             other = gpu.activation_gib + gpu.cudagraph_gib + gpu.non_torch_gib
             label = f"GPU{gpu.index}" if gpu.index is not None else "rank"
-            lines.append(f"{label:<5} {gpu.total_gib:6.1f} {gpu.weights_gib:7.1f} {other:7.1f} {gpu.available_kv_gib:6.1f}")
-    for reason in report.reasons:
-        lines.append(f"[$warning]• {Content(reason).markup}[/]")
-    return Content.from_markup("\n".join(lines))
+            lines.append(Content(f"{label:<5} {gpu.total_gib:6.1f} {gpu.weights_gib:7.1f} {other:7.1f} {gpu.available_kv_gib:6.1f}"))
+    lines += [Content.from_markup("[$warning]• $r[/]", r=terminal_safe(reason, one_line=True)) for reason in report.reasons]
+    return Content("\n").join(lines)

@@ -7,17 +7,19 @@ from typing import TYPE_CHECKING, Any
 from textual.content import Content
 from textual.widget import Widget
 
+from backend.errors import terminal_safe
+
 if TYPE_CHECKING:
     from backend.models import GpuSnapshot
 from widgets.meters import bar, gib, sparkline
 
 
 def short_name(name: str) -> str:
-    """`NVIDIA GeForce RTX 3090` → `RTX 3090`."""
+    """`NVIDIA GeForce RTX 3090` → `RTX 3090`; one line whatever the driver (or a remote node) said."""
     for prefix in ("NVIDIA GeForce ", "NVIDIA "):
         if name.startswith(prefix):
-            return name[len(prefix):]
-    return name
+            return terminal_safe(name[len(prefix):], one_line=True)
+    return terminal_safe(name, one_line=True)
 
 
 class GpuPanel(Widget):

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from backend.cards import match_card
 from backend.errors import C3Error, Refused
@@ -30,9 +32,10 @@ from backend.text import show
 # The running c3 containers and the GPUs each was given: the device request's ids (`--gpus
 # device=…`, the SDK's DeviceRequest; CDI ids as `nvidia.com/gpu=UUID`, Count -1 for all) or, in
 # `env` mode, NVIDIA_VISIBLE_DEVICES. Only that one variable is printed: the rest of a container's
-# environment may hold secrets and never leaves the node.
+# environment may hold secrets and never leaves the node. Last, a pod's estate file (see `Own`).
 _FORMAT = ('{{index .Config.Labels "io.c3.pod"}}|{{index .Config.Labels "io.c3.profile"}}|{{json .HostConfig.DeviceRequests}}|'
-           '{{range .Config.Env}}{{if eq (index (split . "=") 0) "NVIDIA_VISIBLE_DEVICES"}}{{.}}{{end}}{{end}}')
+           '{{range .Config.Env}}{{if eq (index (split . "=") 0) "NVIDIA_VISIBLE_DEVICES"}}{{.}}{{end}}{{end}}|'
+           '{{index .Config.Labels "io.c3.estate"}}')
 HELD_QUERY = ("ids=$( { docker ps -q --filter label=io.c3.pod; docker ps -q --filter label=io.c3.profile; } | sort -u ); "
               f"[ -z \"$ids\" ] || docker inspect --format '{_FORMAT}' $ids")
 
@@ -56,18 +59,48 @@ def gpu_key(gpu: NodeGpu) -> str:
     return gpu.uuid or str(gpu.index)
 
 
-def parse_held(text: str, gpus: list[NodeGpu], keep: set[str]) -> dict[str, str]:
+@dataclass(frozen=True)
+class Own:
+    """What this c3 launched, when a simulated rig stands in for this machine: its GPUs are pretend, so
+    only this c3's own containers can hold one — a pod of its estate file, a profile it launched. The
+    machine's docker daemon may run real c3 pods of another c3 home (a test tier, a second user) whose
+    GPU ids happen to be the rig's too (index `0`, or the same derived UUID): those hold nothing here."""
+
+    estate: str
+    """This c3's estate file."""
+    profiles: frozenset[str]
+    """This c3's profiles (profiles/NAME.yaml)."""
+
+    def holds(self, pod: str, profile: str, estate: str) -> bool:
+        return profile in self.profiles if profile else bool(estate) and _same_file(estate, self.estate)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+
+
+def own_containers() -> Own:
+    from backend import paths
+
+    folder = paths.profiles_dir()
+    return Own(str(paths.estate_file()), frozenset(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else frozenset())
+
+
+def parse_held(text: str, gpus: list[NodeGpu], keep: set[str], own: Own | None = None) -> dict[str, str]:
     """`HELD_QUERY`'s lines → GPU key → holder; containers of the profiles in `keep` (the one being
-    launched, the active one it stands down) do not count."""
+    launched, the active one it stands down) do not count, nor, with `own`, any container not this c3's."""
     by_id = {str(g.index): gpu_key(g) for g in gpus} | {g.uuid: g.uuid for g in gpus if g.uuid}
     held: dict[str, str] = {}
     for line in text.splitlines():
-        parts = line.strip().split("|", 3)
+        parts = line.strip().split("|", 4)
         if len(parts) < 4:
             continue
-        pod, profile, requests, env = (p.strip() for p in parts)
-        pod, profile = ("" if v == "<no value>" else v for v in (pod, profile))
-        if profile in keep or not (pod or profile):
+        pod, profile, requests, env, estate = (p.strip() for p in (*parts, "")[:5])
+        pod, profile, estate = ("" if v == "<no value>" else v for v in (pod, profile, estate))
+        if profile in keep or not (pod or profile) or (own is not None and not own.holds(pod, profile, estate)):
             continue
         holder = f"pod {pod}" if pod else f"profile {profile}"
         ids: list[str] = []
@@ -114,7 +147,8 @@ async def probe(nodes: list[Node], fleet: Fleet, keep: set[str], timeout: float 
                 held = await shell.run(HELD_QUERY, timeout=timeout)
                 if not held.ok:
                     raise NodeFailure(node.name, "docker", f"cannot list the node's running c3 containers: {held.last_line()}")
-                facts.held = parse_held(held.stdout, gpus, keep)
+                simulated = node.local and local_gpus is not None
+                facts.held = parse_held(held.stdout, gpus, keep, own_containers() if simulated else None)
             return facts
         except NodeFailure as failure:
             return NodeGpus(node.name, None, failure.detail, reachable=False)

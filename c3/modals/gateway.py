@@ -16,6 +16,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
+from c3.look import shown
 from c3.screens.base import CockpitModal, describe_error
 from widgets.nav_table import NavTable
 
@@ -49,11 +50,11 @@ def gateway_head(g: GatewayStatus) -> Content:
 
     ttl = f"{g.idle_ttl_s:g}s" if g.idle_ttl_s else "off"
     head = Content.from_markup("[b]Gateway $b[/]  [$text-muted]pid $p · $a · idle ttl $t · min residency $r · swap wait $w[/]",
-                               b=g.bind, p=str(g.pid), a="API key required" if g.auth else "no API key", t=ttl,
+                               b=shown(g.bind), p=str(g.pid), a="API key required" if g.auth else "no API key", t=ttl,
                                r=f"{g.min_residency_s:g}s", w=f"{g.swap_wait_s:g}s")
     if g.last_swap is None:
         return Content("\n").join([head, Content.from_markup("  [$text-muted]no swap yet[/]")])
-    return Content("\n").join([head, Content.from_markup("  [$text-muted]last swap[/] $s", s=swap_line(g.last_swap))])
+    return Content("\n").join([head, Content.from_markup("  [$text-muted]last swap[/] $s", s=shown(swap_line(g.last_swap)))])
 
 
 def notes(g: GatewayStatus) -> list[Content]:
@@ -61,9 +62,9 @@ def notes(g: GatewayStatus) -> list[Content]:
     out = []
     for m in g.models:
         if m.held_for:
-            out.append(Content.from_markup("[$warning]◐ $p: $n request(s) held for a swap:[/] $w", p=m.pod, n=str(m.queue_depth), w=m.held_for))
+            out.append(Content.from_markup("[$warning]◐ $p: $n request(s) held for a swap:[/] $w", p=shown(m.pod), n=str(m.queue_depth), w=shown(m.held_for)))
         if m.last_error:
-            out.append(Content.from_markup("[$error]✗ $p:[/] $e", p=m.pod, e=m.last_error))
+            out.append(Content.from_markup("[$error]✗ $p:[/] $e", p=shown(m.pod), e=shown(m.last_error)))
     return out
 
 

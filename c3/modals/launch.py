@@ -60,10 +60,10 @@ class LaunchModal(CockpitModal):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="launch"):
             yield Static(Content.from_markup(
-                "[b]Launch $r[/]  [$text-muted]Space picks, in rank order · ^s preview · Esc[/]", r=self.recipe.id,
+                "[b]Launch $r[/]  [$text-muted]Space picks, in rank order · ^s preview · Esc[/]", r=shown(self.recipe.id),
             ))
             yield Static(Content.from_markup(
-                "$s — runs on [b]$n[/] node(s), measured on $h", s=self.recipe.summary or self.recipe.id, n=str(self.recipe.nodes), h=self.recipe.hardware,
+                "$s — runs on [b]$n[/] node(s), measured on $h", s=shown(self.recipe.summary or self.recipe.id), n=str(self.recipe.nodes), h=shown(self.recipe.hardware),
             ))
             yield SelectionList[str](id="launch-nodes", compact=True)
             yield Static("", id="launch-order")
@@ -106,7 +106,7 @@ class LaunchModal(CockpitModal):
         if not self.order:
             line.update(Content.from_markup("[$warning]pick $n node(s)[/]", n=str(self.recipe.nodes)))
             return
-        ranks = Content(" → ").join(Content.from_markup("[b]$n[/] [$text-muted](rank $r$s)[/]", n=n, r=str(i), s=", serves the API" if i == 0 else "") for i, n in enumerate(self.order))
+        ranks = Content(" → ").join(Content.from_markup("[b]$n[/] [$text-muted](rank $r$s)[/]", n=shown(n), r=str(i), s=", serves the API" if i == 0 else "") for i, n in enumerate(self.order))
         count = len(self.order)
         note = Content("") if count == self.recipe.nodes else Content.from_markup("  [$warning]✗ $c picked, the recipe needs $n[/]", c=str(count), n=str(self.recipe.nodes))
         line.update(Content.assemble(Content("rank order: "), ranks, note))

@@ -18,6 +18,7 @@ from textual.content import Content
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
+from c3.look import shown
 from c3.screens.base import CockpitModal, describe_error
 from c3.services import ProfileRow
 
@@ -31,8 +32,8 @@ def profile_option(row: ProfileRow) -> Option:
     """One profile: name, recipe when it differs, nodes in rank order, its label; the active one is not pickable."""
     recipe = "" if row.recipe == row.name else f" · recipe {row.recipe}"
     state = "active" if row.active else ("stopped" if row.stopped else "")
-    return Option(Content.from_markup("[b]$n[/]  [$text-muted]$r · $o · $l[/]$s", n=row.name, r=recipe, o=" → ".join(row.nodes),
-                                      l=row.status or "profile", s=f"  ({state})" if state else ""),
+    return Option(Content.from_markup("[b]$n[/]  [$text-muted]$r · $o · $l[/]$s", n=shown(row.name), r=shown(recipe), o=shown(" → ".join(row.nodes)),
+                                      l=shown(row.status or "profile"), s=f"  ({state})" if state else ""),
                   id=row.name, disabled=row.active)
 
 

@@ -404,7 +404,7 @@ class NodesScreen(Filterable, CockpitScreen):
         heads = []
         for pool in pools:
             if not pool.reachable:
-                heads.append(Content.from_markup("[b]Pool $b[/]  [$error]✗ admin endpoint does not answer[/] [$text-muted]$e[/]", b=pool.bind, e=pool.error or ""))
+                heads.append(Content.from_markup("[b]Pool $b[/]  [$error]✗ admin endpoint does not answer[/] [$text-muted]$e[/]", b=shown(pool.bind), e=shown(pool.error or "")))
                 continue
             hit = "—" if pool.hit_ratio is None else f"{pool.hit_ratio:.0%}"
             # Routable here means what the router does with a new session or an unkeyed request: a
@@ -413,7 +413,7 @@ class NodesScreen(Filterable, CockpitScreen):
             draining = sum(1 for b in pool.backends if b.draining)
             heads.append(Content.from_markup(
                 "[b]Pool $b[/]  sticky $s · hit $h · $p pins · $u/$n routable$d · up $t",
-                b=pool.bind, s=pool.sticky, h=hit, p=str(pool.pins), u=str(up), n=str(len(pool.backends)),
+                b=shown(pool.bind), s=shown(pool.sticky), h=hit, p=str(pool.pins), u=str(up), n=str(len(pool.backends)),
                 d=f" ({draining} draining)" if draining else "", t=_uptime(pool.uptime_s),
             ))
             for b in pool.backends:
@@ -454,7 +454,7 @@ def cache_lines(cache: NodeCache | None, error: str | None, pending: bool, width
     if not cache.reachable:
         return [Content.from_markup(f"{head} [$text-muted]node not reachable[/]")]
     if cache.error:
-        return [Content.from_markup(f"{head} [$error]$e[/]", e=cache.error)]
+        return [Content.from_markup(f"{head} [$error]$e[/]", e=terminal_safe(cache.error, one_line=True))]  # the node's own words
     if not cache.models:
         return [Content.from_markup(f"{head} no model weights found")]
     cut = " (scan cut)" if cache.cut else ""

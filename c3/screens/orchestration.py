@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from backend.views.node_pods import NodePods
 from c3.screens.base import CockpitScreen, describe_error, show_if_changed
 from c3.screens.boot_panel import boot_text
-from c3.screens.chrome import mode_bar
+from c3.screens.chrome import mode_bar, result_line
 from c3.screens.node_pods import NODE_PODS_PERIOD_S, node_pods_content
 from c3.screens.pod_view import PodList, free_line
 from c3.services import GpuReading, History, PodsReading, PodState
@@ -404,12 +404,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
     def show_result(self) -> None:
         result = self.cockpit.last_result
         line = self.query_one("#result", Static)
-        if result is None:
-            line.update("[$text-muted]the result of every write shows here · ⏎ details · ? all keys · ^p every action[/]")
-        elif result.ok:
-            line.update(Content.from_markup("[$success]✓[/] $m", m=result.message + (f" — {result.hint}" if result.hint else "")))
-        else:
-            line.update(Content.from_markup("[$error b]✗ refused:[/] $m", m=result.message + (f" — hint: {result.hint}" if result.hint else "")))
+        line.update(result_line(result, "the result of every write shows here · ⏎ details · ? all keys · ^p every action"))
 
     # -- per-pod actions -------------------------------------------------------------------------
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

@@ -144,8 +144,9 @@ class RecipesScreen(Filterable, CockpitScreen):
         state = Content.from_markup("[$warning]stopped[/]") if p.stopped else Content.from_markup("[$success]active[/]")
         recipe = "" if p.recipe == p.name else f" · recipe {p.recipe}"
         line.update(Content.assemble(
-            Content.from_markup("Profile [b]$n[/] ", n=p.name), state,
-            Content.from_markup("$r · $o · $u", r=shown(recipe), o=" → ".join(p.nodes), u=shown(p.base_url)),
+            Content.from_markup("Profile [b]$n[/] ", n=shown(p.name)), state,
+            # Nodes, recipe and endpoint are free text in the profile file (only its name is checked).
+            Content.from_markup("$r · $o · $u", r=shown(recipe), o=shown(" → ".join(p.nodes)), u=shown(p.base_url)),
         ))
 
     def action_refresh_now(self) -> None:
@@ -210,9 +211,9 @@ class RecipesScreen(Filterable, CockpitScreen):
         box = self.query_one("#launch-status", Static)
         box.display = True
         if progress.done:
-            head = Content.from_markup("[$success]✓ launched $p[/]" if progress.ok else "[$error b]✗ launch of $p failed[/]", p=progress.pod)
+            head = Content.from_markup("[$success]✓ launched $p[/]" if progress.ok else "[$error b]✗ launch of $p failed[/]", p=shown(progress.pod))
         else:
-            head = Content.from_markup("[$warning]◐ launching $p[/] · $s · $t s", p=progress.pod, s=progress.phase, t=f"{progress.elapsed_s:.0f}")
+            head = Content.from_markup("[$warning]◐ launching $p[/] · $s · $t s", p=shown(progress.pod), s=shown(progress.phase), t=f"{progress.elapsed_s:.0f}")
         box.update(Content("\n").join([head, *(Content.from_markup("  [$text-muted]$l[/]", l=shown(line)) for line in progress.log_tail)]))
         if progress.done:
             self.poll_now()
@@ -250,7 +251,7 @@ class RecipesScreen(Filterable, CockpitScreen):
 
     def show_detail(self, row: RecipeRow) -> None:
         lines = [
-            Content.from_markup("[b]$i[/]", i=row.id),
+            Content.from_markup("[b]$i[/]", i=shown(row.id)),
             Content(shown(row.summary)),
             Content.from_markup("[$text-muted]hardware[/]  $v", v=shown(row.hardware)),
             Content.from_markup("[$text-muted]image[/]  $v", v=shown(row.image)),

@@ -135,3 +135,78 @@ def test_the_line_filter_shows_every_control_and_keeps_the_line_width():
     assert Segment.get_line_length(out) == width and out[0].style == bold
     plain = [Segment("nothing to do")]
     assert SafeTextFilter().apply(plain, Color(0, 0, 0)) is plain
+
+
+def _hostile_profile() -> None:
+    """A launched profile whose file was edited by hand: its nodes (in rank order), recipe and endpoint
+    are free text in profiles/NAME.yaml (only the name is checked: it is a file name)."""
+    from backend.profiles import Profile, save_profile, set_active
+
+    save_profile(Profile(name="hostile-profile", recipe=f"r{EVIL}", recipe_digest="0", nodes=[f"box{EVIL}", f"rank1{EVIL}"],
+                         base_url=f"http://h{EVIL}:8000/v1", model="m", launched_at="2026-05-01T11:00:00Z"))
+    save_profile(Profile(name="other", recipe="r", recipe_digest="0", nodes=[f"rank0{EVIL}"], base_url="http://127.0.0.1:8000/v1",
+                         model="m", launched_at="2026-05-02T11:00:00Z"))
+    set_active("hostile-profile")
+
+
+async def test_hostile_profile_nodes_and_recipe_fields_are_one_line_in_recipes_switch_and_launch(demo_world):
+    """The profile line (nodes in rank order), the Switch-profile list, the Launch dialog's recipe line
+    and the Orchestration result line: each a one-line label whose text came from a file or quotes one,
+    so each is drawn on its one line with CR and LF shown."""
+    from c3.modals.launch import LaunchModal
+    from c3.modals.switch_profile import SwitchProfileModal
+
+    _hostile_files()
+    _hostile_profile()
+    app, _ = real_app(demo_world)
+    async with app.run_test(size=(200, 45)) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: "hostile-profile" in drawn(app), what="the hostile profile line")
+        await settle(pilot)
+        assert_safe(app, "profile line", shown=("box" + SHOWN, "rank1" + SHOWN))
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, SwitchProfileModal) and app.screen.profiles is not None, what="switch profile")
+        await settle(pilot)
+        assert_safe(app, "switch profile", shown=("rank0" + SHOWN, "box" + SHOWN))
+        await pilot.press("escape")
+        await settle(pilot)
+        table = app.screen.query_one("#recipes", DataTable)
+        table.move_cursor(row=table.get_row_index("hostile-recipe"))
+        await settle(pilot)
+        await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, LaunchModal), what="launch")
+        await settle(pilot)
+        assert_safe(app, "launch", shown=(SHOWN + " — runs on",))  # the dialog's own line, not the detail pane behind it
+        await pilot.press("escape")
+        await settle(pilot)
+        # The Orchestration screen's own result line says the last write's outcome too.
+        app.show_result(Outcome(False, f"boot of hostile failed: {EVIL}", hint=f"see {EVIL}"))
+        await pilot.press("1")
+        await settle(pilot)
+        assert_safe(app, "orchestration result line", shown=("failed: " + SHOWN,))
+
+
+def test_labels_built_from_remote_text_keep_to_their_line():
+    """Labels whose text another process or machine wrote — the gateway's status file, a node's cache
+    scan, the GPU's name from a driver or a node, a fit reason quoting a slug — keep to their one line:
+    a LF there would start a line the layout never gave it (the line filter sees only what is drawn)."""
+    from backend.gateway.status import GatewayStatus, ModelStatus
+    from backend.models import FitReport
+    from backend.views.cache import NodeCache
+    from c3.modals.gateway import gateway_head, notes
+    from c3.screens.nodes import cache_lines
+    from widgets.fit_breakdown import fit_lines
+    from widgets.gpu_panel import short_name
+
+    gateway = GatewayStatus(pid=1, bind=f"127.0.0.1:{EVIL}", updated_at=0.0,
+                            models=[ModelStatus(pod="chat", held_for=f"held {EVIL}", last_error=f"error {EVIL}")])
+    cache = NodeCache(node="box", local=False, reachable=True, error=f"scan {EVIL}", roots=[], models=[], total_bytes=0, cut=None,
+                      elapsed_s=0.0, not_cached=[])
+    report = FitReport.model_construct(verdict="tight", reasons=[f"slug {EVIL}"], gpus=[], learned=None, available_kv_gib=None,
+                                       kv_cache_tokens=None, max_model_len_fits=None)
+    one_line = {"gateway head": gateway_head(gateway).plain.split("\n")[0], "cache error": cache_lines(cache, None, False)[0].plain,
+                "gpu name": short_name(f"NVIDIA {EVIL}"), **{f"gateway note {i}": c.plain for i, c in enumerate(notes(gateway))}}
+    for where, text in one_line.items():
+        assert SHOWN in text and "\n" not in text and not _RAW.search(text), f"{where}: {text!r}"
+    assert "• slug " + SHOWN in fit_lines(report).plain.split("\n")

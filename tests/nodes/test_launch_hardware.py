@@ -139,3 +139,33 @@ def test_this_machine_under_a_simulated_rig_is_judged_by_its_rig(box, tmp_path):
     rig.write_text('gpus:\n  - {name: "NVIDIA GeForce RTX 3090", total_mib: 24576, sm: "8.6"}\n')
     result = C3Runner()("recipes", "launch", GB10, "--nodes", "here", "--no-wait", env={**box.env, "C3_RIG": str(rig)}, timeout=60)
     _refused(box, result, "compute capability 8.6 < 10.0")
+
+
+def test_under_a_simulated_rig_only_this_c3s_own_containers_hold_its_gpus(box, tmp_path):
+    """This machine's docker may run real c3 pods of another c3 home (the real-engine test tier on its fake
+    NVML, a second user) whose GPU ids are the rig's too — index `0`, or the very UUID, derived from index
+    and name alike: they hold none of the rig's pretend GPUs (the demo's launch plan changed with whatever
+    else ran on the machine). A pod of this c3's own estate file given a rig GPU still holds it."""
+    import json
+    import re
+
+    from backend import paths
+
+    rig = tmp_path / "rig.yaml"
+    rig.write_text('gpus:\n  - {name: "NVIDIA GeForce RTX 3090", total_mib: 24576, sm: "8.6"}\n'
+                   '  - {name: "NVIDIA GeForce RTX 3090", total_mib: 24576, sm: "8.6"}\n')
+    env = {**box.env, "C3_RIG": str(rig)}
+
+    def picked() -> str:
+        dry = C3Runner()("recipes", "launch", LLAMA_1GPU, "--nodes", "here", "--dry-run", env=env, timeout=60)
+        assert dry.returncode == 0, (dry.stdout, dry.stderr)
+        return re.findall(r"device=(GPU-[0-9a-f-]+)", dry.stdout)[0]
+
+    first = picked()
+    hold(box, "real-pod", ["0"])  # a real pod of another c3 on the real GPU 0 …
+    assert picked() == first
+    hold(box, "real-pod", [first])  # … or on a fake-NVML GPU whose derived UUID is the rig's GPU 0's
+    assert picked() == first
+    requests = [{"Driver": "nvidia", "Count": 0, "DeviceIDs": [first], "Capabilities": [["gpu"]]}]
+    (box.tmp / "held").write_text(f"chat|<no value>|{json.dumps(requests)}||{paths.estate_file()}\n")  # this c3's own pod
+    assert picked() != first
