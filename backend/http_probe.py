@@ -15,8 +15,10 @@ the request; it never appears in a result, a message or a log line (httpx logs n
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import httpx
@@ -192,6 +194,116 @@ def probe(url: str, *, timeout: float = 3.0, method: str = "GET", api_key: str |
     """One request on a fresh client (see `fetch`)."""
     with client(timeout, use_env_proxy=use_env_proxy, api_key=api_key) as http:
         return fetch(http, url, method=method, max_bytes=max_bytes)
+
+
+class StreamBroken(Exception):
+    """A streamed request (`stream`) that got no complete answer."""
+
+    def __init__(self, error: str, *, stage: Literal["connect", "answer", "body"], timed_out: bool = False) -> None:
+        super().__init__(error)
+        self.error = error
+        """Why, as `ProbeResult.error` names it (`ConnectError`, `RemoteProtocolError`, `timed out`)."""
+        self.stage = stage
+        """Where it broke: nothing answered (`connect`), no answer's head came (`answer`), or its body broke off (`body`)."""
+        self.timed_out = timed_out
+        """The deadline passed (as opposed to refused, reset or broken off)."""
+
+
+class Streamed:
+    """An answer being read (`stream`): its status, then its body, bounded, or its lines, as they come."""
+
+    def __init__(self, response: httpx.Response, fired: list[bool]) -> None:
+        self._response, self._fired = response, fired
+        self.status: int = response.status_code
+        """The HTTP status."""
+
+    def read(self, max_bytes: int) -> bytes:
+        """At most `max_bytes` of the body (the rest is left unread)."""
+        body = bytearray()
+        for chunk in self._chunks():
+            body += chunk
+            if len(body) >= max_bytes:
+                break
+        return bytes(body[:max_bytes])
+
+    def lines(self, max_line_bytes: int) -> Iterator[bytes]:
+        """The body's lines, each with its newline; a line longer than `max_line_bytes` comes as its first
+        `max_line_bytes + 1` bytes, and ends the lines (the caller refuses it)."""
+        line = bytearray()
+        for chunk in self._chunks():
+            line += chunk
+            while (end := line.find(b"\n")) >= 0 and end <= max_line_bytes:
+                yield bytes(line[: end + 1])
+                del line[: end + 1]
+            if len(line) > max_line_bytes:
+                yield bytes(line[: max_line_bytes + 1])
+                return
+        if line:
+            yield bytes(line)
+
+    def _chunks(self) -> Iterator[bytes]:
+        import httpx
+
+        try:
+            yield from self._response.iter_bytes()
+        except httpx.HTTPError as error:
+            timed_out = isinstance(error, httpx.TimeoutException) or self._fired[0]
+            raise StreamBroken("timed out" if timed_out else type(error).__name__, stage="body", timed_out=timed_out) from None
+        if self._fired[0]:  # the watchdog's shutdown can read as a body that ended: it did not
+            raise StreamBroken("timed out", stage="body", timed_out=True)
+
+
+@contextmanager
+def stream(url: str, *, deadline_at: float, method: str = "GET", body: Any = None, api_key: str | None = None,
+           use_env_proxy: bool | None = None) -> Iterator[Streamed]:
+    """One request whose answer is read as it comes (a test prompt's token stream), all of it before the
+    monotonic `deadline_at`: the connection, the request and the answer's head each wait at most what is
+    left when it is sent, and a watchdog shuts the socket at the deadline, so a slow trickle of a body
+    cannot outlast it either. `body` is sent as JSON. Raises StreamBroken for a network problem or the
+    deadline, here and from the `Streamed`'s reads."""
+    import threading
+
+    import httpx
+
+    left = deadline_at - time.monotonic()
+    if left <= 0:
+        raise StreamBroken("timed out", stage="connect", timed_out=True)
+    with client(left, use_env_proxy=use_env_proxy, api_key=api_key) as http:
+        try:
+            request = http.build_request(method, url, json=body, headers={"Accept-Encoding": "identity"})
+            response = http.send(request, stream=True)
+        except httpx.TimeoutException:
+            raise StreamBroken("timed out", stage="connect", timed_out=True) from None
+        except httpx.ConnectError as error:
+            raise StreamBroken(type(error).__name__, stage="connect") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise StreamBroken(type(error).__name__, stage="answer") from None
+        fired = [False]
+
+        def shut() -> None:
+            import socket
+
+            fired[0] = True
+            sock = (response.extensions.get("network_stream") or _NoStream()).get_extra_info("socket")
+            try:
+                if sock is not None:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the read that waits on it (a close would not)
+            except OSError:
+                pass  # already closed: the read has ended
+
+        watchdog = threading.Timer(max(deadline_at - time.monotonic(), 0.0), shut)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            yield Streamed(response, fired)
+        finally:
+            watchdog.cancel()
+            response.close()
+
+
+class _NoStream:
+    def get_extra_info(self, _name: str) -> None:
+        return None
 
 
 def _ms(started: float) -> float:

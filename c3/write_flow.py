@@ -4,6 +4,7 @@ A mixin of `C3App` (c3/app.py), kept apart so each module stays about one thing.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -81,27 +82,42 @@ class WriteFlow(_AppBase):  # type: ignore[misc]  # the base is the app itself (
         if services is None:  # cannot happen: the plan came from the facade
             return
 
+        # The write's words and its result share one ordered channel, the app's message queue: every
+        # update is posted before the worker posts its result (`call`'s Reply), so each is handled before
+        # `finished`. An update from a thread that outlives the write (the boot's log ticker, should its
+        # join time out) is dropped once the write has ended: the result is its last word.
+        gate = threading.Lock()
+        open_ = [True]
+
+        def report(progress: BootProgress) -> None:
+            with gate:
+                if open_[0]:
+                    self.post_message(update(progress))
+
         def run() -> WriteResult:
-            problems = services.check(plan)
-            if problems:
-                return WriteResult(False, f"{plan.title}: {problems[0]}", "; ".join(problems[1:]) or None)
-            result: WriteResult = services.execute(plan, lambda progress: self.post_message(update(progress)))
-            return result
+            try:
+                problems = services.check(plan)
+                if problems:
+                    return WriteResult(False, f"{plan.title}: {problems[0]}", "; ".join(problems[1:]) or None)
+                result: WriteResult = services.execute(plan, report)
+                return result
+            finally:
+                with gate:
+                    open_[0] = False
 
         def finished(result: WriteResult) -> None:
             orch = self._orchestration()
             if result.ok and plan.action.selects and orch is not None:
                 orch.select_next = plan.action.selects  # a new pod is what the next key acts on
-            if panel == "boot" and plan.pod and not result.ok and plan.pod in self.boots and not self.boots[plan.pod].done:
-                self.boots[plan.pod] = BootProgress(plan.pod, "failed", self.boots[plan.pod].elapsed_s, self.boots[plan.pod].log_tail, done=True, ok=False)
-            if panel == "boot" and result.ok:
-                # The boot's own last word (a BootUpdate) may still be queued behind this callback: a boot that
-                # ended well reads serving from now, or the row would fall back to its last reading (booting)
-                # for a frame after the panel had gone and the result said serving.
-                for name in plan.pods or ((plan.pod,) if plan.pod else ()):
-                    if name in self.boots:
-                        self.boots.pop(name)
-                        self.served[name] = time.monotonic()
+            boot = self.boots.get(plan.pod) if panel == "boot" and plan.pod else None
+            if boot is not None and not boot.done and plan.pod is not None:
+                # The write ended without its boot's last word (every word it said was handled before this):
+                # a refused or failed write marks the boot failed; one that booted nothing (an edit of a
+                # stopped pod) leaves no panel, and no `served` mark for a pod that does not serve.
+                if result.ok:
+                    self.boots.pop(plan.pod)
+                else:
+                    self.boots[plan.pod] = BootProgress(plan.pod, "failed", boot.elapsed_s, boot.log_tail, done=True, ok=False)
                 self._boots_changed()
             if plan.pods:
                 for name in plan.pods:

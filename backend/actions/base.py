@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 Severity = Literal["error", "warning", "noop"]
 
@@ -131,6 +131,25 @@ class Action(ABC):
     def selects(self) -> str | None:
         """The pod the cockpit should select afterwards (a newly created one)."""
         return None
+
+
+class PodFormAction(Action):
+    """A write built from the workspace and one pod form (`request`: `NewPod`, `PodEdit`), after which the
+    cockpit selects the pod the form names. Subclasses are dataclasses with the fields `ws` and `request`."""
+
+    ws: Any
+    request: Any
+
+    if TYPE_CHECKING:
+        def __init__(self, ws: Any, request: Any, **options: Any) -> None: ...  # the subclass's dataclass __init__
+
+    @classmethod
+    def from_request(cls, ws: Any, target: str | None, request: Any) -> Any:
+        return cls(ws, request)
+
+    @property
+    def selects(self) -> str | None:
+        return str(self.request.name)
 
 
 def blocking(problems: list[Problem]) -> list[Problem]:

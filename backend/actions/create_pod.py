@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backend.actions.base import Action, Outcome, Plan, Problem, ProgressSink
+from backend.actions.base import Outcome, Plan, PodFormAction, Problem, ProgressSink
 from backend.actions.inputs import NewPod
 from backend.actions.registry import register
 from backend.actions.workspace import Workspace
@@ -14,7 +14,7 @@ from backend.errors import C3Error
 
 @register
 @dataclass
-class CreatePod(Action):
+class CreatePod(PodFormAction):
     """Append one pod to the estate file, validated with every pod already there."""
 
     key = "create"
@@ -23,14 +23,6 @@ class CreatePod(Action):
     request: NewPod
     force: bool = False
     """Allow experimental/deprecated slugs and a wont-fit verdict."""
-
-    @classmethod
-    def from_request(cls, ws: Any, target: str | None, request: Any) -> CreatePod:
-        return cls(ws, request)
-
-    @property
-    def selects(self) -> str | None:
-        return self.request.name
 
     def plan(self) -> Plan:
         r = self.request

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backend.actions.base import Action, Outcome, Plan, Problem, ProgressSink
+from backend.actions.base import Outcome, Plan, PodFormAction, Problem, ProgressSink
 from backend.actions.inputs import PodEdit
 from backend.actions.registry import register
 from backend.actions.workspace import Workspace
@@ -31,7 +31,7 @@ class EditOutcome:
 
 @register
 @dataclass
-class EditPod(Action):
+class EditPod(PodFormAction):
     """Change one pod of the estate file; restart it when it runs."""
 
     key = "edit"
@@ -43,16 +43,8 @@ class EditPod(Action):
     """Allow experimental/deprecated slugs and a wont-fit verdict (as `pod create --force`)."""
     timeout_s: float = 900.0
 
-    @classmethod
-    def from_request(cls, ws: Any, target: str | None, request: Any) -> EditPod:
-        return cls(ws, request)
-
     @property
     def target(self) -> str | None:
-        return self.request.name
-
-    @property
-    def selects(self) -> str | None:
         return self.request.name
 
     def planned(self) -> Any:

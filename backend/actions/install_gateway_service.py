@@ -8,7 +8,6 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from backend.actions.base import Outcome, ProgressSink
 from backend.actions.registry import register
@@ -52,14 +51,6 @@ class InstallGatewayService(UnitInstall):
     """Where to write it (default: systemd's folder for a user or a system unit)."""
     force: bool = False
     """Replace an existing unit of that name that differs."""
-
-    @classmethod
-    def from_request(cls, ws: Any, target: str | None, request: Any) -> InstallGatewayService:
-        return cls(**request)
-
-    @property
-    def target(self) -> str | None:
-        return self.bind
 
     @property
     def system_unit(self) -> bool:

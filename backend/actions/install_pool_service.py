@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from backend.actions.base import Outcome, ProgressSink
 from backend.actions.registry import register
@@ -30,14 +29,6 @@ class InstallPoolService(UnitInstall):
     """Further `pool serve` flags by long name, written into ExecStart in this order."""
     unit_dir: Path | None = None
     """Where to write it (default: systemd's folder, user or system by who runs c3)."""
-
-    @classmethod
-    def from_request(cls, ws: Any, target: str | None, request: Any) -> InstallPoolService:
-        return cls(**request)
-
-    @property
-    def target(self) -> str | None:
-        return self.bind
 
     @property
     def path(self) -> Path:

@@ -6,13 +6,25 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from pathlib import Path
+from typing import Any
 
 from backend.actions.base import Action, Plan, Problem, problems_of
 from backend.errors import C3Error
 
 
 class UnitInstall(Action):
-    """An Action writing the unit file `path` with `text()`."""
+    """An Action writing the unit file `path` with `text()`; a dataclass subclass whose fields are the
+    request's keys, `bind` among them (the address the unit serves on names the write)."""
+
+    bind: str
+
+    @classmethod
+    def from_request(cls, ws: Any, target: str | None, request: Any) -> Any:
+        return cls(**request)
+
+    @property
+    def target(self) -> str | None:
+        return self.bind
 
     @property
     @abstractmethod

@@ -296,8 +296,7 @@ def apply_learned(entry: CatalogEntry, spec: ModelSpec, ranks: list[Rank], knobs
     off = None
     if latest.predicted is not None and latest.predicted.available_kv_gib is not None and latest.measured.available_kv_gib is not None:
         off = round(latest.measured.available_kv_gib - latest.predicted.available_kv_gib, 2)
-    mark = LearnedMark(boots=len(believed), last=last, summary=f"learned from {len(believed)} boot{'s' if len(believed) != 1 else ''} on {last}",
-                       off_by_gib=off, flagged=off is not None and abs(off) > OFF_LIMIT_GIB)
+    mark = LearnedMark(boots=len(believed), last=last, off_by_gib=off, flagged=off is not None and abs(off) > OFF_LIMIT_GIB)
     learned = replace(knobs, weights_gib=weights if weights is not None else knobs.weights_gib, measured_kv_gib=kv, measured_compute_gib=compute,
                       weights_how=f"measured at boot ({mark.summary})" if weights is not None else knobs.weights_how)
     notes.append(f"{mark.summary}: the engine's own figures on this rig (c3 fit --no-learned for the prediction)")

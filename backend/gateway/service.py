@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from backend import paths
-from backend.pool.service import c3_executable, flag_value
+from backend.pool.service import c3_executable, option_argv, unit_environment
 from backend.systemd_unit import Unit, path_value, plain_value
 
 
@@ -31,17 +31,12 @@ def default_env_file() -> Path:
 def render_unit(bind: str, estate: Path, env_file: Path, *, options: Mapping[str, float | str] | None = None, system: bool | None = None) -> str:
     """The unit file text. `options` are further `gateway serve` flags by long name, in the given order."""
     system = os.geteuid() == 0 if system is None else system
-    argv = [*c3_executable(), "gateway", "serve", "--bind", bind, "--file", str(estate)]
-    for flag, value in (options or {}).items():
-        if not flag.startswith("--"):
-            raise ValueError(f"not a long flag: {flag!r}")
-        argv += [flag, flag_value(value)]
-    env = {"C3_HOME": str(paths.config_home()), "C3_STATE": str(paths.state_home()), "PYTHONUNBUFFERED": "1"}
+    argv = [*c3_executable(), "gateway", "serve", "--bind", bind, "--file", str(estate), *option_argv(options or {})]
     unit = Unit(header="Written by `c3 gateway install-service`; edit the flags with that command, not by hand.\n"
                        f"Keys (C3_GATEWAY_API_KEY, VLLM_API_KEY) go in {env_file}, mode 0600, never here.")
     unit.add("Unit", "Description", plain_value(f"c3 gateway on {bind} ({estate})"))
     unit.add("Unit", "After", "network-online.target").add("Unit", "Wants", "network-online.target")
-    unit.add("Service", "Type", "simple").exec("ExecStart", argv).environment(env)
+    unit.add("Service", "Type", "simple").exec("ExecStart", argv).environment(unit_environment())
     unit.add("Service", "EnvironmentFile", "-" + path_value(str(env_file)))
     # SIGTERM stops the gateway at once (pods keep running); held requests are answered by the close.
     for key, value in (("Restart", "on-failure"), ("RestartSec", "2"), ("KillSignal", "SIGTERM"), ("TimeoutStopSec", "20"),

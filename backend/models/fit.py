@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, computed_field, model_serializer
 
 FitVerdict = Literal["fits", "tight", "wont-fit", "incompatible-hw", "unknown"]
 
@@ -45,12 +45,23 @@ class LearnedMark(BaseModel):
     """Boots of this setup on record that were believed."""
     last: str
     """Date (UTC, YYYY-MM-DD) of the latest."""
-    summary: str
-    """`learned from N boots on DATE`."""
     off_by_gib: float | None = None
     """The latest boot's KV memory minus what c3 had predicted for it (+: c3 was pessimistic); None when not both known."""
     flagged: bool = False
     """That boot landed more than `OFF_LIMIT_GIB` (0.5 GiB) from the prediction."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def summary(self) -> str:
+        """`learned from N boots on DATE`: derived from `boots` and `last`, so it cannot disagree with them."""
+        return f"learned from {self.boots} boot{'s' if self.boots != 1 else ''} on {self.last}"
+
+    @model_serializer(mode="wrap")
+    def _summary_third(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # `c3 fit --json` lists boots, last, summary, off_by_gib, flagged (docs/DESIGN.md); pydantic puts a computed field last.
+        data = handler(self)
+        head = {key: data[key] for key in ("boots", "last", "summary") if key in data}
+        return {**head, **{key: value for key, value in data.items() if key not in head}}
 
 
 FitSource = Literal["predicted", "learned"]

@@ -53,6 +53,21 @@ def flag_value(value: float | str) -> str:
     return str(value)
 
 
+def option_argv(options: Mapping[str, float | str]) -> list[str]:
+    """Flags by long name → ExecStart words, in the given order (`{"--x": 1.5}` → `["--x", "1.5"]`)."""
+    argv: list[str] = []
+    for flag, value in options.items():
+        if not flag.startswith("--"):
+            raise ValueError(f"not a long flag: {flag!r}")
+        argv += [flag, flag_value(value)]
+    return argv
+
+
+def unit_environment() -> dict[str, str]:
+    """A c3 unit's environment: the folders of the c3 that wrote it, and unbuffered output for the journal."""
+    return {"C3_HOME": str(paths.config_home()), "C3_STATE": str(paths.state_home()), "PYTHONUNBUFFERED": "1"}
+
+
 def render_unit(
     nodes: list[str],
     bind: str,
@@ -71,16 +86,11 @@ def render_unit(
     system = os.geteuid() == 0 if system is None else system
     flags = {"--drain-timeout": drain_timeout_s, **(options or {})}
     drain_timeout_s = float(flags["--drain-timeout"])
-    argv = [*c3_executable(), "pool", "serve", "--nodes", ",".join(nodes), "--bind", bind, "--sticky", sticky]
-    for flag, value in flags.items():
-        if not flag.startswith("--"):
-            raise ValueError(f"not a long flag: {flag!r}")
-        argv += [flag, flag_value(value)]
-    env = {"C3_HOME": str(paths.config_home()), "C3_STATE": str(paths.state_home()), "PYTHONUNBUFFERED": "1"}
+    argv = [*c3_executable(), "pool", "serve", "--nodes", ",".join(nodes), "--bind", bind, "--sticky", sticky, *option_argv(flags)]
     unit = Unit(header="Written by `c3 pool install-service`; edit the flags with that command, not by hand.")
     unit.add("Unit", "Description", plain_value(f"c3 pool router on {bind} ({', '.join(nodes)})"))
     unit.add("Unit", "After", "network-online.target").add("Unit", "Wants", "network-online.target")
-    unit.add("Service", "Type", "simple").exec("ExecStart", argv).environment(env)
+    unit.add("Service", "Type", "simple").exec("ExecStart", argv).environment(unit_environment())
     for key, value in (("Restart", "on-failure"), ("RestartSec", "2"), ("KillSignal", "SIGTERM"),
                        ("TimeoutStopSec", str(int(drain_timeout_s) + 10)), ("LimitNOFILE", "65536"), ("NoNewPrivileges", "yes")):
         unit.add("Service", key, value)

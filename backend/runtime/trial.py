@@ -2,10 +2,10 @@
 completion, when the engine has no chat endpoint or no chat template — timed from the request to the
 first token (TTFT) and over the tokens after it.
 
-Plain HTTP to this machine's own port (a pod publishes its engine on 127.0.0.1), on the standard
-library's `http.client` like the live hub's loopback probes, so no proxy can apply. Bounded: one
-deadline covers the model list, the request and every read of the stream (the socket's timeout is set
-to what is left before each read), and at most `MAX_ANSWER_CHARS` of the answer are kept. An API key
+Plain HTTP to this machine's own port (a pod publishes its engine on 127.0.0.1), through
+backend.http_probe's `stream` with no proxy (none can reach this machine's loopback). Bounded: one
+deadline covers the model list, the request and every read of the stream (the probe's watchdog ends a
+read at the deadline), and at most `MAX_ANSWER_CHARS` of the answer are kept. An API key
 (`VLLM_API_KEY`) goes only into the `Authorization` header; it never appears in a result or a message.
 """
 
@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from backend.errors import Refused
+from backend.http_probe import AUTH_HINT, StreamBroken, Streamed, stream
 
 DEFAULT_PROMPT = "Say hello in one short sentence."
 """What `c3 pod try NAME` and the cockpit's `t` send when no prompt is given."""
@@ -65,51 +66,22 @@ class _Deadline:
         self.pod, self.timeout_s = pod, timeout_s
         self.at = time.monotonic() + timeout_s
 
-    def left(self) -> float:
-        left = self.at - time.monotonic()
-        if left <= 0:
-            raise self.expired()
-        return left
-
     def expired(self) -> Refused:
         return _fail(self.pod, f"no complete answer within {self.timeout_s:g} s", hint="a larger --timeout, or fewer --max-tokens; `c3 pod logs` shows what the engine does")
 
 
-def _connect(pod: str, port: int, deadline: _Deadline) -> Any:
-    import http.client
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=deadline.left())
-    try:
-        conn.connect()
-    except TimeoutError:
-        raise deadline.expired() from None
-    except OSError as error:
-        raise _fail(pod, f"nothing answers on http://127.0.0.1:{port} ({type(error).__name__})") from None
-    return conn
-
-
-def _request(pod: str, port: int, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str], deadline: _Deadline) -> tuple[Any, Any, Any]:
-    """Send one request; the connection, its socket (kept: http.client drops it on `connection: close`) and the response."""
-    import http.client
-
-    conn = _connect(pod, port, deadline)
-    sock = conn.sock
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        conn.request(method, path, body=data, headers={**headers, **({"Content-Type": "application/json"} if data else {})})
-        sock.settimeout(deadline.left())
-        return conn, sock, conn.getresponse()
-    except TimeoutError:
-        conn.close()
-        raise deadline.expired() from None
-    except (OSError, http.client.HTTPException) as error:
-        conn.close()
-        raise _fail(pod, f"the engine on port {port} broke off ({type(error).__name__})") from None
+def _broken(pod: str, port: int, error: StreamBroken, deadline: _Deadline, reading: str) -> Refused:
+    """One line for a request that got no complete answer; `reading` names the body that broke off."""
+    if error.timed_out:
+        return deadline.expired()
+    if error.stage == "connect":
+        return _fail(pod, f"nothing answers on http://127.0.0.1:{port} ({error.error})")
+    if error.stage == "answer":
+        return _fail(pod, f"the engine on port {port} broke off ({error.error})")
+    return _fail(pod, f"the engine broke off {reading} ({error.error})")
 
 
 def _status_problem(pod: str, status: int, body: bytes) -> Refused:
-    from backend.http_probe import AUTH_HINT
-
     if status in (401, 403):
         return _fail(pod, f"the engine wants an API key (HTTP {status})", hint=AUTH_HINT)
     try:
@@ -121,19 +93,15 @@ def _status_problem(pod: str, status: int, body: bytes) -> Refused:
     return _fail(pod, f"the engine answered HTTP {status}" + (f": {text[0][:200]}" if text else ""))
 
 
-def served_model(pod: str, port: int, headers: dict[str, str], deadline: _Deadline) -> str:
+def served_model(pod: str, port: int, deadline: _Deadline, api_key: str | None = None) -> str:
     """The first model the engine lists at /v1/models."""
-    conn, _, response = _request(pod, port, "GET", "/v1/models", None, headers, deadline)
     try:
-        body = response.read(MAX_LINE_BYTES)
-    except TimeoutError:
-        raise deadline.expired() from None
-    except OSError as error:
-        raise _fail(pod, f"the engine broke off its model list ({type(error).__name__})") from None
-    finally:
-        conn.close()
-    if response.status != 200:
-        raise _status_problem(pod, response.status, body)
+        with stream(f"http://127.0.0.1:{port}/v1/models", deadline_at=deadline.at, api_key=api_key, use_env_proxy=False) as answer:
+            status, body = answer.status, answer.read(MAX_LINE_BYTES)
+    except StreamBroken as error:
+        raise _broken(pod, port, error, deadline, "its model list") from None
+    if status != 200:
+        raise _status_problem(pod, status, body)
     try:
         return str(json.loads(body)["data"][0]["id"])
     except (ValueError, KeyError, IndexError, TypeError):
@@ -144,45 +112,37 @@ def try_prompt(pod: str, port: int, prompt: str, *, max_tokens: int, timeout_s: 
     """Send `prompt` to the engine on 127.0.0.1:`port` as one streaming request and measure it.
     Raises Refused (nothing answers, an HTTP error, no answer within `timeout_s`)."""
     deadline = _Deadline(pod, timeout_s)
-    headers = {"Accept-Encoding": "identity", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
-    model = served_model(pod, port, headers, deadline)
+    model = served_model(pod, port, deadline, api_key)
     attempts: tuple[tuple[Literal["chat", "completion"], str, dict[str, Any]], ...] = (
         ("chat", "/v1/chat/completions", {"messages": [{"role": "user", "content": prompt}]}),
         ("completion", "/v1/completions", {"prompt": prompt}),
     )
     for api, path, body in attempts:
         payload = {"model": model, "max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True}, **body}
+        url = f"http://127.0.0.1:{port}{path}"
         started = time.monotonic()
-        conn, sock, response = _request(pod, port, "POST", path, payload, headers, deadline)
         try:
-            if response.status != 200:
-                said = response.read(4096)
-                # No chat endpoint (404/405), or no chat template (400): the same prompt as a plain completion.
-                if api == "chat" and response.status in (400, 404, 405):
-                    continue
-                raise _status_problem(pod, response.status, said)
-            return _read_stream(pod, response, sock, deadline, started, api=api, model=model, url=f"http://127.0.0.1:{port}{path}")
-        except TimeoutError:
-            raise deadline.expired() from None
-        except OSError as error:
-            raise _fail(pod, f"the engine broke off its answer ({type(error).__name__})") from None
-        finally:
-            conn.close()
+            with stream(url, deadline_at=deadline.at, method="POST", body=payload, api_key=api_key, use_env_proxy=False) as answer:
+                if answer.status != 200:
+                    said = answer.read(4096)
+                    # No chat endpoint (404/405), or no chat template (400): the same prompt as a plain completion.
+                    if api == "chat" and answer.status in (400, 404, 405):
+                        continue
+                    raise _status_problem(pod, answer.status, said)
+                return _read_stream(pod, answer, started, api=api, model=model, url=url)
+        except StreamBroken as error:
+            raise _broken(pod, port, error, deadline, "its answer") from None
     raise AssertionError("not reached: the completion attempt returns or raises")
 
 
-def _read_stream(pod: str, response: Any, sock: Any, deadline: _Deadline, started: float, *, api: Literal["chat", "completion"], model: str, url: str) -> TryResult:
+def _read_stream(pod: str, answer: Streamed, started: float, *, api: Literal["chat", "completion"], model: str, url: str) -> TryResult:
     pieces: list[str] = []
     kept = 0
     chunks = 0
     usage_tokens: int | None = None
     first = last = None
     finish: str | None = None
-    while True:
-        sock.settimeout(deadline.left())
-        line = response.readline(MAX_LINE_BYTES + 1)
-        if not line:
-            break  # the stream ended without [DONE]: what came is the answer
+    for line in answer.lines(MAX_LINE_BYTES):  # lines that end without [DONE]: what came is the answer
         if len(line) > MAX_LINE_BYTES:
             raise _fail(pod, "the engine sent a line over 1 MiB: not an answer stream")
         text = line.decode("utf-8", "replace").strip()

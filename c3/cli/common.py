@@ -55,6 +55,23 @@ def echo_line(step: Any) -> None:
         click.echo(step.line)
 
 
+def given_flags(params: dict[str, Any], always: frozenset[str] = frozenset()) -> dict[str, float | str]:
+    """`… install-service`: the options among `params` the user passed (not left at their default), and
+    those in `always`, by long flag, in `--help` order; a path written absolute. Defaults stay out of the
+    unit so that it follows the defaults of the c3 it runs."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    flags: dict[str, float | str] = {}
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name not in params:
+            continue
+        if param.name in always or ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
+            value = params[param.name]
+            flags[max(param.opts, key=len)] = str(Path(value).expanduser().absolute()) if isinstance(value, Path) else value
+    return flags
+
+
 def install_unit(action: Any, dry_run: bool, dry_note: str | None = None) -> None:
     """`… install-service`: show the unit and where it goes, refuse what `systemd-analyze verify` rejects,
     then write it (or, with --dry-run, say that nothing was written)."""

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from backend.errors import Refused
-from c3.cli.common import echo_line, emit_json, file_option, install_unit, json_option
+from c3.cli.common import echo_line, emit_json, file_option, given_flags, install_unit, json_option
 from c3.cli.pool import parse_bind
 
 
@@ -116,20 +116,6 @@ def litellm_config(url: str, key_env: str, file: Path | None) -> None:
     click.echo(litellm_config_text(Workspace(estate_path(file)), url, key_env), nl=False)
 
 
-def _given_flags(params: dict[str, Any]) -> dict[str, float | str]:
-    """The tuning flags the user passed (not left at their default), by long flag, in `--help` order: defaults
-    stay out of the unit so that it follows the defaults of the c3 it runs."""
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context()
-    flags: dict[str, float | str] = {}
-    for param in ctx.command.params:
-        if isinstance(param, click.Option) and param.name in params and ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
-            value = params[param.name]
-            flags[max(param.opts, key=len)] = str(Path(value).expanduser().absolute()) if isinstance(value, Path) else value
-    return flags
-
-
 @gateway.command("install-service")
 @click.option("--bind", default="127.0.0.1:8012", show_default=True, help="[HOST]:PORT the gateway listens on (`:PORT` = all interfaces).")
 @serve_options
@@ -150,7 +136,7 @@ def install_service(bind: str, file: Path | None, env_file: Path | None, system:
     if tuning.get("api_key_file") is not None:
         read_key_file(tuning["api_key_file"])  # a key file the service could not use is refused now, not at boot
     _host, port = parse_bind(bind)
-    action = InstallGatewayService(bind, port, estate_path(file), _given_flags(tuning), env_file, system, unit_dir, force)
+    action = InstallGatewayService(bind, port, estate_path(file), given_flags(tuning), env_file, system, unit_dir, force)
     old = action.existing()
     if not dry_run:
         action.check()  # the estate, the environment file, a different unit in the way: refused before anything is shown

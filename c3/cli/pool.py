@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from backend.errors import Refused, UsageError
-from c3.cli.common import echo_line, emit_json, install_unit, json_option
+from c3.cli.common import echo_line, emit_json, given_flags, install_unit, json_option
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -77,7 +77,8 @@ SERVE_OPTIONS = (
 )
 
 
-# Written into the unit even at their defaults, so an operator reading it sees every time limit.
+# Written into the unit even at their defaults, so an operator reading it sees every time limit (--drain-timeout
+# also because TimeoutStopSec is derived from it).
 ALWAYS_IN_UNIT = frozenset({"drain_timeout", "body_timeout", "idle_timeout", "stream_timeout", "write_timeout", "max_body_time",
                             "max_response_time"})
 
@@ -204,24 +205,6 @@ def undrain(node: str, bind: str | None, port: int | None, as_json: bool) -> Non
     click.echo(f"{doc['node']} takes new sessions again in pool {where} (state {doc['state']})")
 
 
-def _given_tuning_flags(tuning: dict[str, float | str]) -> dict[str, float | str]:
-    """The tuning flags the user passed (not left at their default), by long flag, in `--help` order.
-
-    Defaults stay out of the unit so that it follows the defaults of the c3 it runs; --drain-timeout
-    is always written because TimeoutStopSec is derived from it.
-    """
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context()
-    flags: dict[str, float | str] = {}
-    for param in ctx.command.params:
-        if param.name not in tuning or not isinstance(param, click.Option):
-            continue
-        if param.name in ALWAYS_IN_UNIT or ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
-            flags[max(param.opts, key=len)] = tuning[param.name]
-    return flags
-
-
 @pool.command("install-service")
 @serve_options
 @click.option("--unit-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -232,5 +215,5 @@ def install_service(nodes: str, bind: str, sticky: str, unit_dir: Path | None, d
     from backend.actions.install_pool_service import InstallPoolService
 
     _host, port = parse_bind(bind)
-    action = InstallPoolService(nodes, bind, port, sticky, float(tuning["drain_timeout"]), _given_tuning_flags(tuning), unit_dir)
+    action = InstallPoolService(nodes, bind, port, sticky, float(tuning["drain_timeout"]), given_flags(tuning, ALWAYS_IN_UNIT), unit_dir)
     install_unit(action, dry_run)

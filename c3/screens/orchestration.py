@@ -109,6 +109,8 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         self._pending_gpus: GpuReading | None = None
         self._pending_pods: PodsReading | None = None
         """The latest pushed readings while a modal covers the screen or its mode is hidden."""
+        self._pods_pushes = 0
+        """Pushed pod readings shown so far: a poll asked before the latest of them may hold an older reading."""
         self.history = History()
         self._seeded = False
         self._focused_pods = False
@@ -186,11 +188,17 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         self.render_sources()
 
     def _poll_pods(self) -> None:
-        self.call(self.services.pod_states, done=self._pods_landed, failed=self._pods_failed, group="pods")
+        asked = self._pods_pushes
+        self.call(self.services.pod_states, done=lambda pods: self._pods_landed(pods, asked=asked), failed=self._pods_failed, group="pods")
 
-    def _pods_landed(self, pods: list[PodState], *, landed: bool = True) -> None:
+    def _pods_landed(self, pods: list[PodState], *, landed: bool = True, asked: int | None = None) -> None:
         if landed:
             self.pods_poller.landed()
+        if asked is not None and asked != self._pods_pushes:
+            # A push was shown while this read was under way (a boot's end asks for a poll at once): the
+            # push can be the newer word — `serving`, which ends the boot's `served` hold — and this
+            # older `booting` put the row back to booting after the result said serving.
+            return
         self.readings = pods
         if landed:  # one pod read afresh does not make the others' reading newer
             self.pods_taken_at = self.cockpit.clock()
@@ -269,6 +277,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         # The readings, folded with the boots in flight like a polled reading (boots_changed): shown raw,
         # a push that said `serving` a moment before c3's own boot probe answered put `● serving` in
         # the row beside `◐ booting` in the boot panel.
+        self._pods_pushes += 1
         self.readings = list(reading.pods)
         self.pods = self.cockpit.as_shown(self.readings)
         self.pods_taken_at = reading.taken_at

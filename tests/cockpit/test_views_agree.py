@@ -16,6 +16,19 @@ def _visible_lines(widget) -> list[str]:
     return [widget.render_line(y).text.rstrip() for y in range(widget.scrollable_content_region.height)]
 
 
+async def _boot_chat(pilot, app):
+    """Press `u` on the stopped `chat` and confirm the boot; the Orchestration screen."""
+    from tests.cockpit.conftest import wait_for
+
+    await settle(pilot)
+    orch = orchestration(app)
+    await wait_for(pilot, lambda: orch.pods and orch.pods[0].state == "down", what="chat down")
+    await pilot.press("u")
+    await wait_for(pilot, lambda: gate_open(app), what="the boot gate")
+    await pilot.press("y")
+    return orch
+
+
 def _pods_drawn_whole(pods, shown: dict, key, *, follows_highlight: bool = True) -> set[str]:
     """Every pod header on screen is followed by its lines — all of them, the way its option's text has
     them, GPU lines included — unless the list's bottom edge cuts it; when the view follows the
@@ -265,12 +278,7 @@ async def test_a_write_result_waits_while_a_modal_is_open_at_80x24(demo_world, m
     SimRuntime().stop("chat", timeout=5.0)
     app, _ = real_app(demo_world)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
-        await settle(pilot)
-        orch = orchestration(app)
-        await wait_for(pilot, lambda: orch.pods and orch.pods[0].state == "down", what="chat down")
-        await pilot.press("u")
-        await wait_for(pilot, lambda: gate_open(app), what="the boot gate")
-        await pilot.press("y")
+        orch = await _boot_chat(pilot, app)
         await wait_for(pilot, lambda: app.screen is orch and "chat" in app.boots, what="the boot running")
         assert app.last_result is None
         await pilot.press("N")
@@ -373,4 +381,70 @@ async def test_a_pushed_reading_is_folded_with_the_boot_in_flight(shared_world):
         del app.boots[first.name]
         orch.boots_changed()
         await pilot.pause()
+        assert next(p for p in orch.pods if p.name == first.name).state == "serving"
+
+
+async def test_a_boot_word_from_after_the_write_is_not_its_last(demo_world, monkeypatch):
+    """The boot's words and its result reach the cockpit in order, and the result is the last word: a
+    progress word from a thread that outlived the write (the boot's log ticker, whose join can time out
+    on a loaded box) is dropped, not shown as `◐ booting` again after the result said serving."""
+    import threading
+    import time
+
+    from c3.services import BootProgress
+    from tests.cockpit.conftest import wait_for
+
+    monkeypatch.setenv("C3_STUB_STARTUP_DELAY", "0.5")
+    from backend.sim.runtime import SimRuntime
+
+    SimRuntime().stop("chat", timeout=5.0)
+    app, log = real_app(demo_world)
+    inner_execute = log.inner.execute
+    late: list[threading.Thread] = []
+
+    def execute(plan, progress):
+        result = inner_execute(plan, progress)
+        word = BootProgress(plan.pod, "starting", 1.0)  # the ticker's word, said just after the write ended
+        late.append(threading.Thread(target=lambda: (time.sleep(0.3), progress(word)), daemon=True))
+        late[-1].start()
+        return result
+
+    log.inner.execute = execute
+    async with app.run_test(size=(120, 40)) as pilot:
+        orch = await _boot_chat(pilot, app)
+        await wait_for(pilot, lambda: app.last_result is not None and "serving" in app.last_result.message, timeout=60, what="the boot's result")
+        await wait_for(pilot, lambda: late and not late[0].is_alive(), what="the late word said")
+        await settle(pilot)
+        assert "chat" not in app.boots, app.boots
+        assert "◐ booting" not in (str(orch.query_one("#boot").render()) if orch.query_one("#boot").display else "")
+
+
+@pytest.mark.parametrize("shared_world", ["bench"], indirect=True)
+async def test_a_polled_reading_overtaken_by_a_push_is_not_shown(shared_world):
+    """The boot-panel test's flake, made certain: a boot's end asks for a pod poll at once; the hub then
+    pushes `serving` (which ends the boot's `served` hold), and the poll, asked before the push, lands
+    after it with its older `booting`. Shown, the row said booting after the result said serving."""
+    import threading
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from c3.services import PodsReading
+
+    app, log = real_app(shared_world)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        orch = orchestration(app)
+        first = next(p for p in orch.pods if p.state == "serving")
+        older = [replace(p, state="booting") if p.name == first.name else p for p in orch.readings]
+        release = threading.Event()
+
+        def pod_states():
+            release.wait(10)
+            return older
+
+        log.inner.pod_states = pod_states
+        orch._poll_pods()  # asked now, answered after the push below
+        orch.pods_pushed(PodsReading(pods=tuple(orch.readings), taken_at=datetime.now(UTC)))
+        release.set()
+        await settle(pilot)
         assert next(p for p in orch.pods if p.name == first.name).state == "serving"

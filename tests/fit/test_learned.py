@@ -16,6 +16,7 @@ from backend.catalog import load_catalog
 from backend.fit import fit_on_cards, knobs_for, learn_boot, rank_for_card
 from backend.fit import learned as learned_mod
 from backend.fit.learned import learn_from_boot, read_store, store_path
+from backend.models.fit import LearnedMark
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engines"
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,6 +181,7 @@ def test_c3_fit_says_learned_in_text_and_json_and_no_learned_ignores_it():
     data = json.loads(c3("fit", "vllm/qwen3-8b", "--card", "rtx-3090", "--json").stdout)
     assert data["source"] == "learned" and data["learned"] == {"boots": 1, "last": TODAY, "summary": f"learned from 1 boot on {TODAY}",
                                                                "off_by_gib": None, "flagged": False}
+    assert list(data["learned"]) == ["boots", "last", "summary", "off_by_gib", "flagged"]  # the documented order
     assert data["available_kv_gib"] == 5.31
     plain = json.loads(c3("fit", "vllm/qwen3-8b", "--card", "rtx-3090", "--json", "--no-learned").stdout)
     assert plain["source"] == "predicted" and plain["learned"] is None and plain["available_kv_gib"] != 5.31
@@ -212,3 +214,11 @@ def test_a_boot_far_from_the_prediction_is_flagged(capsys, kv, flagged):
     assert (line in fit_lines(fit).plain) is flagged
     text = c3("fit", "vllm/qwen3-8b", "--card", "rtx-3090").stdout
     assert (line in text) is flagged, text
+
+
+def test_the_summary_is_derived_from_boots_and_last():
+    # It cannot disagree with them: nobody writes it, and the JSON keeps its documented place (third).
+    two = LearnedMark(boots=2, last="2026-01-02", off_by_gib=0.3)
+    assert two.summary == "learned from 2 boots on 2026-01-02" and LearnedMark(boots=1, last="2026-01-02").summary == "learned from 1 boot on 2026-01-02"
+    assert list(json.loads(two.model_dump_json())) == list(two.model_dump()) == ["boots", "last", "summary", "off_by_gib", "flagged"]
+    assert json.loads(two.model_dump_json())["summary"] == two.summary
