@@ -162,6 +162,12 @@ def _validate(found: Mapping[str, str]) -> Settings:
         raise UsageError(f"{variable} is not valid: {first['msg']}", hint=f"fix or unset {variable} (see `C3_*` in DESIGN.md)") from None
 
 
+def child_process_env() -> dict[str, str]:
+    """The environment for a child c3 process: this one's, with the installed settings on top (what `c3 demo`
+    set without touching `os.environ`)."""
+    return {**os.environ, **current().child_env()}
+
+
 def current() -> Settings:
     """The settings in force: the ones an entry point installed, else the environment's as it is now."""
     global _cache

@@ -161,7 +161,7 @@ def start_gateway(port: int = GATEWAY_PORT) -> str:
             return f"The demo's gateway answers on http://127.0.0.1:{running} (one model name per pod; a stopped pod boots on demand)"
         if not _port_free(port):
             return f"Port {port} is taken: this demo runs without its gateway (c3 demo --gateway-port N picks another)"
-        env = {**os.environ, **settings.current().child_env()}
+        env = settings.child_process_env()
         argv = [sys.executable, "-m", "c3", "gateway", "serve", "--bind", f"127.0.0.1:{port}", "--idle-ttl", str(GATEWAY_IDLE_TTL_S)]
         with (record.parent / "gateway.log").open("ab") as log:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -10,15 +10,18 @@ and reports a SIGKILLed worker within 5 s, naming its node; `c3 shard stop` leav
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.shard.conftest import API_PORT, get_in, parts_of
+from tests.shard.conftest import API_PORT, ROOT, get_in, parts_of
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.netns, pytest.mark.sshd]
@@ -57,6 +60,15 @@ def idle_rpc_server_kib(binary: Path) -> int:
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def live_view(rig) -> dict | None:
+    """The newest shard as the cockpit's Shards section gets it (`backend.views.shard.live_shards`), read in a
+    c3 process with the rig's environment (the runner's record is under its state folder)."""
+    code = "import json; from backend.views.shard import live_shards; print(json.dumps([s.model_dump(mode='json') for s in live_shards()]))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=ROOT, env=rig.env())
+    shards = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else []
+    return shards[0] if shards else None
 
 
 @pytest.mark.timeout(900)
@@ -104,6 +116,13 @@ def test_llama_cpp_rpc_over_two_hosts_puts_weights_on_the_worker_and_reports_a_k
                               5, "the killed worker reported")
         reported_s = time.monotonic() - killed
         assert rc == 1 and seen["b"]["part"] == f"rpc-server port {RPC_PORT}"
+        # What the cockpit's Shards section reads (the facade's `live_shards`, from the runner's record): the
+        # worker's part dead on b, the shard degraded, within 5 s of the kill.
+        shown = wait_until(lambda: (v := live_view(shard_rig)) and v["headline"] == "degraded" and v, max(0.5, 5 - (time.monotonic() - killed)),
+                           "the killed worker in the cockpit's view", interval=0.2)
+        shown_s = time.monotonic() - killed
+        ranks = {r["node"]: r for r in shown["ranks"]}
+        assert ranks["b"]["state"] == "dead" and ranks["a"]["state"] == "running", shown
 
         stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "rpc")
         assert stop.returncode == 0, stop.stdout + stop.stderr
@@ -111,7 +130,7 @@ def test_llama_cpp_rpc_over_two_hosts_puts_weights_on_the_worker_and_reports_a_k
         wait_until(lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 60, "no process left in either host",
                    interval=0.5)
         print(f"llama.cpp rpc over two hosts: worker RSS {idle_kib} -> {loaded_kib} KiB after load ({max(sizes)} MiB buffer); "
-              f"killed worker reported in {reported_s:.1f}s")
+              f"killed worker reported in {reported_s:.1f}s (c3 shard status), {shown_s:.1f}s (the cockpit's view)")
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
