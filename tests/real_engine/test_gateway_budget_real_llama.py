@@ -78,8 +78,8 @@ class Timed:
         self.serving_s: list[float] = []
         start = control.start
 
-        def timed(name: str, timeout_s: float):
-            result = start(name, timeout_s)
+        def timed(name: str, timeout_s: float, asleep: tuple[str, ...] = ()):
+            result = start(name, timeout_s, asleep)
             self.serving_s.append(result.elapsed_s)
             return result
 

@@ -26,8 +26,10 @@ def sleep_state(url: str) -> dict[str, float]:
             for line in text.splitlines() if line.startswith("vllm:engine_sleep_state{")}
 
 
-def test_c3_puts_a_real_vllm_to_sleep_and_a_request_sent_meanwhile_is_answered_after_it_wakes(real_engines, tmp_path):
-    proc = start_vllm(real_engines.model("dense"), tmp_path, in_process=True, env={"VLLM_SERVER_DEV_MODE": "1"})
+def test_c3_puts_a_real_vllm_to_sleep_and_a_request_sent_meanwhile_is_answered_after_it_wakes(real_engines, tmp_path_factory):
+    # A short scratch path: vLLM's ZMQ ipc sockets live under its TMPDIR, and a Unix socket path is at most 107 bytes
+    # (this test's own tmp_path under an xdist worker was longer: the cold CI's engine exited at the bind).
+    proc = start_vllm(real_engines.model("dense"), tmp_path_factory.mktemp("sleep"), in_process=True, env={"VLLM_SERVER_DEV_MODE": "1"})
     try:
         proc.wait_healthy(300)
         assert sleepctl.is_sleeping("127.0.0.1", proc.port) is False

@@ -62,12 +62,13 @@ def idle_rpc_server_kib(binary: Path) -> int:
         proc.wait(timeout=30)
 
 
-def live_view(rig) -> dict | None:
+def live_view(rig, seen: list) -> dict | None:
     """The newest shard as the cockpit's Shards section gets it (`backend.views.shard.live_shards`), read in a
     c3 process with the rig's environment (the runner's record is under its state folder)."""
     code = "import json; from backend.views.shard import live_shards; print(json.dumps([s.model_dump(mode='json') for s in live_shards()]))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=ROOT, env=rig.env())
     shards = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else []
+    seen.append(shards or (done.returncode, done.stderr[-800:]))
     return shards[0] if shards else None
 
 
@@ -117,12 +118,19 @@ def test_llama_cpp_rpc_over_two_hosts_puts_weights_on_the_worker_and_reports_a_k
         reported_s = time.monotonic() - killed
         assert rc == 1 and seen["b"]["part"] == f"rpc-server port {RPC_PORT}"
         # What the cockpit's Shards section reads (the facade's `live_shards`, from the runner's record): the
-        # worker's part dead on b, the shard degraded, within 5 s of the kill.
-        shown = wait_until(lambda: (v := live_view(shard_rig)) and v["headline"] == "degraded" and v, max(0.5, 5 - (time.monotonic() - killed)),
-                           "the killed worker in the cockpit's view", interval=0.2)
+        # worker's part dead on b within 5 s of the kill — degraded while the head still runs, or, once the
+        # foreground runner has stopped the rest (it sees the kill within a second), stopped with why, naming b.
+        views: list = []
+
+        def worker_dead(view: dict | None) -> bool:
+            return view is not None and any(r["node"] == "b" and r["state"] == "dead" for r in view["ranks"])
+
+        while not worker_dead(shown := live_view(shard_rig, views)):
+            assert time.monotonic() - killed < 5, f"the cockpit's view did not show the killed worker within 5 s: {views[-1:]}"
+            time.sleep(0.2)
         shown_s = time.monotonic() - killed
-        ranks = {r["node"]: r for r in shown["ranks"]}
-        assert ranks["b"]["state"] == "dead" and ranks["a"]["state"] == "running", shown
+        assert shown is not None and shown["headline"] in ("degraded", "stopped"), shown
+        assert shown["headline"] == "degraded" or "failed on node b" in shown["detail"], shown
 
         stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "rpc")
         assert stop.returncode == 0, stop.stdout + stop.stderr
