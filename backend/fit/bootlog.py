@@ -128,6 +128,18 @@ def _llama_device(buffers: dict[str, dict[str, float]]) -> str | None:
     return "CPU" if all(device.startswith("CPU") for device in kv) else "GPU"
 
 
+def rank_kv_gib(line: str) -> float | None:
+    """The KV memory one rank's line states (`Available KV cache memory: X GiB`, or the CPU build's `Explicitly
+    set (X/Y) GiB for KV cache`), in GiB; None when the line says neither."""
+    if "KV cache" not in line:
+        return None
+    if m := _PATTERNS["available"].search(line):
+        return _num(m.group(1))
+    if m := _PATTERNS["cpu_space"].search(line):
+        return _num(m.group(1))
+    return None
+
+
 def parse_boot_log(text: str) -> BootLogReport:
     """Every memory figure in `text` (any mix of ranks, prefixes and versions)."""
     found: dict[str, Any] = {}  # values of many types, each checked by BootLogReport

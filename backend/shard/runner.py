@@ -30,6 +30,7 @@ from backend.remote.fleet import close_all
 from backend.remote.local import LocalShell
 from backend.remote.shell import Shell, Spawned
 from backend.shard import announce, first_token, ray_cmds
+from backend.shard.kv_ranks import KvByRank
 from backend.shard.models import NodePart, ShardPlan, Step
 from backend.shard.phases import Timing, in_phase
 from backend.shard.render import start_order
@@ -74,6 +75,8 @@ class ShardRunner:
     """Each node's last output lines, for a phase failure."""
     record: announce.ShardRecord | None = None
     """What the cockpit reads about this shard (None until run() starts)."""
+    kv: KvByRank | None = None
+    """Each rank's KV memory from its boot log (vLLM backends), said once with the binding rank."""
 
     async def run(self) -> int:
         """Start, supervise, always clean up; the exit code (130/143 after a signal)."""
@@ -286,9 +289,13 @@ class ShardRunner:
 
     async def _pump(self, node: str, proc: Spawned) -> None:
         tail = self.tails.setdefault(node, deque(maxlen=TAIL_LINES))
+        if self.kv is None and self.plan.backend != "rpc":  # llama.cpp over rpc: one server holds the whole KV cache
+            self.kv = KvByRank([p.node for p in self.plan.parts])
         async for line in proc.lines():
             tail.append(line)
             self.echo(f"[{node}] {line}")
+            if self.kv is not None and (said := self.kv.feed(node, line)):
+                self.echo(said)
 
     async def _stop_services(self) -> None:
         step = self.plan.stop_services[0]

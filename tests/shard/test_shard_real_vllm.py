@@ -107,6 +107,13 @@ def test_one_model_split_over_two_hosts_serves_and_stops_clean(shard_rig, real_e
             kv = [line for line in text.splitlines() if line.startswith(f"[{node}]") and re.search(r"GiB for KV cache|KV cache", line)]
             assert kv, f"no KV line from rank on {node}:\n" + text[-4000:]
         assert re.search(r"CPU KV cache size: [\d,]+ tokens", text), text[-4000:]
+        # c3 names each rank's KV memory from that rank's own line, and the rank that binds.
+        summary = re.search(r"^c3: KV per rank: rank 0 on a ([\d.]+) GiB, rank 1 on b ([\d.]+) GiB; (every rank alike, none binds|binding: rank [01] on [ab])",
+                            text, re.M)
+        assert summary, text[-4000:]
+        for node, gib in (("a", summary[1]), ("b", summary[2])):
+            own = [m[1] for line in text.splitlines() if line.startswith(f"[{node}]") and (m := re.search(r"set \(([\d.]+)/[\d.]+\) GiB for KV cache", line))]
+            assert own and float(own[0]) == float(gib), (node, own, gib)
 
         rc, seen = parts_of(shard_rig, "mp")
         assert rc == 0 and seen["a"]["state"] == "running" and seen["b"]["state"] == "running", seen
