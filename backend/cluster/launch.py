@@ -11,7 +11,8 @@ the node and the cause.
 
 Named phases (DESIGN.md): reach (SSH), docker (the daemon answers), image (present, the same image id
 on every node), addresses, gpus, start (each rank's `docker run`), load (until rank 0 answers, within
-the recipe's startup grace or --timeout). A failure is `phase <name> failed on node <node>: <reason>`,
+the recipe's startup grace or --timeout), first_token (one `max_tokens: 1` completion through rank 0 returns a
+token: an answering health route does not prove the ranks behind it can serve). A failure is `phase <name> failed on node <node>: <reason>`,
 with the last lines of that rank's container log when it died.
 """
 
@@ -90,6 +91,43 @@ async def wait_ready(plan: LaunchPlan, fleet: Fleet, timeout_s: float, say: Say 
 
 TAIL_LINES = 8
 """How many of a container's last log lines a phase failure shows."""
+FIRST_TOKEN_S = 120.0
+"""Deadline of phase first_token: the engine already answers its health route, so one token is quick once it can
+serve; what is still loading answers 503 meanwhile and is asked again."""
+
+
+async def wait_first_token(plan: LaunchPlan, fleet: Fleet, deadline_s: float, say: Say = quiet) -> None:
+    """Phase first_token: one `max_tokens: 1` completion through rank 0 until a token comes back (asked again while
+    the engine says it is still loading); an error answer or the deadline fails the phase with rank 0's log tail."""
+    from backend.errors import terminal_safe
+    from backend.shard import first_token
+
+    key = plan.secrets.get("VLLM_API_KEY")  # the recipe's key, as collect_secrets hands it to the engine
+    model = plan.recipe.model_name
+    started = time.monotonic()
+    last = f"gave no token within {deadline_s:.0f}s"
+    while (left := deadline_s - (time.monotonic() - started)) > 0:
+        try:
+            answer = await asyncio.wait_for(first_token.ask(plan.base_url, model, api_key=key), timeout=left)
+        except TimeoutError:
+            last = f"gave no token within {deadline_s:.0f}s"
+            break
+        if answer.token is not None:
+            say(f"first token '{terminal_safe(answer.token, one_line=True)}' from {terminal_safe(model, one_line=True)} "
+                f"after {time.monotonic() - started:.1f}s")
+            return
+        last = answer.problem
+        if not answer.again:
+            break
+        await asyncio.sleep(0.5)
+    else:
+        last = f"gave no token within {deadline_s:.0f}s (last: {last})"
+    head = plan.ranks[0]
+    shell = await fleet.shell(head.node)
+    logs = await shell.run(f"docker logs --tail {TAIL_LINES} {shlex.quote(head.container)} 2>&1", timeout=30)
+    raise PhaseFailure("first_token", head.node.name, f"{plan.base_url}/completions {last}",
+                       tail=tuple(line for line in logs.stdout.splitlines() if line.strip()),
+                       hint="the engine answers its health route but not a completion: read its log (`c3 profile logs`)")
 
 _PREFLIGHT_PHASES = {"docker": "docker", "image": "image"}
 """Preflight failures by kind; every other kind (unreachable, auth, host key, timeout, ssh) is reach."""
@@ -166,6 +204,8 @@ async def launch(
             if wait:
                 phase = "load"
                 await wait_ready(plan, fleet, wait_timeout_s or float(plan.recipe.startup_grace_s), say)
+                phase = "first_token"
+                await wait_first_token(plan, fleet, FIRST_TOKEN_S, say)
         except (NodeFailure, PhaseFailure) as failure:
             rolled = await remove_containers(touched, fleet, say)
             done = [rp.node.name for rp in touched if rp.node.name not in rolled]

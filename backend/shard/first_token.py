@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -91,16 +92,19 @@ def read_answer(status: int, body: bytes) -> Answer:
     return Answer(token=text, status=status)
 
 
-async def ask(base_url: str, model: str) -> Answer:
-    """POST one `max_tokens: 1` completion to `base_url`/completions; never raises for a network problem
-    (the caller bounds it with its deadline and cancels it when a part dies)."""
+async def ask(base_url: str, model: str, api_key: str | None = None) -> Answer:
+    """POST one `max_tokens: 1` completion to `base_url`/completions (`api_key` as a bearer token when the engine
+    wants one; TLS for an https URL); never raises for a network problem (the caller bounds it with its deadline and
+    cancels it when a part dies)."""
     url = urlsplit(f"{base_url}/completions")
-    host, port = url.hostname or "", url.port or 80
+    tls = url.scheme == "https"
+    host, port = url.hostname or "", url.port or (443 if tls else 80)
     data = _payload(model)
-    head = (f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
+    auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+    head = (f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n{auth}"
             f"Content-Length: {len(data)}\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n").encode()
     try:
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(host, port, ssl=ssl.create_default_context() if tls else None)
     except OSError as error:
         return Answer(problem=f"nothing answers on {url.netloc} ({error.strerror or type(error).__name__})")
     try:

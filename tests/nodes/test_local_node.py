@@ -38,3 +38,30 @@ def test_local_node_launch_and_stop_without_ssh(docker_client, stub_image, monke
     finally:
         subprocess.run(["docker", "rm", "-f", f"c3-profile_{name}"], capture_output=True, check=False)
     c3.assert_no_secret()
+
+
+def test_an_engine_that_answers_health_but_no_completion_fails_phase_first_token_and_is_rolled_back(docker_client, stub_image, monkeypatch):
+    """Issue 24's named phases end at the first token: here the engine serves another model name than the recipe's
+    (a typo in `served_model_name`), so /health answers and every completion is a 404. The launch fails in phase
+    first_token with the engine's own words, and nothing is left running."""
+    monkeypatch.setenv("C3_API_KEY", SECRET)
+    monkeypatch.setenv("HOME", os.environ["C3_HOME"])
+    port = free_port()
+    recipe = {**stub_recipe("stub-misnamed", docker_client.images.get(stub_image).id, port), "nodes": 1}
+    recipe["command"] = [("elsewhere" if arg == "{served_model_name}" else arg) for arg in recipe["command"]]
+    home = Path(os.environ["C3_HOME"])
+    (home / "recipes.d").mkdir(parents=True)
+    (home / "recipes.d" / "misnamed.yaml").write_text(yaml.safe_dump(recipe))
+    c3 = C3Runner()
+    name = f"stub-misnamed-{os.getpid()}"
+    c3.ok("node", "add", "here", "--host", f"http://127.0.0.1:{port}", "--ssh", "nobody@localhost")
+    try:
+        done = c3("recipes", "launch", "stub-misnamed", "--nodes", "here", "--name", name, "--timeout", "60")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert ("c3: error: phase first_token failed on node here: "
+                f"http://127.0.0.1:{port}/v1/completions answered HTTP 404: The model `stub` does not exist.") in done.stderr, done.stderr
+        assert "rolled back here" in done.stderr
+        assert http_status(f"http://127.0.0.1:{port}/health", timeout=1) is None  # its container is gone
+    finally:
+        subprocess.run(["docker", "rm", "-f", f"c3-profile_{name}"], capture_output=True, check=False)
+    c3.assert_no_secret()
