@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from backend.live.engine_metrics import EngineMetrics
+    from backend.runtime.models import ResourceUse
     from backend.views.try_pod import TryResult
     from c3.services import PodState
 
@@ -39,6 +40,19 @@ def metrics_line(m: EngineMetrics, *, form: Form = "medium") -> str:
     if form == "wide":
         parts += [f"prompt {num(m.prompt_tps)} tok/s", f"TTFT p50 {num(m.ttft_p50_ms, ' ms')}", f"preempted {num(m.preemptions)}"]
     return " · ".join(parts)
+
+
+def usage_text(use: ResourceUse) -> str:
+    """`CPU 12.3% · RAM 1.2 GiB` (`/ 4.0 GiB` when the workload has a memory limit), as `docker stats` reads."""
+    ram = _bytes(use.mem_bytes) + (f" / {_bytes(use.mem_limit_bytes)}" if use.mem_limit_bytes else "")
+    return f"CPU {num(use.cpu_pct, '%')} · RAM {ram}"
+
+
+def _bytes(value: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value / 1024:.0f} KiB"
 
 
 def metrics_facts(state: PodState) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ from backend.models import CatalogEntry, FitReport, Gpu, GpuSnapshot, Pod
 from backend.views import PodStatus
 from backend.views.estate_file import estate_path as default_estate_path
 from backend.views.live_estate import LiveEstate
-from c3.metrics_text import metrics_facts
+from c3.metrics_text import metrics_facts, usage_text
 from c3.services import (
     Freshness,
     LiveUpdate,
@@ -197,6 +197,15 @@ class RealServices:
         for index in pod.gpus:
             gpu = by_index.get(index)
             facts.append((f"GPU {index}", f"{gpu.name} {gpu.uuid}" if gpu else "not on this rig"))
+        if workload.running:
+            # Read here, in the modal's worker, not per poll: `docker stats` takes about a second.
+            try:
+                use = self.ctx.runtime.usage([pod.name]).get(pod.name)
+            except C3Error as error:
+                use, why = None, error.message
+            else:
+                why = "the runtime gave no reading"
+            facts.append(("CPU / RAM", usage_text(use) if use else why))
         facts += metrics_facts(state)
         report = None
         try:

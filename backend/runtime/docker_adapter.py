@@ -22,7 +22,7 @@ from typing import Any
 from backend.errors import EnvironmentProblem, Refused
 from backend.runtime import cgroup
 from backend.runtime.gpu_mode import ModeDecision, binding, detect_mode
-from backend.runtime.models import MAX_EXEC_OUTPUT, ExecResult, LaunchSpec, Workload
+from backend.runtime.models import MAX_EXEC_OUTPUT, ExecResult, LaunchSpec, ResourceUse, Workload
 from backend.settings import current
 
 LABEL_POD = "io.c3.pod"
@@ -33,6 +33,8 @@ CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 # A container created this recently and never started belongs to an `up` still in progress.
 STARTING_GRACE_S = 120.0
 CONTAINER_GPU_REGISTRY = "/c3-registry"
+# Containers whose stats are read side by side: each answer takes the daemon about a second.
+USAGE_THREADS = 4
 
 
 def container_name(pod: str) -> str:
@@ -298,6 +300,31 @@ class DockerRuntime:
         return ExecResult(exit_code=int(code if code is not None else -1), output=raw[:MAX_EXEC_OUTPUT].decode("utf-8", errors="replace"),
                           truncated=len(raw) > MAX_EXEC_OUTPUT)
 
+    def usage(self, pods: Iterable[str]) -> dict[str, ResourceUse]:
+        """One `docker stats --no-stream` reading per running pod. The daemon takes about a second per
+        container to get its two CPU samples, so the pods are read side by side (at most USAGE_THREADS)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from docker.errors import DockerException
+
+        def one(pod: str) -> ResourceUse | None:
+            try:
+                container = self._container(pod)
+                if container is None or container.status != "running":
+                    return None
+                stats = self._call(container.stats, stream=False)
+            except (DockerException, EnvironmentProblem):
+                return None  # gone in between, or the daemon stopped answering: no reading, not an error
+            limit = int(((container.attrs or {}).get("HostConfig") or {}).get("Memory") or 0)
+            return usage_from_stats(stats, limit or None)
+
+        names = list(dict.fromkeys(pods))
+        if not names:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(USAGE_THREADS, len(names)), thread_name_prefix="docker-stats") as pool:
+            readings = dict(zip(names, pool.map(one, names), strict=True))
+        return {pod: use for pod, use in readings.items() if use is not None}
+
     def owners(self, pids: Iterable[int]) -> dict[int, str | None]:
         pids = list(pids)
         if not pids:
@@ -313,6 +340,29 @@ class DockerRuntime:
         """Container events of c3 pods (blocking generator; the live hub runs it in a thread)."""
         events: Iterator[dict[str, Any]] = self.client.events(decode=True, filters={"type": "container", "label": LABEL_POD})
         return events
+
+
+def usage_from_stats(stats: dict[str, Any], limit: int | None = None) -> ResourceUse | None:
+    """CPU % and memory from one Engine API stats document, computed as the `docker stats` CLI does:
+    CPU = container CPU time delta / host CPU time delta × online CPUs × 100 (between `precpu_stats` and
+    `cpu_stats`); memory = usage less inactive file cache (`total_inactive_file` on cgroup v1,
+    `inactive_file` on v2). None when the document has no memory usage (the container stopped)."""
+    memory = stats.get("memory_stats") or {}
+    used = memory.get("usage")
+    if not isinstance(used, int):
+        return None
+    extra = memory.get("stats") or {}
+    cache = extra.get("total_inactive_file") if "total_inactive_file" in extra else extra.get("inactive_file")
+    if isinstance(cache, int) and cache < used:
+        used -= cache
+    cpu, before = stats.get("cpu_stats") or {}, stats.get("precpu_stats") or {}
+    pct: float | None = None
+    if before.get("system_cpu_usage"):  # a one-shot reading has no earlier sample: no rate to give
+        cpu_delta = (cpu.get("cpu_usage") or {}).get("total_usage", 0) - (before.get("cpu_usage") or {}).get("total_usage", 0)
+        system_delta = cpu.get("system_cpu_usage", 0) - before["system_cpu_usage"]
+        cpus = cpu.get("online_cpus") or len((cpu.get("cpu_usage") or {}).get("percpu_usage") or ()) or 1
+        pct = round(cpu_delta / system_delta * cpus * 100, 1) if cpu_delta > 0 and system_delta > 0 else 0.0
+    return ResourceUse(cpu_pct=pct, mem_bytes=used, mem_limit_bytes=limit)
 
 
 def _workload(container: Any) -> Workload:

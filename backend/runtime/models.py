@@ -80,6 +80,20 @@ class Workload(BaseModel):
         return self.status == "running"
 
 
+class ResourceUse(BaseModel):
+    """A running workload's CPU and memory use, as `docker stats` reports it (the simulator: its process's)."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    cpu_pct: float | None
+    """CPU use over the sampling interval, in % of one core (`docker stats`' scale: 200 = two cores busy);
+    None when the runtime gave no earlier sample to compare with."""
+    mem_bytes: int
+    """Memory in use: the cgroup's usage less its inactive page cache (`docker stats`' figure); the simulator: RSS."""
+    mem_limit_bytes: int | None = None
+    """The workload's own memory limit; None when it has none (c3 sets none: the host's memory is the bound)."""
+
+
 class ForeignProcess(BaseModel):
     """A process on one of a pod's GPUs that does not belong to the pod."""
 

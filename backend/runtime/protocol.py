@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol
 
 from backend.runtime.gpu_mode import ModeDecision
-from backend.runtime.models import ExecResult, LaunchSpec, Workload
+from backend.runtime.models import ExecResult, LaunchSpec, ResourceUse, Workload
 
 
 class PodRuntime(Protocol):
@@ -47,6 +47,10 @@ class PodRuntime(Protocol):
     def exec_in(self, pod: str, argv: list[str], timeout: float) -> ExecResult:
         """Run `argv` inside the pod's running workload and wait for it (at most `timeout` s: Refused
         after that, the command may go on running). Refused where the runtime cannot enter a workload."""
+
+    def usage(self, pods: Iterable[str]) -> dict[str, ResourceUse]:
+        """CPU and memory of each named pod's running workload, sampled now over about a second (slow:
+        call it from a worker, never per fast poll); a pod that does not run or cannot be read is left out."""
 
     def owners(self, pids: Iterable[int]) -> dict[int, str | None]:
         """Which pod each host pid belongs to (None: not a c3 pod)."""

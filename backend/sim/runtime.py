@@ -25,7 +25,7 @@ from backend.errors import Refused
 from backend.paths import state_home
 from backend.runtime import cgroup
 from backend.runtime.gpu_mode import ModeDecision, binding
-from backend.runtime.models import ExecResult, LaunchSpec, Workload
+from backend.runtime.models import ExecResult, LaunchSpec, ResourceUse, Workload
 from backend.runtime.placement import attribute
 from backend.settings import current as current_settings
 from backend.userfiles import read_json
@@ -52,6 +52,27 @@ def _state(pid: int) -> str | None:
         return None
     fields = stat.rsplit(")", 1)[-1].split()
     return fields[0] if fields else None
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """utime + stime of the process (fields 14 and 15 of /proc/PID/stat, in clock ticks)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        fields = stat.rsplit(")", 1)[-1].split()  # the command name may hold spaces and ')'
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _rss_bytes(pid: int) -> int | None:
+    """The process's resident memory (VmRSS of /proc/PID/status)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
 
 
 class SimRuntime:
@@ -228,6 +249,25 @@ class SimRuntime:
         """The simulated runtime runs engines as local processes: there is no container to enter."""
         raise Refused(f"`c3 pod exec` is not supported by the simulated runtime (pod {pod} is a local process, not a container)",
                       hint="run pods with Docker (C3_RUNTIME=docker, or a machine without C3_RIG) to exec into them")
+
+    def usage(self, pods: Iterable[str], interval: float = 0.5) -> dict[str, ResourceUse]:
+        """The stub process's own CPU time and RSS from /proc, two samples `interval` s apart (all pods at
+        once, so N pods cost one interval); a process that went away in between is left out."""
+        records = {pod: r for pod in pods if (r := self._record(pod)) is not None and self._alive(r)}
+        first = {pod: ticks for pod, r in records.items() if (ticks := _cpu_ticks(r["pid"])) is not None}
+        if not first:
+            return {}
+        began = time.monotonic()
+        time.sleep(interval)
+        found: dict[str, ResourceUse] = {}
+        for pod, ticks in first.items():
+            record = records[pod]
+            later, rss = _cpu_ticks(record["pid"]), _rss_bytes(record["pid"])
+            if later is None or rss is None or not self._alive(record):
+                continue
+            cpu = (later - ticks) / os.sysconf("SC_CLK_TCK") / max(time.monotonic() - began, 1e-3) * 100
+            found[pod] = ResourceUse(cpu_pct=round(cpu, 1), mem_bytes=rss)
+        return found
 
     def owners(self, pids: Iterable[int]) -> dict[int, str | None]:
         by_pid = {w.pids[0]: w.pod for w in self.workloads().values() if w.running and w.pids}

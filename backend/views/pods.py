@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from backend.live.engine_metrics import EngineMetrics
-from backend.runtime.models import Placement
+from backend.runtime.models import Placement, ResourceUse
 
 if TYPE_CHECKING:
     from backend.models import Pod
@@ -47,6 +47,9 @@ class PodStatus(BaseModel):
     restart_count: int = 0
     """How many times Docker restarted its container after the engine exited (`RestartCount`; the
     container runs under `unless-stopped` once it has served); 0 when it never did or is not running."""
+    usage: ResourceUse | None = None
+    """Its workload's CPU % and memory now (`docker stats`; the simulator: its process's); null unless
+    running, or when the runtime could not read them."""
 
     @model_serializer(mode="wrap")
     def _drop_unset_other_estate(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

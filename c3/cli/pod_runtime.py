@@ -238,6 +238,10 @@ def print_status(path: Path, rows: list[PodStatus]) -> None:
         mark = {"ok": "✓", "mismatch": "⚠", "unknown": "?"}[place.verdict]
         detail = f" ({place.reason})" if place.reason and (r.running or r.state == "other-estate") else ""
         click.echo(f"{r.name.ljust(width)}  {r.slug}  GPU {r.gpus}  port {r.port}  {state}  placement {mark} {place.verdict}{detail}")
+        if r.usage is not None:
+            from c3.metrics_text import usage_text
+
+            click.echo(f"{' ' * width}  {usage_text(r.usage)}")
         if r.metrics is not None:
             from c3.metrics_text import metrics_line
 

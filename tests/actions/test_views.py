@@ -25,7 +25,7 @@ def _documented_pod_status() -> tuple[list[str], list[str], list[str]]:
 
 def test_pod_status_fields_are_the_documented_ones():
     row, placement, added = _documented_pod_status()
-    assert row == ["name", "slug", "gpus", "port", "running", "serving", "placement", "metrics", "metrics_error", "restart_count"]
+    assert row == ["name", "slug", "gpus", "port", "running", "serving", "placement", "metrics", "metrics_error", "restart_count", "usage"]
     fields = list(PodStatus.model_json_schema()["properties"])
     assert set(row) <= set(fields)
     assert [f for f in fields if f in row] == row  # in the documented order
@@ -43,7 +43,7 @@ def _row(**update) -> PodStatus:
 
 def test_the_json_row_is_plain_json_in_the_contract_order():
     data = _row().model_dump(mode="json")
-    assert list(data) == ["name", "slug", "gpus", "port", "running", "serving", "state", "placement", "metrics", "metrics_error", "restart_count"]
+    assert list(data) == ["name", "slug", "gpus", "port", "running", "serving", "state", "placement", "metrics", "metrics_error", "restart_count", "usage"]
     assert data["placement"] == {
         "verdict": "mismatch", "requested": ["GPU-a"], "actual": ["GPU-b"], "requested_indices": [0], "actual_indices": [1],
         "missing": ["GPU-a"], "extra": ["GPU-b"], "foreign": [{"pid": 7, "gpu_uuid": "GPU-a", "gpu_index": 0, "used_mib": 9, "owner": None}], "reason": "r",

@@ -76,6 +76,9 @@ class FakeRuntime:
     def owners(self, pids):
         return {p: self.owner_map.get(p) for p in pids}
 
+    def usage(self, pods):
+        return {}
+
     def events(self):
         self.streams_opened += 1
         return ClosableStream(self.events_q)

@@ -328,3 +328,20 @@ def test_pod_exec_runs_a_command_in_the_container_with_secrets_masked(rig):
     assert c3("pod", "down", "shell").returncode == 0
     stopped = c3("pod", "exec", "shell", "--", "true")
     assert stopped.returncode == 1 and "pod shell is not running" in one_error_line(stopped.stderr)
+
+
+def test_pod_status_reads_a_containers_cpu_and_memory_from_the_daemon(rig):
+    """`docker stats` figures for a running pod's container (issue 25), and the container's own memory
+    limit once it has one (c3 sets none: `mem_limit_bytes` null)."""
+    create(rig, "chat", "2")
+    up = c3("pod", "up", "chat")
+    assert up.returncode == 0, up.stdout + up.stderr
+    (row,) = c3_json("pod", "status")["pods"]
+    use = row["usage"]
+    assert use is not None and use["cpu_pct"] is not None and use["cpu_pct"] >= 0, row
+    assert use["mem_bytes"] > 1 << 20 and use["mem_limit_bytes"] is None, use
+    rig["docker"].containers.get("c3-chat").update(mem_limit="512m", memswap_limit="1g")
+    (row,) = c3_json("pod", "status")["pods"]
+    assert row["usage"]["mem_limit_bytes"] == 512 << 20 and row["usage"]["mem_bytes"] < 512 << 20, row["usage"]
+    status = c3("pod", "status")
+    assert re.search(r"CPU [\d.]+% · RAM [\d.]+ MiB / 512\.0 MiB", status.stdout), status.stdout
