@@ -399,14 +399,22 @@ class Router:
 
     def load_pins(self) -> None:
         """Reload persisted pins (idle time grows by the downtime)."""
+        from backend.errors import C3Error
+        from backend.userfiles import read_json
+
         path = self._pins_file()
-        if path is None or not path.exists():
+        if path is None:
             return
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+        try:  # the bounded reader: a FIFO or /dev/zero put here must not hang or fill the router's start
+            data = read_json(path, what="router pins file", missing_ok=True)
+            if data is None:
+                return
             downtime = max(0.0, time.time() - float(data.get("saved_at", time.time())))
             rows = [(str(k), str(b), float(idle) + downtime) for k, b, idle in data.get("pins", [])]
-        except (OSError, ValueError, TypeError) as exc:
+        except C3Error as exc:
+            log.warning("ignoring unreadable pin file %s: %s", path, exc.message)
+            return
+        except (AttributeError, ValueError, TypeError) as exc:
             log.warning("ignoring unreadable pin file %s: %s", path, exc)
             return
         loaded = self.pins.restore(rows, set(self.backends))
