@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.limits import ANY_PORT, PORT_MAX
 from backend.pool.budget import HeldBytes
 from backend.pool.health import HealthPolicy
 from backend.pool.keys import KeyHasher, StickyMode, parse_sticky
@@ -68,7 +69,7 @@ class PoolConfig(BaseModel):
     """(node name, OpenAI base URL) per backend, in `--nodes` order."""
     host: str = "0.0.0.0"
     """Address to listen on."""
-    port: int = Field(default=8011, ge=0, le=65535)
+    port: int = Field(default=8011, ge=ANY_PORT, le=PORT_MAX)
     """Port to listen on (0 picks a free one; tests use that)."""
     sticky: str = "auto"
     """`auto`, `authorization`, `header:NAME` or `none`."""
