@@ -14,6 +14,11 @@ from typing import Any
 
 PORT = (1, 65535)
 """A TCP port c3 binds or connects to (0 means "any", which no pod or router may ask for)."""
+PORT_MIN, PORT_MAX = PORT
+ANY_PORT = 0
+"""A listener's "any free port" (the kernel picks one): only the router's and the gateway's own configs
+accept it, since tests start them on loopback that way; `c3 pool serve --bind` and `c3 gateway serve
+--bind` refuse it."""
 GIB_MAX = 4096.0
 """The largest memory size in GiB c3 prices (a GPU, a rank's weights): far above any card."""
 
@@ -50,6 +55,11 @@ def whole(value: Any, what: str, low: int, high: int) -> int:
 def port(value: Any, what: str = "port") -> int:
     """A TCP port, 1..65535."""
     return whole(value, what, *PORT)
+
+
+def is_port(value: Any) -> bool:
+    """`value` is a TCP port: an int (not a bool) in 1..65535. For callers with their own message."""
+    return not isinstance(value, bool) and isinstance(value, int) and PORT_MIN <= value <= PORT_MAX
 
 
 def real(value: Any, what: str, low: float, high: float, *, low_open: bool = False) -> float:

@@ -1,4 +1,4 @@
-"""Read the GPU registration files the stub engine writes into `$C3_GPU_REGISTRY` (standard library only).
+"""Read the GPU registration files the stub engine writes into `$C3_GPU_REGISTRY`.
 
 The simulated GPU probe and the test rig's fake NVML (scripts/rig/fake_nvml.c, same rules in C) use these
 files to know which process "runs" on which GPU and how much memory it holds. Format and rules:
@@ -12,6 +12,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from backend.errors import C3Error
+from backend.userfiles import read_text
 
 SUFFIX = ".gpu"
 
@@ -93,10 +96,11 @@ def read_registrations(directory: str | os.PathLike[str], *, live_only: bool = F
         if not name.endswith(SUFFIX):
             continue
         path = Path(directory) / name
-        try:
-            reg = parse_registration(path, path.read_text())
-        except (OSError, ValueError):
-            continue  # removed or half-written under us: the next poll sees it settled
+        try:  # the bounded reader: a FIFO or a huge file dropped in the folder is skipped, never waited on
+            text = read_text(path, what="GPU registration file", missing_ok=True, errors="replace")
+            reg = parse_registration(path, text) if text is not None else None
+        except (C3Error, ValueError):
+            continue  # removed, half-written or spoiled under us: the next poll sees it settled
         if reg and (not live_only or reg.host_pid(proc) is not None):
             found.append(reg)
     return found

@@ -9,10 +9,12 @@ refuses (permission, I/O error, a file where a folder should be) is an environme
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -39,6 +41,13 @@ LIMITS = {
     "router salt": 4 * KiB,
     "watchdog state": 64 * KiB,
     "simulator record": 64 * KiB,
+    "demo record": 64 * KiB,  # the demo's leases and its gateway's record: a pid, a start time, a port
+    "router pins file": 16 * MiB,  # one row (~100 bytes) per sticky session the router remembers
+    "simulated pod log": 4 * MiB,  # read from its end: the lines `pod logs` shows
+    # Files other programs write, read by c3.
+    "GPU registration file": 64 * KiB,  # a few lines: pid, name, port, one line per GPU
+    "systemd unit file": 1 * MiB,
+    "CDI spec file": 4 * MiB,
 }
 
 _KINDS = {
@@ -70,36 +79,71 @@ def read_bytes(path: Path | str, *, what: str, limit: int | None = None, missing
     Missing: None when `missing_ok`, else a usage error. Symlinks are followed (the target is checked).
     """
     cap = limit if limit is not None else LIMITS.get(what, 4 * MiB)
+    with _opened(path, what, missing_ok=missing_ok) as opened:
+        if opened is None:
+            return None
+        fd, size = opened
+        if size > cap:
+            raise UsageError(f"{what} {path} is larger than {_size(cap)} ({_size(size)})", hint="c3 reads files up to that size; split or trim it")
+        data = _read_at(fd, 0, cap + 1)  # the size may change under us (a file being written): cap what we read
+        if len(data) > cap:
+            raise UsageError(f"{what} {path} is larger than {_size(cap)}", hint="c3 reads files up to that size; split or trim it")
+        return data
+
+
+def read_tail(path: Path | str, *, what: str, limit: int | None = None) -> tuple[bytes, bool] | None:
+    """The last `limit` bytes (`LIMITS[what]` by default) of `path`, a regular file, and whether its start
+    was left out: for a log that grows while it is read, whose size is no reason to refuse it. None when
+    missing; the same checks and errors as `read_bytes` otherwise."""
+    cap = limit if limit is not None else LIMITS.get(what, 4 * MiB)
+    with _opened(path, what, missing_ok=True) as opened:
+        if opened is None:
+            return None
+        fd, size = opened
+        start = max(0, size - cap)
+        return _read_at(fd, start, cap), start > 0  # at most `cap`, even when the file grows while it is read
+
+
+@contextlib.contextmanager
+def _opened(path: Path | str, what: str, *, missing_ok: bool) -> Iterator[tuple[int, int] | None]:
+    """An open descriptor of `path` and its size, once fstat says it is a regular file (opened without
+    blocking: a FIFO is refused, not waited on); None when missing and `missing_ok`. Closed on leaving;
+    an OSError inside is the file system's error about `path`."""
+    fd: int | None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        if missing_ok:
-            return None
-        raise UsageError(f"cannot read {what} {path}: no such file") from None
+        if not missing_ok:
+            raise UsageError(f"cannot read {what} {path}: no such file") from None
+        fd = None
     except IsADirectoryError:
         raise UsageError(f"{what} {path} is a directory, not a file") from None
     except OSError as error:
         raise (link_loop(path, what) if error.errno == errno.ELOOP else os_failure(error, path, f"read {what}")) from None
+    if fd is None:
+        yield None
+        return
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise UsageError(f"{what} {path} is {kind_of(info.st_mode)}, not a regular file", hint="give c3 a regular file")
-        if info.st_size > cap:
-            raise UsageError(f"{what} {path} is larger than {_size(cap)} ({_size(info.st_size)})", hint="c3 reads files up to that size; split or trim it")
-        chunks, total = [], 0
-        while True:  # the size may change under us (a file being written): cap what we read
-            chunk = os.read(fd, min(1 * MiB, cap + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > cap:
-                raise UsageError(f"{what} {path} is larger than {_size(cap)}", hint="c3 reads files up to that size; split or trim it")
-        return b"".join(chunks)
+        yield fd, info.st_size
     except OSError as error:
         raise os_failure(error, path, f"read {what}") from None
     finally:
         os.close(fd)
+
+
+def _read_at(fd: int, offset: int, most: int) -> bytes:
+    """Up to `most` bytes of `fd` from `offset`, in chunks of at most 1 MiB, until the end of the file."""
+    chunks, total = [], 0
+    while total < most:
+        chunk = os.pread(fd, min(1 * MiB, most - total), offset + total)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 @overload

@@ -77,12 +77,10 @@ class InstallGatewayService(UnitInstall):
 
     def existing(self) -> str | None:
         """The unit file already at `path`, if any."""
-        try:
-            return self.path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise EnvironmentProblem(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        from backend.userfiles import read_text
+
+        # The bounded reader: a FIFO or a device where the unit should be is one error, not a hang.
+        return read_text(self.path, what="systemd unit file", missing_ok=True, errors="replace")
 
     def check(self) -> None:
         """Everything but systemd's own verdict: a readable estate file, a private environment file, and no

@@ -15,7 +15,7 @@ from typing import Any, TypeGuard
 
 import yaml
 
-from backend import strict_yaml
+from backend import limits, strict_yaml
 from backend.atomic import write_atomic
 from backend.errors import UsageError
 from backend.estate.roundtrip import dump_preserving
@@ -141,7 +141,7 @@ def parse_document(data: Any, source: str) -> tuple[Estate, list[Problem]]:
             bad(f"{label} lists GPU {dup} twice", pod=name)
             ok = False
         port = entry.get("port")
-        if not _is_int(port) or not 1 <= port <= 65535:
+        if not limits.is_port(port):
             bad(f"{label} must set an integer port between 1 and 65535, not `{_show(port)}`", pod=name)
             ok = False
         uuids = entry.get("uuids")

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from backend import limits
 from backend.atomic import locked
 from backend.errors import C3Error, Refused, UsageError, os_failure
 from backend.estate import ports
@@ -95,7 +96,7 @@ def check_name(name: str) -> None:
 def _check_args(gpu_indices: Sequence[int], port: int | None) -> None:
     if not gpu_indices:
         raise UsageError("--gpus must list at least one index, e.g. --gpus 1,2")
-    if port is not None and not 1 <= port <= 65535:
+    if port is not None and not limits.is_port(port):
         raise UsageError(f"--port {port} is not a TCP port (1–65535)")
 
 

@@ -7,6 +7,7 @@ import errno
 import socket
 from collections.abc import Callable, Iterable, Mapping
 
+from backend import limits
 from backend.errors import Refused
 from backend.models.estate import Estate
 
@@ -40,7 +41,8 @@ def new_pod_port_problem(text: str, taken: Mapping[int, str], *, is_bound: Calla
     same check `default_port` skips bound ports with. None when it can be. `is_bound` binds: call it off
     any event loop; None checks the estate alone (never blocks)."""
     text = text.strip()
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
+    # ASCII digits only, at most 5: int() takes "٨٠٠٠" and refuses "²" or 5,000 digits with a ValueError
+    if not (text.isascii() and text.isdigit()) or len(text) > 5 or not limits.is_port(int(text)):
         return "port: a number from 1 to 65535"
     port = int(text)
     if port in taken:
@@ -74,4 +76,4 @@ def default_port(
 
 def _wrap(port: int) -> int:
     """A port number folded into 1024–65535 once it passes 65535."""
-    return port if port <= 65535 else FIRST_UNPRIVILEGED + (port - FIRST_UNPRIVILEGED) % (65536 - FIRST_UNPRIVILEGED)
+    return port if port <= limits.PORT_MAX else FIRST_UNPRIVILEGED + (port - FIRST_UNPRIVILEGED) % (limits.PORT_MAX + 1 - FIRST_UNPRIVILEGED)

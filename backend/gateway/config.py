@@ -8,6 +8,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from backend.limits import ANY_PORT, PORT_MAX
+
 DEFAULT_PORT = 8012
 """Next to the pool router's 8011, so both can run on one host with their defaults."""
 
@@ -19,8 +21,8 @@ class GatewayConfig(BaseModel):
 
     host: str = "127.0.0.1"
     """Address to listen on (loopback unless the operator says otherwise)."""
-    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
-    """Port to listen on (0: any free port, for tests)."""
+    port: int = Field(default=DEFAULT_PORT, ge=ANY_PORT, le=PORT_MAX)
+    """Port to listen on (0: any free port, for tests; `--bind` refuses it)."""
     idle_ttl_s: float = Field(default=0.0, ge=0)
     """Stop a pod this gateway started once nobody used it for this long; 0 never stops one."""
     queue_limit: int = Field(default=64, ge=1)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.limits import PORT_MAX, PORT_MIN
 from backend.models.names import POD_NAME_MAX, POD_NAME_PATTERN
 
 __all__ = ["POD_NAME_PATTERN", "Estate", "Pod", "Problem"]
@@ -22,7 +23,7 @@ class Pod(BaseModel):
     """A catalog entry, `engine/name` (club-3090 files say `compose:`; both are accepted)."""
     gpus: tuple[int, ...]
     """Host GPU indices; their count equals the slug's TP × PP."""
-    port: int = Field(ge=1, le=65535)
+    port: int = Field(ge=PORT_MIN, le=PORT_MAX)
     """Host port the pod's OpenAI endpoint listens on."""
     uuids: tuple[str, ...] | None = None
     """GPU UUIDs recorded at create, to detect a re-ordered rig; resolved again at boot."""

@@ -115,8 +115,8 @@ def check_endpoint_url(url: str) -> str:
         port = parsed.port
     except ValueError:
         raise ValueError(f"`{redact_url(url)}` has a port that is not a number from 1 to 65535") from None
-    if port == 0:
-        raise ValueError(f"`{redact_url(url)}` has port 0")
+    if port is not None and not limits.is_port(port):  # urllib takes 0 (and nothing past 65535)
+        raise ValueError(f"`{redact_url(url)}` has port {port}")
     host = parsed.hostname or ""
     if not host or not _valid_host(host):
         raise ValueError(f"`{redact_url(url)}` has no valid host name or address")
@@ -133,6 +133,6 @@ def check_ssh_target(target: str) -> str:
     host = match["v6"] or match["host"]
     if not _valid_host(host) or (match["v6"] and ":" not in host):
         raise ValueError(f"`{redact_ssh_target(target)}` has no valid host name or address")
-    if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
+    if match["port"] is not None and not limits.is_port(int(match["port"])):
         raise ValueError(f"`{redact_ssh_target(target)}` has a port outside 1–65535")
     return target

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.limits import ANY_PORT, PORT_MAX
 from backend.pool.budget import HeldBytes
 from backend.pool.health import HealthPolicy
 from backend.pool.keys import KeyHasher, StickyMode, parse_sticky
@@ -68,7 +69,7 @@ class PoolConfig(BaseModel):
     """(node name, OpenAI base URL) per backend, in `--nodes` order."""
     host: str = "0.0.0.0"
     """Address to listen on."""
-    port: int = Field(default=8011, ge=0, le=65535)
+    port: int = Field(default=8011, ge=ANY_PORT, le=PORT_MAX)
     """Port to listen on (0 picks a free one; tests use that)."""
     sticky: str = "auto"
     """`auto`, `authorization`, `header:NAME` or `none`."""
@@ -399,14 +400,22 @@ class Router:
 
     def load_pins(self) -> None:
         """Reload persisted pins (idle time grows by the downtime)."""
+        from backend.errors import C3Error
+        from backend.userfiles import read_json
+
         path = self._pins_file()
-        if path is None or not path.exists():
+        if path is None:
             return
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+        try:  # the bounded reader: a FIFO or /dev/zero put here must not hang or fill the router's start
+            data = read_json(path, what="router pins file", missing_ok=True)
+            if data is None:
+                return
             downtime = max(0.0, time.time() - float(data.get("saved_at", time.time())))
             rows = [(str(k), str(b), float(idle) + downtime) for k, b, idle in data.get("pins", [])]
-        except (OSError, ValueError, TypeError) as exc:
+        except C3Error as exc:
+            log.warning("ignoring unreadable pin file %s: %s", path, exc.message)
+            return
+        except (AttributeError, ValueError, TypeError) as exc:
             log.warning("ignoring unreadable pin file %s: %s", path, exc)
             return
         loaded = self.pins.restore(rows, set(self.backends))

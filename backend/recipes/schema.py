@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from backend import limits
 from backend.envnames import ENV_NAME
 from backend.recipes import template
 from backend.text import show
@@ -44,7 +45,7 @@ def image_problem(image: object) -> str | None:
 
 def port_problem(port: object, what: str = "port") -> str | None:
     """Why `port` is not a TCP port, an integer 1–65535 (None when it is one)."""
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+    if not limits.is_port(port):
         return f"{what} `{show(port, 40)}` is not a TCP port (an integer 1–65535)"
     return None
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.errors import EnvironmentProblem, UsageError
+from backend.errors import C3Error, EnvironmentProblem, UsageError
 from backend.runtime.models import GpuMode
+from backend.userfiles import read_text
 
 MODES: tuple[str, ...] = ("nvidia", "cdi", "env")
 CDI_SPEC_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
@@ -53,9 +54,9 @@ def cdi_gpu_names(spec_dirs: Iterable[Path] = CDI_SPEC_DIRS) -> set[str]:
 
 
 def _read_spec(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
+    try:  # the bounded reader: a FIFO or a device among the specs is skipped, not waited on
+        text = read_text(path, what="CDI spec file")
+    except C3Error:
         return None
     try:
         if path.suffix == ".json":

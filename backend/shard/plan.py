@@ -19,6 +19,7 @@ from backend.cluster.addresses import (  # noqa: F401 - shared with recipes; tes
 )
 from backend.envnames import assignments, check_env_name
 from backend.errors import Refused, UsageError
+from backend.limits import PORT_MAX, PORT_MIN
 from backend.remote.node import Node
 from backend.secrets_env import split_secrets
 from backend.shard import mp_cmds, ray_cmds
@@ -39,11 +40,11 @@ class ShardOptions(BaseModel):
     """`--head NAME`; None means the first of `--nodes`."""
     head_address: str | None = None
     """`--head-address`: force the address workers reach the head at."""
-    api_port: int = Field(default=8000, ge=1, le=65535)
+    api_port: int = Field(default=8000, ge=PORT_MIN, le=PORT_MAX)
     """`--port`: the head's OpenAI API port."""
-    ray_port: int = Field(default=6379, ge=1, le=65535)
+    ray_port: int = Field(default=6379, ge=PORT_MIN, le=PORT_MAX)
     """Ray GCS port on the head (outside Ray's worker range 10002–19999)."""
-    master_port: int = Field(default=29501, ge=1, le=65535)
+    master_port: int = Field(default=29501, ge=PORT_MIN, le=PORT_MAX)
     """torch rendezvous port on the head for `--backend mp`."""
     vllm: str = "vllm"
     """The vllm executable on every node (`--vllm PATH`)."""
@@ -55,7 +56,7 @@ class ShardOptions(BaseModel):
     """The llama-server executable on the head (`--backend rpc`, `--llama-server PATH`)."""
     rpc_server: str = "ggml-rpc-server"
     """The ggml-rpc-server executable on every worker (`--backend rpc`, `--rpc-server PATH`)."""
-    rpc_port: int = Field(default=50052, ge=1, le=65535)
+    rpc_port: int = Field(default=50052, ge=PORT_MIN, le=PORT_MAX)
     """RPC port of the first worker; worker i listens on rpc_port + i - 1 (`--backend rpc`)."""
     gpus_per_node: int | None = Field(default=None, ge=0)
     """Declare each node's GPU count instead of asking nvidia-smi (CPU test hosts)."""

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from backend import paths, strict_yaml
 from backend.envnames import ENV_NAME
 from backend.errors import Refused, UsageError
+from backend.limits import PORT_MAX, PORT_MIN
 from backend.userfiles import read_text
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -53,7 +54,7 @@ class ShardProfile(BaseModel):
     """Default for `--pp`."""
     backend: str | None = Field(default=None, pattern="^(ray|mp|rpc)$")
     """Default for `--backend`."""
-    port: int | None = Field(default=None, ge=1, le=65535)
+    port: int | None = Field(default=None, ge=PORT_MIN, le=PORT_MAX)
     """Default for `--port`."""
     source: str = ""
     """Where it came from (a file path, or `--profile` text)."""

@@ -23,6 +23,7 @@ from backend.cluster import addresses
 from backend.cluster.addresses import GroupAddresses, RankAddress
 from backend.cluster.netfacts import parse_route, route_script
 from backend.errors import C3Error, PhaseFailure, Refused, UsageError
+from backend.limits import PORT_MAX
 from backend.remote.node import Node
 from backend.remote.shell import Shell
 from backend.shard.models import NodeFacts, NodePart, Route, ShardPlan, Step
@@ -54,8 +55,8 @@ def check_options(options: ShardOptions, count: int) -> None:
     if options.head_address:
         check_bind(options.head_address, "--head-address")
     last = worker_port(options, count - 1)
-    if last > 65535:
-        raise UsageError(f"--rpc-port {options.rpc_port} leaves no port for worker {count - 1} ({last} > 65535)")
+    if last > PORT_MAX:
+        raise UsageError(f"--rpc-port {options.rpc_port} leaves no port for worker {count - 1} ({last} > {PORT_MAX})")
     if options.api_port in range(options.rpc_port, last + 1):
         raise UsageError(f"--port {options.api_port} is one of the workers' RPC ports {options.rpc_port}–{last}")
 

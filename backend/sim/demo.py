@@ -24,9 +24,12 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from backend import paths, settings
 from backend.atomic import locked
+from backend.errors import C3Error
+from backend.userfiles import read_json
 
 DEMO_CATALOG = """\
 # Written by `c3 demo`: an engine that ignores NVIDIA_VISIBLE_DEVICES and lands on GPU 0,
@@ -89,12 +92,22 @@ def _alive(lease: Path) -> bool:
     """The lease's process still runs (the same process: pid and start time, so a reused pid is not it)."""
     from backend.runtime import cgroup
 
+    data = _read_record(lease)
     try:
-        data = json.loads(lease.read_text(encoding="utf-8"))
         pid, started = int(data["pid"]), data.get("start_time")
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return False
     return cgroup.start_time(pid) == started and started is not None
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    """A lease or the gateway's record through the bounded reader; empty when missing or spoiled (a FIFO,
+    a device, a huge or malformed file: then no live demo holds it, and it is cleared as a dead one's)."""
+    try:
+        data = read_json(path, what="demo record", missing_ok=True)
+    except C3Error:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def join_demo() -> Path:
@@ -157,7 +170,7 @@ def start_gateway(port: int = GATEWAY_PORT) -> str:
     _leases().mkdir(parents=True, exist_ok=True, mode=0o700)
     with locked(_leases() / "all"):
         if _alive(record):
-            running = json.loads(record.read_text(encoding="utf-8")).get("port")
+            running = _read_record(record).get("port")
             return f"The demo's gateway answers on http://127.0.0.1:{running} (one model name per pod; a stopped pod boots on demand)"
         if not _port_free(port):
             return f"Port {port} is taken: this demo runs without its gateway (c3 demo --gateway-port N picks another)"
@@ -177,7 +190,7 @@ def stop_gateway(timeout_s: float = 5.0) -> bool:
     if not _alive(record):
         record.unlink(missing_ok=True)
         return False
-    pid = int(json.loads(record.read_text(encoding="utf-8"))["pid"])
+    pid = int(_read_record(record)["pid"])
     proc = _spawned.pop(pid, None)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s

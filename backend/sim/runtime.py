@@ -28,7 +28,7 @@ from backend.runtime.gpu_mode import ModeDecision, binding
 from backend.runtime.models import ExecResult, LaunchSpec, ResourceUse, Workload
 from backend.runtime.placement import attribute
 from backend.settings import current as current_settings
-from backend.userfiles import read_json
+from backend.userfiles import read_json, read_tail
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -221,10 +221,14 @@ class SimRuntime:
         return not self._alive(record)
 
     def logs(self, pod: str, tail: int = 100, timestamps: bool = False) -> str:
-        # A plain file of the process's output: there is no per-line receive time to give.
-        try:
-            lines = self.log_path(pod).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
+        # A plain file of the process's output: there is no per-line receive time to give. Only its end
+        # is read (the engine keeps appending), through the bounded reader: a FIFO there never blocks.
+        found = read_tail(self.log_path(pod), what="simulated pod log")
+        if found is None:
+            return ""
+        raw, cut = found
+        lines = raw.decode("utf-8", errors="replace").splitlines()[1 if cut else 0:]  # a cut start is half a line
+        if not tail:
             return ""
         return "\n".join(lines[-tail:]) + ("\n" if lines else "")
 

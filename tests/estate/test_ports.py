@@ -14,7 +14,7 @@ def test_a_typed_port_must_be_a_port_not_another_pods_nor_bound_here():
         asked.append(port)
         return port in bound
 
-    for text in ("", "0", "65536", "80a", "-1"):
+    for text in ("", "0", "65536", "80a", "-1", "8\u00b2", "\u0668\u0660\u0660\u0660", "9" * 5000):  # 8², Arabic-Indic 8000, past int()'s digit cap
         assert new_pod_port_problem(text, taken, is_bound=is_bound) == "port: a number from 1 to 65535"
     assert new_pod_port_problem(" 8020 ", taken, is_bound=is_bound) == "port 8020 is pod chat's"
     assert new_pod_port_problem("8100", taken, is_bound=is_bound) == "port 8100 is in use on this machine"

@@ -117,3 +117,69 @@ def test_a_symlink_loop_where_the_estate_should_be_is_said_as_such(home):
         result = run(*argv, deadline=AT_ONCE_S)
         line = result.error_line()
         assert result.rc == 3 and "symbolic link loop" in line and "no estate file" not in line, (argv, line)
+
+
+# Readers that go on past a spoiled file (it is skipped, or taken as no live holder): what each says then.
+GO_ON = {
+    "router pins file": ("pool/pins-9.json", "from pathlib import Path; from backend.pool.router import PoolConfig, Router; "
+                                             "from backend.pool.status import pool_dir; "
+                                             "r = Router(PoolConfig(backends=[('a', 'http://127.0.0.1:9/v1')], port=9, state_dir=pool_dir())); "
+                                             "r.load_pins(); print('pins', len(r.pins))", "pins 0"),
+    "demo gateway record": ("demo/gateway.json", "from backend.sim.demo import stop_gateway; print('stopped', stop_gateway())", "stopped False"),
+    "demo lease": ("demo/leases/1-x.json", "from backend.sim.demo import leave_demo; print('last', leave_demo(None))", "last True"),
+    "GPU registration file": ("gpu-registry/1.gpu", "from backend.stub_registry import read_registrations; from backend.paths import state_home; "
+                                                    "print('found', len(read_registrations(state_home() / 'gpu-registry')))", "found 0"),
+    "CDI spec file": ("cdi/nvidia.json", "from backend.runtime.gpu_mode import cdi_gpu_names; from backend.paths import state_home; "
+                                         "print('names', sorted(cdi_gpu_names([state_home() / 'cdi'])))", "names []"),
+}
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("what", sorted(GO_ON))
+def test_a_spoiled_file_that_a_reader_skips_is_skipped_at_once(what, state):
+    where, call, said = GO_ON[what]
+    _spoil(_state() / where, state)
+    done = _python(call)
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == said, (done.stdout, done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("state", ("fifo", "device"))
+def test_a_spoiled_simulated_pod_log_or_systemd_unit_is_one_clear_error_at_once(state):
+    log = _state() / "sim" / "logs" / "chat.log"
+    _spoil(log, state)
+    done = _python("""
+        from backend.errors import C3Error
+        from backend.sim.runtime import SimRuntime
+        try:
+            SimRuntime().logs("chat")
+        except C3Error as error:
+            print("error:", error.message)
+    """)
+    assert done.stdout.strip().startswith(f"error: simulated pod log {log} is "), done.stdout
+    unit = _state() / "units" / "c3-gateway-8012.service"
+    _spoil(unit, state)
+    done = _python(f"""
+        from pathlib import Path
+        from backend.actions.install_gateway_service import InstallGatewayService
+        from backend.errors import C3Error
+        try:
+            InstallGatewayService(bind="127.0.0.1:8012", port=8012, estate=Path("estate.yml"), unit_dir=Path({str(unit.parent)!r})).existing()
+        except C3Error as error:
+            print("error:", error.message)
+    """)
+    assert done.stdout.strip().startswith(f"error: systemd unit file {unit} is "), done.stdout
+
+
+def test_a_simulated_pod_log_larger_than_memory_is_read_from_its_end():
+    """A 2 GB log (sparse: no disk) under the 500 MB cap: the last lines come back, in bounded time and memory."""
+    log = _state() / "sim" / "logs" / "chat.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as handle:
+        handle.truncate(2 * 1024**3)
+        handle.seek(0, os.SEEK_END)
+        handle.write(b"".join(b"line %d\n" % n for n in range(1000)))
+    done = _python("""
+        from backend.sim.runtime import SimRuntime
+        print(SimRuntime().logs("chat", tail=3), end="")
+    """)
+    assert done.returncode == 0 and done.stdout == "line 997\nline 998\nline 999\n", (done.stdout[-200:], done.stderr[-2000:])

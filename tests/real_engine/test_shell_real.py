@@ -113,3 +113,36 @@ async def test_the_shell_key_opens_a_shell_inside_a_real_llama_pods_own_containe
             assert len(ran) == 1 and suspended == [True], "a stopped pod's shell was run anyway"
     finally:
         await asyncio.to_thread(svc.close)
+
+
+@pytest.mark.timeout(600)
+async def test_pod_exec_runs_the_command_inside_a_real_llama_pods_own_container_and_refuses_a_stopped_pod(pod_rig, docker_client):
+    """`c3 pod exec NAME -- CMD` against a pod `c3 pod up` booted: the output comes from inside that pod's
+    container (its hostname, a file only it has, the engine as its PID 1), a command that fails there exits 1
+    naming its exit code, and once the pod is stopped exec is refused with one line, exit 1."""
+    from tests.runtime.helpers import c3, one_error_line
+
+    name = "execd"
+    await boot_pod(pod_rig, name, "llamacpp/real-tiny")
+    container = docker_client.containers.get(f"c3-{name}")
+    proof = secrets.token_hex(8)
+    assert container.exec_run(["sh", "-c", f"echo {proof} > /tmp/c3-exec-proof"]).exit_code == 0
+
+    script = "echo HOST=$(hostname); echo PROOF=$(cat /tmp/c3-exec-proof); echo INIT=$(tr '\\0' ' ' < /proc/1/cmdline)"
+    ran = await asyncio.to_thread(c3, "pod", "exec", name, "--", "sh", "-c", script)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    host = container.attrs["Config"]["Hostname"]
+    assert f"HOST={host}\n" in ran.stdout and host != socket.gethostname(), ran.stdout
+    assert f"PROOF={proof}\n" in ran.stdout, ran.stdout
+    assert "llama-server" in ran.stdout.split("INIT=", 1)[-1], ran.stdout
+    assert not (await asyncio.to_thread(os.path.exists, "/tmp/c3-exec-proof")), "the proof file is on the host: exec ran outside"
+
+    failed = await asyncio.to_thread(c3, "pod", "exec", name, "--", "sh", "-c", "exit 3")
+    assert failed.returncode == 1 and "exited 3 in pod execd" in one_error_line(failed.stderr), failed.stdout + failed.stderr
+
+    down = await asyncio.to_thread(c3, "pod", "down", name)
+    assert down.returncode == 0, down.stdout + down.stderr
+    refused = await asyncio.to_thread(c3, "pod", "exec", name, "--", "hostname")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert f"pod {name} is not running" in one_error_line(refused.stderr), refused.stderr
+    assert host not in refused.stdout, "the stopped pod's command ran anyway"
