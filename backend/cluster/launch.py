@@ -99,8 +99,8 @@ serve; what is still loading answers 503 meanwhile and is asked again."""
 async def wait_first_token(plan: LaunchPlan, fleet: Fleet, deadline_s: float, say: Say = quiet) -> None:
     """Phase first_token: one `max_tokens: 1` completion through rank 0 until a token comes back (asked again while
     the engine says it is still loading); an error answer or the deadline fails the phase with rank 0's log tail."""
+    from backend import first_token
     from backend.errors import terminal_safe
-    from backend.shard import first_token
 
     key = plan.secrets.get("VLLM_API_KEY")  # the recipe's key, as collect_secrets hands it to the engine
     model = plan.recipe.model_name

@@ -24,12 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend import first_token
 from backend.errors import C3Error, PhaseFailure, terminal_safe
 from backend.http_probe import probe
 from backend.remote.fleet import close_all
 from backend.remote.local import LocalShell
 from backend.remote.shell import Shell, Spawned
-from backend.shard import announce, first_token, ray_cmds
+from backend.shard import announce, ray_cmds
 from backend.shard.kv_ranks import KvByRank
 from backend.shard.models import NodePart, ShardPlan, Step
 from backend.shard.phases import Timing, in_phase

@@ -35,6 +35,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def free_port_run(count: int, low: int = 20000, high: int = 30000) -> int:
+    """The first of `count` consecutive ports free on loopback, below the kernel's ephemeral range (32768+): a port
+    the kernel hands out (`free_port`) says nothing of the one after it, which any outgoing connection may take — a
+    cold CI saw an rpc-server's `Failed to create server socket` on the port after a `free_port`."""
+    import random
+
+    for _ in range(200):
+        first = random.randrange(low, high - count)
+        held = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports in {low}-{high}")
+
+
 @dataclass
 class EngineProcess:
     """One real engine started by this module."""

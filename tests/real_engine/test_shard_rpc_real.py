@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.rig.engine_procs import free_port
+from scripts.rig.engine_procs import free_port, free_port_run
 
 pytestmark = pytest.mark.real_engine
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,9 +59,7 @@ def test_rpc_shard_splits_the_model_over_two_rpc_servers(real_engines, tmp_path)
     for name in NODES.split(","):
         add_node(name, "http://127.0.0.1:18000", "me@127.0.0.1", local=True)
     api = free_port()
-    rpc = free_port()
-    while rpc + 1 == api:
-        rpc = free_port()
+    rpc = free_port_run(2)  # one rpc-server per worker, on --rpc-port and the port after it
     tag = f"h-{rpc}"
     log = tmp_path / "shard.log"
     argv = [sys.executable, "-m", "c3", "shard", "start", "--backend", "rpc", "--nodes", NODES,

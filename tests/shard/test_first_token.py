@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from backend import first_token
 from backend.errors import UsageError
-from backend.shard import first_token
 from backend.shard.phases import parse_deadline, timing_with
 from tests.shard.conftest import stop_c3
 from tests.support import wait_until

@@ -1,4 +1,4 @@
-"""Phase first_token of `c3 shard start`: one short completion through the head's OpenAI endpoint.
+"""One `max_tokens: 1` completion through an engine's OpenAI endpoint: phase first_token of `c3 shard start` and `c3 recipes launch`.
 
 `/models` answering only says the API process is up; a pipeline stage on another node can still die on
 the first request (vLLM's CPU build with PP and `--enforce-eager`: `EngineDeadError` on the first
