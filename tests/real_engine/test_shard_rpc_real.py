@@ -23,7 +23,10 @@ import pytest
 
 from scripts.rig.engine_procs import free_port, free_port_run
 
-pytestmark = pytest.mark.real_engine
+# `c3 shard stop` on local nodes reads this machine's /proc, where the network-namespace test hosts' shard ranks
+# are too (one pid namespace): in the netns group, so it never runs while a test-host shard does (a cold CI's
+# tp2/pp2 vLLM shard was "stopped by request" by this test's stop).
+pytestmark = [pytest.mark.real_engine, pytest.mark.xdist_group("netns")]
 ROOT = Path(__file__).resolve().parents[2]
 NODES = "h,w1,w2"
 
