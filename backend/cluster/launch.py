@@ -61,6 +61,13 @@ async def pick_gpus(plan: LaunchPlan, fleet: Fleet, local_gpus: hardware.LocalGp
     return plan
 
 
+async def log_tail(rp: RankPlan, fleet: Fleet) -> tuple[str, ...]:
+    """The last `TAIL_LINES` non-blank lines of a rank's container log, for a phase failure."""
+    shell = await fleet.shell(rp.node)
+    logs = await shell.run(f"docker logs --tail {TAIL_LINES} {shlex.quote(rp.container)} 2>&1", timeout=30)
+    return tuple(line for line in logs.stdout.splitlines() if line.strip())
+
+
 async def wait_ready(plan: LaunchPlan, fleet: Fleet, timeout_s: float, say: Say = quiet) -> None:
     """Poll rank 0's health until it answers; fail early when a rank's container exits."""
     deadline = time.monotonic() + timeout_s
@@ -75,17 +82,13 @@ async def wait_ready(plan: LaunchPlan, fleet: Fleet, timeout_s: float, say: Say 
             for rp in plan.ranks:
                 running, status = await container_running(rp, fleet)
                 if not running:
-                    shell = await fleet.shell(rp.node)
-                    logs = await shell.run(f"docker logs --tail {TAIL_LINES} {shlex.quote(rp.container)} 2>&1", timeout=30)
-                    lines = tuple(line for line in logs.stdout.splitlines() if line.strip())
+                    lines = await log_tail(rp, fleet)
                     raise PhaseFailure("load", rp.node.name, f"rank {rp.rank} container exited ({status}): {lines[-1] if lines else status}",
                                        tail=lines)
         await asyncio.sleep(0.5)
     head = plan.ranks[0]
-    shell = await fleet.shell(head.node)
-    logs = await shell.run(f"docker logs --tail {TAIL_LINES} {shlex.quote(head.container)} 2>&1", timeout=30)
     raise PhaseFailure("load", head.node.name, f"rank 0 did not answer {plan.base_url} within {timeout_s:.0f}s",
-                       tail=tuple(line for line in logs.stdout.splitlines() if line.strip()),
+                       tail=await log_tail(head, fleet),
                        hint="raise --timeout if it is still loading, or read its log: `c3 profile logs`")
 
 
@@ -123,10 +126,8 @@ async def wait_first_token(plan: LaunchPlan, fleet: Fleet, deadline_s: float, sa
     else:
         last = f"gave no token within {deadline_s:.0f}s (last: {last})"
     head = plan.ranks[0]
-    shell = await fleet.shell(head.node)
-    logs = await shell.run(f"docker logs --tail {TAIL_LINES} {shlex.quote(head.container)} 2>&1", timeout=30)
     raise PhaseFailure("first_token", head.node.name, f"{plan.base_url}/completions {last}",
-                       tail=tuple(line for line in logs.stdout.splitlines() if line.strip()),
+                       tail=await log_tail(head, fleet),
                        hint="the engine answers its health route but not a completion: read its log (`c3 profile logs`)")
 
 _PREFLIGHT_PHASES = {"docker": "docker", "image": "image"}

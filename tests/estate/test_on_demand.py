@@ -5,26 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
-import backend.estate.validate as validate_module
 from backend.estate import load_estate, parse_document, save_estate
-from tests.estate.cli import RIG_4, run_inproc
-from tests.estate.fakes import fake_fit
-
-
-@pytest.fixture(autouse=True)
-def _quiet_host(monkeypatch):
-    monkeypatch.setattr("backend.estate.ports.host_port_bound", lambda port: False)
-    monkeypatch.setattr(validate_module, "default_fit", lambda: fake_fit)
-
-
-@pytest.fixture
-def rig(tmp_path: Path, monkeypatch) -> Path:
-    from tests.support import use_rig
-
-    return use_rig(tmp_path, monkeypatch, RIG_4)
+from tests.estate.cli import run_inproc
+from tests.estate.quiet_rig import _quiet_host, rig  # noqa: F401 - fixtures
 
 
 def create(estate: Path, name: str, gpus: str, *extra: str):
