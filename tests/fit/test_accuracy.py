@@ -59,7 +59,9 @@ UNPRICED_SETUP = "cannot price this setup"
 # memory total on a GB10, shared/data/cards.csv, so vllm/engine/arg_utils.py `_set_default_args` takes its except
 # branch) where c3 prices the >= 70 GiB defaults (1024 sequences); with 256 the row reads +1.37 optimistic, because the
 # unified-memory non-torch term (~1.8 GiB here) is unpriced. bench/RESULTS.md, issue 27.
-REFUSED_BUT_BOOTED = {"v1-gb10-qwen3-30b-a3b-fp8-32k-util030"}
+# RTX 3090, vLLM 0.17.1, util 0.65: a knife-edge vLLM crossed both ways the same day (0.49 GiB booted, 0.41 refused against
+# the 0.44 one request needs: v1-3090-qwen25-7b-8k-v0171-util065-refused); c3 prices 0.28 and refuses both.
+REFUSED_BUT_BOOTED = {"v1-gb10-qwen3-30b-a3b-fp8-32k-util030", "v1-3090-qwen25-7b-8k-v0171-util065"}
 
 # Rows c3 misses by more than 1 GiB on the pessimistic side, held out of the 1 GiB bar and pinned here: each must stay
 # more than 1 GiB pessimistic, so the fix has to take it out of the set. AWQ on vLLM 0.28: overhead.py `model_runner_v2`
