@@ -15,7 +15,7 @@ import socket
 
 import pytest
 
-from tests.real_engine.watching import boot_pod
+from tests.real_engine.watching import boot_pod, cockpit_on
 from tests.support import run_in_a_terminal
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.docker, pytest.mark.nvml]
@@ -23,9 +23,7 @@ pytestmark = [pytest.mark.real_engine, pytest.mark.docker, pytest.mark.nvml]
 
 @pytest.mark.timeout(600)
 async def test_the_shell_key_opens_a_shell_inside_a_real_llama_pods_own_container_and_is_refused_once_it_stopped(pod_rig, docker_client, monkeypatch):
-    from c3.app import C3App
-    from c3.services_real import RealServices
-    from tests.cockpit.conftest import catch_shell, orchestration, settle, wait_for
+    from tests.cockpit.conftest import catch_shell, wait_for
     from tests.runtime.helpers import c3
 
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
@@ -37,36 +35,30 @@ async def test_the_shell_key_opens_a_shell_inside_a_real_llama_pods_own_containe
     assert container.exec_run(["sh", "-c", f"echo {proof} > /tmp/c3-shell-proof"]).exit_code == 0
 
     ran, suspended = catch_shell(monkeypatch, lambda argv: argv[:2] == ["docker", "exec"])
-    svc = await asyncio.to_thread(RealServices)
-    app = C3App(svc)
-    try:
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: name in [p.name for p in orchestration(app).pods], timeout=30, what="the pod listed")
-            await settle(pilot)
-            await pilot.press("E")
-            await wait_for(pilot, lambda: bool(ran), timeout=30, what="the shell command")
-            assert suspended == [True], "the terminal was not handed over"
-            argv = ran[0]
-            assert argv[:4] == ["docker", "exec", "-it", f"c3-{name}"], argv
+    async with cockpit_on(name) as pilot:
+        app = pilot.app
+        await pilot.press("E")
+        await wait_for(pilot, lambda: bool(ran), timeout=30, what="the shell command")
+        assert suspended == [True], "the terminal was not handed over"
+        argv = ran[0]
+        assert argv[:4] == ["docker", "exec", "-it", f"c3-{name}"], argv
 
-            typed = "echo HOST=$(hostname); echo PROOF=$(cat /tmp/c3-shell-proof); echo INIT=$(tr '\\0' ' ' < /proc/1/cmdline); exit\n"
-            out = await asyncio.to_thread(run_in_a_terminal, argv, typed)
-            host = container.attrs["Config"]["Hostname"]
-            assert f"HOST={host}" in out and host != socket.gethostname(), out
-            assert f"PROOF={proof}" in out, out
-            assert "INIT=" in out and "llama-server" in out.split("INIT=", 2)[-1], out
+        typed = "echo HOST=$(hostname); echo PROOF=$(cat /tmp/c3-shell-proof); echo INIT=$(tr '\\0' ' ' < /proc/1/cmdline); exit\n"
+        out = await asyncio.to_thread(run_in_a_terminal, argv, typed)
+        host = container.attrs["Config"]["Hostname"]
+        assert f"HOST={host}" in out and host != socket.gethostname(), out
+        assert f"PROOF={proof}" in out, out
+        assert "INIT=" in out and "llama-server" in out.split("INIT=", 2)[-1], out
 
-            down = await asyncio.to_thread(c3, "pod", "down", name)
-            assert down.returncode == 0, down.stdout + down.stderr
-            await pilot.press("E")
-            refused = f"pod {name} is not running"
-            await wait_for(pilot, lambda: any(refused in str(n.message) for n in app._notifications), timeout=30, what="the refusal")
-            [note] = [n for n in app._notifications if refused in str(n.message)]
-            first = str(note.message).split("\n")
-            assert note.severity == "error" and len(first[0]) < 100 and refused in first[0], note.message
-            assert len(ran) == 1 and suspended == [True], "a stopped pod's shell was run anyway"
-    finally:
-        await asyncio.to_thread(svc.close)
+        down = await asyncio.to_thread(c3, "pod", "down", name)
+        assert down.returncode == 0, down.stdout + down.stderr
+        await pilot.press("E")
+        refused = f"pod {name} is not running"
+        await wait_for(pilot, lambda: any(refused in str(n.message) for n in app._notifications), timeout=30, what="the refusal")
+        [note] = [n for n in app._notifications if refused in str(n.message)]
+        first = str(note.message).split("\n")
+        assert note.severity == "error" and len(first[0]) < 100 and refused in first[0], note.message
+        assert len(ran) == 1 and suspended == [True], "a stopped pod's shell was run anyway"
 
 
 @pytest.mark.timeout(600)
