@@ -68,3 +68,22 @@ def test_exec_runs_the_command_in_the_simulated_pods_sandbox_with_dockers_exit_c
     assert c3("pod", "down", "chat").returncode == 0
     gone = c3("pod", "exec", "chat", "--", "true")
     assert gone.returncode == 1 and "pod chat is not running" in one_error_line(gone.stderr), gone.stderr
+
+
+def test_the_sandbox_bounds_what_it_keeps_and_never_waits_on_what_the_command_left_behind(tmp_path):
+    """backend/sim/sandbox.py directly, this test's process standing in for the stub engine: output past
+    4 MiB is read and dropped (the command never blocks on a full pipe) and marked cut; a command that exits
+    while a child it started still holds the output open returns at once, and that child is stopped."""
+    from backend.runtime import cgroup
+    from backend.runtime.models import MAX_EXEC_OUTPUT
+    from backend.sim import sandbox
+
+    me, started = os.getpid(), cgroup.start_time(os.getpid())
+    big = sandbox.run(tmp_path, "chat", me, started, ["sh", "-c", f"head -c {MAX_EXEC_OUTPUT + 4096} /dev/zero; echo; exit 4"], 60)
+    assert big.exit_code == 4 and big.truncated and len(big.output) == MAX_EXEC_OUTPUT
+    marker = f"7{os.getpid()}.{time.monotonic_ns() % 1000}"
+    began = time.monotonic()
+    left = sandbox.run(tmp_path, "chat", me, started, ["sh", "-c", f"sleep {marker} & echo done"], 60)
+    assert left.exit_code == 0 and left.output == "done\n" and time.monotonic() - began < 10
+    assert _pids_running(marker) == [], "the child left behind still runs"
+    assert (tmp_path / "sandbox" / "chat").is_dir()
