@@ -62,6 +62,17 @@ def is_port(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and PORT_MIN <= value <= PORT_MAX
 
 
+def port_text(text: str) -> int:
+    """A port as typed (a flag, `--bind`'s PORT): ASCII digits only, at most 5 of them, in 1..65535. int()
+    would take "٨٠٠٠" (Arabic-Indic digits), " 80" or "+80" and refuse "8²" with its own words; here every
+    one of them is the same ValueError, which the CLI shows as it is."""
+    digits = text.isascii() and text.isdigit() and len(text) <= 5
+    if not digits or not is_port(int(text)):
+        shown = text if len(text) <= 24 else text[:21] + "..."
+        raise ValueError(f"`{shown}` is not a TCP port (a number from {PORT_MIN} to {PORT_MAX})")
+    return int(text)
+
+
 def real(value: Any, what: str, low: float, high: float, *, low_open: bool = False) -> float:
     """`value` as a finite float in [low, high] (or (low, high] with `low_open`); NaN and ±inf are refused."""
     number = value if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -333,8 +333,8 @@ class Services(Protocol):
         tokens/s (raises `backend.errors.C3Error` when the pod does not run or its engine does not answer)."""
 
     def shell_command(self, name: str) -> list[str]:
-        """The command that opens a shell in a running pod's container (`docker exec -it …`); raises
-        `backend.errors.C3Error` where there is none to enter (the simulated runtime, a stopped pod)."""
+        """The command that opens a shell in a running pod's container (`docker exec -it …`; on the simulated
+        runtime a shell in the pod's sandbox); raises `backend.errors.C3Error` for a stopped pod."""
 
     def nodes(self) -> list[NodeRow]:
         """The node registry, with reachability where probed."""

@@ -7,6 +7,7 @@ too short there or wasted everywhere else.
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import subprocess
@@ -116,3 +117,29 @@ def health_verdicts(hub, until: Callable[..., bool], timeout: float, poll_s: flo
                 return seen
         time.sleep(poll_s)
     raise AssertionError(f"not reached within {timeout} s: {seen}")
+
+
+def run_in_a_terminal(argv: list[str], typed: str, timeout: float = 60) -> str:
+    """Run `argv` with a pseudo-terminal as its stdin/stdout/stderr, type `typed`, and return everything it
+    wrote until it exits."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    out = bytearray()
+    try:
+        os.write(master, typed.encode())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other end closed (the command exited)
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    return out.decode(errors="replace")

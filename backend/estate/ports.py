@@ -40,11 +40,10 @@ def new_pod_port_problem(text: str, taken: Mapping[int, str], *, is_bound: Calla
     another pod's (`taken`: port → pod), or (with `is_bound`) held by a listener on this host — the
     same check `default_port` skips bound ports with. None when it can be. `is_bound` binds: call it off
     any event loop; None checks the estate alone (never blocks)."""
-    text = text.strip()
-    # ASCII digits only, at most 5: int() takes "٨٠٠٠" and refuses "²" or 5,000 digits with a ValueError
-    if not (text.isascii() and text.isdigit()) or len(text) > 5 or not limits.is_port(int(text)):
-        return "port: a number from 1 to 65535"
-    port = int(text)
+    try:
+        port = limits.port_text(text.strip())  # the rule of every port flag; the form's own shorter words
+    except ValueError:
+        return f"port: a number from {limits.PORT_MIN} to {limits.PORT_MAX}"
     if port in taken:
         return f"port {port} is pod {taken[port]}'s"
     if is_bound is not None and is_bound(port):

@@ -28,6 +28,7 @@ from backend.runtime.gpu_mode import ModeDecision, binding
 from backend.runtime.models import ExecResult, LaunchSpec, ResourceUse, Workload
 from backend.runtime.placement import attribute
 from backend.settings import current as current_settings
+from backend.sim import sandbox
 from backend.userfiles import read_json, read_tail
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,9 +251,21 @@ class SimRuntime:
                 time.sleep(0.2)
 
     def exec_in(self, pod: str, argv: list[str], timeout: float) -> ExecResult:
-        """The simulated runtime runs engines as local processes: there is no container to enter."""
-        raise Refused(f"`c3 pod exec` is not supported by the simulated runtime (pod {pod} is a local process, not a container)",
-                      hint="run pods with Docker (C3_RUNTIME=docker, or a machine without C3_RIG) to exec into them")
+        """The pod's "container" is its stub process: `argv` runs as a local process in the pod's sandbox
+        (backend/sim/sandbox.py: its own working directory, the stub's environment, C3_POD and C3_SIMULATED)."""
+        record = self._running_record(pod)
+        return sandbox.run(self.base, pod, record["pid"], record.get("start_time"), argv, timeout)
+
+    def shell_argv(self, pod: str) -> list[str]:
+        """The command that opens an interactive shell in the pod's sandbox (the cockpit's shell key)."""
+        record = self._running_record(pod)
+        return sandbox.shell_argv(self.base, pod, record["pid"], record.get("start_time"))
+
+    def _running_record(self, pod: str) -> dict[str, Any]:
+        record = self._record(pod)
+        if record is None or not self._alive(record):
+            raise Refused(f"pod {pod} is not running ({'stopped' if record is None else 'exited'})", hint=f"`c3 pod up {pod}` first")
+        return record
 
     def usage(self, pods: Iterable[str], interval: float = 0.5) -> dict[str, ResourceUse]:
         """The stub process's own CPU time and RSS from /proc, two samples `interval` s apart (all pods at

@@ -74,16 +74,14 @@ def pod_log_output(name: str, tail: int, *, follow: bool = False) -> PodLogOutpu
 
 
 def pod_exec(name: str, argv: list[str], *, timeout_s: float) -> ExecResult:
-    """`c3 pod exec NAME -- CMD…`: run a command in the pod's running container. Refused where the
-    runtime cannot enter a workload (the simulated one), when the pod does not run, or the command
-    outlives `timeout_s`. The secrets c3 hands to containers (HF_TOKEN & co., VLLM_API_KEY) are masked
+    """`c3 pod exec NAME -- CMD…`: run a command in the pod's running container (on the simulated rig, in
+    its sandbox: backend/sim/sandbox.py). Refused when the pod does not run or the command outlives
+    `timeout_s`. The secrets c3 hands to containers (HF_TOKEN & co., VLLM_API_KEY) are masked
     as `***` in the output."""
     from backend.settings import current
     from backend.wiring import open_context
 
     ctx = open_context()
-    if ctx.runtime.kind == "sim":
-        return ctx.runtime.exec_in(name, argv, timeout_s)  # raises: nothing to enter
     workload = ctx.runtime.workload(name)
     if not workload.running:
         state = "stopped" if workload.status == "absent" else workload.status
@@ -110,8 +108,8 @@ def shell_argv(name: str) -> list[str]:
 
 
 def pod_shell(name: str) -> list[str]:
-    """The cockpit's shell key: `shell_argv(name)` once the pod's container is known to run. Refused
-    on the simulated runtime (its pods are local processes: nothing to enter, as `c3 pod exec`) and
+    """The cockpit's shell key: `shell_argv(name)` once the pod's container is known to run; on the
+    simulated runtime a shell in the pod's sandbox (backend/sim/sandbox.py, as `c3 pod exec`). Refused
     for a pod that does not run; EnvironmentProblem when the docker CLI is not installed."""
     import shutil
 
@@ -119,12 +117,14 @@ def pod_shell(name: str) -> list[str]:
     from backend.wiring import open_context
 
     ctx = open_context()
-    if ctx.runtime.kind == "sim":
-        raise Refused(f"no shell in pod {name}: the simulated runtime runs it as a local process, not a container",
-                      hint="run pods with Docker (C3_RUNTIME=docker, or a machine without C3_RIG) to enter them")
     workload = ctx.runtime.workload(name)
     if not workload.running:
         raise Refused(f"pod {name} is not running ({'stopped' if workload.status == 'absent' else workload.status})", hint="press u to boot it first")
+    if ctx.runtime.kind == "sim":
+        from backend.sim.runtime import SimRuntime
+
+        if isinstance(ctx.runtime, SimRuntime):  # the one sim runtime; the check is for the type checker
+            return ctx.runtime.shell_argv(name)
     if shutil.which("docker") is None:
         raise EnvironmentProblem("the docker CLI is not installed here: it opens the shell in the container", hint="install docker's client (apt-get install docker.io)")
     return shell_argv(name)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from c3.cli.common import PORT
+
 if TYPE_CHECKING:
     from c3.services import Services
 
@@ -58,7 +60,7 @@ def run_cockpit(readonly: bool = False, color: str = "auto", no_mouse: bool = Fa
 @click.option("--no-mouse", is_flag=True, help="Do not capture the mouse (keeps terminal copy/paste).")
 @click.option("--bell", is_flag=True, help="Ring the terminal bell when a pod gets into trouble.")
 @click.option("--ascii", "ascii_only", is_flag=True, help="Draw ASCII only (also C3_ASCII=1; automatic when the locale is not UTF-8).")
-@click.option("--gateway-port", type=click.IntRange(1, 65535), default=8012, show_default=True,
+@click.option("--gateway-port", type=PORT, default=8012, show_default=True,
               help="Loopback port of the demo's gateway (`c3 gateway serve` over the demo's pods; a pod boots on its first request).")
 @click.option("--no-gateway", is_flag=True, help="Run the demo without its gateway.")
 @click.pass_context

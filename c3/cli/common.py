@@ -12,6 +12,26 @@ import click
 from backend.errors import UsageError
 
 
+class PortType(click.ParamType[int, Any]):
+    """A TCP port flag: `backend.limits.port_text`'s rule and words (the range has one place)."""
+
+    name = "port"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from backend.models.ports import port_text
+
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # a default given as a number
+        try:
+            return port_text(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+PORT = PortType()
+"""The type of every port option (`--port`, `--gateway-port`, `--ray-port`…)."""
+
+
 def emit_json(payload: Any) -> None:
     """Print one JSON document on stdout (the scriptable contract)."""
     click.echo(json.dumps(payload, indent=2, sort_keys=False, default=str))

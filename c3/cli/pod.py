@@ -17,7 +17,7 @@ from backend.errors import C3Error, EnvironmentProblem
 from backend.models.estate import Pod, Problem
 from backend.models.fit import FitReport
 from backend.views.estate_file import estate_path as resolve_file
-from c3.cli.common import echo_line, emit_json, file_option, json_option, parse_index_list
+from c3.cli.common import PORT, echo_line, emit_json, file_option, json_option, parse_index_list
 from c3.cli.terminal import error_line
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,7 +75,7 @@ def _pod_options(*, edit: bool) -> Callable[[F], F]:
         # No `default=None` with `required`: click (8.2) then takes None for a value and stops requiring one.
         click.option("--gpus", "gpus_text", required=not edit, help=("New host " if edit else "Host ") + gpus_help),
         click.option("--slug", required=not edit, help=("New c" if edit else "C") + slug_help),
-        click.option("--port", type=click.IntRange(1, 65535), default=None,
+        click.option("--port", type=PORT, default=None,
                      help="New host port." if edit else "Host port (default: slug default + 20 × pods, first free)."),
         click.option("--force", is_flag=True, help="Allow experimental/deprecated slugs and a wont-fit verdict."),
     ]

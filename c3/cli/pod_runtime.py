@@ -174,8 +174,9 @@ def register(pod_group: click.Group) -> None:
         """Run a command in a pod's container (docker exec, no terminal): `c3 pod exec NAME -- CMD ARGS…`.
 
         Prints its output (stdout and stderr together; the secrets c3 passes to containers masked as
-        ***); a command that exits non-zero is an error (exit 1). Not on the simulated rig: its pods are
-        local processes.
+        ***); a command that exits non-zero is an error (exit 1). On the simulated rig the command runs
+        as a local process in the pod's sandbox (its own directory, the engine's environment, C3_POD and
+        C3_SIMULATED=1).
         """
         from backend.views.workloads import pod_exec
 

@@ -10,20 +10,22 @@ from typing import Any
 import click
 
 from backend.errors import Refused, UsageError
-from c3.cli.common import echo_line, emit_json, given_flags, install_unit, json_option
+from c3.cli.common import PORT, echo_line, emit_json, given_flags, install_unit, json_option
 
 
 def parse_bind(text: str) -> tuple[str, int]:
-    """`:8011`, `8011`, `HOST:PORT` or `[V6]:PORT` → (host, port); `:PORT` listens on every interface."""
+    """`:8011`, `8011`, `HOST:PORT` or `[V6]:PORT` → (host, port); `:PORT` listens on every interface. The
+    port is `backend.limits`' rule, as for every port flag."""
+    from backend.models.ports import port_text
+
     value = text.strip()
-    if value.isdigit():
-        value = ":" + value
-    match = re.fullmatch(r"(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9_.-]*))?:?(?P<port>\d{1,5})", value)
-    if not match or (":" not in value and (match.group("host") or match.group("v6"))):
+    match = re.fullmatch(r"(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9_.-]*)):(?P<port>[^:]*)", value if ":" in value else ":" + value)
+    if not match:
         raise UsageError(f"--bind `{text}` is not [HOST]:PORT", hint="e.g. --bind :8011 or --bind 127.0.0.1:8011")
-    port = int(match.group("port"))
-    if not 0 < port < 65536:
-        raise UsageError(f"--bind `{text}`: port must be 1-65535")
+    try:
+        port = port_text(match.group("port"))
+    except ValueError as error:
+        raise UsageError(f"--bind `{text}`: {error}", hint="e.g. --bind :8011 or --bind 127.0.0.1:8011") from None
     host = match.group("v6") or match.group("host") or "0.0.0.0"
     return host, port
 
@@ -172,7 +174,7 @@ def _admin_write(undrain: bool, node: str, bind: str | None, port: int | None) -
 
 
 def _drain_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option("--port", type=click.IntRange(1, 65535), default=None, help="The router listening on this port.")(func)
+    func = click.option("--port", type=PORT, default=None, help="The router listening on this port.")(func)
     func = click.option("--bind", default=None, help="The router started with this --bind ([HOST]:PORT).")(func)
     return click.argument("node")(func)
 

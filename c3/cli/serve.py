@@ -21,7 +21,7 @@ import click
 from backend.actions.serve_model import catalog_of, free_gpus, variant_for
 from backend.errors import Refused, UsageError
 from backend.models import CatalogEntry, Gpu
-from c3.cli.common import parse_index_list
+from c3.cli.common import PORT, parse_index_list
 from c3.cli.pod_runtime import echo_step, gpu_mode_option, placement_failure, report_outcome
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def choose(
 @click.command("serve")
 @click.argument("slug")
 @click.option("--gpus", "gpus_text", default=None, help="Host GPU indices (asked on a terminal when several are free); a count other than the slug's TP picks its TP=N variant.")
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Host port (default: the slug's default port).")
+@click.option("--port", type=PORT, default=None, help="Host port (default: the slug's default port).")
 @click.option("--name", default=None, help="Pod name (default serve-<slug>).")
 @click.option("--force", is_flag=True, help="Pass a wont-fit verdict, slug status and failing gates with a warning (never incompatible hardware).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=900.0, show_default=True, help="Seconds to wait for the engine to serve.")

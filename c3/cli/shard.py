@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from backend.actions.start_shard import RPC_NO_AUTH
-from c3.cli.common import emit_json, json_option
+from c3.cli.common import PORT, emit_json, json_option
 from c3.cli.terminal import error_line
 
 
@@ -68,12 +68,12 @@ def install_ray(nodes: str, ray_version: str | None, python: str, wheelhouse: st
 @click.option("--vllm", "vllm", default="vllm", show_default=True, help="The vllm executable on every node.")
 @ray_option
 @click.option("--python", "python", default=None, help="Interpreter Ray runs under (default: the ray script's own).")
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="The head's OpenAI API port (default 8000, or the profile's).")
-@click.option("--ray-port", type=click.IntRange(1, 65535), default=6379, show_default=True, help="Ray GCS port on the head.")
-@click.option("--master-port", type=click.IntRange(1, 65535), default=29501, show_default=True, help="torch rendezvous port on the head (mp).")
+@click.option("--port", type=PORT, default=None, help="The head's OpenAI API port (default 8000, or the profile's).")
+@click.option("--ray-port", type=PORT, default=6379, show_default=True, help="Ray GCS port on the head.")
+@click.option("--master-port", type=PORT, default=29501, show_default=True, help="torch rendezvous port on the head (mp).")
 @click.option("--llama-server", "llama_server", default="llama-server", show_default=True, help="llama-server on the head (rpc).")
 @click.option("--rpc-server", "rpc_server", default="ggml-rpc-server", show_default=True, help="ggml-rpc-server on every worker (rpc).")
-@click.option("--rpc-port", type=click.IntRange(1, 65535), default=50052, show_default=True,
+@click.option("--rpc-port", type=PORT, default=50052, show_default=True,
               help="RPC port of the first worker; the i-th worker listens on this + i - 1 (rpc).")
 @click.option("--gpus-per-node", type=click.IntRange(min=0), default=None, help="Declare each node's GPUs instead of asking nvidia-smi (CPU test hosts).")
 @click.option("--dry-run", is_flag=True, help="Run the checks and print every node's commands without starting anything.")
@@ -103,7 +103,7 @@ def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str
 @click.option("--backend", type=click.Choice(["ray", "mp", "rpc"]), default="ray", show_default=True,
               help="rpc: each part's state (llama-server on the first node, an rpc-server on each other); mp: each rank's "
                    "vllm serve (node i is rank i); both instead of Ray's view.")
-@click.option("--rpc-port", type=click.IntRange(1, 65535), default=50052, show_default=True, help="The start's --rpc-port (rpc).")
+@click.option("--rpc-port", type=PORT, default=50052, show_default=True, help="The start's --rpc-port (rpc).")
 @ssh_key_option
 @json_option
 def status(nodes: str, ray: str, backend: str, rpc_port: int, ssh_key: str | None, as_json: bool) -> None:

@@ -422,7 +422,7 @@ class OrchestrationScreen(Filterable, CockpitScreen):
 
     def enter_shell(self, name: str) -> None:
         """`e`: the facade says which command enters the pod's container (in a worker: it asks the
-        runtime) and refuses where there is none to enter — the simulated rig, a stopped pod — with a
+        runtime; on the simulated rig a shell in the pod's sandbox) and refuses a stopped pod with a
         toast; then the cockpit hands the terminal to that shell (`App.suspend`) until it exits."""
         if self.cockpit.readonly:
             self.app.notify(f"read-only cockpit: no shell in pod {name}", title="Refused", severity="error")

@@ -4,8 +4,11 @@ deterministic rendering (UTC, no blink, no animation)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import time
+from collections.abc import Callable
 
 import pytest
 from textual.widgets import Input
@@ -126,6 +129,30 @@ def real_app(world, *, readonly: bool = False) -> tuple[C3App, CallLog]:
     converged(svc)
     log = CallLog(svc)
     return C3App(log, readonly=readonly, clock=svc.clock), log
+
+
+def catch_shell(monkeypatch, is_shell: Callable[[list[str]], bool]) -> tuple[list[list[str]], list[bool]]:
+    """The shell key's hand-over caught: each interactive `subprocess.run` of a command `is_shell` picks is
+    recorded instead of run (run inside the test's event loop, it would wait on the test's terminal), and
+    each `App.suspend` too. Returns both lists; any other `subprocess.run` runs as usual."""
+    ran: list[list[str]] = []
+    suspended: list[bool] = []
+    real_run = subprocess.run
+
+    def caught(argv, *args, **kwargs):
+        if isinstance(argv, list) and is_shell(argv):
+            ran.append(list(argv))
+            return subprocess.CompletedProcess(argv, 0)
+        return real_run(argv, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def suspend(self):
+        suspended.append(True)
+        yield
+
+    monkeypatch.setattr(C3App, "suspend", suspend)
+    monkeypatch.setattr(subprocess, "run", caught)
+    return ran, suspended
 
 
 async def settle(pilot, rounds: int = 3) -> None:

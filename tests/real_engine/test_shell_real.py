@@ -9,51 +9,21 @@ refused with one line that says so, and no command is run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import secrets
 import socket
-import subprocess
-import time
 
 import pytest
 
-from tests.real_engine.watching import boot_pod
+from tests.real_engine.watching import boot_pod, cockpit_on
+from tests.support import run_in_a_terminal
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.docker, pytest.mark.nvml]
 
 
-def run_in_a_terminal(argv: list[str], typed: str, timeout: float = 60) -> str:
-    """Run `argv` with a pseudo-terminal as its stdin/stdout/stderr, type `typed`, and return everything it
-    wrote until it exits."""
-    master, slave = os.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
-    os.close(slave)
-    out = bytearray()
-    try:
-        os.write(master, typed.encode())
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the terminal's other end closed (the command exited)
-                break
-            if not chunk:
-                break
-            out += chunk
-        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
-    return out.decode(errors="replace")
-
-
 @pytest.mark.timeout(600)
 async def test_the_shell_key_opens_a_shell_inside_a_real_llama_pods_own_container_and_is_refused_once_it_stopped(pod_rig, docker_client, monkeypatch):
-    from c3.app import C3App
-    from c3.services_real import RealServices
-    from tests.cockpit.conftest import orchestration, settle, wait_for
+    from tests.cockpit.conftest import catch_shell, wait_for
     from tests.runtime.helpers import c3
 
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
@@ -64,55 +34,31 @@ async def test_the_shell_key_opens_a_shell_inside_a_real_llama_pods_own_containe
     # A file only this container has: written through the Docker API, read back through the shell.
     assert container.exec_run(["sh", "-c", f"echo {proof} > /tmp/c3-shell-proof"]).exit_code == 0
 
-    ran: list[list[str]] = []
-    suspended: list[bool] = []
-    real_run = subprocess.run
+    ran, suspended = catch_shell(monkeypatch, lambda argv: argv[:2] == ["docker", "exec"])
+    async with cockpit_on(name) as pilot:
+        app = pilot.app
+        await pilot.press("E")
+        await wait_for(pilot, lambda: bool(ran), timeout=30, what="the shell command")
+        assert suspended == [True], "the terminal was not handed over"
+        argv = ran[0]
+        assert argv[:4] == ["docker", "exec", "-it", f"c3-{name}"], argv
 
-    def caught(argv, *args, **kwargs):  # the cockpit's interactive run: caught, not run inside the test's event loop
-        if isinstance(argv, list) and argv[:2] == ["docker", "exec"]:
-            ran.append(list(argv))
-            return subprocess.CompletedProcess(argv, 0)
-        return real_run(argv, *args, **kwargs)
+        typed = "echo HOST=$(hostname); echo PROOF=$(cat /tmp/c3-shell-proof); echo INIT=$(tr '\\0' ' ' < /proc/1/cmdline); exit\n"
+        out = await asyncio.to_thread(run_in_a_terminal, argv, typed)
+        host = container.attrs["Config"]["Hostname"]
+        assert f"HOST={host}" in out and host != socket.gethostname(), out
+        assert f"PROOF={proof}" in out, out
+        assert "INIT=" in out and "llama-server" in out.split("INIT=", 2)[-1], out
 
-    @contextlib.contextmanager
-    def suspend(self):
-        suspended.append(True)
-        yield
-
-    monkeypatch.setattr(C3App, "suspend", suspend)
-    monkeypatch.setattr(subprocess, "run", caught)
-    svc = await asyncio.to_thread(RealServices)
-    app = C3App(svc)
-    try:
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: name in [p.name for p in orchestration(app).pods], timeout=30, what="the pod listed")
-            await settle(pilot)
-            await pilot.press("E")
-            await wait_for(pilot, lambda: bool(ran), timeout=30, what="the shell command")
-            assert suspended == [True], "the terminal was not handed over"
-            argv = ran[0]
-            assert argv[:4] == ["docker", "exec", "-it", f"c3-{name}"], argv
-
-            monkeypatch.setattr(subprocess, "run", real_run)
-            typed = "echo HOST=$(hostname); echo PROOF=$(cat /tmp/c3-shell-proof); echo INIT=$(tr '\\0' ' ' < /proc/1/cmdline); exit\n"
-            out = await asyncio.to_thread(run_in_a_terminal, argv, typed)
-            host = container.attrs["Config"]["Hostname"]
-            assert f"HOST={host}" in out and host != socket.gethostname(), out
-            assert f"PROOF={proof}" in out, out
-            assert "INIT=" in out and "llama-server" in out.split("INIT=", 2)[-1], out
-            monkeypatch.setattr(subprocess, "run", caught)
-
-            down = await asyncio.to_thread(c3, "pod", "down", name)
-            assert down.returncode == 0, down.stdout + down.stderr
-            await pilot.press("E")
-            refused = f"pod {name} is not running"
-            await wait_for(pilot, lambda: any(refused in str(n.message) for n in app._notifications), timeout=30, what="the refusal")
-            [note] = [n for n in app._notifications if refused in str(n.message)]
-            first = str(note.message).split("\n")
-            assert note.severity == "error" and len(first[0]) < 100 and refused in first[0], note.message
-            assert len(ran) == 1 and suspended == [True], "a stopped pod's shell was run anyway"
-    finally:
-        await asyncio.to_thread(svc.close)
+        down = await asyncio.to_thread(c3, "pod", "down", name)
+        assert down.returncode == 0, down.stdout + down.stderr
+        await pilot.press("E")
+        refused = f"pod {name} is not running"
+        await wait_for(pilot, lambda: any(refused in str(n.message) for n in app._notifications), timeout=30, what="the refusal")
+        [note] = [n for n in app._notifications if refused in str(n.message)]
+        first = str(note.message).split("\n")
+        assert note.severity == "error" and len(first[0]) < 100 and refused in first[0], note.message
+        assert len(ran) == 1 and suspended == [True], "a stopped pod's shell was run anyway"
 
 
 @pytest.mark.timeout(600)

@@ -5,13 +5,14 @@ answered `scrape_ms` later) can be compared with the engine readings that bracke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -127,6 +128,25 @@ def _why(before: dict[str, float], after: dict[str, float]) -> str:
     d = {k: after[k] - before[k] for k in after}
     return (f"machine: busy {d['busy']:.1f} idle {d['idle']:.1f} iowait {d['iowait']:.1f} steal {d['steal']:.1f} CPU-s; "
             f"this process: {d['majflt']:.0f} major faults; heartbeat runnable but not run {d['queued']:.1f} s")
+
+
+@contextlib.asynccontextmanager
+async def cockpit_on(name: str) -> AsyncIterator[Any]:
+    """The cockpit on the real facade (`RealServices`), run for a test until pod `name` is listed and the
+    workers have settled; yields the pilot (its `app` is the cockpit). The facade is closed on the way out."""
+    from c3.app import C3App
+    from c3.services_real import RealServices
+    from tests.cockpit.conftest import orchestration, settle, wait_for
+
+    svc = await asyncio.to_thread(RealServices)
+    app = C3App(svc)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: name in [p.name for p in orchestration(app).pods], timeout=30, what="the pod listed")
+            await settle(pilot)
+            yield pilot
+    finally:
+        await asyncio.to_thread(svc.close)
 
 
 async def boot_pod(pod_rig, name: str, slug: str) -> str:
