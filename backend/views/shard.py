@@ -11,17 +11,24 @@ from backend.shard.announce import ShardRecord
 from backend.shard.ops import ShardStatus
 
 
-def shard_status(nodes: str, *, ray: str = "ray", ssh_key: str | None = None, rpc_port: int | None = None,
-                 mp: bool = False) -> ShardStatus:
-    """Ask every registered node in `nodes` (`a,b`; the first is asked about Ray) now; a node that
-    does not answer is listed with `reachable=False` and why. `rpc_port`: an rpc shard's parts instead of Ray;
-    `mp`: an mp shard's ranks instead of Ray."""
+def shard_status(nodes: str | None, *, tag: str | None = None, ray: str = "ray", ssh_key: str | None = None,
+                 backend: str | None = None, rpc_port: int | None = None) -> tuple[ShardStatus, str]:
+    """Ask every registered node in `nodes` (`a,b`; the first is asked about Ray) now, or shard `tag`'s nodes from
+    its record; a node that does not answer is listed with `reachable=False` and why. With `tag`, only that
+    shard's processes. `backend` (default: the record's, else ray): `rpc` lists an rpc shard's parts and `mp`
+    an mp shard's ranks instead of Ray. Returns the status and the backend it was read as."""
     import asyncio
 
-    from backend.nodes.registry import resolve_nodes
     from backend.shard.ops import status
+    from backend.shard.target import resolve
 
-    return asyncio.run(status(resolve_nodes(nodes), ray=ray, ssh_key=ssh_key, rpc_port=rpc_port, mp=mp))
+    found = resolve(tag, nodes)
+    backend = backend or (found.record.backend if found.record is not None else "ray")
+    if backend == "rpc" and rpc_port is None:
+        suffix = tag.rsplit("-", 1)[-1] if tag else ""
+        rpc_port = found.record.head_port if found.record is not None else int(suffix) if suffix.isdigit() else 50052
+    return asyncio.run(status(found.nodes, ray=ray, ssh_key=ssh_key, rpc_port=rpc_port if backend == "rpc" else None,
+                              mp=backend == "mp", tag=tag)), backend
 
 
 RankState = Literal["running", "starting", "dead", "unreachable", "stopped"]
@@ -62,7 +69,7 @@ class LiveShard(BaseModel):
     ranks: list[LiveRank]
     """In rank order."""
     nodes: list[str]
-    """Node names in rank order (for `c3 shard stop --nodes`)."""
+    """Node names in rank order."""
     started_at: float = 0.0
     """Unix time its runner started."""
 
@@ -114,7 +121,7 @@ def judge(record: ShardRecord, polled: ShardStatus | None) -> LiveShard:
     said = "; ".join(f"rank {r.rank} on {r.node} is {'dead' if r.state == 'stopped' else r.state}" for r in down)
     if record.runner_gone:
         running = len(ranks) - len(down)
-        left = f"; {running} part(s) still running: c3 shard stop --nodes {','.join(names)} --backend {record.backend}" if running else ""
+        left = f"; {running} part(s) still running: c3 shard stop {record.tag}" if running else ""
         return LiveShard(**base, headline="degraded" if running else "stopped", detail=f"{record.reason}{left}", ranks=ranks)
     if down:
         return LiveShard(**base, headline="degraded", detail=said, ranks=ranks)
