@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from backend.cluster.netfacts import parse_interfaces
 from backend.errors import EnvironmentProblem, PhaseFailure, Refused, UsageError
-from backend.remote.fleet import close_all, open_shells
+from backend.remote.fleet import ShellPool, close_all, open_shells
 from backend.remote.node import Node
 from backend.remote.shell import CommandResult, Shell
 from backend.secrets_env import check_env_file
@@ -197,12 +197,13 @@ _RAY_NODES = (
 
 
 async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None, rpc_port: int | None = None,
-                 mp: bool = False, tag: str | None = None) -> ShardStatus:
+                 mp: bool = False, tag: str | None = None, pool: ShellPool | None = None) -> ShardStatus:
     """Per node: c3's processes there and its Ray membership; the cluster as the first node's Ray sees it.
     With `rpc_port` (`--backend rpc`): each part's state instead of Ray's view (the first node is the head).
     With `mp` (`--backend mp`): each rank's `vllm serve` and its state, node i being rank i.
-    With `tag`: only that shard's processes (the cockpit knows each shard's tag; two shards may share a node)."""
-    execs, failures = await open_shells(_keyed(nodes, ssh_key))
+    With `tag`: only that shard's processes (the cockpit knows each shard's tag; two shards may share a node).
+    With `pool`: its shells, left open for the next call (a node whose listing failed is dropped from it)."""
+    execs, failures = await (pool.shells(_keyed(nodes, ssh_key)) if pool is not None else open_shells(_keyed(nodes, ssh_key)))
     try:
         head = nodes[0]
         tag = f"{head.name}-{rpc_port}" if rpc_port is not None and tag is None else tag
@@ -214,6 +215,10 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
             return await run_script(execs[node.name], script, timeout=30)
 
         listing = await asyncio.gather(*(listing_of(n) for n in nodes), return_exceptions=True)
+        if pool is not None:
+            for node, out in zip(nodes, listing, strict=True):
+                if isinstance(out, BaseException) and node.name in execs:
+                    await pool.discard(node.name)  # its connection may be gone: a fresh one next time
         result = ShardStatus(head=head.name, nodes=[])
         ray_nodes: list[dict[str, object]]
         error: str | None
@@ -242,7 +247,8 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
             result.parts = mp_parts(result.nodes)
         return result
     finally:
-        await close_all(execs)
+        if pool is None:
+            await close_all(execs)
 
 
 def _process(said: str) -> dict[str, str]:

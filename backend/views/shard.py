@@ -3,7 +3,8 @@ for the cockpit, every shard this machine started with each rank's state now (`l
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Coroutine
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -31,6 +32,7 @@ def shard_status(nodes: str | None, *, tag: str | None = None, ray: str = "ray",
                               mp=backend == "mp", tag=tag)), backend
 
 
+T = TypeVar("T")
 RankState = Literal["running", "starting", "dead", "unreachable", "stopped"]
 Headline = Literal["starting", "serving", "degraded", "stopped"]
 
@@ -74,9 +76,33 @@ class LiveShard(BaseModel):
     """Unix time its runner started."""
 
 
-def live_shards() -> list[LiveShard]:
+class ShardWatch:
+    """What a view that polls `live_shards` every second holds: one SSH connection per node, kept between
+    polls on its own loop thread (backend.remote.fleet.ShellPool) and closed `idle_s` after the last poll
+    (the view went away) or by `close()`. Without it each poll connects to every node afresh."""
+
+    def __init__(self, idle_s: float = 5.0) -> None:
+        from backend.remote.fleet import LoopThread, ShellPool
+
+        self.pool = ShellPool(idle_s)
+        self._loop = LoopThread("c3-shard-watch")
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the watch's loop, where its connections live."""
+        return self._loop.run(coro)
+
+    def poll(self) -> list[LiveShard]:
+        """`live_shards` through the kept connections (blocking; call it from a worker)."""
+        return live_shards(self)
+
+    def close(self) -> None:
+        self._loop.close(self.pool.close())
+
+
+def live_shards(watch: ShardWatch | None = None) -> list[LiveShard]:
     """Every shard this machine's `c3 shard start` announced (backend.shard.announce), newest first; a
-    running one's ranks are read from their nodes now (blocking: SSH; call it from a worker)."""
+    running one's ranks are read from their nodes now (blocking: SSH; call it from a worker), through
+    `watch`'s kept connections when given."""
     import asyncio
 
     from backend.shard.announce import read_records
@@ -88,7 +114,9 @@ def live_shards() -> list[LiveShard]:
         if record.state != "ended" or record.runner_gone:
             rpc_port = record.head_port if record.backend == "rpc" else None
             # mp for ray too: its ranks are read from the tagged processes, never from Ray (slow to ask).
-            polled = asyncio.run(status(record.nodes, rpc_port=rpc_port, mp=rpc_port is None, tag=record.tag))
+            asking = status(record.nodes, rpc_port=rpc_port, mp=rpc_port is None, tag=record.tag,
+                            pool=watch.pool if watch is not None else None)
+            polled = watch.run(asking) if watch is not None else asyncio.run(asking)
         shards.append(judge(record, polled))
     return shards
 
