@@ -170,7 +170,8 @@ def _parts_status(result: Any) -> None:
 def stop(tag: str | None, nodes: str | None, every: bool, ray: str, backend: str | None, ssh_key: str | None) -> None:
     """Stop shard TAG on its nodes (found by its C3_SHARD environment; other shards there keep running), then `ray stop`.
 
-    Without TAG: the one shard running on --nodes (several: exit 2, naming them), or with --all every one."""
+    Without TAG: the live shard this machine started on exactly --nodes, else the one shard running there
+    (several: exit 2, naming them); with --all, every shard on --nodes."""
     from backend.actions.stop_shard import StopShard
 
     use_ray = None if backend is None else backend == "ray"
