@@ -25,6 +25,7 @@ from backend.actions.inputs import PodEdit as PodEdit
 from backend.actions.inputs import PoolRouter as PoolRouter
 from backend.actions.inputs import ProcessSignal as ProcessSignal
 from backend.actions.inputs import RecipeLaunch as RecipeLaunch
+from backend.actions.inputs import ShardStop as ShardStop
 
 if TYPE_CHECKING:  # pydantic models cost ~0.3 s to import: not before the first frame
     from backend.live.engine_metrics import EngineMetrics
@@ -41,7 +42,7 @@ PodRunState = Literal["down", "booting", "serving", "failed", "unknown"]
 PlacementVerdict = Literal["ok", "mismatch", "unknown"]
 
 # The writes' own types (backend/actions), under the names the screens know them by.
-WriteRequest = NewPod | NewNode | RecipeLaunch | PoolRouter | ProcessSignal | PodEdit
+WriteRequest = NewPod | NewNode | RecipeLaunch | PoolRouter | ProcessSignal | PodEdit | ShardStop
 """What a form or key hands a write (`Services.make_plan`'s request)."""
 BootProgress = Progress
 """One step of a running write (a boot's phase; for a recipe launch `pod` is the profile)."""

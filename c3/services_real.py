@@ -65,6 +65,8 @@ class RealServices:
         self._feed: Any = None
         self._history_at: dict[int, Any] = {}  # each GPU's last reading in the sparkline history (its taken_at)
         self._demo_lease: DemoLease | None = None
+        self._shard_watch: Any = None
+        """The Shards view's kept SSH connections (backend.views.shard.ShardWatch), made on its first poll."""
         if demo:
             from backend.actions.session import join_demo
 
@@ -274,9 +276,15 @@ class RealServices:
         return pool_rows()
 
     def shards(self) -> list[Any]:
-        from backend.views.shard import live_shards
+        from backend.views.shard import ShardWatch
 
-        return live_shards()
+        # One SSH connection per node, kept between the Shards view's 1 s polls (closed 5 s after the last).
+        with self._lock:
+            if self._shard_watch is None:
+                self._shard_watch = ShardWatch()
+            watch = self._shard_watch
+        shards: list[Any] = watch.poll()
+        return shards
 
     def gateways(self) -> list[Any]:
         from backend.views.gateway import running_gateways
@@ -326,6 +334,8 @@ class RealServices:
     def close(self) -> None:
         """A normal cockpit leaves pods running; the demo stops its stub processes."""
         self.live.close()
+        if self._shard_watch is not None:
+            self._shard_watch.close()
         if self._demo_lease is not None:
             self._demo_lease.release()
 

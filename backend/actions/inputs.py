@@ -62,6 +62,14 @@ class PoolRouter:
 
 
 @dataclass(frozen=True)
+class ShardStop:
+    """Which shard the cockpit's stop key stops (`c3 shard stop TAG`): its nodes come from its record."""
+
+    tag: str
+    """Its C3_SHARD value (`HEAD-PORT`)."""
+
+
+@dataclass(frozen=True)
 class ProcessSignal:
     """A signal for one GPU process (`c3 gpus kill PID [--signal S] [--foreign]`, the process view's keys)."""
 

@@ -1,5 +1,6 @@
 """Opening shells and driving several nodes at once: `open_shell` (the one factory: local when the node
-is this machine, else SSH), `open_shells`, `close_all`, `Fleet` and `run_sync`.
+is this machine, else SSH), `open_shells`, `close_all`, `Fleet`, `ShellPool` (shells kept between calls,
+on a `LoopThread`) and `run_sync`.
 
 Callers get a Shell from here and never branch on where a node is. The SSH implementation
 (backend.remote.ssh) is imported only when a node needs it, so the CLI's local paths never load asyncssh.
@@ -8,6 +9,8 @@ Callers get a Shell from here and never branch on where a node is. The SSH imple
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -108,6 +111,98 @@ class Fleet:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class ShellPool:
+    """One shell per node kept open between calls, for a poller that asks the same nodes every second (the
+    cockpit's Shards view): a new SSH connection per poll costs a handshake each time and is a login in
+    sshd's log every second. A shell not asked for in `idle_s` is closed (its view went away); one a
+    caller `discard`s (its command failed: the connection may be gone) is opened afresh next time; a
+    node whose target, key or locality changed gets a new one. Lives on one event loop (a LoopThread's)."""
+
+    def __init__(self, idle_s: float = 5.0, options: SshOptions | None = None) -> None:
+        self.idle_s = idle_s
+        self.options = options
+        self.opened = 0
+        """Shells opened so far (each remote one an SSH connection)."""
+        self._shells: dict[str, tuple[str, Shell]] = {}
+        self._used: dict[str, float] = {}
+        self._lock: asyncio.Lock | None = None
+
+    @staticmethod
+    def _identity(node: Node) -> str:
+        return f"{node.ssh}|{node.ssh_key}|{node.local}"
+
+    async def shells(self, nodes: Sequence[Node]) -> tuple[dict[str, Shell], dict[str, NodeFailure]]:
+        """The nodes' shells (open_shells' answer), opening only those not open yet."""
+        self._lock = self._lock or asyncio.Lock()
+        async with self._lock:
+            await self.expire()
+            missing = [n for n in nodes if self._shells.get(n.name, ("", None))[0] != self._identity(n)]
+            await close_all({n.name: self._shells.pop(n.name)[1] for n in missing if n.name in self._shells})
+            opened, failures = await open_shells(missing, self.options)
+            self.opened += len(opened)
+            by_name = {n.name: n for n in nodes}
+            self._shells.update({name: (self._identity(by_name[name]), shell) for name, shell in opened.items()})
+            now = time.monotonic()
+            self._used.update({n.name: now for n in nodes})
+            # Close what this view no longer asks for even when no call comes again.
+            asyncio.get_running_loop().call_later(self.idle_s + 0.1, lambda: asyncio.ensure_future(self.expire()))
+            return {n.name: self._shells[n.name][1] for n in nodes if n.name in self._shells}, failures
+
+    async def discard(self, name: str) -> None:
+        held = self._shells.pop(name, None)
+        if held is not None:
+            await close_all({name: held[1]})
+
+    async def expire(self) -> None:
+        now = time.monotonic()
+        for name in [n for n, used in self._used.items() if now - used >= self.idle_s]:
+            self._used.pop(name, None)
+            await self.discard(name)
+
+    async def close(self) -> None:
+        shells, self._shells = {name: shell for name, (_, shell) in self._shells.items()}, {}
+        await close_all(shells)
+
+
+class LoopThread:
+    """An event loop in a daemon thread, started on first use, for what must outlive one synchronous call
+    (a ShellPool's connections: asyncssh binds each to the loop that opened it, and `asyncio.run` closes its loop)."""
+
+    def __init__(self, name: str = "c3-loop") -> None:
+        self.name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+
+    def run(self, coro: Awaitable[T], timeout: float | None = None) -> T:
+        """Run `coro` on the loop and wait for its result (from any thread but the loop's own)."""
+        with self._start:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=self._loop.run_forever, name=self.name, daemon=True)
+                self._thread.start()
+            loop = self._loop
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)  # type: ignore[arg-type]
+
+    def close(self, last: Awaitable[object] | None = None, timeout: float = 10) -> None:
+        """Run `last` (closing what lives on the loop), then stop the loop and its thread."""
+        with self._start:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
+            if last is not None and hasattr(last, "close"):
+                last.close()  # never started: nothing to close, and no "never awaited" warning
+            return
+        if last is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(last, loop).result(timeout)  # type: ignore[arg-type]
+            except Exception:  # noqa: BLE001, S110 - closing: what cannot be closed is dropped with the loop
+                pass
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        if not thread.is_alive():
+            loop.close()
 
 
 @dataclass

@@ -28,7 +28,7 @@ Decisions (also in the CLI help):
 - **Secrets**: every profile env value not listed in `public_env` (or that looks like a credential, backend.secrets_env) and HF_TOKEN from
   c3's environment go to every step on stdin, never in argv or the dry-run (shown as `<hidden>`).
 - **No state**: every process carries `C3_SHARD=<head>-<port>`; `shard stop`/`status` find them through
-  /proc/PID/environ. Ctrl+C (SIGINT/SIGTERM): server first, `ray stop` on every node, each part's
+  /proc/PID/environ, one shard by its tag (`shard stop TAG`; `--all` for every shard on the nodes). Ctrl+C (SIGINT/SIGTERM): server first, `ray stop` on every node, each part's
   process group, then a sweep for anything still tagged.
 - **Ports**: API 8000, Ray GCS 6379, mp rendezvous 29501; Ray/rendezvous ports inside Ray's worker
   range 10002–19999 are refused. The Ray dashboard stays off (its job API runs code for anyone).

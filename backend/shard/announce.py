@@ -1,7 +1,7 @@
 """The record a foreground `c3 shard start` keeps for the cockpit: `$C3_STATE/shard/shard-<tag>.json`.
 
-`shard stop` and `shard status` need no state file (each process carries C3_SHARD). The cockpit, though,
-has no `--nodes` to ask: it learns from this record which nodes a running shard spans, in rank order,
+`shard stop` and `shard status` need no state file (each process carries C3_SHARD); given a shard's tag
+and no `--nodes`, they read its nodes here. The cockpit has no `--nodes` to ask: it learns from this record which nodes a running shard spans, in rank order,
 and how the runner reaches them. The runner writes it when it starts, marks it `serving` after the
 first token, and `ended` with the reason when it stops (a rank that died names itself there), so the
 cockpit can still say why a shard stopped after its parts are gone. A record whose runner process is
@@ -104,3 +104,8 @@ def read_records(*, now: float | None = None) -> list[ShardRecord]:
         found.append(record)
     return sorted(found, key=lambda r: -r.started_at)
 
+
+
+def find(tag: str) -> ShardRecord | None:
+    """The record of shard `tag`, when its `c3 shard start` ran on this machine (an ended one for KEEP_ENDED_S)."""
+    return next((r for r in read_records() if r.tag == tag), None)

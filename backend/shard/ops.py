@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from backend.cluster.netfacts import parse_interfaces
 from backend.errors import EnvironmentProblem, PhaseFailure, Refused, UsageError
-from backend.remote.fleet import close_all, open_shells
+from backend.remote.fleet import ShellPool, close_all, open_shells
 from backend.remote.node import Node
 from backend.remote.shell import CommandResult, Shell
 from backend.secrets_env import check_env_file
@@ -153,7 +153,7 @@ class NodeStatus(BaseModel):
     error: str | None = None
     """Why not, when it did not."""
     processes: list[dict[str, str]] = Field(default_factory=list)
-    """Processes c3 started there (`pid`, `command`), found by their C3_SHARD environment."""
+    """Processes c3 started there (`pid`, `shard`: its C3_SHARD tag, `command`), found by their C3_SHARD environment."""
     ray_address: str | None = None
     """The node's address in the Ray cluster, when it is a member."""
     ray_resources: dict[str, float] = Field(default_factory=dict)
@@ -197,15 +197,16 @@ _RAY_NODES = (
 
 
 async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = None, rpc_port: int | None = None,
-                 mp: bool = False, tag: str | None = None) -> ShardStatus:
+                 mp: bool = False, tag: str | None = None, pool: ShellPool | None = None) -> ShardStatus:
     """Per node: c3's processes there and its Ray membership; the cluster as the first node's Ray sees it.
     With `rpc_port` (`--backend rpc`): each part's state instead of Ray's view (the first node is the head).
     With `mp` (`--backend mp`): each rank's `vllm serve` and its state, node i being rank i.
-    With `tag`: only that shard's processes (the cockpit knows each shard's tag; two shards may share a node)."""
-    execs, failures = await open_shells(_keyed(nodes, ssh_key))
+    With `tag`: only that shard's processes (the cockpit knows each shard's tag; two shards may share a node).
+    With `pool`: its shells, left open for the next call (a node whose listing failed is dropped from it)."""
+    execs, failures = await (pool.shells(_keyed(nodes, ssh_key)) if pool is not None else open_shells(_keyed(nodes, ssh_key)))
     try:
         head = nodes[0]
-        tag = f"{head.name}-{rpc_port}" if rpc_port is not None else tag
+        tag = f"{head.name}-{rpc_port}" if rpc_port is not None and tag is None else tag
         script = tagged_script("list", tag=tag) + "ip -o -4 addr show 2>/dev/null | sed 's/^/addr=/'\n"
 
         async def listing_of(node: Node) -> CommandResult:
@@ -214,6 +215,10 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
             return await run_script(execs[node.name], script, timeout=30)
 
         listing = await asyncio.gather(*(listing_of(n) for n in nodes), return_exceptions=True)
+        if pool is not None:
+            for node, out in zip(nodes, listing, strict=True):
+                if isinstance(out, BaseException) and node.name in execs:
+                    await pool.discard(node.name)  # its connection may be gone: a fresh one next time
         result = ShardStatus(head=head.name, nodes=[])
         ray_nodes: list[dict[str, object]]
         error: str | None
@@ -228,11 +233,7 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
             if isinstance(out, BaseException):
                 result.nodes.append(NodeStatus(node=node.name, reachable=False, error=getattr(out, "message", str(out))))
                 continue
-            procs = []
-            for line in out.stdout.splitlines():
-                if line.startswith("proc="):
-                    pid, _, command = line[5:].partition(" ")
-                    procs.append({"pid": pid, "command": command.strip()})
+            procs = [_process(line[5:]) for line in out.stdout.splitlines() if line.startswith("proc=")]
             status_ = NodeStatus(node=node.name, reachable=True, processes=procs)
             owned = {i.address for i in parse_interfaces([ln[5:] for ln in out.stdout.splitlines() if ln.startswith("addr=")])}
             member = next((entry for entry in ray_nodes if entry["address"] in owned), None)
@@ -246,7 +247,15 @@ async def status(nodes: list[Node], *, ray: str = "ray", ssh_key: str | None = N
             result.parts = mp_parts(result.nodes)
         return result
     finally:
-        await close_all(execs)
+        if pool is None:
+            await close_all(execs)
+
+
+def _process(said: str) -> dict[str, str]:
+    """`PID TAG COMMAND` (tagged_script's listing) as `pid`, `shard` (its C3_SHARD) and `command`."""
+    pid, _, rest = said.partition(" ")
+    tag, _, command = rest.partition(" ")
+    return {"pid": pid, "shard": tag, "command": command.strip()}
 
 
 def rpc_parts(nodes: list[NodeStatus], rpc_port: int) -> list[PartStatus]:
@@ -317,25 +326,53 @@ class StopResult(BaseModel):
     """c3-started processes that were running."""
     killed: int = 0
     """Of those, how many needed SIGKILL."""
+    shards: list[str] = Field(default_factory=list)
+    """The tags (C3_SHARD) of the shards whose processes were stopped there."""
     ray_stop: str = ""
     """What `ray stop` said (last line), Ray backend only."""
     error: str | None = None
     """Why the node could not be handled."""
 
 
+async def running_tags(nodes: list[Node], execs: dict[str, Shell]) -> set[str]:
+    """The tags of every shard with a process on the nodes that answered (one `/proc` scan each)."""
+    found: set[str] = set()
+    said = await asyncio.gather(*(run_script(execs[n.name], tagged_script("list"), timeout=30) for n in nodes if n.name in execs),
+                                return_exceptions=True)
+    for out in said:
+        if isinstance(out, CommandResult):
+            found |= {_process(line[5:])["shard"] for line in out.stdout.splitlines() if line.startswith("proc=")}
+    return found - {""}
+
+
 async def stop(nodes: list[Node], *, ray: str = "ray", use_ray: bool = True, ssh_key: str | None = None,
-               tag: str | None = None) -> list[StopResult]:
+               tag: str | None = None, every: bool = False) -> list[StopResult]:
     """On every node at once: mark the stop (a foreground `shard start` then ends with exit 0, "stopped
-    by request"), TERM (then KILL) c3's processes (those of `tag` only, when given), then `ray stop`,
-    then sweep again."""
+    by request"), TERM (then KILL) the processes of shard `tag`, then `ray stop`, then sweep again.
+
+    Only one shard is ever stopped unless `every` is set (`--all`: every process carrying C3_SHARD): two shards
+    may share a node, and test hosts in network namespaces share one pid namespace. With neither `tag` nor
+    `every`, the one shard running on the nodes is stopped; several are a UsageError naming them, none is
+    nothing to do (and no `ray stop`)."""
     execs, failures = await open_shells(_keyed(nodes, ssh_key))
     try:
+        if tag is None and not every:
+            running = sorted(await running_tags(nodes, execs))
+            if len(running) > 1:
+                names = ",".join(n.name for n in nodes)
+                raise UsageError(f"{len(running)} shards run on {', '.join(n.name for n in nodes)}: {', '.join(running)}",
+                                 hint=f"name the one to stop: c3 shard stop {running[0]} --nodes {names}; or --all to stop every one")
+            if not running:
+                return [StopResult(node=n.name, error=_why(failures[n.name])) if n.name in failures else StopResult(node=n.name)
+                        for n in nodes]
+            tag = running[0]
+
         async def one(node: Node) -> StopResult:
             if node.name in failures:
-                return StopResult(node=node.name, error=getattr(failures[node.name], "message", str(failures[node.name])))
+                return StopResult(node=node.name, error=_why(failures[node.name]))
             e = execs[node.name]
             first = await run_script(e, tagged_script("stop", grace_s=15, tag=tag, mark=True), timeout=60)
-            out = StopResult(node=node.name)
+            out = StopResult(node=node.name, shards=[ln[6:] for ln in first.stdout.splitlines() if ln.startswith("shard=")])
             match = re.search(r"stopped=(\d+)(?: killed=(\d+))?", first.stdout)
             if match:
                 out.stopped, out.killed = int(match.group(1)), int(match.group(2) or 0)
@@ -350,6 +387,10 @@ async def stop(nodes: list[Node], *, ray: str = "ray", use_ray: bool = True, ssh
         return [r if isinstance(r, StopResult) else StopResult(node=n.name, error=str(r)) for n, r in zip(nodes, results, strict=True)]
     finally:
         await close_all(execs)
+
+
+def _why(failure: BaseException) -> str:
+    return getattr(failure, "message", str(failure))
 
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+([.-]?(rc|dev|post)\d+)?$")

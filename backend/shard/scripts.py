@@ -71,9 +71,14 @@ STOP_MARKERS = '"$HOME"/.c3/shard'
 runs the stop), so the foreground `shard start` can tell a deliberate stop from a crash."""
 
 
+def plain_tag(tag: str) -> bool:
+    """A shard tag c3 could have made (`HEAD-PORT`: letters, digits, `.`, `_`, `-`)."""
+    return bool(tag) and len(tag) <= 200 and tag.isascii() and tag.replace("-", "").replace(".", "").replace("_", "").isalnum()
+
+
 def marker_script(action: str, tag: str) -> str:
     """`clear` the stop marker of `tag` (a start does, first), or `check` it (prints `stop=requested`)."""
-    if not (tag.isascii() and tag.replace("-", "").replace(".", "").replace("_", "").isalnum()):
+    if not plain_tag(tag):
         raise ValueError(f"shard tag {tag!r} is not a plain name")
     path = f"{STOP_MARKERS}/stopped-{tag}"
     if action == "clear":
@@ -87,21 +92,29 @@ def tagged_script(action: str, grace_s: float = 10, *, tag: str | None = None, m
     Found through /proc/PID/environ, so `stop` needs no state file and touches nothing c3 did not start.
     With `mark` (`c3 shard stop`), each tag found gets its stop marker before any process is signalled.
     """
-    pattern = "^C3_SHARD=" + (tag + "$" if tag else "")  # tags are node names and a port: no regex characters
+    if tag is not None and not plain_tag(tag):
+        raise ValueError(f"shard tag {tag!r} is not a plain name")
+    # Tags are node names and a port: a dot is their one regex character.
+    pattern = "^C3_SHARD=" + (tag.replace(".", "\\.") + "$" if tag else "")
     find = (f"c3_pids() {{ grep -lz {shlex.quote(pattern)} /proc/[0-9]*/environ 2>/dev/null "
             "| sed -n 's|^/proc/\\([0-9]*\\)/environ$|\\1|p' | grep -vx \"$$\"; }")
+    # Each process's own tag (the first C3_SHARD of its environment): which shard it belongs to.
+    tag_of = "tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^C3_SHARD=//p' | head -n 1"
     if action == "list":
-        # 1,000 characters: a rank's `--node-rank` comes after long venv and model paths (the display cuts to 160).
-        return find + "\nfor p in $(c3_pids); do printf 'proc=%s %s\\n' \"$p\" \"$(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-1000)\"; done\n"
+        # `proc=PID TAG COMMAND`. 1,000 characters: a rank's `--node-rank` comes after long venv and model
+        # paths (the display cuts to 160).
+        return find + ("\nfor p in $(c3_pids); do printf 'proc=%s %s %s\\n' \"$p\" \"$(" + tag_of + ")\" "
+                       "\"$(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-1000)\"; done\n")
     ticks = max(1, int(grace_s * 10))
     # A tag read from a process's environment is used as a file name only when it is a plain name.
-    mark_tags = (f"mkdir -p {STOP_MARKERS} 2>/dev/null; for p in $pids; do "
-                 "t=$(tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^C3_SHARD=//p' | head -n 1); "
+    mark_tags = (f"mkdir -p {STOP_MARKERS} 2>/dev/null; for p in $pids; do t=$({tag_of}); "
                  f"case \"$t\" in ''|*[!A-Za-z0-9._-]*) ;; *) : > {STOP_MARKERS}/stopped-\"$t\";; esac; done\n")
+    # `shard=TAG` once per shard about to be stopped, so the stop can say which it stopped.
+    say_tags = f"for p in $pids; do {tag_of}; done | sort -u | sed 's/^/shard=/'\n"
     return (
         find + "\n"
         "pids=$(c3_pids); [ -z \"$pids\" ] && { echo stopped=0; exit 0; }\n"
-        + (mark_tags if mark else "") +
+        + say_tags + (mark_tags if mark else "") +
         "n=$(echo $pids | wc -w); kill -TERM $pids 2>/dev/null\n"
         f"i=0; while [ $i -lt {ticks} ] && [ -n \"$(c3_pids)\" ]; do sleep 0.1; i=$((i+1)); done\n"
         "left=$(c3_pids); [ -n \"$left\" ] && kill -KILL $left 2>/dev/null\n"

@@ -3,7 +3,8 @@ for the cockpit, every shard this machine started with each rank's state now (`l
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Coroutine
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -11,19 +12,27 @@ from backend.shard.announce import ShardRecord
 from backend.shard.ops import ShardStatus
 
 
-def shard_status(nodes: str, *, ray: str = "ray", ssh_key: str | None = None, rpc_port: int | None = None,
-                 mp: bool = False) -> ShardStatus:
-    """Ask every registered node in `nodes` (`a,b`; the first is asked about Ray) now; a node that
-    does not answer is listed with `reachable=False` and why. `rpc_port`: an rpc shard's parts instead of Ray;
-    `mp`: an mp shard's ranks instead of Ray."""
+def shard_status(nodes: str | None, *, tag: str | None = None, ray: str = "ray", ssh_key: str | None = None,
+                 backend: str | None = None, rpc_port: int | None = None) -> tuple[ShardStatus, str]:
+    """Ask every registered node in `nodes` (`a,b`; the first is asked about Ray) now, or shard `tag`'s nodes from
+    its record; a node that does not answer is listed with `reachable=False` and why. With `tag`, only that
+    shard's processes. `backend` (default: the record's, else ray): `rpc` lists an rpc shard's parts and `mp`
+    an mp shard's ranks instead of Ray. Returns the status and the backend it was read as."""
     import asyncio
 
-    from backend.nodes.registry import resolve_nodes
     from backend.shard.ops import status
+    from backend.shard.target import resolve
 
-    return asyncio.run(status(resolve_nodes(nodes), ray=ray, ssh_key=ssh_key, rpc_port=rpc_port, mp=mp))
+    found = resolve(tag, nodes)
+    backend = backend or (found.record.backend if found.record is not None else "ray")
+    if backend == "rpc" and rpc_port is None:
+        suffix = tag.rsplit("-", 1)[-1] if tag else ""
+        rpc_port = found.record.head_port if found.record is not None else int(suffix) if suffix.isdigit() else 50052
+    return asyncio.run(status(found.nodes, ray=ray, ssh_key=ssh_key, rpc_port=rpc_port if backend == "rpc" else None,
+                              mp=backend == "mp", tag=tag)), backend
 
 
+T = TypeVar("T")
 RankState = Literal["running", "starting", "dead", "unreachable", "stopped"]
 Headline = Literal["starting", "serving", "degraded", "stopped"]
 
@@ -62,14 +71,38 @@ class LiveShard(BaseModel):
     ranks: list[LiveRank]
     """In rank order."""
     nodes: list[str]
-    """Node names in rank order (for `c3 shard stop --nodes`)."""
+    """Node names in rank order."""
     started_at: float = 0.0
     """Unix time its runner started."""
 
 
-def live_shards() -> list[LiveShard]:
+class ShardWatch:
+    """What a view that polls `live_shards` every second holds: one SSH connection per node, kept between
+    polls on its own loop thread (backend.remote.fleet.ShellPool) and closed `idle_s` after the last poll
+    (the view went away) or by `close()`. Without it each poll connects to every node afresh."""
+
+    def __init__(self, idle_s: float = 5.0) -> None:
+        from backend.remote.fleet import LoopThread, ShellPool
+
+        self.pool = ShellPool(idle_s)
+        self._loop = LoopThread("c3-shard-watch")
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the watch's loop, where its connections live."""
+        return self._loop.run(coro)
+
+    def poll(self) -> list[LiveShard]:
+        """`live_shards` through the kept connections (blocking; call it from a worker)."""
+        return live_shards(self)
+
+    def close(self) -> None:
+        self._loop.close(self.pool.close())
+
+
+def live_shards(watch: ShardWatch | None = None) -> list[LiveShard]:
     """Every shard this machine's `c3 shard start` announced (backend.shard.announce), newest first; a
-    running one's ranks are read from their nodes now (blocking: SSH; call it from a worker)."""
+    running one's ranks are read from their nodes now (blocking: SSH; call it from a worker), through
+    `watch`'s kept connections when given."""
     import asyncio
 
     from backend.shard.announce import read_records
@@ -81,7 +114,9 @@ def live_shards() -> list[LiveShard]:
         if record.state != "ended" or record.runner_gone:
             rpc_port = record.head_port if record.backend == "rpc" else None
             # mp for ray too: its ranks are read from the tagged processes, never from Ray (slow to ask).
-            polled = asyncio.run(status(record.nodes, rpc_port=rpc_port, mp=rpc_port is None, tag=record.tag))
+            asking = status(record.nodes, rpc_port=rpc_port, mp=rpc_port is None, tag=record.tag,
+                            pool=watch.pool if watch is not None else None)
+            polled = watch.run(asking) if watch is not None else asyncio.run(asking)
         shards.append(judge(record, polled))
     return shards
 
@@ -114,7 +149,7 @@ def judge(record: ShardRecord, polled: ShardStatus | None) -> LiveShard:
     said = "; ".join(f"rank {r.rank} on {r.node} is {'dead' if r.state == 'stopped' else r.state}" for r in down)
     if record.runner_gone:
         running = len(ranks) - len(down)
-        left = f"; {running} part(s) still running: c3 shard stop --nodes {','.join(names)} --backend {record.backend}" if running else ""
+        left = f"; {running} part(s) still running: c3 shard stop {record.tag}" if running else ""
         return LiveShard(**base, headline="degraded" if running else "stopped", detail=f"{record.reason}{left}", ranks=ranks)
     if down:
         return LiveShard(**base, headline="degraded", detail=said, ranks=ranks)

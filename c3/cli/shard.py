@@ -3,8 +3,11 @@ llama.cpp model split by layers over llama.cpp RPC workers (`--backend rpc`).
 
     c3 shard install-ray --nodes a,b [--ray-version V] [--python PATH]
     c3 shard start --profile big --nodes a,b [--tp 1] [--pp 2] [--backend ray|mp|rpc] [--head NAME] [--dry-run] …
-    c3 shard status --nodes a,b [--backend rpc] [--json]
-    c3 shard stop --nodes a,b [--backend mp|rpc]
+    c3 shard status [TAG] [--nodes a,b] [--backend rpc|mp] [--json]
+    c3 shard stop [TAG] [--nodes a,b] [--all] [--backend ray|mp|rpc]
+
+TAG is a shard's C3_SHARD value (`HEAD-PORT`, as `shard start` and `shard status` say); without
+`--nodes`, its nodes come from the record `shard start` left on this machine.
 """
 
 from __future__ import annotations
@@ -97,21 +100,27 @@ def start(profile: str, nodes: str, tp: int | None, pp: int | None, backend: str
     sys.exit(action.run(_echo_step).data)
 
 
+tag_argument = click.argument("tag", required=False, metavar="[TAG]")
+some_nodes_option = click.option("--nodes", default=None, help="Registered nodes, comma-separated (default: TAG's, from its record here).")
+
+
 @shard.command()
-@nodes_option
+@tag_argument
+@some_nodes_option
 @ray_option
-@click.option("--backend", type=click.Choice(["ray", "mp", "rpc"]), default="ray", show_default=True,
+@click.option("--backend", type=click.Choice(["ray", "mp", "rpc"]), default=None,
               help="rpc: each part's state (llama-server on the first node, an rpc-server on each other); mp: each rank's "
-                   "vllm serve (node i is rank i); both instead of Ray's view.")
-@click.option("--rpc-port", type=PORT, default=50052, show_default=True, help="The start's --rpc-port (rpc).")
+                   "vllm serve (node i is rank i); both instead of Ray's view (default: TAG's, else ray).")
+@click.option("--rpc-port", type=PORT, default=None, help="The start's --rpc-port (rpc; default TAG's port, else 50052).")
 @ssh_key_option
 @json_option
-def status(nodes: str, ray: str, backend: str, rpc_port: int, ssh_key: str | None, as_json: bool) -> None:
-    """The Ray cluster as the first node sees it (or, rpc and mp, each part's state), and c3's processes on every node
-    (exit 3 if a node is unreachable, 1 if an rpc or mp part is not running)."""
+def status(tag: str | None, nodes: str | None, ray: str, backend: str | None, rpc_port: int | None, ssh_key: str | None, as_json: bool) -> None:
+    """The Ray cluster as the first node sees it (or, rpc and mp, each part's state), and c3's processes on every node,
+    each with its shard's tag; with TAG, only that shard's (exit 3 if a node is unreachable, 1 if an rpc or mp part is
+    not running)."""
     from backend.views.shard import shard_status
 
-    result = shard_status(nodes, ray=ray, ssh_key=ssh_key, rpc_port=rpc_port if backend == "rpc" else None, mp=backend == "mp")
+    result, backend = shard_status(nodes, tag=tag, ray=ray, ssh_key=ssh_key, backend=backend, rpc_port=rpc_port)
     unreachable = [n for n in result.nodes if not n.reachable]
     down = [p for p in result.parts if p.state == "not running"]
     if as_json:
@@ -132,7 +141,7 @@ def status(nodes: str, ray: str, backend: str, rpc_port: int, ssh_key: str | Non
         member = f"in the Ray cluster at {node.ray_address} ({res})" if node.ray_address else "not in a Ray cluster"
         _echo(f"{node.node}: {member}; {len(node.processes)} c3 shard process(es)")
         for proc in node.processes:
-            _echo(f"    {proc['pid']:>7} {proc['command'][:160]}")
+            _echo(f"    {proc['pid']:>7} {proc.get('shard', '')} {proc['command'][:160]}")
     if unreachable:
         error_line(f"{len(unreachable)} of {len(result.nodes)} node(s) unreachable: {', '.join(n.node for n in unreachable)}")
         sys.exit(3)
@@ -151,15 +160,24 @@ def _parts_status(result: Any) -> None:
 
 
 @shard.command()
-@nodes_option
+@tag_argument
+@some_nodes_option
+@click.option("--all", "every", is_flag=True, help="Stop every shard on --nodes (every process carrying C3_SHARD), not one.")
 @ray_option
-@click.option("--backend", type=click.Choice(["ray", "mp", "rpc"]), default="ray", show_default=True, help="mp and rpc skip `ray stop`.")
+@click.option("--backend", type=click.Choice(["ray", "mp", "rpc"]), default=None,
+              help="mp and rpc skip `ray stop` (default: TAG's, from its record, else ray).")
 @ssh_key_option
-def stop(nodes: str, ray: str, backend: str, ssh_key: str | None) -> None:
-    """Stop what `shard start` left on every node (found by its C3_SHARD environment), then `ray stop`."""
+def stop(tag: str | None, nodes: str | None, every: bool, ray: str, backend: str | None, ssh_key: str | None) -> None:
+    """Stop shard TAG on its nodes (found by its C3_SHARD environment; other shards there keep running), then `ray stop`.
+
+    Without TAG: the live shard this machine started on exactly --nodes, else the one shard running there
+    (several: exit 2, naming them); with --all, every shard on --nodes."""
     from backend.actions.stop_shard import StopShard
 
-    done = StopShard(nodes, ray, backend == "ray", ssh_key).run(_echo_step)
+    use_ray = None if backend is None else backend == "ray"
+    done = StopShard(nodes or "", ray, use_ray, ssh_key, tag=tag, every=every).run(_echo_step)
     if not done.ok:
         error_line(f"{done.message}")
+    else:
+        _echo(f"c3: {done.message}")
     sys.exit(0 if done.ok else 3)

@@ -2,7 +2,8 @@
 per-backend health and counters; add (`a`) and remove (`x`) nodes, and drain or undrain (`D`) the highlighted
 node in the running pool, through the confirm gate. The highlighted node's model cache (what `c3 cache ls`
 reads: models on disk and their size) is in the side pane, read in a worker every minute. Below the pool, a
-shard this machine's `c3 shard start` runs: one line per rank (c3/screens/shards.py), read every second."""
+shard this machine's `c3 shard start` runs: one line per rank (c3/screens/shards.py), read every second;
+`d` stops it (`c3 shard stop TAG`) through the confirm gate."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from c3.look import shown
 from c3.screens.base import CockpitScreen, describe_error
 from c3.screens.chrome import gib, mode_bar, result_line
 from c3.screens.shards import SHARDS_PERIOD_S, rank_cells, shard_heads
-from c3.services import NewNode, NodeRow, PoolRouter, PoolRow, WriteResult
+from c3.services import NewNode, NodeRow, PoolRouter, PoolRow, ShardStop, WriteResult
 
 if TYPE_CHECKING:
     from backend.views.cache import NodeCache
@@ -90,12 +91,14 @@ def node_text(row: NodeRow) -> str:
 class NodesScreen(Filterable, CockpitScreen):
     """Registry table, the highlighted node's GPUs beside it, running pools below; polled while shown."""
 
-    WRITES = frozenset({"node_add", "node_rm", "pool_drain"})
+    WRITES = frozenset({"node_add", "node_rm", "pool_drain", "shard_stop"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "add_node", "Add node", id="node_add", tooltip="Register a node: name, endpoint URL, SSH target, key"),
         Binding("x", "remove_node", "Remove", id="node_rm", tooltip="Unregister the highlighted node (nothing on it is touched)"),
         Binding("D", "drain_node", "Drain", id="pool_drain",
                 tooltip="Take the highlighted node out of the running pool's new sessions (its pinned ones move once idle), or back in"),
+        Binding("d", "stop_shard", "Stop shard", id="shard_stop",
+                tooltip="Stop the live shard shown below on every node it spans (c3 shard stop TAG; other shards keep running)"),
         Binding("r", "refresh_now", "Refresh", id="nodes_refresh", tooltip="Read the registry, probe the nodes and the pools now"),
         *FILTER_BINDINGS,
     ]
@@ -128,6 +131,8 @@ class NodesScreen(Filterable, CockpitScreen):
         self.shards_at: datetime | None = None
         self.shards_error: str | None = None
         self.shard_poller = self.add_poller(SHARDS_PERIOD_S, self._poll_shards)
+        self.stoppable = False
+        """A live shard is shown (the key bar has `d`)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="modebar")
@@ -304,6 +309,27 @@ class NodesScreen(Filterable, CockpitScreen):
         key = "pool_undrain" if backend.draining else "pool_drain"
         self.cockpit.request_write(key, pod=row.name, request=PoolRouter(port=int(pool.bind.rsplit(":", 1)[-1])))
 
+    def live_shards(self) -> list[LiveShard]:
+        """The shards shown that still run (degraded ones too: their parts may)."""
+        return [s for s in self.shards or [] if s.headline != "stopped"]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "stop_shard":
+            return bool(self.live_shards())  # `d` is in the key bar only while there is a shard to stop
+        return super().check_action(action, parameters)
+
+    def action_stop_shard(self) -> None:
+        """Stop the one live shard (`c3 shard stop TAG`: its nodes from its record) through the confirm gate."""
+        live = self.live_shards()
+        if not live:
+            self.app.notify("No shard to stop: none that this machine started is running", timeout=3)
+            return
+        if len(live) > 1:
+            each = "; ".join(f"c3 shard stop {s.tag}" for s in live)
+            self.app.notify(f"{len(live)} shards run: stop one with {each}", timeout=6)
+            return
+        self.cockpit.request_write("shard_stop", pod=live[0].tag, request=ShardStop(tag=live[0].tag))
+
     def show_result(self, result: WriteResult | None) -> None:
         self.result = result
         idle = "a adds a node · x removes one · D drains it in the pool · plan shown first"
@@ -430,6 +456,9 @@ class NodesScreen(Filterable, CockpitScreen):
 
     def render_shards(self) -> None:
         self.render_sources()
+        if bool(self.live_shards()) != self.stoppable:
+            self.stoppable = not self.stoppable
+            self.query_one(KeyBar).refresh_keys()
         title = self.query_one("#shards-title", Static)
         table = self.query_one("#shard-ranks", DataTable)
         shards = self.shards or []

@@ -24,8 +24,8 @@ import pytest
 from scripts.rig.engine_procs import free_port, free_port_run
 
 # `c3 shard stop` on local nodes reads this machine's /proc, where the network-namespace test hosts' shard ranks
-# are too (one pid namespace): in the netns group, so it never runs while a test-host shard does (a cold CI's
-# tp2/pp2 vLLM shard was "stopped by request" by this test's stop).
+# are too (one pid namespace): a cold CI's tp2/pp2 vLLM shard was "stopped by request" by this test's stop. It
+# stops by its tag now (only this test's shard); still in the netns group, so a test-host shard never shares the CPUs.
 pytestmark = [pytest.mark.real_engine, pytest.mark.xdist_group("netns")]
 ROOT = Path(__file__).resolve().parents[2]
 NODES = "h,w1,w2"
@@ -100,7 +100,7 @@ def test_rpc_shard_splits_the_model_over_two_rpc_servers(real_engines, tmp_path)
         assert f"w1: rpc-server port {rpc}: not running" in down.stdout, down.stdout
         assert "rpc-server port" in down.stderr and "on w1" in down.stderr
 
-        stopped = _c3("shard", "stop", "--backend", "rpc", "--nodes", NODES, timeout=120)
+        stopped = _c3("shard", "stop", tag, "--backend", "rpc", "--nodes", NODES, timeout=120)
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         proc.wait(timeout=120)
         assert _tagged(tag) == []

@@ -72,7 +72,7 @@ def test_a_shard_that_ended_names_the_node_that_failed_without_asking_the_nodes(
 def test_a_runner_killed_with_parts_left_says_how_to_stop_them():
     live = judge(record(state="ended", runner_gone=True, reason="the `c3 shard start` process is gone (killed?)"), polled("running", "not running"))
     assert live.headline == "degraded"
-    assert live.detail.endswith("1 part(s) still running: c3 shard stop --nodes a,b --backend mp")
+    assert live.detail.endswith(f"1 part(s) still running: c3 shard stop {live.tag}")
     assert judge(record(state="ended", runner_gone=True, reason="gone"), polled("not running", "not running")).headline == "stopped"
 
 

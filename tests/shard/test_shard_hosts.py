@@ -237,9 +237,10 @@ def test_mp_shard_every_rank_gets_its_command_and_shard_stop_cleans_up(shard_rig
         wait_until(lambda: "c3: serving: first token ' world' from org/tiny-model" in log.read_text(errors="replace"), 60,
                    "c3's first token", interval=0.25, proc=proc, log=log)
 
-        stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "mp")
+        # By its tag: the test hosts share this machine's pid namespace, where other shards may run.
+        stop = shard_rig.c3("shard", "stop", "a-29555", "--nodes", "a,b", "--backend", "mp")
         assert stop.returncode == 0, stop.stdout + stop.stderr
-        assert "a: stopped" in stop.stdout and "b: stopped" in stop.stdout
+        assert "a: stopped" in stop.stdout and "b: stopped" in stop.stdout and "c3: stopped shard a-29555 on a, b" in stop.stdout
         proc.wait(timeout=120)
         output = log.read_text(errors="replace")
         assert "every node's part is stopped" in output and SECRET not in output
@@ -281,7 +282,7 @@ def test_unreachable_node_is_one_line_exit_3(shard_rig):
     assert "a: not in a Ray cluster; 0 c3 shard process(es)" in r.stdout
     assert "b: unreachable: node `b`: unreachable" in r.stdout and "Traceback" not in r.stderr
     assert r.stderr.startswith("c3: error: 1 of 2 node(s) unreachable: b")
-    stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "mp")
+    stop = shard_rig.c3("shard", "stop", "a-8000", "--nodes", "a,b", "--backend", "mp")
     assert stop.returncode == 3 and "a: stopped 0 process(es)" in stop.stdout and "b: node `b`: unreachable" in stop.stdout
     # A dry run needs no node: it prints the plan, with what only b can tell as placeholders.
     dry = shard_rig.c3("shard", "start", "--profile", "org/m", "--nodes", "a,b", "--gpus-per-node", "1", "--dry-run")

@@ -132,7 +132,7 @@ def test_llama_cpp_rpc_over_two_hosts_puts_weights_on_the_worker_and_reports_a_k
         assert shown is not None and shown["headline"] in ("degraded", "stopped"), shown
         assert shown["headline"] == "degraded" or "failed on node b" in shown["detail"], shown
 
-        stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "rpc")
+        stop = shard_rig.c3("shard", "stop", f"a-{RPC_PORT}", "--nodes", "a,b", "--backend", "rpc")
         assert stop.returncode == 0, stop.stdout + stop.stderr
         proc.wait(timeout=120)
         wait_until(lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 60, "no process left in either host",

@@ -132,7 +132,7 @@ def test_one_model_split_over_two_hosts_serves_and_stops_clean(shard_rig, real_e
         plain = shard_rig.c3("shard", "status", "--nodes", "a,b", "--backend", "mp")
         assert "b: vllm serve rank 1 (headless): not running" in plain.stdout and "not running: vllm serve rank 1 (headless) on b" in plain.stderr
 
-        stop = shard_rig.c3("shard", "stop", "--nodes", "a,b", "--backend", "mp")
+        stop = shard_rig.c3("shard", "stop", f"a-{29560 + tp}", "--nodes", "a,b", "--backend", "mp")
         assert stop.returncode == 0, stop.stdout + stop.stderr
         proc.wait(timeout=120)
         wait_until(lambda: shard_rig.leftovers() == {shard_rig.head.name: [], shard_rig.worker.name: []}, 60, "no process left in either host",
