@@ -24,9 +24,7 @@ blocks (the least loaded of several that hold it), when that run covers at least
 them, while that backend is within the balance bound of the least loaded backend: counting this
 request, at most `cache_balance_abs` more in flight than the least loaded, or at most
 `cache_balance_rel` × its in flight (the shape of sglang-router's balance thresholds, but judged for
-the chosen backend, not the pool's extremes). Past the bound the request goes to the backend with the
-next longest match that is within the bound (one holding the shared system prompt, or an earlier turn of
-the conversation, before a cold one; still at least `cache_min_match`), else to the least loaded
+the chosen backend, not the pool's extremes). Past the bound the request goes to the least loaded
 backend, so a long system prompt that every conversation shares cannot draw all traffic to the one
 replica that saw it first. Without a match the usual choice applies (the ring for a key, least loaded
 without). A pinned session keeps its pin. Whichever backend is chosen is recorded as holding the prompt.
@@ -226,23 +224,18 @@ class Router:
         candidates = [b for b in self.order if b.health.assignable and b.name not in exclude]
         if not candidates:
             return None
-        need = self.config.cache_min_match * len(prompt)
-        matched = {b.name: self.prefixes.matched(b.name, prompt) for b in candidates}
-        longest = max(matched.values())
-        if not longest or longest < need:
+        names, n = self.prefixes.longest(prompt, [b.name for b in candidates])
+        if not names or n < self.config.cache_min_match * len(prompt):
             self.cache_outcomes["no_match"] += 1
             return None
-        least = min(b.metrics.in_flight for b in candidates)
-        # Longest match first, then the idlest, ties at random: the first within the bound takes it. A backend
-        # with a shorter match still saves that much prefill, which the least loaded cold backend would not.
-        ranked = sorted((b for b in candidates if matched[b.name] and matched[b.name] >= need),
-                        key=lambda b: (-matched[b.name], b.metrics.in_flight, random.random()))
-        for b in ranked:
-            if self.within_balance(b.metrics.in_flight, least):
-                self.cache_outcomes["prefix" if matched[b.name] == longest else "over_load"] += 1
-                return b
-        self.cache_outcomes["over_load"] += 1
-        return self.least_loaded(exclude)
+        holders = [self.backends[name] for name in names]
+        low = min(b.metrics.in_flight for b in holders)
+        best = random.choice([b for b in holders if b.metrics.in_flight == low])
+        if not self.within_balance(low, min(b.metrics.in_flight for b in candidates)):
+            self.cache_outcomes["over_load"] += 1
+            return self.least_loaded(exclude)
+        self.cache_outcomes["prefix"] += 1
+        return best
 
     def within_balance(self, in_flight: int, least: int) -> bool:
         """Whether a backend with `in_flight` requests may take one more while the least loaded has `least`."""

@@ -210,26 +210,3 @@ def test_status_says_the_route(route):
     doc = router.status()
     assert doc["route"] == route and set(doc["cache_routing"]) == {"prefix", "over_load", "no_match"}
     assert all("prefix_blocks" in b for b in doc["backends"])
-
-
-def test_past_the_bound_the_next_longest_match_within_it_beats_a_cold_backend():
-    # Three replicas: a holds the whole conversation but is busy; b holds its first 70 % (the shared system
-    # prompt and an earlier turn) and is within the bound; c is idle and cold. b saves that prefill, c none.
-    router = make_router(("a", "b", "c"), route="cache", cache_balance_abs=2)
-    a, b, c = router.order
-    body = chat("an earlier question " * 20, "an answer " * 20, "the next question " * 20)
-    blocks = router.prompt_blocks(body) or []
-    assert router.prefixes is not None and len(blocks) >= 8
-    router.prefixes.record("a", blocks)
-    router.prefixes.record("b", blocks[: len(blocks) * 7 // 10])
-    a.metrics.in_flight, b.metrics.in_flight, c.metrics.in_flight = 3, 1, 0  # a: 4 against 0; b: 2 against 0
-    assert _cached(router, body)[0] is b
-    assert router.cache_outcomes == {"prefix": 0, "over_load": 1, "no_match": 0}
-    # A match below --cache-min-match is no reason to load a backend: the least loaded gets it.
-    router = make_router(("a", "b", "c"), route="cache", cache_balance_abs=2)
-    a, b, c = router.order
-    assert router.prefixes is not None
-    router.prefixes.record("a", blocks)
-    router.prefixes.record("b", blocks[: len(blocks) // 5])
-    a.metrics.in_flight, b.metrics.in_flight, c.metrics.in_flight = 3, 1, 0
-    assert _cached(router, body)[0] is c
