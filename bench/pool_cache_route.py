@@ -171,7 +171,7 @@ def main() -> int:
     print(f"\n{args.conversations} conversations × {args.turns} turns sharing one system prompt, concurrency "
           f"{args.concurrency}, {args.replicas} vLLM replicas, {args.repeats} repeats; {time.monotonic() - started:.0f} s; load average "
           f"at start {load_start[0]:.2f}/{load_start[1]:.2f}/{load_start[2]:.2f}, at end {os.getloadavg()[0]:.2f}")
-    print("| router | hit rate per repeat | median hit rate | ÷ round-robin | answered | TTFT p50 | requests a/b (all repeats) "
+    print("| router | hit rate per repeat | median hit rate | ÷ round-robin | answered | TTFT p50 | requests per replica (all repeats, a/b/…) "
           "| busier replica's share of prompt tokens | load avg (1 min) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
