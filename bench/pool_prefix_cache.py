@@ -44,9 +44,10 @@ def register(urls: dict[str, str], home: Path) -> None:
 
 
 @contextmanager
-def vllm_replicas(prefix: str, names: tuple[str, ...] = ("a", "b")) -> Iterator[tuple[Path, dict[str, str]]]:
+def vllm_replicas(prefix: str, names: tuple[str, ...] = ("a", "b"), max_model_len: int = 2048) -> Iterator[tuple[Path, dict[str, str]]]:
     """Real vLLM replicas (CPU build, tiny dense model; built first if need be), healthy and registered as
-    c3 nodes in a scratch C3_HOME: yields (that scratch folder, {node: URL}); stops them on the way out."""
+    c3 nodes in a scratch C3_HOME: yields (that scratch folder, {node: URL}); stops them on the way out.
+    `max_model_len`: longer conversations need more than 2048 (the tiny models allow 4096)."""
     real_engines.build_all(print)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         scratch = Path(tmp)
@@ -54,7 +55,7 @@ def vllm_replicas(prefix: str, names: tuple[str, ...] = ("a", "b")) -> Iterator[
         replicas = {}
         try:
             for name in names:
-                replicas[name] = start_vllm(model, scratch / name)
+                replicas[name] = start_vllm(model, scratch / name, max_model_len=max_model_len)
             for proc in replicas.values():
                 proc.wait_healthy(600)
             urls = {name: proc.url for name, proc in replicas.items()}
