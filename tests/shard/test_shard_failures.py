@@ -58,7 +58,10 @@ def nothing_left(shard_rig) -> None:
 
 def hold_port(shard_rig, address: str, port: int) -> subprocess.Popen:
     """A real listener on address:port inside the head's namespace (stopped by the caller, by its pid)."""
-    code = ("import socket,sys,time\ns=socket.socket()\ns.bind((sys.argv[1], int(sys.argv[2])))\ns.listen()\n"
+    # SO_REUSEADDR as c3's own check and the engines use: an earlier test's server on the same port leaves TIME_WAIT
+    # connections behind, which refuse a plain bind (seen: "Address already in use" after the mp shard tests).
+    code = ("import socket,sys,time\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            "s.bind((sys.argv[1], int(sys.argv[2])))\ns.listen()\n"
             "print('listening', flush=True)\ntime.sleep(600)\n")
     proc = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{shard_rig.head.netns}", sys.executable, "-c", code, address, str(port)],
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
