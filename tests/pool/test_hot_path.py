@@ -65,3 +65,62 @@ async def test_a_held_body_leaves_with_its_head_in_one_send_unless_it_is_large(s
     sent = b"".join(up.writes)
     assert sent.startswith(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 10.0.0.1:8000\r\n")
     assert sent.endswith(b"\r\n\r\n" + data)
+
+
+async def _answer_ok(reader: Any, writer: Any) -> None:
+    """A keep-alive backend: every request (head, then a Content-Length body) gets `200 ok`."""
+    import asyncio
+
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = parse_request(head).length
+            if length:
+                await reader.readexactly(length)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+
+
+async def test_a_keep_alive_connection_keeps_its_task_between_requests_and_parks_once_idle() -> None:
+    """Making a task, a reader and a writer for every request cost ~4 µs a request (issue 26's profile):
+    a connection that carries a second request keeps them, and gives them up after one idle tick."""
+    import asyncio
+
+    from backend.pool.proxy import PoolServer
+    from backend.pool.router import PoolConfig, Router
+
+    backend = await asyncio.start_server(_answer_ok, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{backend.sockets[0].getsockname()[1]}"
+    config = PoolConfig(backends=[("a", url)], host="127.0.0.1", port=0, probe_interval_s=60, body_timeout_s=0.4)  # reaper tick 0.1 s
+    server = PoolServer(Router(config))
+    started = 0
+    serve = server.serve_client
+
+    def counting(*args: Any) -> Any:
+        nonlocal started
+        started += 1
+        return serve(*args)
+
+    server.serve_client = counting  # type: ignore[method-assign]
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+        for _ in range(5):
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 ") and await reader.readexactly(2) == b"ok"
+        assert started == 2  # the first request's task parked; the second's served the other four
+        (proto,) = server.connections
+        deadline = asyncio.get_running_loop().time() + 2
+        while proto.task is not None and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert proto.task is None and proto.reader is None and proto.writer is None  # parked by the reaper
+        writer.write(request)
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ") and await reader.readexactly(2) == b"ok"
+        assert started == 3
+        writer.close()
+    finally:
+        await server.shutdown(0)
+        backend.close()
