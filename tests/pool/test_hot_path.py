@@ -124,3 +124,30 @@ async def test_a_keep_alive_connection_keeps_its_task_between_requests_and_parks
     finally:
         await server.shutdown(0)
         backend.close()
+
+
+async def test_a_repeated_response_head_is_parsed_once_and_a_bad_or_long_one_never_cached() -> None:
+    """The response head parse was ~4 µs of a request (issue 26's profile); an engine's heads repeat byte for byte."""
+    import asyncio
+
+    from backend.pool.heads import _RESPONSES, CACHED_HEAD, RESPONSE_CACHE, HeadError
+    from backend.pool.http1 import read_response_head
+
+    async def read(raw: bytes) -> Any:
+        reader = asyncio.StreamReader()
+        reader.feed_data(raw)
+        return await read_response_head(reader)
+
+    first = await read(RESPONSE)
+    assert await read(RESPONSE) is first  # the same bytes: the same parse, not a new one
+    assert first.framing == "chunked" and first.a == b"200"
+    bad = RESPONSE.replace(b"Transfer-Encoding: chunked", b"Transfer-Encoding: gzip")
+    for _ in range(2):
+        with pytest.raises(HeadError):
+            await read(bad)
+    assert bad not in _RESPONSES
+    long = RESPONSE.replace(b"Server: nginx", b"Server: " + b"n" * CACHED_HEAD)
+    assert await read(long) is not await read(long)
+    for i in range(RESPONSE_CACHE + 10):
+        await read(RESPONSE.replace(b"X-Stub-Backend: s0", b"X-Stub-Backend: %d" % i))
+    assert len(_RESPONSES) <= RESPONSE_CACHE
