@@ -151,6 +151,8 @@ class PoolServer:
                 try:
                     raw = await read_head(reader)
                 except Parked:
+                    if proto.lost:  # gone in the same pass as the nudge: its reset may sit behind the nudge
+                        break
                     reader._exception = None  # type: ignore[attr-defined]  # noqa: SLF001 - the nudge, not a failure
                     if reader._buffer or reader.at_eof():  # type: ignore[attr-defined]  # noqa: SLF001 - bytes came meanwhile
                         continue

@@ -151,3 +151,35 @@ async def test_a_repeated_response_head_is_parsed_once_and_a_bad_or_long_one_nev
     for i in range(RESPONSE_CACHE + 10):
         await read(RESPONSE.replace(b"X-Stub-Backend: s0", b"X-Stub-Backend: %d" % i))
     assert len(_RESPONSES) <= RESPONSE_CACHE
+
+
+async def test_a_kept_connection_lost_while_it_is_being_parked_leaves_the_books() -> None:
+    """The reaper's nudge and the client's reset land in one event-loop pass: the connection must still end."""
+    import asyncio
+
+    from backend.pool.proxy import PoolServer
+    from backend.pool.router import PoolConfig, Router
+
+    backend = await asyncio.start_server(_answer_ok, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{backend.sockets[0].getsockname()[1]}"
+    server = PoolServer(Router(PoolConfig(backends=[("a", url)], host="127.0.0.1", port=0, probe_interval_s=60)))
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+        for _ in range(2):  # a second request: the connection keeps its task
+            writer.write(request)
+            await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(2)
+        (proto,) = server.connections
+        task = proto.task
+        assert task is not None
+        await asyncio.sleep(0.05)  # the task waits for the next head
+        proto.nudge()
+        proto.connection_lost(ConnectionResetError())  # before the task wakes
+        await asyncio.wait_for(task, 2)
+        assert proto not in server.connections
+        writer.close()
+    finally:
+        await server.shutdown(0)
+        backend.close()
