@@ -245,6 +245,29 @@ def parse_response(raw: bytes) -> Head:
     return head
 
 
+RESPONSE_CACHE = 256
+"""Distinct response heads remembered by `parse_response_cached`."""
+CACHED_HEAD = 1024
+"""Longest response head it remembers (so the cache holds well under 1 MiB)."""
+_RESPONSES: dict[bytes, Head] = {}
+
+
+def parse_response_cached(raw: bytes) -> Head:
+    """`parse_response`, remembered for recent heads: a backend's heads repeat byte for byte (an engine's
+    SSE answers differ only by `Date`, once a second), and the parse is ~4 µs of a request's router CPU.
+    Only a head that parsed cleanly is kept, keyed by its exact bytes, so a hit is the parse those bytes
+    give; a head that fails is parsed (and refused) every time. The Head is shared: its users only read it.
+    """
+    head = _RESPONSES.get(raw)
+    if head is None:
+        head = parse_response(raw)
+        if len(raw) <= CACHED_HEAD:
+            if len(_RESPONSES) >= RESPONSE_CACHE:
+                del _RESPONSES[next(iter(_RESPONSES))]  # the oldest entry: a churning backend costs nothing more
+            _RESPONSES[raw] = head
+    return head
+
+
 def connection_tokens(head: Head) -> frozenset[bytes]:
     """Lower-cased tokens of `Connection:` (headers it names are hop-by-hop, RFC 9110 §7.6.1)."""
     if head.connection is not None:

@@ -16,7 +16,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 
-from backend.pool.heads import Head, HeadError, parse_response
+from backend.pool.heads import Head, HeadError, parse_response_cached
 
 Write = Callable[[bytes], None]
 """Hands bytes to the client's transport (it may raise when the client is gone)."""
@@ -103,7 +103,7 @@ async def read_response_head(reader: asyncio.StreamReader) -> Head:
             raise HeadError(502, exc.reason) from None
         if len(raw) > MAX_HEAD:
             raise HeadError(502, "response head too large")
-        resp = parse_response(raw)
+        resp = parse_response_cached(raw)
         if resp.a == b"101":
             raise HeadError(502, "101 Switching Protocols to a request that asked for no upgrade")
         if resp.a[:1] != b"1":

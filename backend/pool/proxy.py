@@ -38,7 +38,7 @@ import logging
 import time
 
 from backend.pool.admin import ADMIN_HEADER, handle_admin, is_admin_path, json_error, shows_sticky
-from backend.pool.connection import ClientProtocol
+from backend.pool.connection import ClientProtocol, Parked
 from backend.pool.exchange import Exchange
 from backend.pool.heads import ALLOWED, Head, HeadError, forward_fields, parse_request
 from backend.pool.http1 import BadMessage, read_head
@@ -78,7 +78,7 @@ class PoolServer:
 
     async def _reap(self) -> None:
         """Idle connections, overdue request bodies, silent backends and clients that do not read,
-        checked on a tick.
+        checked on a tick; a connection that kept its task between requests parks after a tick idle.
 
         One sweep over the connections replaces timers per request (idle, body, head, stream, write):
         under load, arming and cancelling those left a cancelled handle per request in the event
@@ -106,6 +106,8 @@ class PoolServer:
                     proto.transport.close()
                 elif not proto.busy and now - proto.idle_since > cfg.idle_timeout_s and proto.transport is not None:
                     proto.transport.close()
+                elif proto.task is not None and now - proto.idle_since >= tick:
+                    proto.nudge()  # idle for a tick with its task kept (see `serve_client`): park it
 
     async def shutdown(self, timeout_s: float | None = None) -> None:
         """Stop accepting, let requests in progress finish (up to the drain timeout), then close."""
@@ -148,6 +150,15 @@ class PoolServer:
                 # arrive, is closed by the reaper (`_reap`).
                 try:
                     raw = await read_head(reader)
+                except Parked:
+                    if proto.lost:  # gone in the same pass as the nudge: its reset may sit behind the nudge
+                        break
+                    reader._exception = None  # type: ignore[attr-defined]  # noqa: SLF001 - the nudge, not a failure
+                    if reader._buffer or reader.at_eof():  # type: ignore[attr-defined]  # noqa: SLF001 - bytes came meanwhile
+                        continue
+                    parked = True
+                    proto.park()
+                    return
                 except (asyncio.IncompleteReadError, ConnectionError):
                     break
                 except HeadError as exc:
@@ -176,14 +187,17 @@ class PoolServer:
                         writer.write(json_error(500, "internal router error", "c3_router_error", close=True))
                     keep = False
                 proto.busy = False
+                proto.served += 1
                 proto.watch.reset()
                 proto.idle_since = time.monotonic()
                 if self.closing:
                     self._idle.set()
                 if not keep or proto.lost:
                     break
-                if not reader._buffer and not reader.at_eof():  # type: ignore[attr-defined]  # noqa: SLF001
-                    parked = True  # nothing waiting: hold no task and no streams while idle
+                if proto.served < 2 and not reader._buffer and not reader.at_eof():  # type: ignore[attr-defined]  # noqa: SLF001
+                    # Nothing waiting on a connection that has carried one request: hold no task and no
+                    # streams while idle. One that carries more keeps them until idle for a tick (`_reap`).
+                    parked = True
                     proto.park()
                     return
         finally:

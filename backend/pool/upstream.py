@@ -12,7 +12,6 @@ import asyncio
 import fcntl
 import logging
 import ssl
-import struct
 import termios
 import time
 from urllib.parse import urlparse, urlunparse
@@ -65,7 +64,7 @@ class Backend:
         # A node registered as http://h:8000/v1 still receives /v1/... paths once, not /v1/v1/...
         self.prefix = (prefix[:-3] if prefix.endswith("/v1") else prefix).encode()
         self.host_header = (parsed.netloc.rsplit("@", 1)[-1]).encode()
-        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, int]] = []  # with the socket's fd (-1: none)
         self.reuse = True  # False once the backend sent bytes after a complete response (see `_stray`)
         self.max_idle = max_idle
         self.connect_timeout_s = connect_timeout_s
@@ -88,8 +87,8 @@ class Backend:
         the backend closed is dropped here or, when its EOF is still unread, on use (`proxy.py`).
         """
         while self.idle:
-            reader, writer = self.idle.pop()
-            if _has_bytes(reader) or _kernel_bytes(writer):
+            reader, writer, fd = self.idle.pop()
+            if _has_bytes(reader) or _kernel_bytes(fd):
                 self._stray()
             elif not (reader.at_eof() or writer.is_closing()):
                 return reader, writer
@@ -101,7 +100,7 @@ class Backend:
         if _has_bytes(reader):
             self._stray()
         if self.reuse and len(self.idle) < self.max_idle and not writer.is_closing() and not _has_bytes(reader):
-            self.idle.append((reader, writer))
+            self.idle.append((reader, writer, _fd(writer)))
         else:
             writer.transport.abort()
 
@@ -125,17 +124,26 @@ def _has_bytes(reader: asyncio.StreamReader) -> bool:
     return bool(reader._buffer)  # type: ignore[attr-defined]  # noqa: SLF001 - no public peek on StreamReader
 
 
-def _kernel_bytes(writer: asyncio.StreamWriter) -> int:
-    """Bytes waiting in the socket's kernel receive queue, not yet read by the event loop (FIONREAD;
-    an EOF is 0 bytes: a backend closing an idle connection is normal and found on use)."""
+def _fd(writer: asyncio.StreamWriter) -> int:
+    """The connection's file descriptor, -1 when it has none (looked up once per pooling, not per check)."""
     sock = writer.get_extra_info("socket")
-    if sock is None:
-        return 0
+    return -1 if sock is None else int(sock.fileno())
+
+
+_COUNT = bytearray(4)
+"""FIONREAD's answer, written in place (no bytes object and no unpack per check)."""
+
+
+def _kernel_bytes(fd: int) -> bool:
+    """Bytes wait in the socket's kernel receive queue, not yet read by the event loop (FIONREAD;
+    an EOF is 0 bytes: a backend closing an idle connection is normal and found on use)."""
+    if fd < 0:
+        return False
     try:
-        count: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
-        return count
+        fcntl.ioctl(fd, termios.FIONREAD, _COUNT, True)
     except OSError:
-        return 0
+        return False
+    return _COUNT != b"\0\0\0\0"
 
 
 async def _get_status(backend: Backend, path: bytes) -> int:
