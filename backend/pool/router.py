@@ -20,7 +20,7 @@ request); `status()` flags a key holding more than `hot_key_share` of them (and 
 
 Cache-aware routing (`--route cache`, `prefix.py`): a request whose prompt is given (`prompt`, its
 block hashes) and that has no live pin goes to the backend holding the longest leading run of its
-blocks (the least loaded of several that hold it), when that run covers at least `cache_min_match` of
+blocks (of several that hold it, the one whose engine queues least, then the least loaded), when that run covers at least `cache_min_match` of
 them, while that backend is within the balance bound of the least loaded backend: counting this
 request, at most `cache_balance_abs` more in flight than the least loaded, or at most
 `cache_balance_rel` × its in flight (the shape of sglang-router's balance thresholds, but judged for
@@ -246,8 +246,11 @@ class Router:
             self.cache_outcomes["no_match"] += 1
             return None
         holders = [self.backends[name] for name in names]
-        low = min(b.metrics.in_flight for b in holders)
-        best = random.choice([b for b in holders if b.metrics.in_flight == low])
+        now = time.monotonic()
+        order = {b.name: (self._waiting(b, now), b.metrics.in_flight) for b in holders}
+        first = min(order.values())  # fewest queued by its engine (0 when unread), then fewest in flight
+        best = random.choice([b for b in holders if order[b.name] == first])
+        low = best.metrics.in_flight
         least = min(b.metrics.in_flight for b in candidates)
         queued = self._queued_elsewhere(best, candidates)
         if queued is False or queued is None and self.within_balance(low, least):
@@ -255,6 +258,12 @@ class Router:
             return best
         self.cache_outcomes["over_load"] += 1
         return queued if isinstance(queued, Backend) else self.least_loaded(exclude)
+
+    def _waiting(self, b: Backend, now: float) -> int:
+        """Requests `b`'s engine queues by its last fresh reading; 0 without one (`--cache-load in-flight`,
+        or unread: the in-flight count then orders it)."""
+        reading = self.loads.fresh(b.name, now) if self.loads is not None else None
+        return reading.waiting if reading is not None else 0
 
     def _queued_elsewhere(self, holder: Backend, candidates: list[Backend]) -> Backend | bool | None:
         """`--cache-load engine`: False when the holder's engine queues nothing, or no other engine

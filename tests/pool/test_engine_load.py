@@ -135,6 +135,26 @@ async def test_a_holder_whose_engine_queues_passes_the_request_to_an_engine_that
             s.close()
 
 
+async def test_among_holders_of_the_prefix_the_one_whose_engine_queues_nothing_gets_it():
+    stubs = [MetricsStub(), MetricsStub(), MetricsStub()]
+    stubs[0].body, stubs[1].body, stubs[2].body = vllm(2, 4), vllm(0, 4), vllm(0, 4)
+    router = await started(*stubs)
+    try:
+        assert router.prefixes is not None
+        for name in ("a", "b"):  # a shared system prompt both have served; c has not
+            router.prefixes.record(name, router.prompt_blocks(BODY) or [])
+        a, b, c = router.order
+        a.metrics.in_flight, b.metrics.in_flight, c.metrics.in_flight = 0, 1, 0
+        # a is idlest by the router's count but its engine queues; b holds the prefix too and has room:
+        # b, not a cold c, is where the prefix costs nothing
+        assert route(router, BODY) == "b"
+        assert router.cache_outcomes == {"prefix": 1, "over_load": 0, "no_match": 0}
+    finally:
+        await router.stop()
+        for s in stubs:
+            s.close()
+
+
 async def test_unreadable_metrics_fall_back_to_the_in_flight_bound_and_status_says_so():
     from backend.pool.engineload import MAX_BYTES
 
