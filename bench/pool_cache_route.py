@@ -16,7 +16,8 @@ replica finished (Δ`vllm:request_success_total`, all repeats summed) and the sh
 busier replica got; hit rate ÷ the round-robin stand-in's (`--sticky none`: least in
 flight, ties at random). `c3 --route cache --cache-balance-abs 64` (sglang-router's default absolute
 threshold, so at these loads the balance bound never trips) shows what the bound costs in hits and buys in
-balance. Routers run in a rotating order each repeat (no router always goes first). Last, the workload's
+balance. `c3 --route cache --cache-load in-flight` is the bound by the router's own in-flight counts alone (the
+default before the engines' queues were read). Routers run in a rotating order each repeat (no router always goes first). Last, the workload's
 ceiling for the same replicas × conversations × turns (`bench/pool_cache_bound.py`, run with the rig's vLLM
 venv, which has `tokenizers`): the hit rate with everything on one replica, and random placement's.
 Peers come from `.rig/bench-venv` (`python3 -m venv .rig/bench-venv && .rig/bench-venv/bin/pip install
@@ -46,6 +47,7 @@ C3 = {
     "c3 --route cache": ("--route", "cache"),
     "c3 --route cache --sticky none": ("--route", "cache", "--sticky", "none"),
     "c3 --route cache --cache-balance-abs 64": ("--route", "cache", "--cache-balance-abs", "64"),
+    "c3 --route cache --cache-load in-flight": ("--route", "cache", "--cache-load", "in-flight"),
     "c3 --sticky auto": ("--sticky", "auto"),
     "c3 --sticky none": ("--sticky", "none"),
 }

@@ -12,7 +12,7 @@ from backend.errors import C3Error
 
 TUNING = {
     "route": "route", "cache_blocks": "cache_blocks", "cache_min_match": "cache_min_match", "cache_balance_abs": "cache_balance_abs",
-    "cache_balance_rel": "cache_balance_rel",
+    "cache_balance_rel": "cache_balance_rel", "cache_load": "cache_load",
     "probe_interval": "probe_interval_s", "probe_timeout": "probe_timeout_s", "drain_timeout": "drain_timeout_s",
     "load_factor": "load_factor", "pin_ttl": "pin_ttl_s", "upstream_timeout": "upstream_timeout_s",
     "stream_timeout": "stream_timeout_s", "write_timeout": "write_timeout_s", "max_response_time": "max_response_time_s",

@@ -20,13 +20,18 @@ request); `status()` flags a key holding more than `hot_key_share` of them (and 
 
 Cache-aware routing (`--route cache`, `prefix.py`): a request whose prompt is given (`prompt`, its
 block hashes) and that has no live pin goes to the backend holding the longest leading run of its
-blocks (the least loaded of several that hold it), when that run covers at least `cache_min_match` of
+blocks (of several that hold it, the one whose engine queues least, then the least loaded), when that run covers at least `cache_min_match` of
 them, while that backend is within the balance bound of the least loaded backend: counting this
 request, at most `cache_balance_abs` more in flight than the least loaded, or at most
 `cache_balance_rel` × its in flight (the shape of sglang-router's balance thresholds, but judged for
 the chosen backend, not the pool's extremes). Past the bound the request goes to the least loaded
 backend, so a long system prompt that every conversation shares cannot draw all traffic to the one
-replica that saw it first. Without a match the usual choice applies (the ring for a key, least loaded
+replica that saw it first. With `cache_load="engine"` (the default) the bound is the engine's own
+queue instead (`engineload.py`): the holder keeps the request while its engine reports nothing waiting
+(vLLM `num_requests_waiting`, llama-server `requests_deferred`), since a batching engine takes it at no
+queueing cost; while it queues, the request goes to the backend whose engine queues least, when some
+backend's engine queues less. A backend without a recent reading (no /metrics, a failed or stale
+scrape) is judged by the in-flight bound above. Without a match the usual choice applies (the ring for a key, least loaded
 without). A pinned session keeps its pin. Whichever backend is chosen is recorded as holding the prompt.
 
 Retries pass `exclude`: the failed backend is skipped for this request; the pin moves only if that
@@ -49,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend.limits import ANY_PORT, PORT_MAX
 from backend.pool.budget import HeldBytes
+from backend.pool.engineload import EngineLoads
 from backend.pool.health import HealthPolicy
 from backend.pool.keys import KeyHasher, StickyMode, parse_sticky
 from backend.pool.metrics import PoolMetrics
@@ -87,6 +93,13 @@ class PoolConfig(BaseModel):
     cache_balance_rel: float = Field(default=1.5, ge=1.0)
     """`--route cache`: ... or, counting the request, at most this × the least loaded backend's in-flight
     requests (the tolerance at high load, where a difference of a few requests is noise)."""
+    cache_load: Literal["engine", "in-flight"] = "engine"
+    """`--route cache`: what "loaded" means for the balance bound: `engine` (its engine reports requests
+    waiting on /metrics; the in-flight bound for backends without a recent reading) or `in-flight` (the
+    router's own in-flight counts only)."""
+    load_interval_s: float = Field(default=1.0, gt=0)
+    """`--cache-load engine`: seconds between scrapes of each backend's /metrics (each within
+    min(this, `probe_timeout_s`))."""
     probe_interval_s: float = Field(default=2.0, gt=0)
     """Seconds between active health probes."""
     probe_timeout_s: float = Field(default=2.0, gt=0)
@@ -177,6 +190,10 @@ class Router:
         """Request bytes held for retries, all connections together (`budget.py`)."""
         self.prefixes: PrefixIndex | None = PrefixIndex(list(self.backends), config.cache_blocks) if config.route == "cache" else None
         """Recent prompt prefixes per backend (`--route cache` only)."""
+        self.loads: EngineLoads | None = None
+        """The engines' queues (`--route cache --cache-load engine` only)."""
+        if config.route == "cache" and config.cache_load == "engine":
+            self.loads = EngineLoads(list(self.backends), config.load_interval_s, min(config.load_interval_s, config.probe_timeout_s))
         self.cache_outcomes = {"prefix": 0, "over_load": 0, "no_match": 0}
         """`--route cache` decisions: followed a prefix, passed over a loaded match, no match."""
         self.started_at = time.time()
@@ -229,13 +246,52 @@ class Router:
             self.cache_outcomes["no_match"] += 1
             return None
         holders = [self.backends[name] for name in names]
-        low = min(b.metrics.in_flight for b in holders)
-        best = random.choice([b for b in holders if b.metrics.in_flight == low])
-        if not self.within_balance(low, min(b.metrics.in_flight for b in candidates)):
-            self.cache_outcomes["over_load"] += 1
-            return self.least_loaded(exclude)
-        self.cache_outcomes["prefix"] += 1
-        return best
+        now = time.monotonic()
+        order = {b.name: (self._waiting(b, now), b.metrics.in_flight) for b in holders}
+        first = min(order.values())  # fewest queued by its engine (0 when unread), then fewest in flight
+        best = random.choice([b for b in holders if order[b.name] == first])
+        low = best.metrics.in_flight
+        least = min(b.metrics.in_flight for b in candidates)
+        queued = self._queued_elsewhere(best, candidates)
+        if queued is False or queued is None and self.within_balance(low, least):
+            self.cache_outcomes["prefix"] += 1
+            return best
+        self.cache_outcomes["over_load"] += 1
+        return queued if isinstance(queued, Backend) else self.least_loaded(exclude)
+
+    def _waiting(self, b: Backend, now: float) -> int:
+        """Requests `b`'s engine queues by its last fresh reading; 0 without one (`--cache-load in-flight`,
+        or unread: the in-flight count then orders it)."""
+        reading = self.loads.fresh(b.name, now) if self.loads is not None else None
+        return reading.waiting if reading is not None else 0
+
+    def _queued_elsewhere(self, holder: Backend, candidates: list[Backend]) -> Backend | bool | None:
+        """`--cache-load engine`: False when the holder's engine queues nothing, or no other engine
+        queues less (follow the prefix); the idlest engine that queues less than the holder's (divert
+        there); None without a reading of the holder's queue, or when only backends without a reading
+        could take it (the in-flight bound decides)."""
+        if self.loads is None:
+            return None
+        now = time.monotonic()
+        mine = self.loads.fresh(holder.name, now)
+        if mine is None:
+            return None
+        if mine.waiting == 0:
+            return False
+        shorter: list[tuple[int, int, Backend]] = []
+        unread = False
+        for b in candidates:
+            if b is holder:
+                continue
+            reading = self.loads.fresh(b.name, now)
+            if reading is None:
+                unread = True
+            elif reading.waiting < mine.waiting:
+                shorter.append((reading.waiting, b.metrics.in_flight, b))
+        if shorter:
+            low = min((waiting, flight) for waiting, flight, _ in shorter)
+            return random.choice([b for waiting, flight, b in shorter if (waiting, flight) == low])
+        return None if unread else False
 
     def within_balance(self, in_flight: int, least: int) -> bool:
         """Whether a backend with `in_flight` requests may take one more while the least loaded has `least`."""
@@ -346,6 +402,8 @@ class Router:
             b.close_idle()
             if self.prefixes is not None:
                 self.prefixes.forget(b.name)  # a restarted engine's cache is empty
+            if self.loads is not None:
+                self.loads.forget(b.name)
 
     async def _probe_loop(self) -> None:
         while True:
@@ -354,6 +412,15 @@ class Router:
                 await self.probe_all()
             except Exception:  # a probe bug must never stop health checking
                 log.exception("health probe round failed")
+
+    async def _load_loop(self) -> None:
+        assert self.loads is not None
+        while True:
+            try:  # only backends in rotation: a down one is found by the probes, not hammered here
+                await self.loads.scrape_all([b for b in self.order if b.health.routable])
+            except Exception:  # a scrape bug must never stop routing; the in-flight bound stands in
+                log.exception("engine load scrape round failed")
+            await asyncio.sleep(self.loads.interval_s)
 
     async def _housekeeping(self) -> None:
         while True:
@@ -366,6 +433,8 @@ class Router:
         self.load_pins()
         await self.probe_all()
         self._tasks = [asyncio.create_task(self._probe_loop()), asyncio.create_task(self._housekeeping())]
+        if self.loads is not None:
+            self._tasks.append(asyncio.create_task(self._load_loop()))
 
     async def stop(self) -> None:
         """Stop the loops, save pins, drop pooled connections."""
@@ -446,6 +515,7 @@ class Router:
                     "stalled_streams": m.stalls,
                     "pins": max(0, self.pins.counts[b.name]),
                     "prefix_blocks": self.prefixes.size(b.name) if self.prefixes is not None else 0,
+                    "engine_load": self.loads.row(b.name) if self.loads is not None else None,
                     "latency_ms": {"p50": m.percentile_ms(0.5), "p99": m.percentile_ms(0.99)},
                     "last_probe_rtt_ms": h.last_probe_rtt_ms,
                     "consecutive_failures": h.fails,
@@ -456,6 +526,7 @@ class Router:
         return {
             "sticky": str(self.mode),
             "route": self.config.route,
+            "cache_load": self.config.cache_load if self.config.route == "cache" else None,
             "cache_routing": dict(self.cache_outcomes),
             "pins": len(self.pins),
             "sticky_outcomes": dict(self.metrics.sticky),

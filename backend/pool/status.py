@@ -29,6 +29,25 @@ from backend.models.names import host_url
 from backend.userfiles import read_bytes, read_json
 
 
+class EngineLoadStatus(BaseModel):
+    """`--route cache --cache-load engine`: the backend's engine queue as last scraped from its /metrics."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    read: bool
+    """A recent reading exists; False: the balance bound falls back to the router's in-flight count."""
+    engine: str | None = None
+    """`vllm` or `llamacpp`."""
+    waiting: int | None = None
+    """Requests the engine queues (vLLM waiting, llama-server deferred): above 0 the prefix holder is passed over."""
+    running: int | None = None
+    """Requests in the engine's running batch."""
+    age_s: float | None = None
+    """Seconds since the reading."""
+    error: str | None = None
+    """Why there is no reading (no /metrics, timeout, neither engine's names)."""
+
+
 class BackendStatus(BaseModel):
     """One backend as a running router reports it."""
 
@@ -62,6 +81,8 @@ class BackendStatus(BaseModel):
     """Sessions pinned here now."""
     prefix_blocks: int = 0
     """`--route cache`: prompt prefix blocks remembered as sent here (0 under `--route ring`)."""
+    engine_load: EngineLoadStatus | None = None
+    """`--route cache --cache-load engine`: the engine's queue (None otherwise)."""
     latency_ms: dict[str, float | None] = Field(default_factory=dict)
     """`p50`/`p99` time to response head over the last 2,048 requests."""
     last_probe_rtt_ms: float | None = None
@@ -104,6 +125,8 @@ class PoolStatus(BaseModel):
     """Sticky mode."""
     route: str = "ring"
     """`ring` or `cache` (`--route`): how a request without a live pin picks its backend."""
+    cache_load: str | None = None
+    """`--route cache`: `engine` (the engines' queues, in-flight where unread) or `in-flight` (`--cache-load`)."""
     pins: int = 0
     """Pinned sessions in all."""
     sticky_hit_ratio: float | None = None

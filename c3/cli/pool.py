@@ -56,6 +56,11 @@ SERVE_OPTIONS = (
                  help="--route cache: follow a prefix while its backend, counting the request, has at most this many more in flight than the least loaded (or is within --cache-balance-rel)."),
     click.option("--cache-balance-rel", type=click.FloatRange(min=1.0), default=1.5, show_default=True,
                  help="--route cache: or at most this × the least loaded backend's in flight; past both bounds the least loaded backend gets the request."),
+    click.option("--cache-load", type=click.Choice(["engine", "in-flight"]), default="engine", show_default=True,
+                 help="--route cache: engine (leave a prefix's backend only while its engine queues requests: "
+                      "vllm:num_requests_waiting / llamacpp:requests_deferred from its /metrics, read every second; a backend "
+                      "whose /metrics cannot be read falls back to the in-flight bound, shown in `pool status`) | in-flight "
+                      "(the router's in-flight counts only)."),
     click.option("--probe-interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds between health probes."),
     click.option("--probe-timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Timeout of one probe."),
     click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish."),
@@ -95,7 +100,7 @@ def serve_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @pool.command("serve")
 @serve_options
 def serve(nodes: str, bind: str, sticky: str, route: str, cache_blocks: int, cache_min_match: float, cache_balance_abs: int,
-          cache_balance_rel: float,
+          cache_balance_rel: float, cache_load: str,
           probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
           upstream_timeout: float, stream_timeout: float, write_timeout: float, max_response_time: float, body_timeout: float,
           max_body_time: float, idle_timeout: float, retry_body_limit: int, max_buffered_bytes: int, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
@@ -105,12 +110,19 @@ def serve(nodes: str, bind: str, sticky: str, route: str, cache_blocks: int, cac
     host, port = parse_bind(bind)
     tuning: dict[str, float | str] = {
               "route": route, "cache_blocks": cache_blocks, "cache_min_match": cache_min_match, "cache_balance_abs": cache_balance_abs,
-              "cache_balance_rel": cache_balance_rel,
+              "cache_balance_rel": cache_balance_rel, "cache_load": cache_load,
               "probe_interval": probe_interval, "probe_timeout": probe_timeout, "drain_timeout": drain_timeout, "load_factor": load_factor,
               "pin_ttl": pin_ttl, "upstream_timeout": upstream_timeout, "stream_timeout": stream_timeout, "write_timeout": write_timeout,
               "max_response_time": max_response_time, "body_timeout": body_timeout, "max_body_time": max_body_time, "idle_timeout": idle_timeout,
               "retry_body_limit": retry_body_limit, "max_buffered_bytes": max_buffered_bytes, "hot_key_share": hot_key_share, "hot_key_window": hot_key_window, "hot_key_min": hot_key_min}
     ServePool(nodes, host, port, sticky, tuning).run(echo_line)
+
+
+def _engine_line(load: Any) -> str:
+    """`--cache-load engine`: what the cache route's balance bound reads for a backend."""
+    if load.read:
+        return f"engine queue ({load.engine}): {load.waiting} waiting, {load.running if load.running is not None else '?'} running, {load.age_s:.1f}s ago"
+    return f"engine queue unread ({load.error}): balanced by the router's in-flight count"
 
 
 def _fmt_ms(value: float | None) -> str:
@@ -155,6 +167,8 @@ def status(as_json: bool) -> None:
             )
             if (not b.healthy or b.suspect) and b.last_error:
                 click.echo(f"    last error: {b.last_error}")
+            if b.engine_load is not None:
+                click.echo(f"    {_engine_line(b.engine_load)}")
         for h in p.hot_keys:
             click.echo(f"  ⚠ hot key {h.key_hash} on {h.backend}: {h.share:.0%} of its last {h.window} requests "
                        "(one API key or session is most of this node's load; stickiness keeps it there)")

@@ -69,6 +69,9 @@ def test_cache_route_keeps_conversations_where_their_prefix_is(stubs, pool_proce
     status = cached.status()
     assert status["route"] == "cache" and status["cache_routing"]["prefix"] == 23  # all but the very first request
     assert sum(b["prefix_blocks"] for b in status["backends"]) > 0
+    # `--cache-load engine` (the default): the router read every stub engine's queue from its /metrics
+    assert status["cache_load"] == "engine"
+    assert all(b["engine_load"]["read"] and b["engine_load"]["waiting"] == 0 for b in status["backends"]), status["backends"]
 
 
 @pytest.mark.parametrize("sticky", ["none", "auto"])
@@ -77,9 +80,11 @@ def test_a_shared_system_prompt_under_concurrency_uses_both_replicas_and_convers
     The replica that saw the prompt first must not take every conversation (with this request it would
     be two ahead of an idle one: past the balance bound), and each conversation, different from the others
     after the shared prompt, keeps its replica for every later turn (by its pin under `auto`, by its own
-    longer prefix under `none`)."""
+    longer prefix under `none`). `--cache-load in-flight`: the router's own in-flight counts are the load."""
     backends = stubs("a", "b", extra=("--tokens", "4", "--token-delay", "0.15"))  # ~0.6 s a request: a pair overlaps even on a loaded box
-    pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", sticky, *CACHED)
+    # The stubs batch without queueing (their /metrics never report requests waiting), so under the
+    # default `--cache-load engine` the prefix would rightly take every pair: this is the in-flight bound.
+    pool = pool_process({n: s.url for n, s in backends.items()}, "--sticky", sticky, *CACHED, "--cache-load", "in-flight")
     system = "You are the shared support assistant; cite the policy and keep it short. " * 30
     history = {c: [{"role": "system", "content": system}] for c in range(8)}
     where: dict[int, list[str]] = {c: [] for c in range(8)}

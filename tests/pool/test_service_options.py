@@ -36,7 +36,7 @@ GIVEN = {
     "--hot-key-window": "500",
     "--hot-key-min": "7",
 }
-WORDS = {"--route": "cache"}
+WORDS = {"--route": "cache", "--cache-load": "in-flight"}
 """The tuning flags that take a word, not a number."""
 
 
