@@ -5,24 +5,26 @@ drives a whole session — modes, new pod, fit, create,
 boot, logs, details, help, history, GPU processes (by key and by `:procs`), stop-all — with asyncio debug on (`slow_callback_duration` 0.05 s):
 1. no facade method ever runs on the event-loop thread (the proxy records the thread of every call:
    exact, and independent of machine load), and
-2. asyncio's slow-callback log shows nothing near the cost of a chain of facade calls. Textual's own
-   frames show up there too (debug mode slows them, and a loaded 2-core CI box triples them), so
-   the bound is generous (2 s); the exact proof is (1).
+2. no single callback on the loop spends 0.5 s of the loop thread's own CPU time (a frame that computes
+   that long freezes the cockpit on any machine). CPU time, not wall time: asyncio's slow-callback log
+   measures the machine too — at load 20-30 on this 2-core kind a 0.15 s Textual frame took 2.2 s of wall
+   (seen in a CI run beside a 4-replica bench), while its CPU time does not grow with the load. I/O on the
+   loop is what (1) proves absent, exactly.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import re
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 from c3.app import C3App
 from tests.cockpit.conftest import orchestration, settle, wait_for
 from tests.cockpit.scenes import converged
 
-SLOW_S = 2.0
+HEAVY_CPU_S = 0.5
 LOOP_SAFE = {"clock", "freshness"}
 """The facade's calls documented for the event loop (c3/services.py): the clock, and `freshness()`,
 which returns what the hub's threads last recorded (an attribute read, no I/O)."""
@@ -69,15 +71,55 @@ def slow_app(world) -> tuple[C3App, SlowServices]:
     return C3App(slow, clock=real.clock), slow
 
 
-async def test_slow_backend_never_blocks_the_event_loop(caplog, demo_world):
-    app, slow = slow_app(demo_world)
-    async with app.run_test(size=(120, 40)) as pilot:
+@contextlib.contextmanager
+def cpu_heavy_callbacks(limit_s: float = HEAVY_CPU_S) -> Iterator[list[str]]:
+    """Every loop callback (asyncio Handle) run inside the block whose own-thread CPU time reached `limit_s`."""
+    heavy: list[str] = []
+    run = asyncio.events.Handle._run
+
+    def timed(handle: asyncio.events.Handle) -> None:
+        started = time.thread_time()
+        try:
+            run(handle)
+        finally:
+            if (spent := time.thread_time() - started) >= limit_s:
+                heavy.append(f"{spent:.2f} CPU-s in {handle!r}"[:300])
+
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+    try:
+        yield heavy
+    finally:
+        asyncio.events.Handle._run = run  # type: ignore[method-assign]
+
+
+async def test_the_cpu_detector_catches_a_callback_that_computes():
+    """The detector itself works: a callback burning 0.6 CPU-s is caught, one that yields at once is not."""
+    def burn() -> None:
+        end = time.thread_time() + 0.6
+        while time.thread_time() < end:
+            pass
+
+    with cpu_heavy_callbacks() as heavy:
         loop = asyncio.get_running_loop()
-        loop.set_debug(True)
-        loop.slow_callback_duration = 0.05
+        loop.call_soon(burn)
+        loop.call_soon(lambda: None)
+        await asyncio.sleep(0.01)
+    assert len(heavy) == 1 and "burn" in heavy[0], heavy
+
+
+async def test_slow_backend_never_blocks_the_event_loop(demo_world):
+    app, slow = slow_app(demo_world)
+    with cpu_heavy_callbacks() as heavy:
+        await _drive_a_session(app)
+    assert slow.calls >= 15, "the session did not exercise the facade"
+    assert {"history", "gpu_processes"} <= slow.names, f"the history and process views were not opened: {sorted(slow.names)}"
+    assert slow.on_loop == [], f"facade methods ran on the event loop: {slow.on_loop}"
+    assert heavy == [], "event loop blocked:\n" + "\n".join(heavy)
+
+
+async def _drive_a_session(app: C3App) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, rounds=4)
-        caplog.clear()
-        caplog.set_level(logging.WARNING, logger="asyncio")
         for key in ("2", "3", "1"):
             await pilot.press(key)
             await settle(pilot)
@@ -104,16 +146,6 @@ async def test_slow_backend_never_blocks_the_event_loop(caplog, demo_world):
         await pilot.press("y")
         await wait_for(pilot, lambda: app.last_result is not None and "stopped" in app.last_result.message, timeout=60, what="stop all")
         await settle(pilot)
-        loop.set_debug(False)
-    assert slow.calls >= 15, "the session did not exercise the facade"
-    assert {"history", "gpu_processes"} <= slow.names, f"the history and process views were not opened: {sorted(slow.names)}"
-    assert slow.on_loop == [], f"facade methods ran on the event loop: {slow.on_loop}"
-    slow_callbacks = []
-    for record in caplog.records:
-        found = re.search(r"took (\d+\.\d+) seconds", record.getMessage())
-        if found and float(found.group(1)) >= SLOW_S:
-            slow_callbacks.append(record.getMessage()[:300])
-    assert slow_callbacks == [], "event loop blocked:\n" + "\n".join(slow_callbacks)
 
 
 async def test_the_proxy_does_catch_a_call_on_the_loop():

@@ -109,8 +109,11 @@ def test_no_c3_variable_is_read_outside_the_settings():
     # c3/look.py reads the terminal's own conventions (the locale, NO_COLOR), not c3's configuration.
     # backend/nodes/cache_scan.py runs on a node and reads that node's HF_HOME/HF_HUB_CACHE; the gateway's LiteLLM
     # config and its CLI help write LiteLLM's `os.environ/NAME` reference as text, reading nothing.
+    # backend/sim/sandbox.py's main() is the simulated pod's shell process, run by the terminal: it keeps the
+    # terminal's TERM, as `docker exec -it` does.
     allowed = {"backend/nodes/cache_scan.py", "backend/gateway/litellm.py", "c3/cli/gateway.py",
-               "backend/settings.py", "backend/sim/stub_engine.py", "backend/sim/stub_boot.py", "backend/cluster/plan.py", "backend/sim/runtime.py", "c3/look.py"}
+               "backend/settings.py", "backend/sim/stub_engine.py", "backend/sim/stub_boot.py", "backend/cluster/plan.py", "backend/sim/runtime.py", "c3/look.py",
+               "backend/sim/sandbox.py"}
     found = []
     for path in [*root.joinpath("backend").rglob("*.py"), *root.joinpath("c3").rglob("*.py")]:
         rel = path.relative_to(root).as_posix()
