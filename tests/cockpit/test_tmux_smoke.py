@@ -4,9 +4,11 @@ see a mismatch explained, stop everything, quit — keys only, as a newcomer wou
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +39,8 @@ class Tmux:
         self.run("-f", "/dev/null", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), gate + command)
         self.run("set-option", "-t", name, "window-size", "manual")
         self.run("resize-window", "-t", name, "-x", str(width), "-y", str(height))
+        # The pane's shell leads its own process group (tmux makes it a session leader); c3 runs in it.
+        self.group = int(self.run("display-message", "-p", "-t", name, "#{pane_pid}").strip() or 0)
 
     def run(self, *args: str) -> str:
         done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30)
@@ -69,7 +73,26 @@ class Tmux:
         raise AssertionError(f"never saw /{pattern}/ on screen:\n{screen}")
 
     def kill(self) -> None:
+        """End the tmux server (the pane's programs get SIGHUP, as when an SSH session drops), then make sure
+        nothing of this pane outlives the test: once in a CI run (a loaded box, the New-pod modal open) a
+        `c3 demo` outlived its hangup with its gateway, so what is left after 10 s gets SIGTERM (the demo then
+        stops its own gateway), then SIGKILL — only this pane's process group, by its id."""
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+        if self.group <= 1:
+            return
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.group, sig)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(self.group, 0)
+                except ProcessLookupError:
+                    return
+                time.sleep(0.1)
+            if sig is None:
+                print(f"tmux {self.name}: the pane's programs outlived the hangup by 10 s; stopping them (SIGTERM)")
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
