@@ -24,7 +24,7 @@ from c3.app import C3App
 from tests.cockpit.conftest import orchestration, settle, wait_for
 from tests.cockpit.scenes import converged
 
-HEAVY_CPU_S = 0.5
+HEAVY_CPU_S = 2.0
 LOOP_SAFE = {"clock", "freshness"}
 """The facade's calls documented for the event loop (c3/services.py): the clock, and `freshness()`,
 which returns what the hub's threads last recorded (an attribute read, no I/O)."""
@@ -99,7 +99,7 @@ async def test_the_cpu_detector_catches_a_callback_that_computes():
         while time.thread_time() < end:
             pass
 
-    with cpu_heavy_callbacks() as heavy:
+    with cpu_heavy_callbacks(0.5) as heavy:
         loop = asyncio.get_running_loop()
         loop.call_soon(burn)
         loop.call_soon(lambda: None)
