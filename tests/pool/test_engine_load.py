@@ -9,6 +9,7 @@ diverts (issue 26's 4-replica bench: one conversation in eight recomputed the sy
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 
@@ -85,6 +86,18 @@ async def started(*stubs: MetricsStub, **kw) -> Router:
         await asyncio.sleep(0.02)
     return router
 
+@contextlib.asynccontextmanager
+async def routed(*stubs, **options):
+    """A started router in front of `stubs`; stopped, and the stubs closed, when the block ends."""
+    router = await started(*stubs, **options)
+    try:
+        yield router
+    finally:
+        await router.stop()
+        for s in stubs:
+            s.close()
+
+
 
 def route(router: Router, body: bytes) -> str:
     choice = router.choose(None, prompt=router.prompt_blocks(body))
@@ -98,8 +111,7 @@ BODY = chat("a question only a has seen " * 20)
 async def test_a_holder_whose_engine_queues_nothing_keeps_the_prefix_two_ahead_in_flight():
     stubs = [MetricsStub(), MetricsStub()]
     stubs[0].body = vllm(0, 2)
-    router = await started(*stubs)
-    try:
+    async with routed(*stubs) as router:
         assert router.prefixes is not None
         router.prefixes.record("a", router.prompt_blocks(BODY) or [])
         a, b = router.order
@@ -108,17 +120,12 @@ async def test_a_holder_whose_engine_queues_nothing_keeps_the_prefix_two_ahead_i
         assert router.cache_outcomes == {"prefix": 1, "over_load": 0, "no_match": 0}
         row = router.status()["backends"][0]["engine_load"]
         assert row["read"] and (row["engine"], row["waiting"], row["running"]) == ("vllm", 0, 2)
-    finally:
-        await router.stop()
-        for s in stubs:
-            s.close()
 
 
 async def test_a_holder_whose_engine_queues_passes_the_request_to_an_engine_that_queues_less():
     stubs = [MetricsStub(), MetricsStub(), MetricsStub()]
     stubs[0].body, stubs[1].body, stubs[2].body = llamacpp(3, 4), llamacpp(1, 4), llamacpp(3, 4)
-    router = await started(*stubs, load_interval_s=0.05)
-    try:
+    async with routed(*stubs, load_interval_s=0.05) as router:
         assert router.prefixes is not None
         router.prefixes.record("a", router.prompt_blocks(BODY) or [])
         for b in router.order:
@@ -129,17 +136,12 @@ async def test_a_holder_whose_engine_queues_passes_the_request_to_an_engine_that
         router.prefixes.forget("b")  # (b was recorded as holding it too)
         await asyncio.sleep(0.3)
         assert route(router, BODY) == "a"
-    finally:
-        await router.stop()
-        for s in stubs:
-            s.close()
 
 
 async def test_among_holders_of_the_prefix_the_one_whose_engine_queues_nothing_gets_it():
     stubs = [MetricsStub(), MetricsStub(), MetricsStub()]
     stubs[0].body, stubs[1].body, stubs[2].body = vllm(2, 4), vllm(0, 4), vllm(0, 4)
-    router = await started(*stubs)
-    try:
+    async with routed(*stubs) as router:
         assert router.prefixes is not None
         for name in ("a", "b"):  # a shared system prompt both have served; c has not
             router.prefixes.record(name, router.prompt_blocks(BODY) or [])
@@ -149,10 +151,6 @@ async def test_among_holders_of_the_prefix_the_one_whose_engine_queues_nothing_g
         # b, not a cold c, is where the prefix costs nothing
         assert route(router, BODY) == "b"
         assert router.cache_outcomes == {"prefix": 1, "over_load": 0, "no_match": 0}
-    finally:
-        await router.stop()
-        for s in stubs:
-            s.close()
 
 
 async def test_unreadable_metrics_fall_back_to_the_in_flight_bound_and_status_says_so():
@@ -162,8 +160,7 @@ async def test_unreadable_metrics_fall_back_to_the_in_flight_bound_and_status_sa
     stubs[0].body = None  # 404: llama-server run without --metrics
     stubs[1].body = b"# just some text\nnot_an_engine_metric 1\n"
     stubs[2].body = b"x" * (MAX_BYTES + 10)  # over the size cap
-    router = await started(*stubs)
-    try:
+    async with routed(*stubs) as router:
         assert router.prefixes is not None
         router.prefixes.record("a", router.prompt_blocks(BODY) or [])
         a, b, c = router.order
@@ -177,10 +174,6 @@ async def test_unreadable_metrics_fall_back_to_the_in_flight_bound_and_status_sa
         assert "HTTP 404" in rows[0]["error"] and "llamacpp:requests_deferred" in rows[1]["error"]
         assert "over" in rows[2]["error"] and all(r["fallback"] == "in-flight bound" for r in rows)
         assert router.status()["cache_load"] == "engine"
-    finally:
-        await router.stop()
-        for s in stubs:
-            s.close()
 
 
 async def test_a_stalled_metrics_endpoint_is_bounded_and_retried_with_backoff():
