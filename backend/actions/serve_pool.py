@@ -12,7 +12,7 @@ from backend.errors import C3Error
 
 TUNING = {
     "route": "route", "cache_blocks": "cache_blocks", "cache_min_match": "cache_min_match", "cache_balance_abs": "cache_balance_abs",
-    "cache_balance_rel": "cache_balance_rel", "cache_load": "cache_load",
+    "cache_balance_rel": "cache_balance_rel", "cache_load": "cache_load", "kv_events": "kv_events",
     "probe_interval": "probe_interval_s", "probe_timeout": "probe_timeout_s", "drain_timeout": "drain_timeout_s",
     "load_factor": "load_factor", "pin_ttl": "pin_ttl_s", "upstream_timeout": "upstream_timeout_s",
     "stream_timeout": "stream_timeout_s", "write_timeout": "write_timeout_s", "max_response_time": "max_response_time_s",
@@ -41,7 +41,7 @@ class ServePool(Action):
     host: str = "0.0.0.0"
     port: int = 8011
     sticky: str = "auto"
-    tuning: dict[str, float | str] = field(default_factory=dict)
+    tuning: dict[str, Any] = field(default_factory=dict)
     """Tuning flags by their `pool serve` parameter name (`probe_interval`, …; see `TUNING`)."""
 
     @classmethod
@@ -63,8 +63,16 @@ class ServePool(Action):
         unknown = sorted(set(self.tuning) - set(TUNING))
         if unknown:
             raise ValueError(f"not a pool tuning flag: {', '.join(unknown)}")
-        return PoolConfig(backends=[(n.name, n.host) for n in resolved], host=self.host, port=self.port, sticky=mode,
-                          state_dir=pool_dir(), **{TUNING[k]: v for k, v in self.tuning.items()})
+        backends = [(n.name, n.host) for n in resolved]
+        fields: dict[str, Any] = {TUNING[k]: v for k, v in self.tuning.items()}
+        if isinstance(fields.get("kv_events"), str):
+            from backend.errors import UsageError
+            from backend.pool.kvevents import parse_endpoints
+
+            if fields.get("route") != "cache":
+                raise UsageError("--kv-events is read by the cache route only", hint="add --route cache")
+            fields["kv_events"] = parse_endpoints(fields["kv_events"], backends)
+        return PoolConfig(backends=backends, host=self.host, port=self.port, sticky=mode, state_dir=pool_dir(), **fields)
 
     def plan(self) -> Plan:
         title = f"Pool router on {self.target}"

@@ -11,7 +11,8 @@ blocks last to first, so a shared start (a system prompt) stays the most recentl
 after the longer prompts that extend it.
 
 The match of a backend is the number of leading blocks of the prompt its set holds. The index is
-approximate on purpose: the router cannot see the engine's own evictions, it records where it sent a
+approximate on purpose: the router sees the engine's own evictions only where vLLM publishes its KV
+events (`--kv-events`, `kvevents.py`: the same share of the set is dropped, oldest first), it records where it sent a
 request (not whether it succeeded), and a backend that leaves rotation forgets its whole set (an engine
 that restarts has an empty cache). `Router.choose` decides with it, within a balance bound (see `router.py`).
 """
@@ -79,7 +80,7 @@ def block_hashes(data: bytes, salt: bytes) -> list[int]:
 class PrefixIndex:
     """Per-backend LRU sets of prefix block hashes, each at most `cap` entries."""
 
-    __slots__ = ("cap", "_sets", "evictions")
+    __slots__ = ("cap", "_sets", "evictions", "_carry")
 
     def __init__(self, names: list[str], cap: int = 16_384) -> None:
         if cap < 1:
@@ -87,6 +88,7 @@ class PrefixIndex:
         self.cap = cap
         self._sets: dict[str, OrderedDict[int, None]] = {name: OrderedDict() for name in names}
         self.evictions = 0
+        self._carry: dict[str, float] = {}
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._sets.values())
@@ -132,6 +134,23 @@ class PrefixIndex:
             held.popitem(last=False)
         if over > 0:
             self.evictions += over
+
+    def forget_share(self, name: str, share: float) -> int:
+        """Drop the least recently used `share` (0..1) of what is held for `name` (its engine evicted that
+        share of its cache, `kvevents.py`); the fraction of an entry is carried to the next call, so many
+        small evictions add up. Returns the entries dropped."""
+        held = self._sets[name]
+        if share >= 1.0:
+            n = len(held)
+            held.clear()
+            self._carry.pop(name, None)
+            return n
+        want = share * len(held) + self._carry.get(name, 0.0)
+        n = min(len(held), int(want))
+        self._carry[name] = want - n
+        for _ in range(n):
+            held.popitem(last=False)
+        return n
 
     def forget(self, name: str) -> None:
         """Drop everything held for `name` (its engine's cache is presumed gone)."""

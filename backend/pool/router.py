@@ -57,6 +57,7 @@ from backend.pool.budget import HeldBytes
 from backend.pool.engineload import EngineLoads
 from backend.pool.health import HealthPolicy
 from backend.pool.keys import KeyHasher, StickyMode, parse_sticky
+from backend.pool.kvevents import KvEvents
 from backend.pool.metrics import PoolMetrics
 from backend.pool.pins import PinTable
 from backend.pool.prefix import PrefixIndex, block_hashes, prompt_bytes
@@ -97,6 +98,9 @@ class PoolConfig(BaseModel):
     """`--route cache`: what "loaded" means for the balance bound: `engine` (its engine reports requests
     waiting on /metrics; the in-flight bound for backends without a recent reading) or `in-flight` (the
     router's own in-flight counts only)."""
+    kv_events: dict[str, str] = Field(default_factory=dict)
+    """`--route cache`: backend name → its vLLM KV-event publisher (`tcp://HOST:PORT`, from the engine's
+    `--kv-events-config`); the index forgets what those engines evict or clear (`kvevents.py`)."""
     load_interval_s: float = Field(default=1.0, gt=0)
     """`--cache-load engine`: seconds between scrapes of each backend's /metrics (each within
     min(this, `probe_timeout_s`))."""
@@ -194,6 +198,8 @@ class Router:
         """The engines' queues (`--route cache --cache-load engine` only)."""
         if config.route == "cache" and config.cache_load == "engine":
             self.loads = EngineLoads(list(self.backends), config.load_interval_s, min(config.load_interval_s, config.probe_timeout_s))
+        self.kv: KvEvents | None = KvEvents(config.kv_events) if config.route == "cache" and config.kv_events else None
+        """The engines' KV-cache events (`--kv-events`), which trim the prefix index."""
         self.cache_outcomes = {"prefix": 0, "over_load": 0, "no_match": 0}
         """`--route cache` decisions: followed a prefix, passed over a loaded match, no match."""
         self.started_at = time.time()
@@ -435,9 +441,20 @@ class Router:
         self._tasks = [asyncio.create_task(self._probe_loop()), asyncio.create_task(self._housekeeping())]
         if self.loads is not None:
             self._tasks.append(asyncio.create_task(self._load_loop()))
+        if self.kv is not None:
+            self.kv.start(asyncio.get_running_loop(), self.kv_forgot)
+
+    def kv_forgot(self, name: str, share: float) -> None:
+        """Backend `name`'s engine forgot `share` of its prefix cache (1.0: cleared): so does the index."""
+        if self.prefixes is None or self.kv is None or name not in self.backends:
+            return
+        dropped = self.prefixes.forget_share(name, share)
+        self.kv.feeds[name].trimmed += dropped
 
     async def stop(self) -> None:
         """Stop the loops, save pins, drop pooled connections."""
+        if self.kv is not None:
+            await asyncio.to_thread(self.kv.stop)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -516,6 +533,7 @@ class Router:
                     "pins": max(0, self.pins.counts[b.name]),
                     "prefix_blocks": self.prefixes.size(b.name) if self.prefixes is not None else 0,
                     "engine_load": self.loads.row(b.name) if self.loads is not None else None,
+                    "kv_events": self.kv.row(b.name) if self.kv is not None else None,
                     "latency_ms": {"p50": m.percentile_ms(0.5), "p99": m.percentile_ms(0.99)},
                     "last_probe_rtt_ms": h.last_probe_rtt_ms,
                     "consecutive_failures": h.fails,

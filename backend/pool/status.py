@@ -48,6 +48,37 @@ class EngineLoadStatus(BaseModel):
     """Why there is no reading (no /metrics, timeout, neither engine's names)."""
 
 
+class KvEventsStatus(BaseModel):
+    """`--route cache --kv-events`: one backend's vLLM KV-cache event stream (backend/pool/kvevents.py)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    endpoint: str
+    """The ZMQ publisher subscribed to (`tcp://HOST:PORT`)."""
+    messages: int = 0
+    """Event batches received."""
+    engine_blocks: int = 0
+    """Blocks the engine stored since the router subscribed and has not removed (what it holds, as far as seen)."""
+    untracked: int = 0
+    """Blocks stored past the remembered maximum (their removals are not counted)."""
+    stored: int = 0
+    """BlockStored blocks received."""
+    removed: int = 0
+    """BlockRemoved blocks received (evictions)."""
+    cleared: int = 0
+    """AllBlocksCleared events (the engine's prefix cache was reset): each empties this backend's index."""
+    gaps: int = 0
+    """Skips in the publisher's sequence numbers (messages lost)."""
+    bad: int = 0
+    """Messages that were not vLLM event batches (dropped)."""
+    trimmed: int = 0
+    """Prefix-index entries dropped because the engine evicted or cleared."""
+    last_event_age_s: float | None = None
+    """Seconds since the last message (None: none yet — wrong endpoint, or an idle engine)."""
+    error: str | None = None
+    """What was wrong with the last message, if anything."""
+
+
 class BackendStatus(BaseModel):
     """One backend as a running router reports it."""
 
@@ -83,6 +114,8 @@ class BackendStatus(BaseModel):
     """`--route cache`: prompt prefix blocks remembered as sent here (0 under `--route ring`)."""
     engine_load: EngineLoadStatus | None = None
     """`--route cache --cache-load engine`: the engine's queue (None otherwise)."""
+    kv_events: KvEventsStatus | None = None
+    """`--route cache --kv-events`: what the engine's KV-cache events said (None otherwise)."""
     latency_ms: dict[str, float | None] = Field(default_factory=dict)
     """`p50`/`p99` time to response head over the last 2,048 requests."""
     last_probe_rtt_ms: float | None = None

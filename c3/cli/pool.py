@@ -61,6 +61,10 @@ SERVE_OPTIONS = (
                       "vllm:num_requests_waiting / llamacpp:requests_deferred from its /metrics, read every second; a backend "
                       "whose /metrics cannot be read falls back to the in-flight bound, shown in `pool status`) | in-flight "
                       "(the router's in-flight counts only)."),
+    click.option("--kv-events", default=None, metavar="PORT|NAME=tcp://HOST:PORT,…",
+                 help="--route cache: read each vLLM backend's KV-cache events (its --kv-events-config ZMQ endpoint; a "
+                      "PORT means every backend's host at that port) and forget from the prefix index what the engine "
+                      "evicts or clears."),
     click.option("--probe-interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds between health probes."),
     click.option("--probe-timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Timeout of one probe."),
     click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True, help="On SIGTERM/SIGINT, seconds open requests may finish."),
@@ -100,7 +104,7 @@ def serve_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @pool.command("serve")
 @serve_options
 def serve(nodes: str, bind: str, sticky: str, route: str, cache_blocks: int, cache_min_match: float, cache_balance_abs: int,
-          cache_balance_rel: float, cache_load: str,
+          cache_balance_rel: float, cache_load: str, kv_events: str | None,
           probe_interval: float, probe_timeout: float, drain_timeout: float, load_factor: float, pin_ttl: float,
           upstream_timeout: float, stream_timeout: float, write_timeout: float, max_response_time: float, body_timeout: float,
           max_body_time: float, idle_timeout: float, retry_body_limit: int, max_buffered_bytes: int, hot_key_share: float, hot_key_window: int, hot_key_min: int) -> None:
@@ -111,6 +115,7 @@ def serve(nodes: str, bind: str, sticky: str, route: str, cache_blocks: int, cac
     tuning: dict[str, float | str] = {
               "route": route, "cache_blocks": cache_blocks, "cache_min_match": cache_min_match, "cache_balance_abs": cache_balance_abs,
               "cache_balance_rel": cache_balance_rel, "cache_load": cache_load,
+              **({"kv_events": kv_events} if kv_events is not None else {}),
               "probe_interval": probe_interval, "probe_timeout": probe_timeout, "drain_timeout": drain_timeout, "load_factor": load_factor,
               "pin_ttl": pin_ttl, "upstream_timeout": upstream_timeout, "stream_timeout": stream_timeout, "write_timeout": write_timeout,
               "max_response_time": max_response_time, "body_timeout": body_timeout, "max_body_time": max_body_time, "idle_timeout": idle_timeout,
@@ -123,6 +128,17 @@ def _engine_line(load: Any) -> str:
     if load.read:
         return f"engine queue ({load.engine}): {load.waiting} waiting, {load.running if load.running is not None else '?'} running, {load.age_s:.1f}s ago"
     return f"engine queue unread ({load.error}): balanced by the router's in-flight count"
+
+
+def _kv_line(kv: Any) -> str:
+    """`--kv-events`: what the engine's KV-cache events said, or that none came."""
+    if kv.last_event_age_s is None:
+        return f"kv events: none yet from {kv.endpoint} (is the engine's --kv-events-config endpoint tcp://*:PORT?)"
+    line = (f"kv events: engine holds {kv.engine_blocks} blocks seen stored, {kv.removed} evicted, {kv.cleared} cleared; "
+            f"{kv.trimmed} index entries dropped; last {kv.last_event_age_s:.0f}s ago")
+    if kv.gaps or kv.bad:
+        line += f" (⚠ {kv.gaps} lost, {kv.bad} unreadable)"
+    return line
 
 
 def _fmt_ms(value: float | None) -> str:
@@ -169,6 +185,8 @@ def status(as_json: bool) -> None:
                 click.echo(f"    last error: {b.last_error}")
             if b.engine_load is not None:
                 click.echo(f"    {_engine_line(b.engine_load)}")
+            if b.kv_events is not None:
+                click.echo(f"    {_kv_line(b.kv_events)}")
         for h in p.hot_keys:
             click.echo(f"  ⚠ hot key {h.key_hash} on {h.backend}: {h.share:.0%} of its last {h.window} requests "
                        "(one API key or session is most of this node's load; stickiness keeps it there)")

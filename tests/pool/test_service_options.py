@@ -36,7 +36,7 @@ GIVEN = {
     "--hot-key-window": "500",
     "--hot-key-min": "7",
 }
-WORDS = {"--route": "cache", "--cache-load": "in-flight"}
+WORDS = {"--route": "cache", "--cache-load": "in-flight", "--kv-events": "a=tcp://127.0.0.1:5557,b=tcp://127.0.0.1:5558"}
 """The tuning flags that take a word, not a number."""
 
 
@@ -81,7 +81,7 @@ def test_every_given_value_reaches_exec_start_and_serve_parses_it_back(require_s
     for flag, value in GIVEN.items():
         name = flag.removeprefix("--").replace("-", "_")
         assert ctx.params[name] == pytest.approx(float(value)), flag
-    assert ctx.params["route"] == "cache"
+    assert ctx.params["route"] == "cache" and ctx.params["kv_events"] == WORDS["--kv-events"]
     assert ctx.params["sticky"] == "header:x-conv" and ctx.params["nodes"] == "a,b" and ctx.params["bind"] == ":8125"
     ok, output = verify_unit(text, "c3-pool-8125.service")
     require_service("systemd-analyze", ok is not None, output)
