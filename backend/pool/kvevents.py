@@ -41,8 +41,10 @@ MAX_MESSAGE = 16 * 1024 * 1024
 """Largest event message read (ZMQ drops larger ones before they are buffered)."""
 QUEUE = 10_000
 """Messages held per socket before the newest are dropped."""
-MAX_KNOWN = 1 << 20
-"""Block hashes remembered per backend (a 80 GiB GPU of 16-token blocks of a 7B model holds ~300,000)."""
+MAX_KNOWN = 1 << 18
+"""Block hashes remembered per backend (as 64-bit fingerprints, ~130 bytes each with the dict: ≤ 34 MiB).
+An 80 GiB GPU of 16-token blocks of a 7B model holds ~300,000: past the cap new blocks go untracked, their
+removals are not counted (the index then forgets less, as without events) until removals make room."""
 POLL_MS = 100
 """How long the reader waits for a message before it looks at its stop flag."""
 DEVICE_TIERS = (None, "GPU")
@@ -96,8 +98,8 @@ class Feed:
     """One backend's event stream: what its engine holds (as far as the events tell) and what was read."""
 
     endpoint: str
-    known: dict[Any, None] = field(default_factory=dict)
-    """Engine block hashes stored since the router subscribed and not removed since (insertion-ordered)."""
+    known: dict[int, None] = field(default_factory=dict)
+    """Fingerprints (`hash()`) of the engine block hashes stored since the router subscribed and not removed since."""
     messages: int = 0
     stored: int = 0
     removed: int = 0
@@ -157,23 +159,31 @@ class KvEvents:
         for sock in sockets:
             poller.register(sock, zmq.POLLIN)
         try:
-            while not self._stop.is_set():
-                for sock, _ in poller.poll(POLL_MS):
-                    name = sockets[sock]
-                    while True:
-                        try:
-                            frames = sock.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        share = self.take(name, frames)
-                        if share and self._loop is not None and self._forgot is not None:
-                            try:
-                                self._loop.call_soon_threadsafe(self._forgot, name, share)
-                            except RuntimeError:  # the loop closed: the router is stopping
-                                return
+            self._poll(sockets, poller)
+        except Exception as exc:  # e.g. the ZMQ context terminated under us: say so, never crash the router
+            for feed in self.feeds.values():
+                feed.error = f"event reader stopped: {type(exc).__name__}: {exc}"
         finally:
             for sock in sockets:
                 sock.close(0)
+
+    def _poll(self, sockets: dict[Any, str], poller: Any) -> None:
+        import zmq
+
+        while not self._stop.is_set():
+            for sock, _ in poller.poll(POLL_MS):
+                name = sockets[sock]
+                while True:
+                    try:
+                        frames = sock.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    share = self.take(name, frames)
+                    if share and self._loop is not None and self._forgot is not None:
+                        try:
+                            self._loop.call_soon_threadsafe(self._forgot, name, share)
+                        except RuntimeError:  # the loop closed: the router is stopping
+                            return
 
     def take(self, name: str, frames: list[bytes]) -> float:
         """Account one message of backend `name`; the share of its cache the engine forgot (0 if none)."""
@@ -219,7 +229,7 @@ class KvEvents:
                 for h in hashes:
                     if isinstance(h, (bytes, int, str)):
                         if len(feed.known) < MAX_KNOWN:
-                            feed.known[h] = None
+                            feed.known[hash(h)] = None
                         else:
                             feed.untracked += 1
                 feed.stored += len(hashes)
@@ -227,7 +237,7 @@ class KvEvents:
                 held = len(feed.known)
                 gone = 0
                 for h in hashes:
-                    if isinstance(h, (bytes, int, str)) and feed.known.pop(h, 0) is None:
+                    if isinstance(h, (bytes, int, str)) and feed.known.pop(hash(h), 0) is None:
                         gone += 1
                 feed.removed += len(hashes)
                 if gone and held:
