@@ -499,6 +499,10 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         if self.refused_readonly("create") or not self.ready():
             return
         orch = self._orchestration()
+        if orch is not None and not orch.gpus_read:
+            self.notify("Reading the GPUs… the form opens once they are in", timeout=3)
+            orch.when_gpus_read(lambda: self.action_new_pod(initial, problem))
+            return
         gpus = sorted(orch.gpus) if orch else []
         pods = orch.pods if orch else []
         self.push_screen(NewPodModal(gpus, pods, initial, problem), callback=self._new_pod_chosen)
@@ -511,6 +515,10 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         if self.refused_readonly("edit", pod) or not self.ready():
             return
         orch = self._orchestration()
+        if orch is not None and not orch.gpus_read:
+            self.notify("Reading the GPUs… the form opens once they are in", timeout=3)
+            orch.when_gpus_read(lambda: self.open_edit(pod, initial, problem))
+            return
         gpus = sorted(orch.gpus) if orch else []
         pods = orch.pods if orch else []
         self.push_screen(EditPodModal(gpus, pods, pod, initial, problem), callback=lambda request: self._edit_chosen(pod, request))

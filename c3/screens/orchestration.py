@@ -12,6 +12,7 @@ handlers only render. The badges' "as of" stamps move with every change, and oth
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +109,8 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         """Pushed readings arrived while the screen was not shown: draw them when it is."""
         self._pending_gpus: GpuReading | None = None
         self._pending_pods: PodsReading | None = None
+        self._after_gpus: Callable[[], None] | None = None
+        """What waits for the first GPU reading (`when_gpus_read`): at most one, the latest asked."""
         """The latest pushed readings while a modal covers the screen or its mode is hidden."""
         self._pods_pushes = 0
         """Pushed pod readings shown so far: a poll asked before the latest of them may hold an older reading."""
@@ -181,11 +184,32 @@ class OrchestrationScreen(Filterable, CockpitScreen):
             self.render_gpus()
             self.render_pods()
             self.render_sources()
+        self._gpus_known()
 
     def _gpus_failed(self, error: BaseException) -> None:
         self.gpu_poller.landed()
         self.gpu_error = describe_error(error)
         self.render_sources()
+        self._gpus_known()
+
+    @property
+    def gpus_read(self) -> bool:
+        """Whether the GPUs have been read (or failed to be): until then `gpus` is empty because nothing
+        is known yet, not because the rig has no GPU."""
+        return self.gpu_taken_at is not None or self.gpu_error is not None
+
+    def when_gpus_read(self, then: Callable[[], None]) -> None:
+        """Run `then` once the first GPU reading (or its failure) lands; at once if it has. A form that
+        places pods opened before it would show every GPU taken ("0 of 1 free")."""
+        if self.gpus_read:
+            then()
+        else:
+            self._after_gpus = then
+
+    def _gpus_known(self) -> None:
+        then, self._after_gpus = self._after_gpus, None
+        if then is not None:
+            then()
 
     def _poll_pods(self) -> None:
         asked = self._pods_pushes
@@ -267,6 +291,8 @@ class OrchestrationScreen(Filterable, CockpitScreen):
             self.gpu_taken_at = reading.taken_at
         self.gpu_error = reading.error
         self._redraw(pods=pods_too)  # the pod view shows GPU numbers, not their sparklines
+        if self.gpus_read:
+            self._gpus_known()
 
     def pods_pushed(self, reading: PodsReading) -> None:
         """The pod view's readings changed. While a modal covers the screen the reading waits, like the

@@ -8,6 +8,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from tests.cockpit import world
 from tests.cockpit.world import ROOT
 
 TESTS = '''
@@ -33,7 +36,14 @@ def test_after_the_writer(shared_world):
 '''
 
 
+# The child builds worlds, which bind the fixed ports under the machine-wide world lock: run it on the
+# worker that runs the other world tests (otherwise it waits for that worker's lock: 66 s of a 2-worker
+# run once), after this process has let go of any world it keeps.
+@pytest.mark.xdist_group("world")
 def test_a_test_that_changes_the_shared_world_fails_by_name_and_the_next_gets_a_fresh_one(tmp_path):
+    for release in world.before_build:
+        release()
+    assert world._lock_state["holders"] == 0, "this process still holds a world: the child would wait for its lock"  # noqa: SLF001
     write = ('from backend.nodes.registry import add_node; from backend.sim.runtime import SimRuntime\n'
              '    add_node("n9", "http://10.213.0.9:8000", "u@10.213.0.9"); SimRuntime().stop("chat", timeout=5.0)')
     fresh = ('from backend.nodes.registry import load_registry; from backend.sim.runtime import SimRuntime\n'
