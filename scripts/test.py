@@ -12,7 +12,7 @@ models; about 20 minutes on a 2-core machine) overlaps the tests that do not nee
 
 1. the engine build starts in the background, niced (BUILD_NICE), logging to .rig/test-run/;
 2. the static checks (tests marked `static`: mypy, ruff, import contracts);
-3. the tests that need no engine, on pytest-xdist workers (one per core, at most 4; `C3_TEST_WORKERS`
+3. the tests that need no engine, on pytest-xdist workers (one per core plus one, at most 4; `C3_TEST_WORKERS`
    sets the number, 1 runs them in one process; a `-n` of the caller's wins);
 4. the `real_engine` tier, once the build is done. A failed build fails the run under
    `--require-services` (its log's tail is printed) and skips the tier otherwise.
@@ -59,14 +59,18 @@ class Phase:
 
 
 def workers() -> int:
-    """pytest-xdist workers for the tests needing no engine: one per core, at most 4 (`C3_TEST_WORKERS`
-    overrides; 0 or 1 runs them in one process). Most of those tests wait on child processes, sockets
-    and subprocess start-up rather than compute, so two workers on a 2-core box cut the phase's wall
-    time; tests that share a machine-wide thing run in one xdist group each (tests/plugins/workers.py)."""
+    """pytest-xdist workers for the tests needing no engine: one per core plus one, at most 4
+    (`C3_TEST_WORKERS` overrides; 0 or 1 runs them in one process). Most of those tests wait on child
+    processes, sockets and subprocess start-up rather than compute; tests that share a machine-wide thing
+    run in one xdist group each (tests/plugins/workers.py). Measured on the 2-core CI kind (2026-12-07,
+    warm, bench/RESULTS.md): with 2 workers the machine was 29 % idle over the phase (18:19); with 3 it
+    took 15:50, the cockpit's `world` group (one worker, ~15 % of the machine busy while it alone runs)
+    being the last to finish."""
     chosen = os.environ.get("C3_TEST_WORKERS", "")
     if chosen.isdigit():
         return int(chosen)
-    return min(os.cpu_count() or 1, 4)
+    cores = os.cpu_count() or 1
+    return min(cores + 1, 4) if cores > 1 else 1
 
 
 def tier_workers(workers: int) -> int:

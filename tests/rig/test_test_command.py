@@ -39,10 +39,12 @@ def test_the_closing_line_counts_like_pytest():
     assert command.counts_text({"deselected": 3}) == "no tests ran"
 
 
-def test_the_tests_needing_no_engine_run_on_a_worker_per_core(monkeypatch):
+def test_the_tests_needing_no_engine_run_on_a_worker_per_core_plus_one(monkeypatch):
     monkeypatch.delenv("C3_TEST_WORKERS", raising=False)
     monkeypatch.setattr(command.os, "cpu_count", lambda: 2)
-    assert command.workers() == 2 and command._xdist(2) == ("-n", "2", "--dist", "loadgroup")
+    assert command.workers() == 3 and command._xdist(3) == ("-n", "3", "--dist", "loadgroup")
+    monkeypatch.setattr(command.os, "cpu_count", lambda: 1)
+    assert command.workers() == 1
     monkeypatch.setattr(command.os, "cpu_count", lambda: 64)
     assert command.workers() == 4
     monkeypatch.setenv("C3_TEST_WORKERS", "1")
