@@ -106,6 +106,8 @@ class Feed:
     cleared: int = 0
     gaps: int = 0
     """Times the sequence numbers skipped (messages lost: the publisher's or our queue was full)."""
+    restarts: int = 0
+    """Times the sequence started again (a new engine process: its cache, and so the index, is empty)."""
     bad: int = 0
     """Messages that were not an event batch (dropped)."""
     untracked: int = 0
@@ -140,6 +142,7 @@ class KvEvents:
             sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
             sock.setsockopt(zmq.RCVHWM, QUEUE)
             sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.IPV6, 1)  # a backend named by an IPv6 address (tcp://[::1]:5557); IPv4 still works
             sock.setsockopt(zmq.SUBSCRIBE, b"")
             sock.connect(feed.endpoint)  # ZMQ connects (and reconnects) in the background
             sockets[sock] = name
@@ -197,7 +200,12 @@ class KvEvents:
             feed.error = f"a message of {len(frames)} frames (want topic, sequence, payload)"
             return 0.0
         seq = int.from_bytes(frames[1], "big")
-        if feed.last_seq is not None and seq != feed.last_seq + 1:
+        restarted = feed.last_seq is not None and seq <= feed.last_seq
+        if restarted:
+            # A publisher's sequence only grows: a smaller one is a new engine process, whose cache is empty.
+            feed.restarts += 1
+            feed.known.clear()
+        elif feed.last_seq is not None and seq != feed.last_seq + 1:
             feed.gaps += 1
         feed.last_seq = seq
         try:
@@ -210,7 +218,7 @@ class KvEvents:
             feed.error = f"not a vLLM event batch ({type(exc).__name__})"
             return 0.0
         feed.error = None
-        forgot = 0.0
+        forgot = 1.0 if restarted else 0.0
         for event in events:
             if not isinstance(event, dict):
                 continue
@@ -253,4 +261,4 @@ class KvEvents:
         age = None if feed.last_at is None else round(time.monotonic() - feed.last_at, 1)
         return {"endpoint": feed.endpoint, "messages": feed.messages, "engine_blocks": len(feed.known),
                 "untracked": feed.untracked, "stored": feed.stored, "removed": feed.removed, "cleared": feed.cleared,
-                "gaps": feed.gaps, "bad": feed.bad, "trimmed": feed.trimmed, "last_event_age_s": age, "error": feed.error}
+                "gaps": feed.gaps, "restarts": feed.restarts, "bad": feed.bad, "trimmed": feed.trimmed, "last_event_age_s": age, "error": feed.error}

@@ -69,6 +69,8 @@ class KvEventsStatus(BaseModel):
     """AllBlocksCleared events (the engine's prefix cache was reset): each empties this backend's index."""
     gaps: int = 0
     """Skips in the publisher's sequence numbers (messages lost)."""
+    restarts: int = 0
+    """Times the publisher's sequence started again (a new engine process): each empties this backend's index."""
     bad: int = 0
     """Messages that were not vLLM event batches (dropped)."""
     trimmed: int = 0

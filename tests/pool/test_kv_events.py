@@ -86,14 +86,29 @@ def test_lost_and_malformed_messages_are_counted_and_reading_goes_on():
     kv = KvEvents({"a": "tcp://127.0.0.1:1"})
     kv.take("a", frames(0, stored(1, 2)))
     kv.take("a", frames(5, stored(3)))  # 1-4 lost
-    for bad in ([b"", b"\0" * 8, b"\xc1"], [b"", b"\0" * 8, msgpack.packb({"x": 1})], [b"", b"\0" * 8, msgpack.packb([1.0, 7])],
-                [b"only one frame"], [b"", b"\0" * 3, b""], [b"", b"\0" * 8, msgpack.packb([1.0, [7, "x", {"type": 1}, removed("z")]])]):
+
+    def seq(n: int) -> bytes:
+        return n.to_bytes(8, "big")
+
+    for bad in ([b"", seq(6), b"\xc1"], [b"", seq(7), msgpack.packb({"x": 1})], [b"", seq(8), msgpack.packb([1.0, 7])],
+                [b"only one frame"], [b"", b"\0" * 3, b""], [b"", seq(9), msgpack.packb([1.0, [7, "x", {"type": 1}, removed("z")]])]):
         assert kv.take("a", bad) == 0.0
     row = kv.row("a")
     assert row is not None
-    # gaps: 0 → 5, then each bad message's sequence 0 that could be read; the last batch is well formed, its events odd
-    assert (row["engine_blocks"], row["gaps"], row["bad"]) == (3, 5, 5), row
-    assert kv.take("a", frames(6, removed(3))) == pytest.approx(1 / 3)
+    # one gap (0 → 5); three unreadable payloads and two malformed framings; the last batch is well formed, its events odd
+    assert (row["engine_blocks"], row["gaps"], row["restarts"], row["bad"]) == (3, 1, 0, 5), row
+    assert kv.take("a", frames(10, removed(3))) == pytest.approx(1 / 3)
+
+
+def test_a_sequence_that_starts_again_is_a_new_engine_whose_cache_is_empty():
+    kv = KvEvents({"a": "tcp://127.0.0.1:1"})
+    kv.take("a", frames(41, stored(1, 2, 3)))
+    kv.take("a", frames(42, stored(4)))
+    assert kv.take("a", frames(0, stored(9))) == 1.0  # restarted: everything the index held for it is gone
+    row = kv.row("a")
+    assert row is not None
+    assert (row["engine_blocks"], row["restarts"], row["gaps"]) == (1, 1, 0), row
+    assert kv.take("a", frames(1, removed(1))) == 0.0  # a block of the old process: not this one's
 
 
 def test_what_is_remembered_is_bounded(monkeypatch):
