@@ -57,13 +57,15 @@ def parse_endpoints(spec: str, backends: list[tuple[str, str]]) -> dict[str, str
     from urllib.parse import urlsplit
 
     from backend.errors import UsageError
+    from backend.limits import is_port, port_text
 
     spec = spec.strip()
     names = [name for name, _ in backends]
     if spec.isdigit() and spec.isascii():
-        port = int(spec)
-        if not 1 <= port <= 65535:
-            raise UsageError(f"--kv-events port {port} is outside 1-65535")
+        try:
+            port = port_text(spec)
+        except ValueError as exc:
+            raise UsageError(f"--kv-events {exc}") from None
         out = {}
         for name, url in backends:
             host = urlsplit(url).hostname
@@ -86,7 +88,7 @@ def parse_endpoints(spec: str, backends: list[tuple[str, str]]) -> dict[str, str
             given: int | None = parts.port
         except ValueError:
             given = None
-        if parts.scheme != "tcp" or not parts.hostname or given is None or not 1 <= given <= 65535 or parts.path or parts.query:
+        if parts.scheme != "tcp" or not parts.hostname or given is None or not is_port(given) or parts.path or parts.query:
             raise UsageError(f"--kv-events {name}={endpoint}: the endpoint must be tcp://HOST:PORT",
                              hint="vLLM publishes where its --kv-events-config endpoint says, e.g. tcp://*:5557")
         out[name] = endpoint
@@ -254,11 +256,12 @@ class KvEvents:
         return forgot
 
     def row(self, name: str) -> dict[str, Any] | None:
-        """The backend's `kv_events` field of `c3 pool status --json`; None without an endpoint."""
+        """The backend's `kv_events` field of `c3 pool status --json` (`status.KvEventsStatus`); None without an endpoint."""
         feed = self.feeds.get(name)
         if feed is None:
             return None
         age = None if feed.last_at is None else round(time.monotonic() - feed.last_at, 1)
         return {"endpoint": feed.endpoint, "messages": feed.messages, "engine_blocks": len(feed.known),
                 "untracked": feed.untracked, "stored": feed.stored, "removed": feed.removed, "cleared": feed.cleared,
-                "gaps": feed.gaps, "restarts": feed.restarts, "bad": feed.bad, "trimmed": feed.trimmed, "last_event_age_s": age, "error": feed.error}
+                "gaps": feed.gaps, "restarts": feed.restarts, "bad": feed.bad, "trimmed": feed.trimmed,
+                "last_event_age_s": age, "error": feed.error}

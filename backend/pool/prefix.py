@@ -155,3 +155,4 @@ class PrefixIndex:
     def forget(self, name: str) -> None:
         """Drop everything held for `name` (its engine's cache is presumed gone)."""
         self._sets[name].clear()
+        self._carry.pop(name, None)

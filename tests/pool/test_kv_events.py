@@ -50,7 +50,7 @@ def test_a_port_means_every_backends_host_and_names_give_each_its_own():
 
 
 @pytest.mark.parametrize("spec, says", [
-    ("70000", "outside 1-65535"),
+    ("70000", "--kv-events `70000` is not a TCP port (a number from 1 to 65535)"),
     ("c=tcp://h:1", "not one of the pool's nodes (a, b)"),
     ("a=tcp://h:1,a=tcp://h:2", "names a twice"),
     ("a=http://h:1", "must be tcp://HOST:PORT"),
@@ -236,3 +236,32 @@ def test_pool_status_says_what_the_events_said_or_that_none_came():
                            gaps=2, last_event_age_s=3.2)
     assert _kv_line(heard) == ("kv events: engine holds 12 blocks seen stored, 4 evicted, 1 cleared; 30 index entries dropped; "
                                "last 3s ago (⚠ 2 lost, 0 unreadable)")
+
+
+@pytest.mark.parametrize("host", ["localhost", "[::1]"], ids=["by-name", "ipv6"])
+async def test_the_reader_reaches_a_publisher_by_host_name_and_by_ipv6_address(host):
+    """The endpoints `--kv-events PORT` makes from the backends' URLs: a node's name (resolved by ZMQ) or an
+    IPv6 address (ZMQ refuses those unless the socket allows IPv6)."""
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    pub.setsockopt(zmq.IPV6, 1)
+    port = pub.bind_to_random_port("tcp://[::1]" if host == "[::1]" else "tcp://127.0.0.1")
+    endpoint = parse_endpoints(str(port), [("a", f"http://{host}:8000/v1")])["a"]
+    assert endpoint == f"tcp://{host}:{port}"
+    kv = KvEvents({"a": endpoint})
+    forgot: list[tuple[str, float]] = []
+    kv.start(asyncio.get_running_loop(), lambda name, share: forgot.append((name, share)))
+    try:
+        seq = 0
+        deadline = time.monotonic() + 10
+        while kv.feeds["a"].messages == 0 and time.monotonic() < deadline:  # a PUB drops what precedes a subscriber
+            pub.send_multipart(frames(seq, stored(seq)))
+            seq += 1
+            await asyncio.sleep(0.05)
+        assert kv.feeds["a"].messages > 0, f"nothing arrived from {endpoint}"
+        pub.send_multipart(frames(seq, CLEARED))
+        await wait_for(lambda: forgot == [("a", 1.0)], "the clear to reach the loop")
+    finally:
+        await asyncio.to_thread(kv.stop)
+        pub.close(0)
+        ctx.term()
