@@ -499,13 +499,20 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         if self.refused_readonly("create") or not self.ready():
             return
         orch = self._orchestration()
-        if orch is not None and not orch.gpus_read:
-            self.notify("Reading the GPUs… the form opens once they are in", timeout=3)
-            orch.when_gpus_read(lambda: self.action_new_pod(initial, problem))
+        if self._gpus_unread(orch, lambda: self.action_new_pod(initial, problem)):
             return
         gpus = sorted(orch.gpus) if orch else []
         pods = orch.pods if orch else []
         self.push_screen(NewPodModal(gpus, pods, initial, problem), callback=self._new_pod_chosen)
+
+    def _gpus_unread(self, orch: OrchestrationScreen | None, reopen: Callable[[], None]) -> bool:
+        """A form that places pods needs the GPUs read (else it shows every GPU taken): True when they are
+        not yet, after saying so and leaving `reopen` to run once they are."""
+        if orch is None or orch.gpus_read:
+            return False
+        self.notify("Reading the GPUs… the form opens once they are in", timeout=3)
+        orch.when_gpus_read(reopen)
+        return True
 
     def open_edit(self, pod: str, initial: NewPod | None = None, problem: str | None = None) -> None:
         """The pod form, prefilled with `pod`'s slug, GPUs and port (`e`) — or, refused, with what was
@@ -515,9 +522,7 @@ class C3App(WriteFlow, ServiceCalls, App[None]):
         if self.refused_readonly("edit", pod) or not self.ready():
             return
         orch = self._orchestration()
-        if orch is not None and not orch.gpus_read:
-            self.notify("Reading the GPUs… the form opens once they are in", timeout=3)
-            orch.when_gpus_read(lambda: self.open_edit(pod, initial, problem))
+        if self._gpus_unread(orch, lambda: self.open_edit(pod, initial, problem)):
             return
         gpus = sorted(orch.gpus) if orch else []
         pods = orch.pods if orch else []

@@ -109,9 +109,9 @@ class OrchestrationScreen(Filterable, CockpitScreen):
         """Pushed readings arrived while the screen was not shown: draw them when it is."""
         self._pending_gpus: GpuReading | None = None
         self._pending_pods: PodsReading | None = None
+        """The latest pushed readings while a modal covers the screen or its mode is hidden."""
         self._after_gpus: Callable[[], None] | None = None
         """What waits for the first GPU reading (`when_gpus_read`): at most one, the latest asked."""
-        """The latest pushed readings while a modal covers the screen or its mode is hidden."""
         self._pods_pushes = 0
         """Pushed pod readings shown so far: a poll asked before the latest of them may hold an older reading."""
         self.history = History()
